@@ -1,0 +1,19 @@
+/* Everything hexic writes into -o DIR. passes/emit.c calls these in order. */
+#ifndef HX_CODEGEN_H
+#define HX_CODEGEN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../ir/hexic.h"
+
+/* plan.json: the plan, its simulated figures and the baseline (README documents it). */
+bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f);
+/* report.md: the human-readable table. */
+bool hx_emit_report(const struct hx_ctx *ctx, FILE *f);
+/* trace.json: the simulated iteration as Chrome Trace Event JSON. */
+bool hx_emit_trace(const struct hx_ctx *ctx, FILE *f);
+/* rank_NNNN.c for every rank, Makefile, launch.sh, slurm.sbatch into dir. */
+bool hx_emit_programs(const struct hx_ctx *ctx, const char *dir);
+
+#endif

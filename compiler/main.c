@@ -1,0 +1,163 @@
+/* hexic: the driver. Parses the command line, runs the pass pipeline, and
+ * maps the outcome to an exit code (see ir/diag.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline.h"
+#include "simulate_cmd.h"
+
+static const char usage_text[] =
+    "usage: hexic [options] FILE...\n"
+    "       hexic simulate PLAN.json FILE...\n"
+    "\n"
+    "Compiles a model, training settings and a cluster written in the .hx language\n"
+    "into an asymmetric parallel training plan and one C program per rank.\n"
+    "Blocks may be spread over any number of FILEs.\n"
+    "\n"
+    "options:\n"
+    "  -o DIR                write plan.json, report.md, trace.json and the per-rank\n"
+    "                        programs with their Makefile and launch.sh into DIR\n"
+    "  --check               parse and validate the input only\n"
+    "  --print-ir            dump the IR after the last pass that ran\n"
+    "  --print-after=PASS    dump the IR after PASS and stop; PASS is one of\n"
+    "                        parse sema model-stats cluster-table baseline schedule\n"
+    "                        simulate emit\n"
+    "  --target=cpu|cuda     generated programs run on CPU over MPI (default) or on\n"
+    "                        GPUs over NCCL\n"
+    "  --strategy=NAME       auto (default), hexiscale, symmetric, exhaustive, hexiseq\n"
+    "  --search-budget=SEC   bound the plan search to SEC seconds (default 30)\n"
+    "  --plan=FILE           take the plan from FILE (a plan.json) instead of searching\n"
+    "  --version             print the version and exit\n"
+    "  -h, --help            print this text and exit\n"
+    "\n"
+    "exit status: 0 success, 1 errors in the input, 2 usage error, 3 no feasible\n"
+    "plan, 70 internal error.\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "hexic: error: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", usage_text);
+  return HX_EXIT_USAGE;
+}
+
+enum {
+  OPT_CHECK = 256,
+  OPT_PRINT_IR,
+  OPT_PRINT_AFTER,
+  OPT_TARGET,
+  OPT_STRATEGY,
+  OPT_BUDGET,
+  OPT_PLAN,
+  OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"print-ir", no_argument, NULL, OPT_PRINT_IR},
+    {"print-after", required_argument, NULL, OPT_PRINT_AFTER},
+    {"target", required_argument, NULL, OPT_TARGET},
+    {"strategy", required_argument, NULL, OPT_STRATEGY},
+    {"search-budget", required_argument, NULL, OPT_BUDGET},
+    {"plan", required_argument, NULL, OPT_PLAN},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static bool parse_strategy(const char *s, enum hx_strategy *out) {
+  static const struct {
+    const char *name;
+    enum hx_strategy value;
+  } table[] = {
+      {"auto", HX_STRAT_AUTO},           {"hexiscale", HX_STRAT_HEXISCALE},
+      {"symmetric", HX_STRAT_SYMMETRIC}, {"exhaustive", HX_STRAT_EXHAUSTIVE},
+      {"hexiseq", HX_STRAT_HEXISEQ},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (!strcmp(s, table[i].name)) {
+      *out = table[i].value;
+      return true;
+    }
+  return false;
+}
+
+/* Returns -1 when the command line is fine, else the exit code. */
+static int parse_options(int argc, char **argv, struct hx_options *opt) {
+  opt->target = HX_TARGET_CPU;
+  opt->strategy = HX_STRAT_AUTO;
+  opt->search_budget_s = 30.0;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
+    switch (c) {
+    case 'o':
+      opt->out_dir = optarg;
+      break;
+    case OPT_CHECK:
+      opt->check_only = true;
+      break;
+    case OPT_PRINT_IR:
+      opt->print_ir = true;
+      break;
+    case OPT_PRINT_AFTER:
+      if (!hx_pass_exists(optarg))
+        return usage_error("unknown pass '%s' in --print-after", optarg);
+      opt->print_after = optarg;
+      break;
+    case OPT_TARGET:
+      if (!strcmp(optarg, "cpu"))
+        opt->target = HX_TARGET_CPU;
+      else if (!strcmp(optarg, "cuda"))
+        opt->target = HX_TARGET_CUDA;
+      else
+        return usage_error("unknown target '%s' (expected cpu or cuda)", optarg);
+      break;
+    case OPT_STRATEGY:
+      if (!parse_strategy(optarg, &opt->strategy))
+        return usage_error("unknown strategy '%s'", optarg);
+      break;
+    case OPT_BUDGET: {
+      char *end;
+      double v = strtod(optarg, &end);
+      if (*end || !(v > 0) || v > 1e6)
+        return usage_error("--search-budget wants a positive number of seconds, not '%s'", optarg);
+      opt->search_budget_s = v;
+      break;
+    }
+    case OPT_PLAN:
+      opt->plan_file = optarg;
+      break;
+    case OPT_VERSION:
+      printf("hexic %s\n", HEXIC_VERSION);
+      return HX_EXIT_OK;
+    case 'h':
+      fputs(usage_text, stdout);
+      return HX_EXIT_OK;
+    case ':':
+      return usage_error("option '%s' needs an argument", argv[optind - 1]);
+    default:
+      return usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  opt->inputs = (const char **)argv + optind;
+  opt->ninputs = argc - optind;
+  if (opt->ninputs == 0)
+    return usage_error("%s", "no input files");
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "simulate"))
+    return hx_simulate_command(argc - 1, argv + 1);
+
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  int rc = parse_options(argc, argv, &ctx.opt);
+  if (rc < 0)
+    rc = hx_run_pipeline(&ctx);
+  hx_arena_free(&ctx.arena);
+  return rc;
+}

@@ -1,0 +1,101 @@
+/* The one visible list of passes. Read top to bottom: that is what hexic does. */
+#include "pipeline.h"
+
+#include <string.h>
+
+/* What a pass's dump shows (--print-after=NAME). */
+enum dump_kind { DUMP_AST, DUMP_MODEL_CLUSTER, DUMP_PLAN };
+
+struct pass {
+  const char *name;
+  bool (*run)(struct hx_ctx *);
+  enum dump_kind dump;
+  int exit_code_on_error; /* what a failing pass means to the user */
+  bool front_end;         /* runs under --check */
+};
+
+static const struct pass passes[] = {
+    {"parse", hx_pass_parse, DUMP_AST, HX_EXIT_INPUT, true},
+    {"sema", hx_pass_sema, DUMP_MODEL_CLUSTER, HX_EXIT_INPUT, true},
+    {"model-stats", hx_pass_model_stats, DUMP_MODEL_CLUSTER, HX_EXIT_INPUT, true},
+    {"cluster-table", hx_pass_cluster_table, DUMP_MODEL_CLUSTER, HX_EXIT_INPUT, true},
+    {"baseline", hx_pass_baseline, DUMP_PLAN, HX_EXIT_INFEASIBLE, false},
+    {"schedule", hx_pass_schedule, DUMP_PLAN, HX_EXIT_INFEASIBLE, false},
+    {"simulate", hx_pass_simulate, DUMP_PLAN, HX_EXIT_INTERNAL, false},
+    {"emit", hx_pass_emit, DUMP_PLAN, HX_EXIT_INTERNAL, false},
+};
+enum { NPASSES = sizeof passes / sizeof passes[0] };
+
+const char *hx_pass_name(int i) { return i >= 0 && i < NPASSES ? passes[i].name : NULL; }
+
+bool hx_pass_exists(const char *name) {
+  for (int i = 0; i < NPASSES; i++)
+    if (!strcmp(passes[i].name, name))
+      return true;
+  return false;
+}
+
+static void verify_after(const struct hx_ctx *ctx, const struct pass *p) {
+  switch (p->dump) {
+  case DUMP_AST:
+    break;
+  case DUMP_MODEL_CLUSTER:
+    if (p->run != hx_pass_sema) {
+      hx_verify_model(ctx);
+      hx_verify_cluster(ctx);
+    }
+    break;
+  case DUMP_PLAN:
+    if (ctx->plan)
+      hx_verify_plan(ctx, ctx->plan);
+    if (ctx->baseline)
+      hx_verify_plan(ctx, ctx->baseline);
+    break;
+  }
+}
+
+static void dump(const struct hx_ctx *ctx, const struct pass *p, FILE *f) {
+  fprintf(f, "# after %s\n", p->name);
+  switch (p->dump) {
+  case DUMP_AST:
+    hx_dump_ast(ctx, f);
+    break;
+  case DUMP_MODEL_CLUSTER:
+    hx_dump_model(ctx, f);
+    hx_dump_cluster(ctx, f);
+    break;
+  case DUMP_PLAN:
+    hx_dump_model(ctx, f);
+    hx_dump_cluster(ctx, f);
+    if (ctx->baseline) {
+      fputs("baseline ", f);
+      hx_dump_plan(ctx, ctx->baseline, f);
+    }
+    if (ctx->plan)
+      hx_dump_plan(ctx, ctx->plan, f);
+    break;
+  }
+}
+
+int hx_run_pipeline(struct hx_ctx *ctx) {
+  const struct pass *last = NULL;
+  for (int i = 0; i < NPASSES; i++) {
+    const struct pass *p = &passes[i];
+    if (ctx->opt.check_only && !p->front_end)
+      break;
+    /* Without -o there is nothing to write; --print-ir alone stops before emit. */
+    if (p->run == hx_pass_emit && !ctx->opt.out_dir)
+      break;
+    if (!p->run(ctx) || hx_error_count() > 0)
+      return hx_error_count() > 0 ? p->exit_code_on_error : HX_EXIT_INTERNAL;
+    verify_after(ctx, p);
+    last = p;
+    if (ctx->opt.print_after && !strcmp(ctx->opt.print_after, p->name)) {
+      dump(ctx, p, stdout);
+      return HX_EXIT_OK;
+    }
+  }
+  if (ctx->opt.print_ir && last)
+    dump(ctx, last, stdout);
+  return HX_EXIT_OK;
+}

@@ -1,0 +1,28 @@
+/* One arena per compilation: every AST and IR node lives until the end of the
+ * run, so nothing is freed piecemeal and nothing can dangle. */
+#ifndef HX_ARENA_H
+#define HX_ARENA_H
+
+#include <stddef.h>
+
+struct hx_arena_block;
+
+struct hx_arena {
+  struct hx_arena_block *head;
+  size_t used_bytes; /* total handed out, for --stats */
+};
+
+void hx_arena_init(struct hx_arena *a);
+void hx_arena_free(struct hx_arena *a);
+/* Zeroed, 16-byte aligned; aborts with exit code 70 on out-of-memory. */
+void *hx_alloc(struct hx_arena *a, size_t size);
+void *hx_alloc_array(struct hx_arena *a, size_t count, size_t elem_size);
+char *hx_strdup(struct hx_arena *a, const char *s);
+char *hx_strndup(struct hx_arena *a, const char *s, size_t n);
+char *hx_sprintf(struct hx_arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define HX_NEW(a, T) ((T *)hx_alloc((a), sizeof(T)))
+#define HX_NEW_ARRAY(a, T, n) ((T *)hx_alloc_array((a), (size_t)(n), sizeof(T)))
+
+#endif

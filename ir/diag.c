@@ -1,0 +1,171 @@
+#include "diag.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static FILE *diag_stream;
+static int errors, warnings;
+static int last_printed = 1; /* whether the last error/warning was printed, for notes */
+
+void hx_diag_set_stream(FILE *f) { diag_stream = f; }
+
+void hx_diag_reset(void) {
+  errors = warnings = 0;
+  last_printed = 1;
+}
+
+static FILE *out(void) { return diag_stream ? diag_stream : stderr; }
+
+/* Prints the line that loc points into, and a caret under its column. Tabs in
+ * the prefix are kept so the caret lines up in a terminal; other control bytes
+ * (a NUL in a fuzzed file) print as '?', and very long lines are cut around
+ * the caret so a 10 MB line does not become a 10 MB diagnostic. */
+static void print_source_line(struct location loc) {
+  const struct hx_source *src = loc.src;
+  if (!src || !src->text || loc.line < 1)
+    return;
+  const char *p = src->text, *end = src->text + src->len;
+  for (int line = 1; line < loc.line && p < end; p++)
+    if (*p == '\n')
+      line++;
+  const char *eol = p;
+  while (eol < end && *eol != '\n')
+    eol++;
+  long width = eol - p;
+  long col = loc.col > 0 ? loc.col - 1 : 0;
+  if (col > width)
+    col = width;
+  enum { WINDOW = 160 };
+  long from = 0, to = width;
+  if (width > WINDOW) {
+    from = col > WINDOW / 2 ? col - WINDOW / 2 : 0;
+    to = from + WINDOW < width ? from + WINDOW : width;
+  }
+  FILE *f = out();
+  fputs("  ", f);
+  if (from > 0)
+    fputs("...", f);
+  for (long i = from; i < to; i++) {
+    unsigned char c = (unsigned char)p[i];
+    fputc(c == '\t' || (c >= 32 && c != 127) ? c : '?', f);
+  }
+  if (to < width)
+    fputs("...", f);
+  fputs("\n  ", f);
+  if (from > 0)
+    fputs("   ", f);
+  for (long i = from; i < col; i++)
+    fputc(p[i] == '\t' ? '\t' : ' ', f);
+  fputs("^\n", f);
+}
+
+static void vreport(const char *kind, struct location loc, const char *fmt, va_list ap) {
+  FILE *f = out();
+  if (loc.src)
+    fprintf(f, "%s:%d:%d: %s: ", loc.src->name, loc.line, loc.col, kind);
+  else
+    fprintf(f, "hexic: %s: ", kind);
+  vfprintf(f, fmt, ap);
+  fputc('\n', f);
+  print_source_line(loc);
+}
+
+void hx_error(struct location loc, const char *fmt, ...) {
+  errors++;
+  last_printed = errors <= HX_MAX_ERRORS;
+  if (!last_printed)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("error", loc, fmt, ap);
+  va_end(ap);
+  if (errors == HX_MAX_ERRORS)
+    fprintf(out(), "hexic: fatal error: too many errors (%d), stopping\n", HX_MAX_ERRORS);
+}
+
+void hx_warning(struct location loc, const char *fmt, ...) {
+  warnings++;
+  last_printed = errors < HX_MAX_ERRORS;
+  if (!last_printed)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("warning", loc, fmt, ap);
+  va_end(ap);
+}
+
+void hx_note(struct location loc, const char *fmt, ...) {
+  if (!last_printed)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("note", loc, fmt, ap);
+  va_end(ap);
+}
+
+void hx_error_plain(const char *fmt, ...) {
+  errors++;
+  last_printed = errors <= HX_MAX_ERRORS;
+  if (!last_printed)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("error", (struct location){0}, fmt, ap);
+  va_end(ap);
+}
+
+void hx_internal_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("hexic: internal error: ", out());
+  vfprintf(out(), fmt, ap);
+  fputc('\n', out());
+  va_end(ap);
+  exit(HX_EXIT_INTERNAL);
+}
+
+int hx_error_count(void) { return errors; }
+int hx_warning_count(void) { return warnings; }
+int hx_too_many_errors(void) { return errors >= HX_MAX_ERRORS; }
+
+/* Levenshtein distance, capped: names are short identifiers. */
+static int edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63)
+    return 99;
+  int row[64];
+  for (size_t j = 0; j <= lb; j++)
+    row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j];
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      int best = diag + cost;
+      if (row[j] + 1 < best)
+        best = row[j] + 1;
+      if (row[j - 1] + 1 < best)
+        best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+const char *hx_nearest_name(const char *name, const char *const *candidates, int n) {
+  const char *best = NULL;
+  int best_d = 99;
+  for (int i = 0; i < n; i++) {
+    int d = edit_distance(name, candidates[i]);
+    if (d < best_d) {
+      best_d = d;
+      best = candidates[i];
+    }
+  }
+  /* A plausible typo: at most a third of the name's letters changed. */
+  int limit = (int)strlen(name) / 3 + 1;
+  return best_d <= limit ? best : NULL;
+}

@@ -1,0 +1,48 @@
+/* One compilation: options, sources, the arena, and every IR the passes
+ * build. Passes take a struct hx_ctx * and fill their part. */
+#ifndef HX_HEXIC_H
+#define HX_HEXIC_H
+
+#include <stdbool.h>
+
+#include "arena.h"
+#include "ast.h"
+#include "cluster.h"
+#include "diag.h"
+#include "loc.h"
+#include "model.h"
+#include "plan.h"
+
+#define HEXIC_VERSION "0.1.0"
+
+enum hx_target { HX_TARGET_CPU, HX_TARGET_CUDA };
+enum hx_strategy { HX_STRAT_AUTO, HX_STRAT_HEXISCALE, HX_STRAT_SYMMETRIC, HX_STRAT_EXHAUSTIVE, HX_STRAT_HEXISEQ };
+
+struct hx_options {
+  const char **inputs;
+  int ninputs;
+  const char *out_dir;    /* -o */
+  bool check_only;        /* --check */
+  bool print_ir;          /* --print-ir: dump after the last pass that ran */
+  const char *print_after;/* --print-after=PASS */
+  enum hx_target target;
+  enum hx_strategy strategy;
+  double search_budget_s; /* --search-budget */
+  const char *plan_file;  /* --plan=FILE: take the plan from a plan.json */
+};
+
+struct hx_ctx {
+  struct hx_arena arena;
+  struct hx_options opt;
+  struct hx_source *sources;
+  int nsources;
+  struct hx_ast ast;
+  bool has_model, has_train;
+  struct hx_model model;
+  struct hx_train train;
+  struct hx_cluster cluster;
+  struct hx_plan *plan;     /* the chosen plan */
+  struct hx_plan *baseline; /* the best symmetric plan, or NULL if none fits */
+};
+
+#endif

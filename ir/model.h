@@ -1,0 +1,55 @@
+/* The model and training settings, checked. Derived figures (parameters,
+ * FLOPs, activation bytes) are filled by passes/model_stats.c and are what the
+ * cost model reads. */
+#ifndef HX_MODEL_H
+#define HX_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loc.h"
+
+struct hx_model {
+  struct location loc;
+  const char *name;
+  int64_t layers, hidden, ffn, heads, kv_heads, vocab, seq_len;
+  double rope_theta, norm_eps;
+  bool tie_embeddings;
+
+  /* Derived (model_stats). Counts are exact integers; FLOPs are per token of
+   * a full seq_len sequence (causal attention averaged over positions). */
+  int64_t head_dim;
+  int64_t params_layer;      /* one decoder layer: attention + MLP + 2 norms */
+  int64_t params_embedding;  /* vocab x hidden */
+  int64_t params_head;       /* LM head (0 when tied) */
+  int64_t params_final_norm; /* hidden */
+  int64_t params_total;
+  double flops_layer_fwd;     /* per token, one decoder layer, forward */
+  double flops_embedding_fwd; /* per token (a gather: counted as 0) */
+  double flops_head_fwd;      /* per token: final norm + LM head + softmax */
+  double act_bytes_layer;     /* per token, one layer, kept for backward */
+  double act_bytes_layer_recompute; /* per token, one layer, with full recompute */
+  double act_bytes_head;      /* per token, logits and their softmax */
+};
+
+enum hx_precision { HX_PREC_BF16, HX_PREC_FP32 };
+enum hx_recompute { HX_RECOMPUTE_NONE, HX_RECOMPUTE_FULL, HX_RECOMPUTE_AUTO };
+enum hx_optimizer { HX_OPT_ADAMW, HX_OPT_SGD };
+enum hx_pp_schedule { HX_PP_1F1B, HX_PP_GPIPE };
+
+struct hx_train {
+  struct location loc;
+  int64_t global_batch;   /* sequences per optimizer step */
+  int64_t micro_batch;    /* 0: the planner chooses */
+  enum hx_precision precision;
+  enum hx_recompute recompute;
+  enum hx_optimizer optimizer;
+  enum hx_pp_schedule schedule; /* train field `schedule = 1f1b | gpipe` */
+  double lr, beta1, beta2, weight_decay, grad_clip, eps;
+  int64_t warmup_steps, steps, seed;
+  const char *data;       /* NULL: synthetic tokens */
+  int64_t checkpoint_every; /* 0: never */
+  const char *checkpoint_dir;
+};
+
+#endif

@@ -1,0 +1,1 @@
+typedef int hx_placeholder_unused;
