@@ -1,3 +1,141 @@
-/* placeholder: replaced by its owner */
-#include "../passes/passes.h"
-bool hx_pass_cluster_table(struct hx_ctx *ctx) { (void)ctx; return true; }
+/* The cluster-table pass: the full device-to-device bandwidth (bytes/s) and
+ * latency (s) tables. Two GPUs of one node use the node's own figures; GPUs
+ * of different nodes use the most specific link naming both nodes (a replica
+ * name such as "g4090-1" beats the base name "g4090"), else the network
+ * block. A node pair with neither, or two equally specific links for one
+ * pair, is an input error. */
+#include <string.h>
+
+#include "../grammar/parse_state.h"
+#include "passes.h"
+
+enum { NO_LINK = -1, NETWORK = -2 };
+
+struct pair_choice {
+  int link;        /* index into cluster.links, NO_LINK or NETWORK */
+  int specificity; /* replica names used by that link for this pair: 0..2 */
+};
+
+/* A link end's name covers the node with that expanded name, or every
+ * replica of the base name; *specific tells which. */
+static bool covers(const struct hx_node *n, const char *name, bool *specific) {
+  if (!strcmp(n->name, name)) {
+    *specific = strcmp(n->base_name, name) != 0;
+    return true;
+  }
+  *specific = false;
+  return !strcmp(n->base_name, name);
+}
+
+static void report_ambiguous(const struct hx_cluster *c, int earlier, int later, int i, int j,
+                             struct hx_arena *a) {
+  const struct hx_link *x = &c->links[later];
+  hx_error(x->loc, "links \"%s\" \"%s\" and \"%s\" \"%s\" both apply to nodes \"%s\" and \"%s\"",
+           hx_short_text(a, x->a), hx_short_text(a, x->b), hx_short_text(a, c->links[earlier].a),
+           hx_short_text(a, c->links[earlier].b), hx_short_text(a, c->nodes[i].name),
+           hx_short_text(a, c->nodes[j].name));
+  hx_note(c->links[earlier].loc, "the other link is here; name a replica (\"%s\") to say which wins",
+          hx_short_text(a, c->nodes[i].name));
+}
+
+/* Applies one link to every node pair it names. Cost: the pairs it covers,
+ * which over all links is at most nnodes^2 plus nlinks * nnodes. */
+static void apply_link(const struct hx_cluster *c, int li, struct pair_choice *choice, bool *reported,
+                       struct hx_arena *a) {
+  const struct hx_link *l = &c->links[li];
+  int nn = c->nnodes;
+  for (int i = 0; i < nn; i++) {
+    bool spec_i;
+    if (!covers(&c->nodes[i], l->a, &spec_i))
+      continue;
+    for (int j = 0; j < nn; j++) {
+      bool spec_j;
+      if (j == i || !covers(&c->nodes[j], l->b, &spec_j))
+        continue;
+      struct pair_choice *p = &choice[(long)i * nn + j], *q = &choice[(long)j * nn + i];
+      int spec = (int)spec_i + (int)spec_j;
+      if (p->link >= 0 && p->link != li && p->specificity == spec) {
+        if (!reported[li])
+          report_ambiguous(c, p->link, li, i, j, a);
+        reported[li] = true;
+        continue;
+      }
+      if (p->link < 0 || spec > p->specificity) {
+        *p = (struct pair_choice){li, spec};
+        *q = *p;
+      }
+    }
+  }
+}
+
+struct reported_pair {
+  const char *a, *b;
+};
+
+/* One error per pair of node declarations, not per replica pair. */
+static void report_unconnected(const struct hx_cluster *c, int i, int j, struct reported_pair *seen, int *nseen,
+                               struct hx_arena *a) {
+  const char *bi = c->nodes[i].base_name, *bj = c->nodes[j].base_name;
+  for (int k = 0; k < *nseen; k++)
+    if ((seen[k].a == bi && seen[k].b == bj) || (seen[k].a == bj && seen[k].b == bi))
+      return;
+  seen[(*nseen)++] = (struct reported_pair){bi, bj};
+  hx_error(c->nodes[j].loc, "nothing connects nodes \"%s\" and \"%s\": no link names them and there is no network block",
+           hx_short_text(a, c->nodes[i].name), hx_short_text(a, c->nodes[j].name));
+  hx_note(c->nodes[j].loc, "add link \"%s\" \"%s\" { bandwidth = ... } or network { bandwidth = ... }",
+          hx_short_text(a, bi), hx_short_text(a, bj));
+}
+
+static struct pair_choice *choose_node_pairs(struct hx_ctx *ctx) {
+  const struct hx_cluster *c = &ctx->cluster;
+  int nn = c->nnodes;
+  struct pair_choice *choice = HX_NEW_ARRAY(&ctx->arena, struct pair_choice, (size_t)nn * (size_t)nn);
+  for (long k = 0; k < (long)nn * nn; k++)
+    choice[k] = (struct pair_choice){c->has_network ? NETWORK : NO_LINK, -1};
+  bool *reported = HX_NEW_ARRAY(&ctx->arena, bool, c->nlinks);
+  for (int li = 0; li < c->nlinks && !hx_too_many_errors(); li++)
+    apply_link(c, li, choice, reported, &ctx->arena);
+  struct reported_pair seen[HX_MAX_ERRORS + 1];
+  int nseen = 0;
+  for (int i = 0; i < nn && !hx_too_many_errors(); i++)
+    for (int j = i + 1; j < nn && !hx_too_many_errors(); j++)
+      if (choice[(long)i * nn + j].link == NO_LINK)
+        report_unconnected(c, i, j, seen, &nseen, &ctx->arena);
+  return choice;
+}
+
+static void fill_devices(struct hx_cluster *c, const struct pair_choice *choice) {
+  int n = c->ndevices, nn = c->nnodes;
+  for (int x = 0; x < n; x++) {
+    int nx = c->devices[x].node;
+    for (int y = 0; y < n; y++) {
+      int ny = c->devices[y].node;
+      double bw, lat;
+      if (x == y) {
+        bw = lat = 0;
+      } else if (nx == ny) {
+        bw = c->nodes[nx].bandwidth;
+        lat = c->nodes[nx].latency;
+      } else {
+        int li = choice[(long)nx * nn + ny].link;
+        bw = li >= 0 ? c->links[li].bandwidth : c->network_bandwidth;
+        lat = li >= 0 ? c->links[li].latency : c->network_latency;
+      }
+      c->bandwidth[(long)x * n + y] = bw;
+      c->latency[(long)x * n + y] = lat;
+    }
+  }
+}
+
+bool hx_pass_cluster_table(struct hx_ctx *ctx) {
+  struct hx_cluster *c = &ctx->cluster;
+  int before = hx_error_count();
+  const struct pair_choice *choice = choose_node_pairs(ctx);
+  if (hx_error_count() > before)
+    return false;
+  size_t cells = (size_t)c->ndevices * (size_t)c->ndevices;
+  c->bandwidth = HX_NEW_ARRAY(&ctx->arena, double, cells);
+  c->latency = HX_NEW_ARRAY(&ctx->arena, double, cells);
+  fill_devices(c, choice);
+  return true;
+}

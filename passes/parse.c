@@ -1,3 +1,89 @@
-/* placeholder: replaced by its owner */
-#include "../passes/passes.h"
-bool hx_pass_parse(struct hx_ctx *ctx) { (void)ctx; return true; }
+/* The parse pass: reads every input file into the arena, registers it as a
+ * source (so diagnostics can show the line), and parses it into ctx->ast.
+ * Blocks from all files land in one AST, in command-line order. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../grammar/parse_state.h"
+#include "frontend.h"
+#include "passes.h"
+
+struct hx_source *hx_add_source(struct hx_ctx *ctx, const char *name, const char *data, size_t len) {
+  /* Sources are few and all are added before parsing starts (locations point
+   * into ctx->sources), so growing by copying is fine. */
+  struct hx_source *arr = HX_NEW_ARRAY(&ctx->arena, struct hx_source, ctx->nsources + 1);
+  if (ctx->nsources)
+    memcpy(arr, ctx->sources, sizeof *arr * (size_t)ctx->nsources);
+  struct hx_source *src = &arr[ctx->nsources++];
+  src->name = hx_strdup(&ctx->arena, name);
+  src->text = hx_strndup(&ctx->arena, data, len);
+  src->len = (long)len;
+  ctx->sources = arr;
+  return src;
+}
+
+/* Reads a whole file (any size, pipes too) into a malloc'd buffer; NULL with
+ * errno set on failure. */
+static char *read_file(const char *path, size_t *len_out) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (!buf) {
+      errno = ENOMEM;
+      break;
+    }
+    if (len == cap) {
+      char *bigger = realloc(buf, cap * 2);
+      if (!bigger) {
+        free(buf);
+        buf = NULL;
+        continue;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (got == 0)
+      break;
+  }
+  if (buf && ferror(f)) {
+    int saved = errno ? errno : EIO;
+    free(buf);
+    buf = NULL;
+    errno = saved;
+  }
+  int saved = errno;
+  fclose(f);
+  errno = saved;
+  *len_out = len;
+  return buf;
+}
+
+bool hx_parse_sources(struct hx_ctx *ctx) {
+  for (int i = 0; i < ctx->nsources && !hx_too_many_errors(); i++)
+    hx_parse_file(&ctx->arena, &ctx->sources[i], &ctx->ast);
+  return hx_error_count() == 0;
+}
+
+bool hx_pass_parse(struct hx_ctx *ctx) {
+  for (int i = 0; i < ctx->opt.ninputs; i++) {
+    const char *path = ctx->opt.inputs[i];
+    size_t len = 0;
+    errno = 0;
+    char *data = read_file(path, &len);
+    if (!data) {
+      hx_error_plain("cannot read '%s': %s", path, strerror(errno ? errno : EIO));
+      continue;
+    }
+    hx_add_source(ctx, path, data, len);
+    free(data);
+  }
+  if (hx_error_count() > 0)
+    return false;
+  return hx_parse_sources(ctx);
+}

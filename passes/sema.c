@@ -1,3 +1,812 @@
-/* placeholder: replaced by its owner */
-#include "../passes/passes.h"
-bool hx_pass_sema(struct hx_ctx *ctx) { (void)ctx; return true; }
+/* The sema pass: checks the AST field by field against the schema of each
+ * block kind and builds ctx->model, ctx->train and ctx->cluster (GPU types,
+ * nodes with replicas expanded, devices, links, network). Every problem is a
+ * located error; the pass goes on after one so a run reports them all. The
+ * device-to-device table and the node pairs nothing connects are the
+ * cluster-table pass's job. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../grammar/parse_state.h"
+#include "../ir/units.h"
+#include "passes.h"
+
+/* ---------------------------------------------------------------- schema */
+
+enum field_type { T_INT, T_REAL, T_BYTES, T_BANDWIDTH, T_TIME, T_STRING, T_ENUM, T_BOOL };
+
+struct field_spec {
+  const char *name;
+  enum field_type type;
+  bool required;
+  double lo, hi;   /* inclusive range; lo_open makes it (lo, hi] */
+  bool lo_open;
+  const char *const *choices; /* T_ENUM, NULL-terminated */
+};
+
+/* Sanity limits: far beyond any real model, small enough that the derived
+ * figures (parameters, FLOPs per layer) stay exact in int64/double. */
+#define MAX_LAYERS 100000
+#define MAX_HIDDEN 1048576.0
+#define MAX_FFN 4194304.0
+#define MAX_VOCAB 16777216.0
+#define MAX_SEQ 16777216.0
+#define MAX_BATCH 16777216.0
+#define MAX_STEPS 1e12
+#define BIG 9.2e18 /* just under INT64_MAX: "any non-negative int64" */
+/* The device table is ndevices^2 doubles twice: 4096 devices is 256 MiB. */
+#define MAX_DEVICES 4096
+#define MAX_GPUS_PER_NODE 1024
+
+static const char *const precisions[] = {"bf16", "fp32", NULL};
+static const char *const recomputes[] = {"none", "full", "auto", NULL};
+static const char *const optimizers[] = {"adamw", "sgd", NULL};
+static const char *const schedules[] = {"1f1b", "gpipe", NULL};
+
+enum { M_LAYERS, M_HIDDEN, M_FFN, M_HEADS, M_KV_HEADS, M_VOCAB, M_SEQ_LEN, M_ROPE_THETA, M_NORM_EPS,
+       M_TIE, M_COUNT };
+static const struct field_spec model_fields[M_COUNT] = {
+    {"layers", T_INT, true, 1, MAX_LAYERS, false, NULL},
+    {"hidden", T_INT, true, 1, MAX_HIDDEN, false, NULL},
+    {"ffn", T_INT, true, 1, MAX_FFN, false, NULL},
+    {"heads", T_INT, true, 1, MAX_HIDDEN, false, NULL},
+    {"kv_heads", T_INT, false, 1, MAX_HIDDEN, false, NULL},
+    {"vocab", T_INT, true, 1, MAX_VOCAB, false, NULL},
+    {"seq_len", T_INT, true, 1, MAX_SEQ, false, NULL},
+    {"rope_theta", T_REAL, false, 0, 1e12, true, NULL},
+    {"norm_eps", T_REAL, false, 0, 1, true, NULL},
+    {"tie_embeddings", T_BOOL, false, 0, 0, false, NULL},
+};
+
+enum { TR_GLOBAL_BATCH, TR_MICRO_BATCH, TR_PRECISION, TR_RECOMPUTE, TR_OPTIMIZER, TR_SCHEDULE, TR_LR,
+       TR_BETA1, TR_BETA2, TR_EPS, TR_WEIGHT_DECAY, TR_GRAD_CLIP, TR_WARMUP, TR_STEPS, TR_SEED, TR_DATA,
+       TR_CKPT_EVERY, TR_CKPT_DIR, TR_COUNT };
+static const struct field_spec train_fields[TR_COUNT] = {
+    {"global_batch", T_INT, true, 1, MAX_BATCH, false, NULL},
+    {"micro_batch", T_INT, false, 0, MAX_BATCH, false, NULL},
+    {"precision", T_ENUM, false, 0, 0, false, precisions},
+    {"recompute", T_ENUM, false, 0, 0, false, recomputes},
+    {"optimizer", T_ENUM, false, 0, 0, false, optimizers},
+    {"schedule", T_ENUM, false, 0, 0, false, schedules},
+    {"lr", T_REAL, false, 0, 1e3, true, NULL},
+    {"beta1", T_REAL, false, 0, 0.999999, false, NULL},
+    {"beta2", T_REAL, false, 0, 0.999999999, false, NULL},
+    {"eps", T_REAL, false, 0, 1, true, NULL},
+    {"weight_decay", T_REAL, false, 0, 1e3, false, NULL},
+    {"grad_clip", T_REAL, false, 0, 1e12, false, NULL},
+    {"warmup_steps", T_INT, false, 0, MAX_STEPS, false, NULL},
+    {"steps", T_INT, false, 1, MAX_STEPS, false, NULL},
+    {"seed", T_INT, false, 0, BIG, false, NULL},
+    {"data", T_STRING, false, 0, 0, false, NULL},
+    {"checkpoint_every", T_INT, false, 0, MAX_STEPS, false, NULL},
+    {"checkpoint_dir", T_STRING, false, 0, 0, false, NULL},
+};
+
+enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_COUNT };
+static const struct field_spec gpu_fields[G_COUNT] = {
+    {"tflops", T_REAL, true, 0, 1e9, true, NULL},
+    {"memory", T_BYTES, true, 0, 1e18, true, NULL},
+    {"mem_bandwidth", T_BANDWIDTH, false, 0, 1e18, false, NULL},
+    {"efficiency", T_REAL, false, 0, 1, true, NULL},
+};
+
+enum { N_GPU, N_GPUS, N_BANDWIDTH, N_LATENCY, N_REPLICAS, N_COUNT };
+static const struct field_spec node_fields[N_COUNT] = {
+    {"gpu", T_STRING, true, 0, 0, false, NULL},
+    {"gpus", T_INT, true, 1, MAX_GPUS_PER_NODE, false, NULL},
+    {"bandwidth", T_BANDWIDTH, false, 0, 1e18, true, NULL},
+    {"latency", T_TIME, false, 0, 3600, false, NULL},
+    {"replicas", T_INT, false, 1, MAX_DEVICES, false, NULL},
+};
+
+/* link and network blocks share one schema. */
+enum { L_BANDWIDTH, L_LATENCY, L_COUNT };
+static const struct field_spec link_fields[L_COUNT] = {
+    {"bandwidth", T_BANDWIDTH, true, 0, 1e18, true, NULL},
+    {"latency", T_TIME, false, 0, 3600, false, NULL},
+};
+
+/* ---------------------------------------------------------- field access */
+
+struct sema {
+  struct hx_ctx *ctx;
+  struct hx_arena *arena;
+};
+
+static const char *shorten(struct sema *s, const char *text) { return hx_short_text(s->arena, text); }
+
+static const char *block_kind_name(enum hx_block_kind k) {
+  static const char *const names[] = {"model", "train", "gpu", "node", "link", "network", "planner"};
+  return names[k];
+}
+
+/* Fills found[] (indexed like specs) from the block's fields, reporting
+ * unknown and duplicate fields, then missing required ones. */
+static void collect_fields(struct sema *s, const struct hx_block *b, const struct field_spec *specs,
+                           int nspecs, const struct hx_field **found) {
+  const char *names[32];
+  for (int i = 0; i < nspecs; i++) {
+    names[i] = specs[i].name;
+    found[i] = NULL;
+  }
+  for (const struct hx_field *f = b->fields; f; f = f->next) {
+    int idx = -1;
+    for (int i = 0; i < nspecs && idx < 0; i++)
+      if (!strcmp(f->name, specs[i].name))
+        idx = i;
+    if (idx < 0) {
+      hx_error(f->loc, "unknown field '%s' in a %s block", shorten(s, f->name), block_kind_name(b->kind));
+      const char *near = hx_nearest_name(f->name, names, nspecs);
+      if (near)
+        hx_note(f->loc, "did you mean '%s'?", near);
+      continue;
+    }
+    if (found[idx]) {
+      hx_error(f->loc, "duplicate field '%s'", f->name);
+      hx_note(found[idx]->loc, "previous definition is here");
+      continue;
+    }
+    found[idx] = f;
+  }
+  /* All missing fields in one message: one fix, one error. */
+  char missing[512] = "";
+  int nmissing = 0;
+  for (int i = 0; i < nspecs; i++)
+    if (specs[i].required && !found[i]) {
+      size_t used = strlen(missing);
+      snprintf(missing + used, sizeof missing - used, "%s'%s'", nmissing ? ", " : "", specs[i].name);
+      nmissing++;
+    }
+  if (nmissing == 0)
+    return;
+  const char *what = nmissing > 1 ? "fields" : "field";
+  if (b->name)
+    hx_error(b->loc, "%s \"%s\" is missing the %s %s", block_kind_name(b->kind), shorten(s, b->name), what,
+             missing);
+  else
+    hx_error(b->loc, "%s block is missing the %s %s", block_kind_name(b->kind), what, missing);
+}
+
+static const char *wanted_text(const struct field_spec *spec) {
+  switch (spec->type) {
+  case T_INT:
+    return "an integer";
+  case T_REAL:
+    return "a number";
+  case T_BYTES:
+    return "a size such as 80 GiB";
+  case T_BANDWIDTH:
+    return "a bandwidth such as 25 GB/s";
+  case T_TIME:
+    return "a time such as 10 us";
+  case T_STRING:
+    return "a string in double quotes";
+  case T_ENUM:
+    return "a name";
+  case T_BOOL:
+    return "true or false";
+  }
+  return "a value";
+}
+
+static const char *value_text(struct sema *s, const struct hx_value *v) {
+  switch (v->kind) {
+  case HX_V_STRING:
+    return hx_sprintf(s->arena, "the string \"%s\"", shorten(s, v->text));
+  case HX_V_IDENT:
+    return hx_sprintf(s->arena, "the name '%s'", shorten(s, v->text));
+  case HX_V_LIST:
+    return "a list";
+  case HX_V_NUMBER:
+    break;
+  }
+  return "a number";
+}
+
+static enum hx_unit_kind unit_of(enum field_type t) {
+  return t == T_BYTES ? HX_UNIT_BYTES : t == T_BANDWIDTH ? HX_UNIT_BANDWIDTH : t == T_TIME ? HX_UNIT_TIME : HX_UNIT_NONE;
+}
+
+static bool check_units(struct sema *s, const struct hx_field *f, const struct field_spec *spec) {
+  const struct hx_value *v = &f->value;
+  enum hx_unit_kind want = unit_of(spec->type);
+  (void)s;
+  if (v->unit == want)
+    return true;
+  if (want == HX_UNIT_NONE)
+    hx_error(v->loc, "'%s' is a plain number and takes no unit, but has '%s'", spec->name, v->unit_text);
+  else if (v->unit == HX_UNIT_NONE)
+    hx_error(v->loc, "'%s' needs a unit of %s (%s)", spec->name, hx_unit_kind_name(want), hx_unit_examples(want));
+  else
+    hx_error(v->loc, "'%s' wants a %s (%s), but '%s' is a %s", spec->name, hx_unit_kind_name(want),
+             hx_unit_examples(want), v->unit_text, hx_unit_kind_name(v->unit));
+  return false;
+}
+
+static bool check_range(const struct hx_field *f, const struct field_spec *spec, double x) {
+  const struct location at = f->value.loc;
+  bool below = spec->lo_open ? !(x > spec->lo) : !(x >= spec->lo);
+  if (below) {
+    if (spec->lo == 0 && spec->lo_open)
+      hx_error(at, "'%s' must be positive, not %g", spec->name, x);
+    else if (spec->lo == 0)
+      hx_error(at, "'%s' must not be negative, not %g", spec->name, x);
+    else
+      hx_error(at, "'%s' must be at least %g, not %g", spec->name, spec->lo, x);
+    return false;
+  }
+  if (x > spec->hi) {
+    hx_error(at, "'%s' is too large: %g is above the limit %g", spec->name, x, spec->hi);
+    return false;
+  }
+  return true;
+}
+
+/* A numeric field: kind, unit, overflow, integrality, range. */
+static bool get_number(struct sema *s, const struct hx_field *f, const struct field_spec *spec, double *out) {
+  const struct hx_value *v = &f->value;
+  if (v->kind != HX_V_NUMBER) {
+    hx_error(v->loc, "'%s' wants %s, not %s", spec->name, wanted_text(spec), value_text(s, v));
+    return false;
+  }
+  if (!check_units(s, f, spec))
+    return false;
+  if (v->overflow) {
+    hx_error(v->loc, "'%s' is out of range: the number does not fit %s", spec->name,
+             spec->type == T_INT ? "a 64-bit integer" : "a double");
+    return false;
+  }
+  if (spec->type == T_INT && !v->is_integer) {
+    hx_error(v->loc, "'%s' must be an integer, not %g", spec->name, v->number);
+    return false;
+  }
+  double x = spec->type == T_INT ? (double)v->integer : v->number;
+  if (!check_range(f, spec, x))
+    return false;
+  *out = x;
+  return true;
+}
+
+static void get_int(struct sema *s, const struct hx_field *f, const struct field_spec *spec, int64_t dflt,
+                    int64_t *out) {
+  *out = dflt;
+  double x;
+  if (f && get_number(s, f, spec, &x))
+    *out = f->value.integer;
+}
+
+static void get_real(struct sema *s, const struct hx_field *f, const struct field_spec *spec, double dflt,
+                     double *out) {
+  *out = dflt;
+  double x;
+  if (f && get_number(s, f, spec, &x))
+    *out = x;
+}
+
+static const char *get_string(struct sema *s, const struct hx_field *f, const struct field_spec *spec,
+                              const char *dflt) {
+  if (!f)
+    return dflt;
+  const struct hx_value *v = &f->value;
+  if (v->kind != HX_V_STRING) {
+    hx_error(v->loc, "'%s' wants %s, not %s", spec->name, wanted_text(spec), value_text(s, v));
+    return dflt;
+  }
+  if (!v->text[0]) {
+    hx_error(v->loc, "'%s' must not be empty", spec->name);
+    return dflt;
+  }
+  return v->text;
+}
+
+/* An enumeration: an identifier (a string is accepted too) among choices. */
+static int get_choice(struct sema *s, const struct hx_field *f, const struct field_spec *spec, int dflt) {
+  if (!f)
+    return dflt;
+  const struct hx_value *v = &f->value;
+  const char *const *choices = spec->type == T_BOOL ? (const char *const[]){"false", "true", NULL} : spec->choices;
+  int n = 0;
+  while (choices[n])
+    n++;
+  char list[128] = "";
+  for (int i = 0; i < n; i++) {
+    strcat(list, i == 0 ? "" : i == n - 1 ? " or " : ", ");
+    strcat(list, choices[i]);
+  }
+  if (v->kind != HX_V_IDENT && v->kind != HX_V_STRING) {
+    hx_error(v->loc, "'%s' wants %s, not %s", spec->name, list, value_text(s, v));
+    return dflt;
+  }
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v->text, choices[i]))
+      return i;
+  hx_error(v->loc, "'%s' must be %s, not '%s'", spec->name, list, shorten(s, v->text));
+  const char *near = hx_nearest_name(v->text, choices, n);
+  if (near)
+    hx_note(v->loc, "did you mean '%s'?", near);
+  return dflt;
+}
+
+/* ------------------------------------------------------- model and train */
+
+static void check_model_shape(struct hx_model *m, const struct hx_field **f) {
+  /* Report each relation once, at the field that breaks it. */
+  if (m->hidden % m->heads) {
+    hx_error(f[M_HEADS]->value.loc, "'heads' (%lld) must divide 'hidden' (%lld)", (long long)m->heads,
+             (long long)m->hidden);
+  } else if ((m->hidden / m->heads) % 2) {
+    hx_error(f[M_HEADS]->value.loc,
+             "the head dimension hidden/heads = %lld must be even: RoPE rotates pairs of dimensions",
+             (long long)(m->hidden / m->heads));
+  }
+  if (m->heads % m->kv_heads) {
+    const struct hx_field *at = f[M_KV_HEADS] ? f[M_KV_HEADS] : f[M_HEADS];
+    hx_error(at->value.loc, "'kv_heads' (%lld) must divide 'heads' (%lld)", (long long)m->kv_heads,
+             (long long)m->heads);
+  }
+}
+
+static void build_model(struct sema *s, const struct hx_block *b) {
+  const struct hx_field *f[M_COUNT];
+  int before = hx_error_count();
+  collect_fields(s, b, model_fields, M_COUNT, f);
+  struct hx_model *m = &s->ctx->model;
+  m->loc = b->loc;
+  m->name = b->name;
+  get_int(s, f[M_LAYERS], &model_fields[M_LAYERS], 0, &m->layers);
+  get_int(s, f[M_HIDDEN], &model_fields[M_HIDDEN], 0, &m->hidden);
+  get_int(s, f[M_FFN], &model_fields[M_FFN], 0, &m->ffn);
+  get_int(s, f[M_HEADS], &model_fields[M_HEADS], 0, &m->heads);
+  get_int(s, f[M_KV_HEADS], &model_fields[M_KV_HEADS], m->heads, &m->kv_heads);
+  get_int(s, f[M_VOCAB], &model_fields[M_VOCAB], 0, &m->vocab);
+  get_int(s, f[M_SEQ_LEN], &model_fields[M_SEQ_LEN], 0, &m->seq_len);
+  get_real(s, f[M_ROPE_THETA], &model_fields[M_ROPE_THETA], 10000.0, &m->rope_theta);
+  get_real(s, f[M_NORM_EPS], &model_fields[M_NORM_EPS], 1e-5, &m->norm_eps);
+  m->tie_embeddings = get_choice(s, f[M_TIE], &model_fields[M_TIE], 0) == 1;
+  if (hx_error_count() == before)
+    check_model_shape(m, f);
+  s->ctx->has_model = true;
+}
+
+static void build_train(struct sema *s, const struct hx_block *b) {
+  const struct hx_field *f[TR_COUNT];
+  const struct field_spec *sp = train_fields;
+  collect_fields(s, b, sp, TR_COUNT, f);
+  struct hx_train *t = &s->ctx->train;
+  t->loc = b->loc;
+  get_int(s, f[TR_GLOBAL_BATCH], &sp[TR_GLOBAL_BATCH], 0, &t->global_batch);
+  get_int(s, f[TR_MICRO_BATCH], &sp[TR_MICRO_BATCH], 0, &t->micro_batch);
+  t->precision = (enum hx_precision)get_choice(s, f[TR_PRECISION], &sp[TR_PRECISION], HX_PREC_BF16);
+  t->recompute = (enum hx_recompute)get_choice(s, f[TR_RECOMPUTE], &sp[TR_RECOMPUTE], HX_RECOMPUTE_NONE);
+  t->optimizer = (enum hx_optimizer)get_choice(s, f[TR_OPTIMIZER], &sp[TR_OPTIMIZER], HX_OPT_ADAMW);
+  t->schedule = (enum hx_pp_schedule)get_choice(s, f[TR_SCHEDULE], &sp[TR_SCHEDULE], HX_PP_1F1B);
+  get_real(s, f[TR_LR], &sp[TR_LR], 3e-4, &t->lr);
+  get_real(s, f[TR_BETA1], &sp[TR_BETA1], 0.9, &t->beta1);
+  get_real(s, f[TR_BETA2], &sp[TR_BETA2], 0.95, &t->beta2);
+  get_real(s, f[TR_EPS], &sp[TR_EPS], 1e-8, &t->eps);
+  get_real(s, f[TR_WEIGHT_DECAY], &sp[TR_WEIGHT_DECAY], 0.1, &t->weight_decay);
+  get_real(s, f[TR_GRAD_CLIP], &sp[TR_GRAD_CLIP], 1.0, &t->grad_clip);
+  get_int(s, f[TR_WARMUP], &sp[TR_WARMUP], 0, &t->warmup_steps);
+  get_int(s, f[TR_STEPS], &sp[TR_STEPS], 100, &t->steps);
+  get_int(s, f[TR_SEED], &sp[TR_SEED], 1, &t->seed);
+  t->data = get_string(s, f[TR_DATA], &sp[TR_DATA], NULL);
+  get_int(s, f[TR_CKPT_EVERY], &sp[TR_CKPT_EVERY], 0, &t->checkpoint_every);
+  t->checkpoint_dir = get_string(s, f[TR_CKPT_DIR], &sp[TR_CKPT_DIR], "checkpoints");
+  if (t->global_batch > 0 && t->micro_batch > t->global_batch)
+    hx_error(f[TR_MICRO_BATCH]->value.loc, "'micro_batch' (%lld) is larger than 'global_batch' (%lld)",
+             (long long)t->micro_batch, (long long)t->global_batch);
+  if (f[TR_WARMUP] && t->warmup_steps > t->steps)
+    hx_warning(f[TR_WARMUP]->value.loc, "'warmup_steps' (%lld) exceeds 'steps' (%lld): the run never leaves warmup",
+               (long long)t->warmup_steps, (long long)t->steps);
+  s->ctx->has_train = true;
+}
+
+/* ------------------------------------------------------------- cluster */
+
+static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_type *g) {
+  const struct hx_field *f[G_COUNT];
+  collect_fields(s, b, gpu_fields, G_COUNT, f);
+  g->loc = b->loc;
+  g->name = b->name;
+  get_real(s, f[G_TFLOPS], &gpu_fields[G_TFLOPS], 1.0, &g->tflops);
+  double mem = 1.0;
+  get_real(s, f[G_MEMORY], &gpu_fields[G_MEMORY], 1.0, &mem);
+  g->memory_bytes = (int64_t)llround(mem);
+  get_real(s, f[G_MEM_BW], &gpu_fields[G_MEM_BW], 0.0, &g->mem_bandwidth);
+  /* Default: the fraction of dense bf16 peak that transformer training
+   * typically sustains (Megatron-class MFU is 40-60%). */
+  get_real(s, f[G_EFFICIENCY], &gpu_fields[G_EFFICIENCY], 0.5, &g->efficiency);
+}
+
+static int find_gpu(const struct hx_cluster *c, const char *name) {
+  for (int i = 0; i < c->ngpus; i++)
+    if (!strcmp(c->gpus[i].name, name))
+      return i;
+  return -1;
+}
+
+/* A node block as written, before replica expansion. */
+struct node_decl {
+  const struct hx_block *block;
+  const struct hx_field *bandwidth_field;
+  int gpu_type, gpus, replicas;
+  double bandwidth, latency;
+  bool clash_reported;
+};
+
+static bool build_node_decl(struct sema *s, const struct hx_block *b, struct node_decl *d) {
+  const struct hx_field *f[N_COUNT];
+  int before = hx_error_count();
+  collect_fields(s, b, node_fields, N_COUNT, f);
+  const struct hx_cluster *c = &s->ctx->cluster;
+  d->block = b;
+  d->gpu_type = -1;
+  const char *gpu = get_string(s, f[N_GPU], &node_fields[N_GPU], NULL);
+  if (gpu) {
+    d->gpu_type = find_gpu(c, gpu);
+    if (d->gpu_type < 0) {
+      hx_error(f[N_GPU]->value.loc, "unknown GPU type \"%s\"", shorten(s, gpu));
+      const char **names = HX_NEW_ARRAY(s->arena, const char *, c->ngpus);
+      for (int i = 0; i < c->ngpus; i++)
+        names[i] = c->gpus[i].name;
+      const char *near = hx_nearest_name(gpu, names, c->ngpus);
+      if (near)
+        hx_note(f[N_GPU]->value.loc, "did you mean \"%s\"?", near);
+      else if (c->ngpus == 0)
+        hx_note(f[N_GPU]->value.loc, "declare it with gpu \"%s\" { tflops = ...; memory = ... }", shorten(s, gpu));
+    }
+  }
+  int64_t v;
+  get_int(s, f[N_GPUS], &node_fields[N_GPUS], 1, &v);
+  d->gpus = (int)v;
+  get_int(s, f[N_REPLICAS], &node_fields[N_REPLICAS], 1, &v);
+  d->replicas = (int)v;
+  get_real(s, f[N_BANDWIDTH], &node_fields[N_BANDWIDTH], 0.0, &d->bandwidth);
+  get_real(s, f[N_LATENCY], &node_fields[N_LATENCY], 0.0, &d->latency);
+  d->bandwidth_field = f[N_BANDWIDTH];
+  if (!f[N_BANDWIDTH] && d->gpus > 1)
+    hx_error(b->loc, "node \"%s\" has %d GPUs but no 'bandwidth' between them", shorten(s, b->name), d->gpus);
+  return hx_error_count() == before;
+}
+
+struct named {
+  const char *name;
+  int node; /* index into cluster.nodes, or -1 for a base name */
+  struct node_decl *decl;
+};
+
+static int cmp_named(const void *a, const void *b) {
+  const struct named *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : x->node - y->node;
+}
+
+/* Every node name a link may use: base names (applying to all replicas) and
+ * expanded replica names, sorted for lookup. */
+struct name_index {
+  struct named *entries;
+  int n;
+};
+
+static const struct named *lookup_name(const struct name_index *ix, const char *name) {
+  int lo = 0, hi = ix->n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (strcmp(ix->entries[mid].name, name) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < ix->n && !strcmp(ix->entries[lo].name, name) ? &ix->entries[lo] : NULL;
+}
+
+static void expand_nodes(struct sema *s, struct node_decl *decls, int ndecls, struct name_index *ix) {
+  struct hx_cluster *c = &s->ctx->cluster;
+  int nnodes = 0;
+  for (int i = 0; i < ndecls; i++)
+    nnodes += decls[i].replicas;
+  c->nodes = HX_NEW_ARRAY(s->arena, struct hx_node, nnodes);
+  ix->entries = HX_NEW_ARRAY(s->arena, struct named, nnodes + ndecls);
+  ix->n = 0;
+  int rank = 0;
+  for (int i = 0; i < ndecls; i++) {
+    struct node_decl *d = &decls[i];
+    if (d->replicas > 1)
+      ix->entries[ix->n++] = (struct named){d->block->name, -1, d};
+    for (int r = 0; r < d->replicas; r++) {
+      struct hx_node *n = &c->nodes[c->nnodes];
+      n->loc = d->block->loc;
+      n->base_name = d->block->name;
+      n->name = d->replicas > 1 ? hx_sprintf(s->arena, "%s-%d", d->block->name, r) : d->block->name;
+      n->gpu_type = d->gpu_type;
+      n->gpus = d->gpus;
+      n->bandwidth = d->bandwidth;
+      n->latency = d->latency;
+      n->replica = r;
+      n->first_device = rank;
+      rank += d->gpus;
+      ix->entries[ix->n++] = (struct named){n->name, c->nnodes, d};
+      c->nnodes++;
+    }
+  }
+  qsort(ix->entries, (size_t)ix->n, sizeof *ix->entries, cmp_named);
+  for (int i = 1; i < ix->n; i++) {
+    const struct named *a = &ix->entries[i - 1], *b = &ix->entries[i];
+    if (strcmp(a->name, b->name))
+      continue;
+    /* Source order decides which declaration is in error: the later one. */
+    const struct named *later = a->decl > b->decl ? a : b;
+    const struct named *earlier = later == a ? b : a;
+    if (later->decl == earlier->decl || later->decl->clash_reported)
+      continue;
+    later->decl->clash_reported = true; /* once per declaration, not per replica */
+    const struct node_decl *multi = later->decl->replicas > 1 ? later->decl : earlier->decl;
+    if (!strcmp(later->decl->block->name, earlier->decl->block->name))
+      hx_error(later->decl->block->name_loc, "duplicate node \"%s\"", shorten(s, later->decl->block->name));
+    else
+      hx_error(later->decl->block->name_loc, "node name \"%s\" clashes with a replica of node \"%s\"",
+               shorten(s, later->name), shorten(s, multi->block->name));
+    hx_note(earlier->decl->block->name_loc, "previous definition is here");
+  }
+}
+
+static void build_devices(struct sema *s) {
+  struct hx_cluster *c = &s->ctx->cluster;
+  int n = 0;
+  for (int i = 0; i < c->nnodes; i++)
+    n += c->nodes[i].gpus;
+  c->devices = HX_NEW_ARRAY(s->arena, struct hx_device, n);
+  c->ndevices = n;
+  for (int i = 0; i < c->nnodes; i++) {
+    const struct hx_node *node = &c->nodes[i];
+    for (int g = 0; g < node->gpus; g++) {
+      struct hx_device *d = &c->devices[node->first_device + g];
+      d->rank = node->first_device + g;
+      d->name = hx_sprintf(s->arena, "%s:%d", node->name, g);
+      d->node = i;
+      d->gpu_type = node->gpu_type;
+      d->local_index = g;
+    }
+  }
+}
+
+static const char *nearest_node(struct sema *s, const struct name_index *ix, const char *name) {
+  const char **names = HX_NEW_ARRAY(s->arena, const char *, ix->n);
+  for (int i = 0; i < ix->n; i++)
+    names[i] = ix->entries[i].name;
+  return hx_nearest_name(name, names, ix->n);
+}
+
+static bool resolve_link_end(struct sema *s, const struct name_index *ix, const char *name, struct location at,
+                             const struct named **out) {
+  *out = lookup_name(ix, name);
+  if (*out)
+    return true;
+  hx_error(at, "unknown node \"%s\" in link", shorten(s, name));
+  const char *near = nearest_node(s, ix, name);
+  if (near)
+    hx_note(at, "did you mean \"%s\"?", near);
+  return false;
+}
+
+static bool same_pair(const struct hx_link *x, const char *a, const char *b) {
+  return (!strcmp(x->a, a) && !strcmp(x->b, b)) || (!strcmp(x->a, b) && !strcmp(x->b, a));
+}
+
+static void build_link(struct sema *s, const struct hx_block *b, const struct name_index *ix) {
+  const struct hx_field *f[L_COUNT];
+  int before = hx_error_count();
+  collect_fields(s, b, link_fields, L_COUNT, f);
+  struct hx_link l = {b->loc, b->name, b->name2, 0, 0};
+  get_real(s, f[L_BANDWIDTH], &link_fields[L_BANDWIDTH], 1.0, &l.bandwidth);
+  get_real(s, f[L_LATENCY], &link_fields[L_LATENCY], 0.0, &l.latency);
+  const struct named *na, *nb;
+  bool ok_a = resolve_link_end(s, ix, b->name, b->name_loc, &na);
+  bool ok_b = resolve_link_end(s, ix, b->name2, b->name2_loc, &nb);
+  if (!ok_a || !ok_b)
+    return;
+  if (na == nb && na->node >= 0) {
+    hx_error(b->name2_loc, "link joins node \"%s\" to itself", shorten(s, b->name));
+    if (na->decl->replicas == 1)
+      hx_note(b->name2_loc, "a link naming one node twice applies between its replicas; \"%s\" has none",
+              shorten(s, b->name));
+    return;
+  }
+  struct hx_cluster *c = &s->ctx->cluster;
+  for (int i = 0; i < c->nlinks; i++)
+    if (same_pair(&c->links[i], l.a, l.b)) {
+      hx_error(b->loc, "a second link between \"%s\" and \"%s\"", shorten(s, l.a), shorten(s, l.b));
+      hx_note(c->links[i].loc, "previous definition is here");
+      return;
+    }
+  if (hx_error_count() == before)
+    c->links[c->nlinks++] = l;
+}
+
+static void build_network(struct sema *s, const struct hx_block *b) {
+  struct hx_cluster *c = &s->ctx->cluster;
+  if (c->has_network) {
+    hx_error(b->loc, "a second network block");
+    hx_note(c->network_loc, "previous definition is here");
+    return;
+  }
+  const struct hx_field *f[L_COUNT];
+  collect_fields(s, b, link_fields, L_COUNT, f);
+  c->has_network = true;
+  c->network_loc = b->loc;
+  get_real(s, f[L_BANDWIDTH], &link_fields[L_BANDWIDTH], 1.0, &c->network_bandwidth);
+  get_real(s, f[L_LATENCY], &link_fields[L_LATENCY], 0.0, &c->network_latency);
+}
+
+static int count_blocks(const struct hx_ast *ast, enum hx_block_kind k) {
+  int n = 0;
+  for (const struct hx_block *b = ast->first; b; b = b->next)
+    n += b->kind == k;
+  return n;
+}
+
+static void build_gpus(struct sema *s) {
+  struct hx_cluster *c = &s->ctx->cluster;
+  c->gpus = HX_NEW_ARRAY(s->arena, struct hx_gpu_type, count_blocks(&s->ctx->ast, HX_B_GPU));
+  for (const struct hx_block *b = s->ctx->ast.first; b; b = b->next) {
+    if (b->kind != HX_B_GPU)
+      continue;
+    int prev = find_gpu(c, b->name);
+    if (prev >= 0) {
+      hx_error(b->name_loc, "duplicate GPU type \"%s\"", shorten(s, b->name));
+      hx_note(c->gpus[prev].loc, "previous definition is here");
+      continue;
+    }
+    build_gpu(s, b, &c->gpus[c->ngpus++]);
+  }
+}
+
+/* Returns false (after reporting) when the node declarations are unusable. */
+static bool build_nodes(struct sema *s, struct name_index *ix) {
+  int ndecl_blocks = count_blocks(&s->ctx->ast, HX_B_NODE);
+  struct node_decl *decls = HX_NEW_ARRAY(s->arena, struct node_decl, ndecl_blocks);
+  int ndecls = 0;
+  bool ok = true;
+  long total = 0;
+  for (const struct hx_block *b = s->ctx->ast.first; b; b = b->next) {
+    if (b->kind != HX_B_NODE)
+      continue;
+    struct node_decl *d = &decls[ndecls++];
+    ok &= build_node_decl(s, b, d);
+    if (!ok)
+      continue;
+    total += (long)d->gpus * d->replicas;
+    if (total > MAX_DEVICES) {
+      hx_error(b->loc, "the cluster has more than %d devices, the most hexic plans for", MAX_DEVICES);
+      return false;
+    }
+  }
+  if (!ok)
+    return false;
+  expand_nodes(s, decls, ndecls, ix);
+  build_devices(s);
+  return true;
+}
+
+/* ------------------------------------------------------------- warnings */
+
+static void warn_unused_gpus(struct sema *s) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  for (int g = 0; g < c->ngpus; g++) {
+    bool used = false;
+    for (int n = 0; n < c->nnodes && !used; n++)
+      used = c->nodes[n].gpu_type == g;
+    if (!used)
+      hx_warning(c->gpus[g].loc, "GPU type \"%s\" is not used by any node", shorten(s, c->gpus[g].name));
+  }
+}
+
+static void warn_slow_links(struct sema *s, const struct name_index *ix) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  for (int i = 0; i < c->nlinks; i++) {
+    const struct hx_link *l = &c->links[i];
+    if (c->has_network && l->bandwidth < c->network_bandwidth)
+      hx_warning(l->loc, "link \"%s\" \"%s\" (%g GB/s) is slower than the network (%g GB/s)", shorten(s, l->a),
+                 shorten(s, l->b), l->bandwidth / 1e9, c->network_bandwidth / 1e9);
+    const char *ends[2] = {l->a, l->b};
+    for (int e = 0; e < 2 && (e == 0 || strcmp(l->a, l->b)); e++) {
+      const struct named *n = lookup_name(ix, ends[e]);
+      const struct node_decl *d = n->decl;
+      if (d->gpus > 1 && d->bandwidth < l->bandwidth)
+        hx_warning(l->loc, "link \"%s\" \"%s\" (%g GB/s) is faster than the GPUs inside node \"%s\" (%g GB/s)",
+                   shorten(s, l->a), shorten(s, l->b), l->bandwidth / 1e9, shorten(s, d->block->name),
+                   d->bandwidth / 1e9);
+    }
+  }
+}
+
+/* ------------------------------------------------------- the whole input */
+
+/* Where to point an error about something missing from every file: the end
+ * of the last input, so the message still has a file:line:col. */
+static struct location end_of_input(const struct hx_ctx *ctx) {
+  struct location loc = {0};
+  if (ctx->nsources == 0)
+    return loc;
+  const struct hx_source *src = &ctx->sources[ctx->nsources - 1];
+  loc.src = src;
+  loc.line = 1;
+  loc.col = 1;
+  for (long i = 0; i < src->len; i++) {
+    if (src->text[i] == '\n') {
+      loc.line++;
+      loc.col = 1;
+    } else {
+      loc.col++;
+    }
+  }
+  return loc;
+}
+
+static const struct hx_block *first_block(const struct hx_ast *ast, enum hx_block_kind k) {
+  for (const struct hx_block *b = ast->first; b; b = b->next)
+    if (b->kind == k)
+      return b;
+  return NULL;
+}
+
+/* model, train and network come once; the second is the error. */
+static void check_singletons(struct sema *s) {
+  static const enum hx_block_kind once[] = {HX_B_MODEL, HX_B_TRAIN};
+  for (size_t i = 0; i < sizeof once / sizeof once[0]; i++) {
+    const struct hx_block *first = first_block(&s->ctx->ast, once[i]);
+    for (const struct hx_block *b = first ? first->next : NULL; b; b = b->next)
+      if (b->kind == once[i]) {
+        hx_error(b->loc, "a second %s block: one compilation trains one model", block_kind_name(b->kind));
+        hx_note(first->loc, "previous definition is here");
+      }
+  }
+}
+
+static void check_missing(struct sema *s) {
+  const struct hx_ast *ast = &s->ctx->ast;
+  const struct hx_block *model = first_block(ast, HX_B_MODEL);
+  if (!model) {
+    hx_error(end_of_input(s->ctx), "no model block: the input needs a model, a train block and a cluster");
+    return;
+  }
+  if (!first_block(ast, HX_B_TRAIN))
+    hx_error(model->loc, "model \"%s\" has no train block (train { global_batch = ... })", shorten(s, model->name));
+  if (!first_block(ast, HX_B_NODE))
+    hx_error(model->loc, "model \"%s\" has no cluster to train on: the input has no node block",
+             shorten(s, model->name));
+}
+
+bool hx_pass_sema(struct hx_ctx *ctx) {
+  struct sema s = {ctx, &ctx->arena};
+  int before = hx_error_count();
+  check_singletons(&s);
+  check_missing(&s);
+  for (const struct hx_block *b = ctx->ast.first; b; b = b->next) {
+    if (b->kind == HX_B_MODEL && b == first_block(&ctx->ast, HX_B_MODEL))
+      build_model(&s, b);
+    else if (b->kind == HX_B_TRAIN && b == first_block(&ctx->ast, HX_B_TRAIN))
+      build_train(&s, b);
+    else if (b->kind == HX_B_PLANNER)
+      hx_error(b->loc, "planner blocks are not supported; choose the search with --strategy and --search-budget");
+  }
+  build_gpus(&s);
+  struct name_index ix = {NULL, 0};
+  if (!build_nodes(&s, &ix))
+    return false;
+  struct hx_cluster *c = &ctx->cluster;
+  c->links = HX_NEW_ARRAY(s.arena, struct hx_link, count_blocks(&ctx->ast, HX_B_LINK));
+  for (const struct hx_block *b = ctx->ast.first; b; b = b->next) {
+    if (b->kind == HX_B_LINK)
+      build_link(&s, b, &ix);
+    else if (b->kind == HX_B_NETWORK)
+      build_network(&s, b);
+  }
+  if (hx_error_count() == before) {
+    warn_unused_gpus(&s);
+    warn_slow_links(&s, &ix);
+  }
+  return hx_error_count() == before;
+}

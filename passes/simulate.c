@@ -1,3 +1,14 @@
-/* placeholder: replaced by its owner */
-#include "../passes/passes.h"
-bool hx_pass_simulate(struct hx_ctx *ctx) { (void)ctx; return true; }
+/* simulate: one simulated iteration of the chosen plan and of the baseline,
+ * into plan->sim (the figures every output prints). */
+#include "../ir/sim.h"
+#include "passes.h"
+
+bool hx_pass_simulate(struct hx_ctx *ctx) {
+  if (ctx->baseline)
+    hx_simulate(ctx, ctx->baseline, NULL);
+  if (ctx->plan)
+    hx_simulate(ctx, ctx->plan, NULL);
+  if (ctx->plan && !ctx->plan->sim.valid)
+    hx_internal_error("the chosen plan could not be simulated");
+  return true;
+}

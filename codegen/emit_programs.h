@@ -1,0 +1,66 @@
+/* Shared by the per-rank program emitter (codegen/programs.c and
+ * codegen/emit_*.c): the plan turned into what each MPI rank runs. */
+#ifndef HX_EMIT_PROGRAMS_H
+#define HX_EMIT_PROGRAMS_H
+
+#include <stdio.h>
+
+#include "../ir/hexic.h"
+
+/* The rtlib op kinds, as the generated code spells them. */
+enum hx_prog_op { OP_RECV_ACT, OP_FORWARD, OP_SEND_ACT, OP_RECV_GRAD, OP_BACKWARD, OP_SEND_GRAD };
+
+enum hx_schedule_phase { PHASE_WARMUP, PHASE_STEADY, PHASE_COOLDOWN };
+
+struct hx_prog_step {
+  enum hx_prog_op op;
+  int micro_batch;
+  enum hx_schedule_phase phase;
+};
+
+/* One MPI rank: plan devices the plan leaves unused get no rank, so world
+ * ranks are dense and numbered in device order. */
+struct hx_prog_rank {
+  int device; /* cluster rank */
+  int pipeline, stage;
+  const struct hx_pipeline *pl;
+  const struct hx_stage *st;
+  int first_sequence; /* index in the global batch of its pipeline's first sequence */
+  int prev_leader, next_leader; /* world ranks, -1 at the ends */
+  int activation_slots;
+  int nsteps;
+  struct hx_prog_step *steps;
+};
+
+enum hx_prog_sync { SYNC_LAYERS, SYNC_TOK_EMB, SYNC_HEAD };
+
+/* A gradient all-reduce over every rank that holds the same tensors. */
+struct hx_prog_group {
+  enum hx_prog_sync tensors;
+  int layer_begin, layer_end; /* SYNC_LAYERS */
+  int nranks;
+  int *ranks; /* world ranks, increasing */
+};
+
+struct program_set {
+  const struct hx_ctx *ctx;
+  const struct hx_plan *plan;
+  int nranks;
+  struct hx_prog_rank *ranks; /* by world rank */
+  int *world_of_device;       /* -1 when unused */
+  int ngroups;
+  struct hx_prog_group *groups; /* ids are indices */
+  char fingerprint[17];         /* FNV-1a 64 of everything the ranks must agree on, hex */
+};
+
+/* Fills set from the plan (arena memory). */
+void hx_build_program_set(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          struct program_set *set);
+bool hx_group_has_rank(const struct hx_prog_group *g, int rank);
+
+void hx_emit_rank_source(const struct program_set *set, FILE *f, int rank);
+void hx_emit_makefile(const struct program_set *set, FILE *f, int unused);
+void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused);
+void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused);
+
+#endif

@@ -1,0 +1,119 @@
+/* The per-rank programs: rank_NNNN.c for every rank the plan uses, plus the
+ * Makefile, launch.sh and slurm.sbatch that build and run them.
+ *
+ * A rank program holds its part of the plan as literal tables (rtlib/hexic_rt.h
+ * defines them) and calls hx_rt_main. The text is written in the repository's
+ * .clang-format style directly — one table entry per line with aligned
+ * trailing comments, because clang-format would re-pack bare lists into
+ * columns — so running clang-format over the output changes nothing. Nothing
+ * time- or path-dependent is written except HEXIC_HOME's default, so two
+ * compilations of the same inputs give the same bytes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codegen.h"
+#include "emit_programs.h"
+
+/* Copied beside the output so `clang-format` there uses the style the text
+ * was written in; must stay equal to the repository's .clang-format (a test
+ * compares them). */
+static const char clang_format_text[] =
+    "# The style of hexic's own sources and of the code it generates (the emitter\n"
+    "# writes in this style and copies this file beside its output).\n"
+    "BasedOnStyle: LLVM\n"
+    "ColumnLimit: 100\n";
+
+/* The CPU runtime executes data and pipeline parallelism; anything else in the
+ * plan is refused here rather than run wrongly. */
+static bool plan_supported(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  if (ctx->train.optimizer != HX_OPT_ADAMW) {
+    hx_error_plain("the generated CPU programs implement only optimizer = adamw");
+    return false;
+  }
+  for (int p = 0; p < plan->npipelines; p++)
+    for (int s = 0; s < plan->pipelines[p].nstages; s++) {
+      const struct hx_stage *st = &plan->pipelines[p].stages[s];
+      if (st->tp != 1 || st->ndevices != 1) {
+        hx_error_plain("pipeline %d stage %d has tensor parallelism (tp=%d); the generated CPU "
+                       "programs run data and pipeline parallelism only so far",
+                       p, s, st->tp);
+        return false;
+      }
+      if (st->cp != 1 || st->hp != 1) {
+        hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d), which "
+                       "the generated CPU programs do not run yet",
+                       p, s, st->cp, st->hp);
+        return false;
+      }
+    }
+  return true;
+}
+
+static bool write_text_file(const char *dir, const char *name, const char *text, int mode) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    hx_error_plain("cannot write '%s': %s", path, strerror(errno));
+    return false;
+  }
+  fputs(text, f);
+  bool ok = fclose(f) == 0;
+  if (ok && mode)
+    ok = chmod(path, (mode_t)mode) == 0;
+  if (!ok)
+    hx_error_plain("cannot write '%s': %s", path, strerror(errno));
+  return ok;
+}
+
+/* Calls emit(set, f, arg) with f open on dir/name. */
+static bool write_file(const struct program_set *set, const char *dir, const char *name, int mode,
+                       void (*emit)(const struct program_set *, FILE *, int), int arg) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    hx_error_plain("cannot write '%s': %s", path, strerror(errno));
+    return false;
+  }
+  emit(set, f, arg);
+  bool ok = !ferror(f);
+  ok = fclose(f) == 0 && ok;
+  if (ok && mode)
+    ok = chmod(path, (mode_t)mode) == 0;
+  if (!ok)
+    hx_error_plain("cannot write '%s': %s", path, strerror(errno));
+  return ok;
+}
+
+bool hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
+  if (ctx->opt.target == HX_TARGET_CUDA) {
+    /* A usage error, not an internal one: the pass table would report a
+     * failing emit as exit 70, so leave with the right code here. */
+    hx_error_plain("--target=cuda code generation is not implemented yet; use --target=cpu");
+    exit(HX_EXIT_USAGE);
+  }
+  const struct hx_plan *plan = ctx->plan;
+  if (!plan)
+    hx_internal_error("hx_emit_programs: no plan");
+  if (!plan_supported(ctx, plan))
+    exit(HX_EXIT_USAGE);
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    hx_error_plain("cannot create '%s': %s", dir, strerror(errno));
+    return false;
+  }
+  struct program_set set;
+  hx_build_program_set(ctx, plan, &set);
+  for (int r = 0; r < set.nranks; r++) {
+    char name[32];
+    snprintf(name, sizeof name, "rank_%04d.c", r);
+    if (!write_file(&set, dir, name, 0, hx_emit_rank_source, r))
+      return false;
+  }
+  return write_file(&set, dir, "Makefile", 0, hx_emit_makefile, 0) &&
+         write_file(&set, dir, "launch.sh", 0755, hx_emit_launch_script, 0) &&
+         write_file(&set, dir, "slurm.sbatch", 0644, hx_emit_slurm_script, 0) &&
+         write_text_file(dir, ".clang-format", clang_format_text, 0);
+}

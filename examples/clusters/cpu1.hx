@@ -1,0 +1,3 @@
+# One CPU "device": the single-rank reference run (no parallelism at all).
+gpu "cpu" { tflops = 0.02; memory = 8 GiB; efficiency = 1 }
+node "host" { gpu = "cpu"; gpus = 1 }

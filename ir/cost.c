@@ -1,0 +1,495 @@
+#include "cost.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "plan_util.h"
+
+/* ---- sizes ------------------------------------------------------------- */
+
+double hx_elem_bytes(const struct hx_train *train) {
+  return train->precision == HX_PREC_FP32 ? 4.0 : 2.0;
+}
+
+double hx_state_bytes_per_param(const struct hx_train *train) {
+  bool adam = train->optimizer == HX_OPT_ADAMW;
+  if (train->precision == HX_PREC_FP32)
+    return adam ? 16.0 : 8.0; /* weight, grad (+ m, v) */
+  return adam ? 18.0 : 10.0;  /* bf16 weight, fp32 grad, fp32 master (+ m, v) */
+}
+
+double hx_optimizer_traffic_per_param(const struct hx_train *train) {
+  bool adam = train->optimizer == HX_OPT_ADAMW;
+  if (train->precision == HX_PREC_FP32)
+    return adam ? 28.0 : 12.0; /* read w g m v, write w m v | read w g, write w */
+  return adam ? 30.0 : 14.0;   /* + the bf16 copy of the weight written */
+}
+
+/* ---- per stage --------------------------------------------------------- */
+
+int64_t hx_stage_params(const struct hx_model *m, int layer_begin, int layer_end, bool first,
+                        bool last) {
+  int64_t p = (int64_t)(layer_end - layer_begin) * m->params_layer;
+  if (first)
+    p += m->params_embedding;
+  if (last) {
+    p += m->params_final_norm + m->params_head;
+    if (m->tie_embeddings && !first)
+      p += m->params_embedding; /* the LM head's own copy of tok_emb */
+  }
+  return p;
+}
+
+double hx_stage_fwd_flops(const struct hx_model *m, int layer_begin, int layer_end, bool first,
+                          bool last, int64_t tokens) {
+  double per_token = (double)(layer_end - layer_begin) * m->flops_layer_fwd;
+  if (first)
+    per_token += m->flops_embedding_fwd;
+  if (last)
+    per_token += m->flops_head_fwd;
+  return per_token * (double)tokens;
+}
+
+double hx_stage_min_flops(const struct hx_cluster *c, const struct hx_stage *st) {
+  double slowest = INFINITY;
+  for (int i = 0; i < st->ndevices; i++) {
+    double f = hx_device_flops(c, st->devices[i]);
+    if (f < slowest)
+      slowest = f;
+  }
+  return slowest;
+}
+
+static int64_t tokens_of(const struct hx_ctx *ctx, int64_t mbs) { return mbs * ctx->model.seq_len; }
+
+/* Compute seconds of `flops` spread over the stage's TP group. */
+static double stage_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, double flops) {
+  return flops / st->tp / hx_stage_min_flops(&ctx->cluster, st);
+}
+
+double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  return stage_compute_s(ctx, st, ctx->model.flops_layer_fwd * (double)tokens_of(ctx, mbs));
+}
+
+/* One TP all-reduce of a micro-batch's activations (mbs x T x D elements). */
+static double tp_allreduce_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->tp <= 1)
+    return 0;
+  return hx_allreduce_s(&ctx->cluster, st->devices, st->tp, hx_hop_bytes(ctx, mbs));
+}
+
+double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  return 2 * tp_allreduce_s(ctx, st, mbs);
+}
+
+static int nlayers(const struct hx_stage *st) { return st->layer_end - st->layer_begin; }
+
+double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                      int64_t mbs) {
+  double flops =
+      hx_stage_fwd_flops(&ctx->model, st->layer_begin, st->layer_end, first, last,
+                         tokens_of(ctx, mbs));
+  int allreduces = 2 * nlayers(st) + (first ? 1 : 0);
+  return stage_compute_s(ctx, st, flops) + allreduces * tp_allreduce_s(ctx, st, mbs);
+}
+
+double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  double fwd = hx_layer_compute_s(ctx, st, mbs);
+  double comm = hx_layer_tp_comm_s(ctx, st, mbs);
+  double t = 2 * fwd + comm;
+  if (st->recompute)
+    t += fwd + comm;
+  return t;
+}
+
+double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  double fwd = stage_compute_s(ctx, st, ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs));
+  return 2 * fwd;
+}
+
+double hx_stage_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                      int64_t mbs) {
+  /* The embedding's backward is a scatter-add: no FLOPs counted, like its
+   * forward; its vocab-parallel all-reduce is forward only. */
+  double t = nlayers(st) * hx_layer_bwd_s(ctx, st, mbs);
+  if (last)
+    t += hx_head_bwd_s(ctx, st, mbs);
+  (void)first;
+  return t;
+}
+
+int64_t hx_in_flight(enum hx_pp_schedule schedule, int stage_index, int nstages,
+                     int64_t micro_batches) {
+  if (schedule == HX_PP_GPIPE)
+    return micro_batches;
+  int64_t keep = nstages - stage_index;
+  return keep < micro_batches ? keep : micro_batches;
+}
+
+double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                             bool last) {
+  double params =
+      (double)hx_stage_params(&ctx->model, st->layer_begin, st->layer_end, first, last);
+  return params / st->tp * hx_state_bytes_per_param(&ctx->train);
+}
+
+double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                          bool last, int64_t mbs, int64_t in_flight) {
+  const struct hx_model *m = &ctx->model;
+  double tokens = (double)tokens_of(ctx, mbs);
+  double per_mb;
+  if (st->recompute)
+    per_mb = tokens * nlayers(st) * m->act_bytes_layer_recompute;
+  else
+    per_mb = tokens * nlayers(st) * m->act_bytes_layer;
+  double bytes = per_mb * (double)in_flight;
+  if (st->recompute && nlayers(st) > 0)
+    bytes += tokens * m->act_bytes_layer; /* the layer being recomputed */
+  if (last)
+    bytes += tokens * m->act_bytes_head; /* logits live for one micro-batch only */
+  (void)first;
+  return bytes / st->tp;
+}
+
+double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                             bool last, int64_t mbs, int64_t in_flight) {
+  return hx_stage_static_bytes(ctx, st, first, last) +
+         hx_stage_act_bytes(ctx, st, first, last, mbs, in_flight) + HX_MEMORY_RESERVE_BYTES;
+}
+
+double hx_stage_memory_capacity(const struct hx_cluster *c, const struct hx_stage *st) {
+  double least = INFINITY;
+  for (int i = 0; i < st->ndevices; i++) {
+    double m = (double)c->gpus[c->devices[st->devices[i]].gpu_type].memory_bytes;
+    if (m < least)
+      least = m;
+  }
+  return least;
+}
+
+/* Bytes per second the optimizer streams on one device. */
+static double optimizer_bandwidth(const struct hx_cluster *c, int rank) {
+  const struct hx_gpu_type *g = &c->gpus[c->devices[rank].gpu_type];
+  if (g->mem_bandwidth > 0)
+    return g->mem_bandwidth;
+  return g->tflops * 1e12 / HX_ASSUMED_FLOPS_PER_BYTE;
+}
+
+double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                            bool last) {
+  double params =
+      (double)hx_stage_params(&ctx->model, st->layer_begin, st->layer_end, first, last) / st->tp;
+  double bytes = params * hx_optimizer_traffic_per_param(&ctx->train);
+  double slowest = 0;
+  for (int i = 0; i < st->ndevices; i++) {
+    double t = bytes / optimizer_bandwidth(&ctx->cluster, st->devices[i]);
+    if (t > slowest)
+      slowest = t;
+  }
+  return slowest;
+}
+
+/* ---- communication ----------------------------------------------------- */
+
+void hx_group_links(const struct hx_cluster *c, const int *ranks, int n, double *min_bw,
+                    double *max_lat) {
+  double bw = INFINITY, lat = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (ranks[i] == ranks[j])
+        continue;
+      double b = hx_bw(c, ranks[i], ranks[j]), l = hx_lat(c, ranks[i], ranks[j]);
+      if (b < bw)
+        bw = b;
+      if (l > lat)
+        lat = l;
+    }
+  *min_bw = bw;
+  *max_lat = lat;
+}
+
+double hx_p2p_s(const struct hx_cluster *c, int a, int b, double bytes) {
+  if (a == b)
+    return 0;
+  return hx_lat(c, a, b) + bytes / hx_bw(c, a, b);
+}
+
+/* steps x max latency + volume / min bandwidth over the group. */
+static double ring_s(const struct hx_cluster *c, const int *ranks, int n, double volume,
+                     double steps) {
+  if (n <= 1)
+    return 0;
+  double bw, lat;
+  hx_group_links(c, ranks, n, &bw, &lat);
+  return steps * lat + volume / bw;
+}
+
+double hx_allreduce_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
+  return ring_s(c, ranks, n, 2.0 * (n - 1) / n * bytes, 2.0 * (n - 1));
+}
+
+double hx_broadcast_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
+  return ring_s(c, ranks, n, bytes, n - 1.0);
+}
+
+double hx_alltoall_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
+  return ring_s(c, ranks, n, (n - 1.0) / n * bytes, n - 1.0);
+}
+
+double hx_allgather_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
+  return ring_s(c, ranks, n, (n - 1.0) / n * bytes, n - 1.0);
+}
+
+double hx_hop_bytes(const struct hx_ctx *ctx, int64_t mbs) {
+  return (double)tokens_of(ctx, mbs) * (double)ctx->model.hidden * hx_elem_bytes(&ctx->train);
+}
+
+static double hop_with_leader(const struct hx_ctx *ctx, int from_leader, const struct hx_stage *to,
+                              int to_leader, double bytes) {
+  return hx_p2p_s(&ctx->cluster, from_leader, to_leader, bytes) +
+         hx_broadcast_s(&ctx->cluster, to->devices, to->ndevices, bytes);
+}
+
+double hx_hop_s(const struct hx_ctx *ctx, const struct hx_stage *from, const struct hx_stage *to,
+                int64_t mbs) {
+  return hop_with_leader(ctx, from->leader, to, to->leader, hx_hop_bytes(ctx, mbs));
+}
+
+int hx_best_leader(const struct hx_ctx *ctx, const struct hx_stage *from, const struct hx_stage *to,
+                   int64_t mbs) {
+  double bytes = hx_hop_bytes(ctx, mbs), best_s = INFINITY;
+  int best = to->devices[0];
+  for (int i = 0; i < to->ndevices; i++) {
+    double t = hop_with_leader(ctx, from->leader, to, to->devices[i], bytes);
+    if (t < best_s) {
+      best_s = t;
+      best = to->devices[i];
+    }
+  }
+  return best;
+}
+
+/* ---- gradient synchronisation ------------------------------------------ */
+
+double hx_layer_grad_bytes(const struct hx_ctx *ctx, int tp) {
+  return (double)ctx->model.params_layer * 4.0 / tp;
+}
+
+/* fp32 gradient bytes of one decoder layer, or (layer -1) of the embedding,
+ * final norm and LM head together. */
+static double grad_bytes_of_layer(const struct hx_ctx *ctx, int layer) {
+  const struct hx_model *m = &ctx->model;
+  if (layer < 0)
+    return 4.0 * (double)(m->params_embedding + m->params_head + m->params_final_norm);
+  return 4.0 * (double)m->params_layer;
+}
+
+static bool group_covers(const struct hx_group *g, int layer) {
+  if (g->kind != HX_GROUP_GRAD && g->kind != HX_GROUP_UNSPLIT)
+    return false;
+  if (layer < 0)
+    return g->layer_begin < 0;
+  return g->layer_begin <= layer && layer < g->layer_end;
+}
+
+/* Adds to per_rank each member's time in the plan's own groups for `layer`;
+ * false when the plan has none. GRAD groups carry 1/nslices of the layer's
+ * gradient; UNSPLIT groups the norm gains (2 D values per layer). */
+static bool grad_sync_from_groups(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer,
+                                  double *per_rank) {
+  bool any = false;
+  for (int g = 0; g < plan->ngroups; g++) {
+    const struct hx_group *gr = &plan->groups[g];
+    if (!group_covers(gr, layer))
+      continue;
+    any = true;
+    double bytes;
+    if (gr->kind == HX_GROUP_UNSPLIT)
+      bytes = 4.0 * 2.0 * (double)ctx->model.hidden;
+    else
+      bytes = grad_bytes_of_layer(ctx, layer) / (gr->nslices > 0 ? gr->nslices : 1);
+    double t = hx_allreduce_s(&ctx->cluster, gr->ranks, gr->nranks, bytes);
+    for (int i = 0; i < gr->nranks; i++)
+      per_rank[gr->ranks[i]] += t;
+  }
+  return any;
+}
+
+/* The stage of pipeline p holding `layer`; -1 stands for the embedding (on
+ * the first stage), INT_MAX for the final norm and LM head (on the last). */
+static const struct hx_stage *stage_holding(const struct hx_pipeline *p, int layer) {
+  if (layer < 0)
+    return &p->stages[0];
+  if (layer == INT_MAX)
+    return &p->stages[p->nstages - 1];
+  for (int s = 0; s < p->nstages; s++)
+    if (p->stages[s].layer_begin <= layer && layer < p->stages[s].layer_end)
+      return &p->stages[s];
+  return NULL;
+}
+
+enum { MAX_SLICE_GROUP = 4096 };
+
+/* The lcm slicing of plan.h for `bytes` of weights held by the stage that
+ * holds `layer` in every pipeline, derived from the stages when the plan
+ * carries no gradient groups (symmetric plans). */
+static void grad_sync_slices(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer,
+                             double bytes, double *per_rank) {
+  int64_t nslices = 1;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
+    if (st)
+      nslices = hx_lcm(nslices, st->tp);
+  }
+  int members[MAX_SLICE_GROUP];
+  for (int64_t k = 0; k < nslices; k++) {
+    int n = 0;
+    for (int i = 0; i < plan->npipelines && n < MAX_SLICE_GROUP; i++) {
+      const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
+      if (st)
+        members[n++] = st->devices[k * st->tp / nslices];
+    }
+    double t = hx_allreduce_s(&ctx->cluster, members, n, bytes / (double)nslices);
+    for (int i = 0; i < n; i++)
+      per_rank[members[i]] += t;
+  }
+}
+
+static void grad_sync_derived(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer,
+                              double *per_rank) {
+  const struct hx_model *m = &ctx->model;
+  if (layer >= 0) {
+    grad_sync_slices(ctx, plan, layer, grad_bytes_of_layer(ctx, layer), per_rank);
+    return;
+  }
+  grad_sync_slices(ctx, plan, -1, 4.0 * (double)m->params_embedding, per_rank);
+  /* A tied LM head's copy of tok_emb on a later stage is kept in step by
+   * Megatron's first-last stage all-reduce, left out here (one extra vocab x
+   * hidden reduce per iteration, across pipeline stages, not pipelines). */
+  double head = (double)(m->params_final_norm + m->params_head);
+  grad_sync_slices(ctx, plan, INT_MAX, 4.0 * head, per_rank);
+}
+
+double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer) {
+  if (plan->npipelines <= 1 || plan->ndevices <= 0)
+    return 0;
+  enum { STACK_RANKS = 1024 };
+  double stack[STACK_RANKS] = {0};
+  double *per_rank = stack;
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  if (plan->ndevices > STACK_RANKS)
+    per_rank = HX_NEW_ARRAY(&scratch, double, plan->ndevices);
+  if (!grad_sync_from_groups(ctx, plan, layer, per_rank))
+    grad_sync_derived(ctx, plan, layer, per_rank);
+  double busiest = 0;
+  for (int r = 0; r < plan->ndevices; r++)
+    if (per_rank[r] > busiest)
+      busiest = per_rank[r];
+  hx_arena_free(&scratch);
+  return busiest;
+}
+
+/* ---- whole plans ------------------------------------------------------- */
+
+double hx_model_flops_per_iteration(const struct hx_ctx *ctx) {
+  const struct hx_model *m = &ctx->model;
+  double per_token = (double)m->layers * m->flops_layer_fwd + m->flops_head_fwd;
+  return 3.0 * per_token * (double)ctx->train.global_batch * (double)m->seq_len;
+}
+
+double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  double sum = 0;
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int s = 0; s < plan->pipelines[i].nstages; s++) {
+      const struct hx_stage *st = &plan->pipelines[i].stages[s];
+      for (int k = 0; k < st->ndevices; k++) {
+        const struct hx_cluster *c = &ctx->cluster;
+        sum += c->gpus[c->devices[st->devices[k]].gpu_type].tflops * 1e12;
+      }
+    }
+  return sum;
+}
+
+bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
+                         int *worst_rank) {
+  double worst = -INFINITY;
+  int worst_at = -1;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    for (int s = 0; s < p->nstages; s++) {
+      const struct hx_stage *st = &p->stages[s];
+      bool first = s == 0, last = s == p->nstages - 1;
+      int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
+      double need =
+          hx_stage_memory_bytes(ctx, st, first, last, p->micro_batch_size, keep);
+      for (int k = 0; k < st->ndevices; k++) {
+        const struct hx_cluster *c = &ctx->cluster;
+        double have = (double)c->gpus[c->devices[st->devices[k]].gpu_type].memory_bytes;
+        if (need - have > worst) {
+          worst = need - have;
+          worst_at = st->devices[k];
+        }
+      }
+    }
+  }
+  if (shortfall)
+    *shortfall = worst;
+  if (worst_rank)
+    *worst_rank = worst_at;
+  return worst_at >= 0 && worst <= 0;
+}
+
+/* 1F1B and GPipe share the bubble term for a pipeline whose stages take
+ * f_s + b_s: the slowest stage repeats m - 1 times, every stage (and hop)
+ * once on the critical path. */
+static double pipeline_estimate_s(const struct hx_ctx *ctx, const struct hx_pipeline *p) {
+  double slowest = 0, chain = 0;
+  for (int s = 0; s < p->nstages; s++) {
+    const struct hx_stage *st = &p->stages[s];
+    bool first = s == 0, last = s == p->nstages - 1;
+    double t = hx_stage_fwd_s(ctx, st, first, last, p->micro_batch_size) +
+               hx_stage_bwd_s(ctx, st, first, last, p->micro_batch_size);
+    if (t > slowest)
+      slowest = t;
+    chain += t;
+    if (!last)
+      chain += 2 * hx_hop_s(ctx, st, &p->stages[s + 1], p->micro_batch_size);
+  }
+  return (double)(p->micro_batches - 1) * slowest + chain;
+}
+
+/* The part of the gradient sync that does not hide under the backward: the
+ * sync of the layers of the first stage (the last to finish) and of the
+ * embedding, which start when the backward ends. A lower bound that is exact
+ * for one stage per pipeline with sync slower than compute. */
+static double grad_tail_estimate_s(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  if (plan->npipelines <= 1)
+    return 0;
+  double tail = hx_grad_sync_layer_s(ctx, plan, -1);
+  int first_layers = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    int n = plan->pipelines[i].stages[0].layer_end - plan->pipelines[i].stages[0].layer_begin;
+    if (n > first_layers)
+      first_layers = n;
+  }
+  if (first_layers > 0)
+    tail += hx_grad_sync_layer_s(ctx, plan, 0);
+  return tail;
+}
+
+double hx_estimate_iteration_s(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  double pipes = 0, opt = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    double t = pipeline_estimate_s(ctx, p);
+    if (t > pipes)
+      pipes = t;
+    for (int s = 0; s < p->nstages; s++) {
+      double o = hx_stage_optimizer_s(ctx, &p->stages[s], s == 0, s == p->nstages - 1);
+      if (o > opt)
+        opt = o;
+    }
+  }
+  return pipes + grad_tail_estimate_s(ctx, plan) + opt;
+}

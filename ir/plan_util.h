@@ -1,0 +1,52 @@
+/* Building plans: allocation, copies, and the per-device table every planner
+ * must fill the same way. All memory comes from the compilation's arena. */
+#ifndef HX_PLAN_UTIL_H
+#define HX_PLAN_UTIL_H
+
+#include <stdio.h>
+
+#include "arena.h"
+#include "hexic.h"
+
+/* A plan over ndevices ranks with npipelines empty pipelines, every device
+ * unused (pipeline = stage = -1), sim arrays allocated, schedule 1F1B. */
+struct hx_plan *hx_plan_new(struct hx_arena *a, int ndevices, int npipelines);
+/* Gives a pipeline nstages zeroed stages. */
+void hx_pipeline_init(struct hx_arena *a, struct hx_pipeline *p, int nstages);
+/* Fills a stage: ranks[0..n) (copied; ranks[i] gets TP rank i), tp = n,
+ * cp = hp = 1, layers [begin, end), leader = ranks[0]. */
+void hx_stage_init(struct hx_arena *a, struct hx_stage *st, const int *ranks, int n,
+                   int layer_begin, int layer_end, bool recompute);
+/* A deep copy (pipelines, stages, devices, groups, sim arrays). */
+struct hx_plan *hx_plan_copy(struct hx_arena *a, const struct hx_plan *src);
+/* Rebuilds plan->devices from the pipelines: pipeline, stage, TP rank; with
+ * cp = hp = 1 every used device holds the whole sequence and its TP share of
+ * the heads. Devices in no stage become unused (-1). seq_len and heads come
+ * from the model. */
+void hx_plan_fill_devices(struct hx_arena *a, struct hx_plan *plan, const struct hx_model *m);
+/* Sum over pipelines of micro_batches * micro_batch_size. */
+int64_t hx_plan_batch(const struct hx_plan *plan);
+/* Number of devices some stage uses. */
+int hx_plan_used_devices(const struct hx_plan *plan);
+/* Greatest common divisor / least common multiple of positive ints. */
+int64_t hx_gcd(int64_t a, int64_t b);
+int64_t hx_lcm(int64_t a, int64_t b);
+
+/* ---- symmetric plans and infeasibility (passes/baseline.c) ---------------
+ * A Megatron-style plan over all devices: rank r = (pp_i * dp + dp_i) * tp +
+ * tp_i (TP innermost, then DP, then PP), equal layers per stage, equal
+ * micro-batches per pipeline. NULL when the shape is not legal (tp crosses a
+ * node or does not divide the heads, pp does not divide the layers, the batch
+ * does not split). */
+struct hx_plan *hx_symmetric_plan(struct hx_ctx *ctx, int dp, int tp, int pp, int64_t mbs,
+                                  bool recompute);
+/* Reports (hx_error_plain) that no plan fits: the smallest memory shortfall
+ * over every symmetric shape, on which device, and what would help. */
+void hx_report_no_plan(struct hx_ctx *ctx);
+
+/* ---- outputs (codegen/report.c) ----------------------------------------- */
+/* The few summary lines printed on stdout: plan, iteration time, tokens/s,
+ * MFU, speed-up over the baseline. */
+void hx_print_summary(const struct hx_ctx *ctx, FILE *f);
+
+#endif

@@ -1,0 +1,98 @@
+/* The interface between a generated rank program (rank_NNNN.c, written by
+ * codegen/programs.c) and the runtime library. A rank program is nothing but
+ * literal tables filled from the plan — shapes, layer range, micro-batches,
+ * peers, gradient-sync groups, the 1F1B schedule — and a main that hands them
+ * to hx_rt_main. The runtime never looks the plan up: what the tables say is
+ * what the rank does, so the generated file documents the rank completely. */
+#ifndef HEXIC_RT_H
+#define HEXIC_RT_H
+
+#include <stdint.h>
+
+/* The model, exactly as docs/model-spec.md names its dimensions. */
+struct hx_rt_model {
+  int layers, hidden, ffn, heads, kv_heads, vocab, seq_len;
+  double rope_theta, norm_eps;
+  int tie_embeddings; /* logits use tok_emb; no lm_head tensor */
+};
+
+/* Training settings; the command line may override steps, data and the
+ * checkpoint directory (see hx_rt_main). */
+struct hx_rt_train {
+  int global_batch; /* B: sequences per optimizer step over all pipelines */
+  double lr, beta1, beta2, eps, weight_decay, grad_clip;
+  int warmup_steps, steps;
+  uint64_t seed;
+  const char *data;           /* token file; NULL: synthetic tokens */
+  int checkpoint_every;       /* 0: never */
+  const char *checkpoint_dir; /* NULL: "checkpoints" */
+};
+
+/* One entry of a rank's per-step schedule. Activations travel leader to
+ * leader; each op names the micro-batch it works on. */
+enum hx_rt_op_kind {
+  HX_RT_RECV_ACT,  /* input activation of micro-batch m from the previous stage */
+  HX_RT_FORWARD,   /* embedding (first stage), this stage's layers, loss (last stage) */
+  HX_RT_SEND_ACT,  /* output activation of m to the next stage */
+  HX_RT_RECV_GRAD, /* gradient of m's output activation from the next stage */
+  HX_RT_BACKWARD,  /* backward of m, accumulating parameter gradients */
+  HX_RT_SEND_GRAD, /* gradient of m's input activation to the previous stage */
+  HX_RT_GRAD_SYNC, /* sum gradients over every gradient-sync group */
+  HX_RT_OPTIMIZER, /* global-norm clipping and one AdamW step */
+};
+
+struct hx_rt_op {
+  enum hx_rt_op_kind kind;
+  int micro_batch; /* -1 for GRAD_SYNC and OPTIMIZER */
+};
+
+/* Which of the spec's tensors a gradient-sync group sums. */
+enum hx_rt_group_tensors {
+  HX_RT_SYNC_LAYERS,  /* decoder layers [layer_begin, layer_end) */
+  HX_RT_SYNC_TOK_EMB, /* tok_emb (its copies on first stages, and on last stages when tied) */
+  HX_RT_SYNC_HEAD,    /* final_norm and lm_head (lm_head absent when tied) */
+};
+
+/* A gradient all-reduce: every member holds the same tensors, and their
+ * gradients are summed (the loss already carries the global 1/(B*T), so a sum
+ * makes every sequence weigh the same whatever its pipeline's batch size).
+ * Ids are global and every member creates its groups in increasing id order,
+ * which is what makes communicator creation deadlock-free. */
+struct hx_rt_group {
+  int id;
+  enum hx_rt_group_tensors tensors;
+  int layer_begin, layer_end; /* HX_RT_SYNC_LAYERS only; else -1 */
+  int nranks;
+  const int *ranks; /* increasing */
+};
+
+struct hx_rt_rank_config {
+  const char *program; /* "rank_0003": the launcher runs it as world rank 3 */
+  int rank, world_size;
+  const char *fingerprint; /* of the whole plan: every rank of one plan has the same */
+  int pipeline, npipelines;
+  int stage, nstages;
+  int tp_rank, tp;
+  int layer_begin, layer_end; /* decoder layers [begin, end) */
+  int has_embedding;          /* first stage: token embedding */
+  int has_head;               /* last stage: final norm, LM head, loss */
+  int micro_batch_size, micro_batches;
+  int activation_slots;          /* micro-batches in flight at once: m uses slot m % slots */
+  int first_sequence;            /* this pipeline's first index j in the global batch */
+  int prev_leader, next_leader;  /* world ranks; -1 at the pipeline's ends */
+  int counts_in_norm;            /* its gradients enter the global norm (one copy of each) */
+  const struct hx_rt_model *model;
+  const struct hx_rt_train *train;
+  int ngroups;
+  const struct hx_rt_group *groups; /* only those this rank belongs to */
+  int nops;
+  const struct hx_rt_op *schedule; /* one optimizer step */
+};
+
+/* Runs the rank: MPI start-up and world check, parameters, data, the
+ * schedule once per step, checkpoints; returns the process exit status.
+ * Options (every rank gets the same): --data FILE, --steps N,
+ * --checkpoint-dir DIR, --checkpoint-every N, --resume. */
+int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv);
+
+#endif

@@ -1,1 +1,0 @@
-typedef int hx_placeholder_unused;

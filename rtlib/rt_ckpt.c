@@ -1,0 +1,695 @@
+/* Crash-safe checkpoints (see rt_ckpt.h for the layout and the protocol). */
+#include "rt_ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_init.h"
+
+/* Floats are stored as the host's bytes; the format is little-endian. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "hexic checkpoints are little-endian; this host is not"
+#endif
+
+enum { PATH_SIZE = 4096, FINGERPRINT_FIELD = 64, FORMAT_VERSION = 1 };
+static const char RANK_MAGIC[8] = {'H', 'X', 'C', 'K', 'P', 'T', '0', '1'};
+static const char MANIFEST_HEAD[] = "hexic-checkpoint 1\n";
+static const char MANIFEST_SUM_KEY[] = "manifest-fnv64 ";
+
+uint64_t hx_rt_fnv64(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= UINT64_C(0x100000001b3);
+  }
+  return h;
+}
+
+/* ---- paths ---- */
+
+void hx_rt_ckpt_step_dir(char *buf, size_t size, const char *dir, int64_t step) {
+  snprintf(buf, size, "%s/step_%08" PRId64, dir, step);
+}
+
+void hx_rt_ckpt_rank_path(char *buf, size_t size, const char *dir, int64_t step, int rank) {
+  snprintf(buf, size, "%s/step_%08" PRId64 "/rank_%04d.ckpt", dir, step, rank);
+}
+
+void hx_rt_ckpt_manifest_path(char *buf, size_t size, const char *dir, int64_t step) {
+  snprintf(buf, size, "%s/step_%08" PRId64 "/MANIFEST", dir, step);
+}
+
+static bool path_fits(const char *dir, char *err, size_t err_size) {
+  if (strlen(dir) + 64 < PATH_SIZE)
+    return true;
+  snprintf(err, err_size, "checkpoint directory name too long (%zu characters)", strlen(dir));
+  return false;
+}
+
+/* ---- durable files ---- */
+
+/* A file being written: bytes counted and checksummed on the way out. */
+struct sink {
+  FILE *f;
+  uint64_t size, hash;
+  bool ok;
+};
+
+static void sink_put(struct sink *s, const void *p, size_t n) {
+  if (!s->ok)
+    return;
+  s->ok = fwrite(p, 1, n, s->f) == n;
+  s->hash = hx_rt_fnv64(s->hash, p, n);
+  s->size += n;
+}
+
+static void sink_u32(struct sink *s, uint32_t v) { sink_put(s, &v, sizeof v); }
+static void sink_u64(struct sink *s, uint64_t v) { sink_put(s, &v, sizeof v); }
+
+static bool fsync_dir_of(const char *path) {
+  char dir[PATH_SIZE];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *slash = '\0';
+  else
+    snprintf(dir, sizeof dir, ".");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    return false;
+  bool ok = fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+typedef void (*write_body_fn)(struct sink *s, const void *ctx);
+
+/* path.tmp, written, flushed, fsync'ed, renamed over path, directory
+ * fsync'ed: a reader sees the old file, or the whole new one. */
+static bool write_atomically(const char *path, write_body_fn body, const void *ctx,
+                             uint64_t *size_out, uint64_t *hash_out, char *err, size_t err_size) {
+  char tmp[PATH_SIZE + 8];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  struct sink s = {fopen(tmp, "wb"), 0, HX_FNV64_INIT, true};
+  if (!s.f) {
+    snprintf(err, err_size, "%s: cannot create: %s", tmp, strerror(errno));
+    return false;
+  }
+  body(&s, ctx);
+  bool ok = s.ok && fflush(s.f) == 0 && fsync(fileno(s.f)) == 0;
+  ok = fclose(s.f) == 0 && ok;
+  ok = ok && rename(tmp, path) == 0 && fsync_dir_of(path);
+  if (!ok) {
+    snprintf(err, err_size, "%s: write failed: %s", path, strerror(errno));
+    unlink(tmp);
+    return false;
+  }
+  if (size_out)
+    *size_out = s.size;
+  if (hash_out)
+    *hash_out = s.hash;
+  return true;
+}
+
+static bool mkdir_p(const char *path, char *err, size_t err_size) {
+  char buf[PATH_SIZE];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+      break;
+    *p = '/';
+  }
+  if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+    snprintf(err, err_size, "%s: cannot create directory: %s", buf, strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+bool hx_rt_ckpt_prepare(const char *dir, int64_t step, char *err, size_t err_size) {
+  if (!path_fits(dir, err, err_size))
+    return false;
+  char path[PATH_SIZE];
+  hx_rt_ckpt_step_dir(path, sizeof path, dir, step);
+  if (!mkdir_p(path, err, err_size))
+    return false;
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, step);
+  if (unlink(path) != 0 && errno != ENOENT) {
+    snprintf(err, err_size, "%s: cannot remove the stale manifest: %s", path, strerror(errno));
+    return false;
+  }
+  return fsync_dir_of(path) || (snprintf(err, err_size, "%s: fsync failed", dir), false);
+}
+
+/* ---- rank files ---- */
+
+struct rank_file_ctx {
+  int rank;
+  const char *fingerprint;
+  const struct hx_rt_ckpt_state *st;
+};
+
+static void write_rank_body(struct sink *s, const void *vctx) {
+  const struct rank_file_ctx *c = vctx;
+  char fp[FINGERPRINT_FIELD] = {0};
+  snprintf(fp, sizeof fp, "%s", c->fingerprint);
+  sink_put(s, RANK_MAGIC, sizeof RANK_MAGIC);
+  sink_u32(s, FORMAT_VERSION);
+  sink_u32(s, (uint32_t)c->rank);
+  sink_u64(s, (uint64_t)c->st->step);
+  sink_u64(s, c->st->data_pos);
+  sink_put(s, fp, sizeof fp);
+  sink_u32(s, (uint32_t)c->st->ntensors);
+  sink_u32(s, 0); /* reserved */
+  for (int i = 0; i < c->st->ntensors; i++) {
+    const struct hx_rt_ckpt_tensor *t = &c->st->tensors[i];
+    size_t bytes = (size_t)t->n * sizeof(float);
+    sink_u64(s, (uint64_t)t->n);
+    sink_put(s, t->param, bytes);
+    sink_put(s, t->adam_m, bytes);
+    sink_put(s, t->adam_v, bytes);
+  }
+}
+
+bool hx_rt_ckpt_write_rank(const char *dir, int rank, const char *fingerprint,
+                           const struct hx_rt_ckpt_state *st, uint64_t *size_out,
+                           uint64_t *checksum_out, char *err, size_t err_size) {
+  if (!path_fits(dir, err, err_size))
+    return false;
+  char path[PATH_SIZE];
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, st->step, rank);
+  struct rank_file_ctx ctx = {rank, fingerprint, st};
+  return write_atomically(path, write_rank_body, &ctx, size_out, checksum_out, err, err_size);
+}
+
+/* ---- the manifest ---- */
+
+struct manifest {
+  int64_t step;
+  int nranks;
+  char fingerprint[256];
+  uint64_t *sizes, *checksums; /* malloc'ed, nranks each */
+};
+
+static void manifest_free(struct manifest *m) {
+  free(m->sizes);
+  free(m->checksums);
+  m->sizes = m->checksums = NULL;
+}
+
+struct manifest_ctx {
+  int64_t step;
+  int nranks;
+  const char *fingerprint;
+  const uint64_t *sizes, *checksums;
+};
+
+static void write_manifest_body(struct sink *s, const void *vctx) {
+  const struct manifest_ctx *c = vctx;
+  char line[512];
+  int n = snprintf(line, sizeof line, "%sstep %" PRId64 "\nranks %d\nfingerprint %s\n",
+                   MANIFEST_HEAD, c->step, c->nranks, c->fingerprint);
+  sink_put(s, line, (size_t)n);
+  for (int r = 0; r < c->nranks; r++) {
+    n = snprintf(line, sizeof line,
+                 "rank %d rank_%04d.ckpt size %" PRIu64 " fnv64 %016" PRIx64 "\n", r, r,
+                 c->sizes[r], c->checksums[r]);
+    sink_put(s, line, (size_t)n);
+  }
+  /* The checksum of everything above: a damaged manifest is detected too. */
+  n = snprintf(line, sizeof line, "%s%016" PRIx64 "\n", MANIFEST_SUM_KEY, s->hash);
+  sink_put(s, line, (size_t)n);
+}
+
+static bool valid_fingerprint(const char *fp, char *err, size_t err_size) {
+  if (strlen(fp) < 200 && !strpbrk(fp, "\n\r"))
+    return true;
+  snprintf(err, err_size, "plan fingerprint must be one line under 200 characters");
+  return false;
+}
+
+static void prune_older(const char *dir, int64_t step);
+
+bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int nranks, const char *fingerprint,
+                               const uint64_t *sizes, const uint64_t *checksums, char *err,
+                               size_t err_size) {
+  if (!path_fits(dir, err, err_size) || !valid_fingerprint(fingerprint, err, err_size))
+    return false;
+  char path[PATH_SIZE];
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, step);
+  struct manifest_ctx ctx = {step, nranks, fingerprint, sizes, checksums};
+  if (!write_atomically(path, write_manifest_body, &ctx, NULL, NULL, err, err_size))
+    return false;
+  prune_older(dir, step);
+  return true;
+}
+
+/* Reads a whole small file into a NUL-terminated malloc'ed buffer. */
+static char *read_small_file(const char *path, size_t limit, size_t *len_out) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *buf = malloc(limit + 1);
+  size_t len = buf ? fread(buf, 1, limit + 1, f) : 0;
+  bool ok = buf && !ferror(f) && len <= limit;
+  fclose(f);
+  if (!ok) {
+    free(buf);
+    return NULL;
+  }
+  buf[len] = '\0';
+  *len_out = len;
+  return buf;
+}
+
+/* Checks the manifest's own checksum line; returns where that line starts. */
+static const char *manifest_sum_ok(const char *text, size_t len) {
+  const char *key = NULL;
+  for (const char *p = strstr(text, MANIFEST_SUM_KEY); p; p = strstr(p + 1, MANIFEST_SUM_KEY))
+    key = p;
+  if (!key || (key != text && key[-1] != '\n') || memchr(text, '\0', len))
+    return NULL;
+  uint64_t recorded = 0;
+  char tail = 0;
+  if (sscanf(key + strlen(MANIFEST_SUM_KEY), "%16" SCNx64 "%c", &recorded, &tail) != 2 ||
+      tail != '\n' || key + strlen(MANIFEST_SUM_KEY) + 17 != text + len)
+    return NULL;
+  return hx_rt_fnv64(HX_FNV64_INIT, text, (size_t)(key - text)) == recorded ? key : NULL;
+}
+
+/* Parses the body lines (head, step, ranks, fingerprint, one line per rank). */
+static bool parse_manifest_body(const char *p, const char *end, struct manifest *m) {
+  int used = 0;
+  if (strncmp(p, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) != 0)
+    return false;
+  p += strlen(MANIFEST_HEAD);
+  if (sscanf(p, "step %" SCNd64 "\nranks %d\n%n", &m->step, &m->nranks, &used) != 2 || !used ||
+      m->nranks <= 0 || m->nranks > 1 << 20)
+    return false;
+  p += used;
+  const char *nl = strchr(p, '\n');
+  if (strncmp(p, "fingerprint ", 12) != 0 || !nl || nl - p - 12 >= (long)sizeof m->fingerprint)
+    return false;
+  snprintf(m->fingerprint, sizeof m->fingerprint, "%.*s", (int)(nl - p - 12), p + 12);
+  p = nl + 1;
+  m->sizes = calloc((size_t)m->nranks, sizeof *m->sizes);
+  m->checksums = calloc((size_t)m->nranks, sizeof *m->checksums);
+  if (!m->sizes || !m->checksums)
+    return false;
+  for (int r = 0; r < m->nranks; r++) {
+    int rank = -1, file_rank = -1;
+    used = 0;
+    if (sscanf(p, "rank %d rank_%d.ckpt size %" SCNu64 " fnv64 %" SCNx64 "\n%n", &rank, &file_rank,
+               &m->sizes[r], &m->checksums[r], &used) != 4 ||
+        !used || rank != r || file_rank != r)
+      return false;
+    p += used;
+  }
+  return p == end;
+}
+
+/* Reads and checks dir/step_N/MANIFEST; on success m holds it (free it). */
+static bool load_manifest(const char *dir, int64_t step, struct manifest *m, char *err,
+                          size_t err_size) {
+  memset(m, 0, sizeof *m);
+  char path[PATH_SIZE];
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, step);
+  size_t len = 0;
+  char *text = read_small_file(path, 1 << 26, &len);
+  if (!text) {
+    snprintf(err, err_size, "no readable MANIFEST (incomplete checkpoint)");
+    return false;
+  }
+  const char *sum_line = manifest_sum_ok(text, len);
+  bool ok = sum_line && parse_manifest_body(text, sum_line, m) && m->step == step;
+  free(text);
+  if (!ok) {
+    snprintf(err, err_size, "MANIFEST is damaged (checksum or syntax)");
+    manifest_free(m);
+  }
+  return ok;
+}
+
+static bool file_checksum(const char *path, uint64_t *size_out, uint64_t *hash_out) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return false;
+  unsigned char buf[1 << 16];
+  uint64_t size = 0, h = HX_FNV64_INIT;
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+    h = hx_rt_fnv64(h, buf, got);
+    size += got;
+    hx_rt_progress(); /* large files take a while: not a hang */
+  }
+  bool ok = !ferror(f);
+  fclose(f);
+  *size_out = size;
+  *hash_out = h;
+  return ok;
+}
+
+static bool manifest_matches(const struct manifest *m, int nranks, const char *fingerprint,
+                             char *err, size_t err_size) {
+  if (m->nranks != nranks) {
+    snprintf(err, err_size, "written by %d ranks, this world has %d", m->nranks, nranks);
+    return false;
+  }
+  if (strcmp(m->fingerprint, fingerprint) != 0) {
+    snprintf(err, err_size, "written by another plan (fingerprint '%s', this plan '%s')",
+             m->fingerprint, fingerprint);
+    return false;
+  }
+  return true;
+}
+
+static bool rank_file_ok(const char *dir, int64_t step, int r, const struct manifest *m, char *err,
+                         size_t err_size) {
+  char path[PATH_SIZE];
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, step, r);
+  uint64_t size = 0, hash = 0;
+  if (!file_checksum(path, &size, &hash)) {
+    snprintf(err, err_size, "rank_%04d.ckpt is missing or unreadable", r);
+    return false;
+  }
+  if (size != m->sizes[r] || hash != m->checksums[r]) {
+    snprintf(err, err_size,
+             "rank_%04d.ckpt is corrupt (%" PRIu64 " bytes, fnv64 %016" PRIx64
+             "; the manifest says %" PRIu64 " bytes, %016" PRIx64 ")",
+             r, size, hash, m->sizes[r], m->checksums[r]);
+    return false;
+  }
+  return true;
+}
+
+bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fingerprint,
+                       char *err, size_t err_size) {
+  if (!path_fits(dir, err, err_size))
+    return false;
+  struct manifest m;
+  if (!load_manifest(dir, step, &m, err, err_size))
+    return false;
+  bool ok = manifest_matches(&m, nranks, fingerprint, err, err_size);
+  for (int r = 0; ok && r < nranks; r++)
+    ok = rank_file_ok(dir, step, r, &m, err, err_size);
+  manifest_free(&m);
+  return ok;
+}
+
+/* ---- finding and pruning ---- */
+
+/* "step_" then digits only: the step number, else -1. */
+static int64_t step_of_name(const char *name) {
+  if (strncmp(name, "step_", 5) != 0 || !name[5])
+    return -1;
+  int64_t v = 0;
+  for (const char *p = name + 5; *p; p++) {
+    if (*p < '0' || *p > '9' || v > (INT64_MAX - 9) / 10)
+      return -1;
+    v = v * 10 + (*p - '0');
+  }
+  return v;
+}
+
+static int compare_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x < y) - (x > y);
+}
+
+/* Step numbers of dir's step directories, newest first; NULL/0 if none. */
+static int64_t *list_steps(const char *dir, int *count) {
+  *count = 0;
+  DIR *d = opendir(dir);
+  if (!d)
+    return NULL;
+  int cap = 16;
+  int64_t *steps = malloc(sizeof *steps * (size_t)cap);
+  struct dirent *e;
+  while (steps && (e = readdir(d)) != NULL) {
+    int64_t s = step_of_name(e->d_name);
+    if (s < 0)
+      continue;
+    if (*count == cap) {
+      cap *= 2;
+      int64_t *grown = realloc(steps, sizeof *steps * (size_t)cap);
+      if (!grown)
+        break;
+      steps = grown;
+    }
+    steps[(*count)++] = s;
+  }
+  closedir(d);
+  if (steps)
+    qsort(steps, (size_t)*count, sizeof *steps, compare_desc);
+  return steps;
+}
+
+int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerprint,
+                               FILE *skipped) {
+  int n = 0;
+  int64_t *steps = list_steps(dir, &n);
+  int64_t found = -1;
+  for (int i = 0; i < n && found < 0; i++) {
+    char why[512];
+    if (hx_rt_ckpt_verify(dir, steps[i], nranks, fingerprint, why, sizeof why))
+      found = steps[i];
+    else if (skipped)
+      fprintf(skipped, "hexic-rt: skipping checkpoint %s/step_%08" PRId64 ": %s\n", dir, steps[i],
+              why);
+  }
+  free(steps);
+  return found;
+}
+
+/* Removes a step directory and the files in it (no subdirectories there). */
+static void remove_step_dir(const char *dir, int64_t step) {
+  char path[PATH_SIZE], file[PATH_SIZE + 300];
+  hx_rt_ckpt_step_dir(path, sizeof path, dir, step);
+  DIR *d = opendir(path);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+    unlink(file);
+  }
+  closedir(d);
+  rmdir(path);
+}
+
+/* Keeps `step` and the newest complete checkpoint before it; older and
+ * incomplete ones before it go. The manifest of `step` is read for the
+ * world size and fingerprint, so only a checkpoint of the same plan counts
+ * as the one to keep. Newer directories are left alone. */
+static void prune_older(const char *dir, int64_t step) {
+  struct manifest m;
+  char why[512];
+  if (!load_manifest(dir, step, &m, why, sizeof why))
+    return;
+  int n = 0;
+  int64_t *steps = list_steps(dir, &n);
+  bool kept_one = false;
+  for (int i = 0; i < n; i++) {
+    if (steps[i] >= step)
+      continue;
+    if (!kept_one && hx_rt_ckpt_verify(dir, steps[i], m.nranks, m.fingerprint, why, sizeof why))
+      kept_one = true;
+    else
+      remove_step_dir(dir, steps[i]);
+  }
+  free(steps);
+  manifest_free(&m);
+}
+
+/* ---- loading ---- */
+
+/* A file being read: bytes checksummed on the way in. */
+struct source {
+  FILE *f;
+  uint64_t size, hash;
+  bool ok;
+};
+
+static void source_get(struct source *s, void *p, size_t n) {
+  if (!s->ok)
+    return;
+  s->ok = fread(p, 1, n, s->f) == n;
+  if (s->ok) {
+    s->hash = hx_rt_fnv64(s->hash, p, n);
+    s->size += n;
+  }
+}
+
+static uint32_t source_u32(struct source *s) {
+  uint32_t v = 0;
+  source_get(s, &v, sizeof v);
+  return v;
+}
+
+static uint64_t source_u64(struct source *s) {
+  uint64_t v = 0;
+  source_get(s, &v, sizeof v);
+  return v;
+}
+
+static bool read_rank_header(struct source *s, int rank, int64_t step, const char *fingerprint,
+                             struct hx_rt_ckpt_state *st, char *err, size_t err_size) {
+  char magic[sizeof RANK_MAGIC], fp[FINGERPRINT_FIELD], want_fp[FINGERPRINT_FIELD] = {0};
+  source_get(s, magic, sizeof magic);
+  uint32_t version = source_u32(s), file_rank = source_u32(s);
+  int64_t file_step = (int64_t)source_u64(s);
+  uint64_t data_pos = source_u64(s);
+  source_get(s, fp, sizeof fp);
+  uint32_t ntensors = source_u32(s);
+  (void)source_u32(s);
+  snprintf(want_fp, sizeof want_fp, "%s", fingerprint);
+  if (!s->ok || memcmp(magic, RANK_MAGIC, sizeof magic) || version != FORMAT_VERSION ||
+      file_rank != (uint32_t)rank || file_step != step || memcmp(fp, want_fp, sizeof fp)) {
+    snprintf(err, err_size, "header is not that of rank %d, step %" PRId64 " of this plan", rank,
+             step);
+    return false;
+  }
+  if (ntensors != (uint32_t)st->ntensors) {
+    snprintf(err, err_size, "holds %" PRIu32 " tensors, this rank has %d", ntensors, st->ntensors);
+    return false;
+  }
+  st->data_pos = data_pos;
+  return true;
+}
+
+static bool read_rank_tensors(struct source *s, struct hx_rt_ckpt_state *st, char *err,
+                              size_t err_size) {
+  for (int i = 0; i < st->ntensors && s->ok; i++) {
+    struct hx_rt_ckpt_tensor *t = &st->tensors[i];
+    uint64_t n = source_u64(s);
+    if (s->ok && n != (uint64_t)t->n) {
+      snprintf(err, err_size, "tensor %d has %" PRIu64 " elements, this rank's has %" PRId64, i, n,
+               t->n);
+      return false;
+    }
+    size_t bytes = (size_t)t->n * sizeof(float);
+    source_get(s, t->param, bytes);
+    source_get(s, t->adam_m, bytes);
+    source_get(s, t->adam_v, bytes);
+    hx_rt_progress();
+  }
+  if (!s->ok)
+    snprintf(err, err_size, "truncated");
+  return s->ok;
+}
+
+bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *fingerprint,
+                          struct hx_rt_ckpt_state *st, char *err, size_t err_size) {
+  char path[PATH_SIZE], why[512] = "";
+  if (!path_fits(dir, err, err_size))
+    return false;
+  struct manifest m;
+  if (!load_manifest(dir, step, &m, why, sizeof why)) {
+    snprintf(err, err_size, "checkpoint step %" PRId64 ": %s", step, why);
+    return false;
+  }
+  bool in_manifest = rank >= 0 && rank < m.nranks;
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, step, rank);
+  struct source s = {fopen(path, "rb"), 0, HX_FNV64_INIT, true};
+  bool ok = in_manifest && s.f &&
+            read_rank_header(&s, rank, step, fingerprint, st, why, sizeof why) &&
+            read_rank_tensors(&s, st, why, sizeof why);
+  if (ok && (fgetc(s.f) != EOF || s.size != m.sizes[rank] || s.hash != m.checksums[rank])) {
+    snprintf(why, sizeof why, "does not match the manifest's size and checksum");
+    ok = false;
+  }
+  if (s.f)
+    fclose(s.f);
+  else
+    snprintf(why, sizeof why, "cannot open: %s", strerror(errno));
+  if (!in_manifest)
+    snprintf(why, sizeof why, "rank %d is not in the manifest", rank);
+  manifest_free(&m);
+  if (!ok) {
+    snprintf(err, err_size, "%s: %s", path, why);
+    return false;
+  }
+  st->step = step;
+  return true;
+}
+
+/* ---- collective ---- */
+
+static bool all_agree(MPI_Comm comm, bool mine) {
+  int in = mine, out = 0;
+  hx_rt_mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm),
+                  "MPI_Allreduce (checkpoint)");
+  return out != 0;
+}
+
+bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
+                     const struct hx_rt_ckpt_state *st) {
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &nranks);
+  char err[1024] = "";
+  bool ok = rank != 0 || hx_rt_ckpt_prepare(dir, st->step, err, sizeof err);
+  if (!ok)
+    fprintf(stderr, "hexic-rt: rank %d: error: checkpoint: %s\n", rank, err);
+  if (!all_agree(comm, ok))
+    return false;
+  uint64_t mine[2] = {0, 0};
+  ok = hx_rt_ckpt_write_rank(dir, rank, fingerprint, st, &mine[0], &mine[1], err, sizeof err);
+  hx_rt_progress();
+  if (!ok)
+    fprintf(stderr, "hexic-rt: rank %d: error: checkpoint: %s\n", rank, err);
+  uint64_t *all = rank == 0 ? malloc(sizeof *all * 2 * (size_t)nranks) : NULL;
+  hx_rt_mpi_check(MPI_Gather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, 0, comm),
+                  "MPI_Gather (checkpoint)");
+  /* The manifest is written only once every rank file is durable. */
+  bool written = all_agree(comm, ok);
+  if (written && rank == 0) {
+    uint64_t *sizes = malloc(sizeof *sizes * (size_t)nranks);
+    uint64_t *sums = malloc(sizeof *sums * (size_t)nranks);
+    written = all && sizes && sums;
+    for (int r = 0; written && r < nranks; r++) {
+      sizes[r] = all[2 * r];
+      sums[r] = all[2 * r + 1];
+    }
+    written = written && hx_rt_ckpt_write_manifest(dir, st->step, nranks, fingerprint, sizes, sums,
+                                                   err, sizeof err);
+    if (!written)
+      fprintf(stderr, "hexic-rt: rank 0: error: checkpoint manifest: %s\n", err);
+    free(sizes);
+    free(sums);
+  }
+  free(all);
+  int flag = written;
+  hx_rt_mpi_check(MPI_Bcast(&flag, 1, MPI_INT, 0, comm), "MPI_Bcast (checkpoint)");
+  hx_rt_progress();
+  return flag != 0;
+}
+
+int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprint,
+                          struct hx_rt_ckpt_state *st) {
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &nranks);
+  int64_t step = rank == 0 ? hx_rt_ckpt_find_newest(dir, nranks, fingerprint, stderr) : -1;
+  hx_rt_mpi_check(MPI_Bcast(&step, 1, MPI_INT64_T, 0, comm), "MPI_Bcast (resume)");
+  hx_rt_progress();
+  if (step < 0)
+    return 0;
+  char err[1024] = "";
+  bool ok = hx_rt_ckpt_load_rank(dir, step, rank, fingerprint, st, err, sizeof err);
+  if (!ok)
+    fprintf(stderr, "hexic-rt: rank %d: error: resume: %s\n", rank, err);
+  return all_agree(comm, ok) ? step : -1;
+}

@@ -1,0 +1,110 @@
+/* Checkpoints: crash-safe save, verified resume.
+ *
+ * Layout, in checkpoint_dir:
+ *   step_00000010/rank_0000.ckpt  ...  rank_NNNN.ckpt   one per rank
+ *   step_00000010/MANIFEST                                written last
+ * A rank file holds a header (magic, format version, rank, step, data
+ * position, the plan fingerprint, tensor count) and, per tensor, its element
+ * count then the parameters, AdamW m and AdamW v (fp32, little-endian).
+ * The MANIFEST is text: step, ranks, fingerprint, and per rank file its size
+ * and FNV-1a 64 checksum, closed by a checksum of the manifest itself.
+ *
+ * Crash safety: every file is written to "<name>.tmp", fsync'ed, renamed over
+ * <name>, and the directory fsync'ed. Rank files first; a barrier; then rank 0
+ * gathers their checksums and writes the MANIFEST. A checkpoint counts only
+ * when its MANIFEST is present, intact and matches every rank file, so a kill
+ * at any moment leaves the previous complete checkpoint usable. After a
+ * manifest lands, older step directories are deleted except the newest
+ * complete one (the last 2 complete checkpoints are kept).
+ *
+ * Steps: a checkpoint's step is the number of optimizer steps completed, i.e.
+ * the 0-based index of the next step to run. The executor saves after step s
+ * when (s+1) % checkpoint_every == 0 and, on resume, restores parameters, m,
+ * v and continues at the saved step, which reproduces the uninterrupted run
+ * exactly (data depend only on the step; nothing else is random). */
+#ifndef HX_RT_CKPT_H
+#define HX_RT_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <mpi.h>
+
+/* One tensor (or shard of one) this rank owns, with its optimizer state. */
+struct hx_rt_ckpt_tensor {
+  float *param, *adam_m, *adam_v;
+  int64_t n; /* elements in each */
+};
+
+/* What a rank saves and restores. */
+struct hx_rt_ckpt_state {
+  int64_t step;      /* steps completed = next step index */
+  uint64_t data_pos; /* data/RNG position; 0 while batches depend on the step only */
+  int ntensors;
+  struct hx_rt_ckpt_tensor *tensors;
+};
+
+/* FNV-1a 64 over bytes, continuing from h (start with HX_FNV64_INIT). */
+#define HX_FNV64_INIT UINT64_C(0xcbf29ce484222325)
+uint64_t hx_rt_fnv64(uint64_t h, const void *data, size_t n);
+
+/* ---- Collective API (every rank of comm calls it) ---- */
+
+/* Saves st (st->step names the checkpoint) into dir. Rank 0 creates dir and
+ * the step directory. Returns true on every rank when the whole checkpoint
+ * landed; false on every rank (with a message on the failing rank's stderr)
+ * otherwise — the previous checkpoint is then still the newest complete one. */
+bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
+                     const struct hx_rt_ckpt_state *st);
+
+/* Finds the newest complete checkpoint in dir for a world of comm's size and
+ * this fingerprint (rank 0 verifies, then broadcasts) and loads this rank's
+ * file into st (tensor counts and sizes must match st's). Returns the step
+ * restored, 0 when there is no complete checkpoint (st untouched: a fresh
+ * start), or -1 on every rank when loading failed. Skipped checkpoints
+ * (incomplete, corrupt, another plan) are reported on stderr by rank 0. */
+int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprint,
+                          struct hx_rt_ckpt_state *st);
+
+/* ---- Single-process pieces (the collective API is built from these) ---- */
+
+/* dir/step_%08d, dir/step_%08d/rank_%04d.ckpt and dir/step_%08d/MANIFEST. */
+void hx_rt_ckpt_step_dir(char *buf, size_t size, const char *dir, int64_t step);
+void hx_rt_ckpt_rank_path(char *buf, size_t size, const char *dir, int64_t step, int rank);
+void hx_rt_ckpt_manifest_path(char *buf, size_t size, const char *dir, int64_t step);
+
+/* Creates dir and dir/step_NNNNNNNN (parents of dir must exist) and removes a
+ * stale MANIFEST left there by an earlier run, so the step directory is not
+ * taken for complete while its rank files are being replaced. */
+bool hx_rt_ckpt_prepare(const char *dir, int64_t step, char *err, size_t err_size);
+
+/* Writes this rank's file atomically; returns its size and checksum. */
+bool hx_rt_ckpt_write_rank(const char *dir, int rank, const char *fingerprint,
+                           const struct hx_rt_ckpt_state *st, uint64_t *size_out,
+                           uint64_t *checksum_out, char *err, size_t err_size);
+
+/* Writes the MANIFEST atomically (sizes/checksums indexed by rank), then
+ * deletes step directories older than step except the newest complete one. */
+bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int nranks, const char *fingerprint,
+                               const uint64_t *sizes, const uint64_t *checksums, char *err,
+                               size_t err_size);
+
+/* Verifies checkpoint `step`: manifest intact, same ranks and fingerprint,
+ * every rank file present with the recorded size and checksum. */
+bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fingerprint,
+                       char *err, size_t err_size);
+
+/* The newest step in dir that hx_rt_ckpt_verify accepts, or -1 when none.
+ * Each rejected step directory is described on `skipped` (may be NULL). */
+int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerprint, FILE *skipped);
+
+/* Reads this rank's file of checkpoint `step` into st: checks the header
+ * (magic, rank, step, fingerprint), that the tensor counts and sizes match
+ * st's, and the file's size and checksum against the MANIFEST. Sets st->step
+ * and st->data_pos; on failure st's buffers may be partly overwritten. */
+bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *fingerprint,
+                          struct hx_rt_ckpt_state *st, char *err, size_t err_size);
+
+#endif

@@ -1,0 +1,241 @@
+/* hx_rt_main: what every generated rank program runs. Start-up and world
+ * check, parameters, data, then per optimizer step the rank's schedule
+ * table, the gradient sync, clipping by the global norm, AdamW, one log line
+ * and the checkpoints. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_exec_internal.h"
+#include "rt_init.h"
+#include "rt_log.h"
+
+struct rt_args {
+  const char *data;
+  int64_t steps;
+  const char *checkpoint_dir;
+  int64_t checkpoint_every;
+  int resume;
+};
+
+static const char usage_text[] =
+    "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume";
+
+static int64_t parse_count(const char *opt, const char *text) {
+  char *end;
+  long long v = strtoll(text, &end, 10);
+  if (!*text || *end || v < 0 || v > INT32_MAX)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "%s wants a non-negative integer, not '%s'", opt, text);
+  return v;
+}
+
+static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
+                       struct rt_args *a) {
+  *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
+                        c->train->checkpoint_every, 0};
+  if (!a->checkpoint_dir)
+    a->checkpoint_dir = "checkpoints";
+  for (int i = 1; i < argc; i++) {
+    const char *opt = argv[i];
+    int has_value = i + 1 < argc;
+    if (!strcmp(opt, "--resume")) {
+      a->resume = 1;
+    } else if (!strcmp(opt, "--data") && has_value) {
+      a->data = argv[++i];
+    } else if (!strcmp(opt, "--steps") && has_value) {
+      a->steps = parse_count(opt, argv[++i]);
+    } else if (!strcmp(opt, "--checkpoint-dir") && has_value) {
+      a->checkpoint_dir = argv[++i];
+    } else if (!strcmp(opt, "--checkpoint-every") && has_value) {
+      a->checkpoint_every = parse_count(opt, argv[++i]);
+    } else {
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "unknown or incomplete option '%s'; %s", opt, usage_text);
+    }
+  }
+}
+
+static void set_up_kernels(struct rt_exec *e) {
+  const struct hx_rt_model *m = e->cfg->model;
+  e->dims = (struct hxk_dims){.dim = m->hidden,
+                              .ffn = m->ffn,
+                              .heads = m->heads,
+                              .kv_heads = m->kv_heads,
+                              .vocab = m->vocab,
+                              .seq_len = m->seq_len,
+                              .layers = m->layers,
+                              .norm_eps = (float)m->norm_eps,
+                              .rope_theta = m->rope_theta};
+  if (!hxk_dims_check(&e->dims))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "the model's shape is not a valid Llama shape");
+  /* TP degree 1: the whole layer. */
+  if (!hxk_shard_make(&e->dims, 0, m->heads, 0, m->ffn, &e->shard))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot build the layer shard");
+  e->rope = rt_calloc((size_t)hxk_rope_table_floats(&e->dims), sizeof(float));
+  hxk_rope_table(e->rope, &e->dims);
+  e->kv_of = rt_calloc((size_t)m->heads, sizeof(int));
+  hxk_kv_map(e->kv_of, &e->dims, &e->shard);
+  e->layer_ctx = (struct hxk_layer_ctx){.dims = &e->dims,
+                                        .shard = &e->shard,
+                                        .rope = e->rope,
+                                        .kv_of = e->kv_of,
+                                        .recompute = false,
+                                        .allreduce = NULL,
+                                        .allreduce_arg = NULL};
+  e->tokens = (long)e->cfg->micro_batch_size * m->seq_len;
+  e->act_floats = hxk_layer_acts_floats(&e->layer_ctx, e->cfg->micro_batch_size);
+}
+
+/* One communicator per gradient-sync group, created in increasing group id
+ * order on every member (MPI_Comm_create_group is collective over the group
+ * only, and this order makes overlapping groups safe). */
+static void create_group_comms(struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  e->group_comms = rt_calloc((size_t)(c->ngroups ? c->ngroups : 1), sizeof(MPI_Comm));
+  MPI_Group world;
+  hx_rt_mpi_check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  for (int i = 0; i < c->ngroups; i++) {
+    const struct hx_rt_group *g = &c->groups[i];
+    MPI_Group members;
+    hx_rt_mpi_check(MPI_Group_incl(world, g->nranks, g->ranks, &members), "MPI_Group_incl");
+    hx_rt_mpi_check(MPI_Comm_create_group(MPI_COMM_WORLD, members, g->id, &e->group_comms[i]),
+                    "create a gradient-sync communicator");
+    MPI_Group_free(&members);
+    hx_rt_progress();
+  }
+  MPI_Group_free(&world);
+}
+
+static void open_data(struct rt_exec *e, const struct rt_args *a) {
+  char err[512];
+  const struct hx_rt_train *t = e->cfg->train;
+  if (!hx_rt_data_open(&e->data, a->data, HX_DATA_AUTO, e->dims.vocab, e->dims.seq_len,
+                       (int64_t)t->seed, err, sizeof err))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "%s", err);
+  if (e->cfg->rank == 0) {
+    char desc[512];
+    hx_rt_data_describe(&e->data, a->data, desc, sizeof desc);
+    hx_rt_log_banner("data: %s", desc);
+  }
+}
+
+/* Sums each group's gradient range over its members. The loss carries the
+ * global 1/(B*T), so a plain sum weighs every sequence the same. */
+static void sync_gradients(struct rt_exec *e) {
+  for (int i = 0; i < e->cfg->ngroups; i++) {
+    long count;
+    long off = rt_group_offset(e, &e->cfg->groups[i], &count);
+    for (long done = 0; done < count;) { /* MPI counts are int */
+      int chunk = count - done > (1L << 30) ? 1 << 30 : (int)(count - done);
+      hx_rt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, e->p.g + off + done, chunk, MPI_FLOAT, MPI_SUM,
+                                    e->group_comms[i]),
+                      "gradient all-reduce");
+      done += chunk;
+    }
+    hx_rt_progress();
+  }
+}
+
+/* Global loss and gradient norm in one reduction; every rank gets both and
+ * takes the same clipped AdamW step. Returns the step's global loss. */
+static double optimizer_step(struct rt_exec *e, double *lr_out) {
+  const struct hx_rt_train *t = e->cfg->train;
+  double local[2] = {e->loss_sum, rt_grad_sumsq_for_norm(e)}, global[2];
+  hx_rt_mpi_check(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                  "loss and norm all-reduce");
+  double factor = hxk_clip_factor(global[1], t->grad_clip);
+  if (factor != 1.0)
+    hxk_scale(e->p.g, e->p.n, (float)factor);
+  double lr = hxk_lr_at(e->step, t->lr, t->warmup_steps, e->steps);
+  struct hxk_adamw hp = {t->beta1, t->beta2, t->eps, t->weight_decay};
+  hxk_adamw_step(e->p.w, e->p.g, e->p.m, e->p.v, e->p.decay, e->p.n, &hp, e->step, lr);
+  *lr_out = lr;
+  return global[0];
+}
+
+static void run_step(struct rt_exec *e) {
+  double start = hx_rt_now_s(), lr = 0, loss = 0;
+  memset(e->p.g, 0, (size_t)e->p.n * sizeof(float));
+  e->loss_sum = 0;
+  for (int i = 0; i < e->cfg->nops; i++) {
+    const struct hx_rt_op *op = &e->cfg->schedule[i];
+    if (op->kind == HX_RT_GRAD_SYNC) {
+      rt_wait_sends(e);
+      sync_gradients(e);
+    } else if (op->kind == HX_RT_OPTIMIZER) {
+      loss = optimizer_step(e, &lr);
+    } else {
+      rt_run_op(e, op);
+    }
+  }
+  if (e->cfg->rank == 0) {
+    double s = hx_rt_now_s() - start;
+    double tokens = (double)e->cfg->train->global_batch * e->dims.seq_len;
+    struct hx_rt_step_stats st = {e->step, e->steps, loss, lr, 1e3 * s, s > 0 ? tokens / s : 0};
+    hx_rt_log_step(&st);
+  }
+}
+
+static struct hx_rt_ckpt_state ckpt_state(const struct rt_exec *e) {
+  struct hx_rt_ckpt_state st = {e->step, 0, rt_ckpt_tensors(e, NULL), NULL};
+  st.tensors = rt_calloc((size_t)st.ntensors, sizeof *st.tensors);
+  rt_ckpt_tensors(e, st.tensors);
+  return st;
+}
+
+static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
+  if (!a->resume)
+    return;
+  struct hx_rt_ckpt_state st = ckpt_state(e);
+  int64_t step = hx_rt_ckpt_resume(MPI_COMM_WORLD, a->checkpoint_dir, e->cfg->fingerprint, &st);
+  free(st.tensors);
+  if (step < 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot resume from '%s'", a->checkpoint_dir);
+  e->step = step;
+  if (e->cfg->rank == 0)
+    hx_rt_log_banner(step > 0 ? "resuming at step %lld from %s"
+                              : "no complete checkpoint at step %lld in %s: fresh start",
+                     (long long)step, a->checkpoint_dir);
+}
+
+static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
+  if (a->checkpoint_every <= 0 || e->step % a->checkpoint_every != 0)
+    return;
+  struct hx_rt_ckpt_state st = ckpt_state(e);
+  bool ok = hx_rt_ckpt_save(MPI_COMM_WORLD, a->checkpoint_dir, e->cfg->fingerprint, &st);
+  free(st.tensors);
+  if (!ok)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint of step %lld failed", (long long)e->step);
+  hx_rt_progress();
+}
+
+static void print_banner(const struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  if (c->rank != 0)
+    return;
+  hx_rt_log_banner("plan %s: %d ranks, %d pipeline%s; global batch %d x %d tokens", c->fingerprint,
+                   c->world_size, c->npipelines, c->npipelines == 1 ? "" : "s",
+                   c->train->global_batch, c->model->seq_len);
+}
+
+int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
+  hx_rt_init(&argc, &argv);
+  hx_rt_check_world(cfg->rank, cfg->world_size, cfg->fingerprint);
+  struct rt_args args;
+  parse_args(cfg, argc, argv, &args);
+  struct rt_exec e = {.cfg = cfg, .steps = args.steps};
+  set_up_kernels(&e);
+  rt_params_init(&e);
+  rt_slots_init(&e);
+  create_group_comms(&e);
+  print_banner(&e);
+  open_data(&e, &args);
+  maybe_resume(&e, &args);
+  while (e.step < e.steps) {
+    run_step(&e);
+    e.step++;
+    maybe_checkpoint(&e, &args);
+  }
+  hx_rt_data_close(&e.data);
+  hx_rt_finalize();
+  return HX_RT_EXIT_OK;
+}

@@ -1,0 +1,73 @@
+/* The executor's state, shared by rtlib/rt_exec*.c only (generated code sees
+ * hexic_rt.h alone). */
+#ifndef HX_RT_EXEC_INTERNAL_H
+#define HX_RT_EXEC_INTERNAL_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "hexic_rt.h"
+#include "kernels/llama.h"
+#include "rt_ckpt.h"
+#include "rt_data.h"
+
+/* This rank's parameters, gradients and AdamW moments: each one flat buffer
+ * holding the rank's tensors in the spec's order (tok_emb, its layers,
+ * final_norm, lm_head), so every gradient-sync group's tensors are one
+ * contiguous range and AdamW is one call over everything. */
+struct rt_params {
+  long n; /* floats in each buffer */
+  float *w, *g, *m, *v;
+  uint8_t *decay;                    /* AdamW weight decay on (1) or off (0), per element */
+  long tok_emb, final_norm, lm_head; /* offsets; -1 when not held */
+  long layers;                       /* offset of the first local layer */
+  long layer_floats;                 /* floats of one layer */
+  int nlayers;                       /* local layers */
+  struct hxk_layer_params *lw, *lg;  /* per local layer, into w and g */
+  struct hxk_head_params hw, hg;
+};
+
+/* Buffers of one micro-batch in flight (one slot), and the requests of the
+ * sends still reading them. */
+struct rt_slot {
+  int32_t *inputs, *targets; /* [mbs * T] */
+  float *acts;               /* every local layer's saved activations */
+  float *out_act;            /* forward output, being sent to the next stage */
+  float *dout;               /* gradient of the stage output (head's or received) */
+  float *din;                /* gradient of the stage input, being sent back */
+  MPI_Request act_req, grad_req;
+};
+
+struct rt_exec {
+  const struct hx_rt_rank_config *cfg;
+  struct hxk_dims dims;
+  struct hxk_shard shard;
+  struct hxk_layer_ctx layer_ctx;
+  float *rope;
+  int *kv_of;
+  long tokens;     /* per micro-batch: mbs * T */
+  long act_floats; /* per layer and micro-batch */
+  struct rt_params p;
+  struct rt_slot *slots;
+  float *x0, *x1; /* ping-pong activations [tokens, D] */
+  float *scratch; /* layer and head scratch */
+  struct hx_rt_data data;
+  double loss_sum; /* this step's scaled loss over this rank's sequences */
+  int64_t step, steps;
+  MPI_Comm *group_comms; /* one per cfg->groups entry */
+};
+
+/* rt_exec_params.c */
+void rt_params_init(struct rt_exec *e);
+long rt_group_offset(const struct rt_exec *e, const struct hx_rt_group *g, long *count);
+double rt_grad_sumsq_for_norm(const struct rt_exec *e);
+int rt_ckpt_tensors(const struct rt_exec *e, struct hx_rt_ckpt_tensor *out);
+
+/* rt_exec_ops.c */
+void rt_slots_init(struct rt_exec *e);
+void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op);
+void rt_wait_sends(struct rt_exec *e);
+
+void *rt_calloc(size_t count, size_t size);
+
+#endif

@@ -1,0 +1,167 @@
+/* The schedule's operations on one micro-batch: receive, forward, send,
+ * backward. Sends are non-blocking from per-slot buffers (so two neighbours
+ * that both send in 1F1B's steady phase cannot deadlock); receives block, and
+ * the watchdog in rt_init bounds how long. */
+#include <string.h>
+
+#include "rt_exec_internal.h"
+#include "rt_init.h"
+
+enum { TAG_ACT = 1, TAG_GRAD = 2 }; /* per micro-batch: tag = 4*m + kind */
+
+static int tag_of(int micro_batch, int kind) { return 4 * micro_batch + kind; }
+
+static struct rt_slot *slot_of(struct rt_exec *e, int m) {
+  return &e->slots[m % e->cfg->activation_slots];
+}
+
+static float *floats(long n) { return rt_calloc((size_t)n, sizeof(float)); }
+
+void rt_slots_init(struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  long xd = e->tokens * e->dims.dim;
+  e->slots = rt_calloc((size_t)c->activation_slots, sizeof *e->slots);
+  for (int i = 0; i < c->activation_slots; i++) {
+    struct rt_slot *s = &e->slots[i];
+    s->inputs = rt_calloc((size_t)e->tokens, sizeof *s->inputs);
+    s->targets = rt_calloc((size_t)e->tokens, sizeof *s->targets);
+    s->acts = floats(e->act_floats * (e->p.nlayers > 0 ? e->p.nlayers : 1));
+    s->out_act = floats(xd);
+    s->dout = floats(xd);
+    s->din = floats(xd);
+    s->act_req = s->grad_req = MPI_REQUEST_NULL;
+  }
+  e->x0 = floats(xd);
+  e->x1 = floats(xd);
+  long layer_scratch = hxk_layer_scratch_floats(&e->layer_ctx, e->cfg->micro_batch_size);
+  long head_scratch = hxk_head_scratch_floats(&e->dims, e->tokens);
+  e->scratch = floats(layer_scratch > head_scratch ? layer_scratch : head_scratch);
+}
+
+static void wait_request(MPI_Request *r, const char *what) {
+  hx_rt_mpi_check(MPI_Wait(r, MPI_STATUS_IGNORE), what);
+}
+
+static void recv_floats(float *buf, long n, int from, int tag, const char *what) {
+  hx_rt_mpi_check(MPI_Recv(buf, (int)n, MPI_FLOAT, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  what);
+}
+
+/* Global sequences of micro-batch m: this pipeline's, mbs at a time. */
+static void load_batch(struct rt_exec *e, int m, struct rt_slot *s) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  int64_t j0 = c->first_sequence + (int64_t)m * c->micro_batch_size;
+  hx_rt_data_batch(&e->data, e->dims.seq_len, c->train->global_batch, e->step, j0,
+                   c->micro_batch_size, s->inputs, s->targets);
+}
+
+/* Embedding (first stage) or the received activation, this stage's layers,
+ * then on the last stage the loss — whose backward runs at once, because the
+ * head's kernel computes both in one pass and its gradient only adds. */
+static void forward(struct rt_exec *e, int m) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  struct rt_slot *s = slot_of(e, m);
+  long nseq = c->micro_batch_size;
+  load_batch(e, m, s);
+  if (c->has_embedding)
+    hxk_embedding_forward(e->x0, s->inputs, e->p.w + e->p.tok_emb, e->tokens, e->dims.dim);
+  float *x = e->x0, *y = e->x1;
+  for (int l = 0; l < e->p.nlayers; l++) {
+    hxk_layer_forward(&e->layer_ctx, &e->p.lw[l], x, y, s->acts + l * e->act_floats, e->scratch,
+                      nseq);
+    float *t = x;
+    x = y;
+    y = t;
+  }
+  if (c->has_head) {
+    double scale = 1.0 / ((double)c->train->global_batch * e->dims.seq_len);
+    memset(s->dout, 0, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
+    e->loss_sum += hxk_head_forward_backward(&e->dims, &e->p.hw, &e->p.hg, x, s->targets, e->tokens,
+                                             scale, s->dout, e->scratch);
+  } else {
+    wait_request(&s->act_req, "wait for an earlier activation send");
+    memcpy(s->out_act, x, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
+  }
+}
+
+/* Backward through this stage's layers from the slot's output gradient; the
+ * input gradient goes to the embedding (first stage) or back to the
+ * previous stage. */
+static void backward(struct rt_exec *e, int m) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  struct rt_slot *s = slot_of(e, m);
+  const float *dout = s->dout;
+  float *dx = e->x0, *spare = e->x1;
+  for (int l = e->p.nlayers - 1; l >= 0; l--) {
+    hxk_layer_backward(&e->layer_ctx, &e->p.lw[l], &e->p.lg[l], dout, dx,
+                       s->acts + l * e->act_floats, e->scratch, c->micro_batch_size);
+    dout = dx;
+    dx = spare;
+    spare = (float *)dout;
+  }
+  /* dout now holds the gradient of the stage input */
+  if (c->has_embedding) {
+    hxk_embedding_backward(e->p.g + e->p.tok_emb, s->inputs, dout, e->tokens, e->dims.dim);
+    return;
+  }
+  wait_request(&s->grad_req, "wait for an earlier gradient send");
+  memcpy(s->din, dout, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
+}
+
+static void recv_act(struct rt_exec *e, int m) {
+  recv_floats(e->x0, e->tokens * e->dims.dim, e->cfg->prev_leader, tag_of(m, TAG_ACT),
+              "receive an activation");
+}
+
+static void send_act(struct rt_exec *e, int m) {
+  struct rt_slot *s = slot_of(e, m);
+  hx_rt_mpi_check(MPI_Isend(s->out_act, (int)(e->tokens * e->dims.dim), MPI_FLOAT,
+                            e->cfg->next_leader, tag_of(m, TAG_ACT), MPI_COMM_WORLD, &s->act_req),
+                  "send an activation");
+}
+
+static void recv_grad(struct rt_exec *e, int m) {
+  recv_floats(slot_of(e, m)->dout, e->tokens * e->dims.dim, e->cfg->next_leader,
+              tag_of(m, TAG_GRAD), "receive a gradient");
+}
+
+static void send_grad(struct rt_exec *e, int m) {
+  struct rt_slot *s = slot_of(e, m);
+  hx_rt_mpi_check(MPI_Isend(s->din, (int)(e->tokens * e->dims.dim), MPI_FLOAT, e->cfg->prev_leader,
+                            tag_of(m, TAG_GRAD), MPI_COMM_WORLD, &s->grad_req),
+                  "send a gradient");
+}
+
+void rt_wait_sends(struct rt_exec *e) {
+  for (int i = 0; i < e->cfg->activation_slots; i++) {
+    wait_request(&e->slots[i].act_req, "finish an activation send");
+    wait_request(&e->slots[i].grad_req, "finish a gradient send");
+  }
+}
+
+void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op) {
+  switch (op->kind) {
+  case HX_RT_RECV_ACT:
+    recv_act(e, op->micro_batch);
+    break;
+  case HX_RT_FORWARD:
+    forward(e, op->micro_batch);
+    break;
+  case HX_RT_SEND_ACT:
+    send_act(e, op->micro_batch);
+    break;
+  case HX_RT_RECV_GRAD:
+    recv_grad(e, op->micro_batch);
+    break;
+  case HX_RT_BACKWARD:
+    backward(e, op->micro_batch);
+    break;
+  case HX_RT_SEND_GRAD:
+    send_grad(e, op->micro_batch);
+    break;
+  case HX_RT_GRAD_SYNC:
+  case HX_RT_OPTIMIZER:
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: step-level op %d reached rt_run_op", (int)op->kind);
+  }
+  hx_rt_progress();
+}

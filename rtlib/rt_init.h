@@ -1,0 +1,96 @@
+/* Start-up, world check, fatal errors and the fault watchdog of a generated
+ * rank program.
+ *
+ * A rank program calls, in order:
+ *   hx_rt_init(&argc, &argv);                      MPI up, watchdog armed
+ *   hx_rt_check_world(HX_RANK, HX_NRANKS, HX_FP);  exits on a wrong launch
+ *   ... training; hx_rt_progress() after every schedule operation ...
+ *   hx_rt_finalize();                              watchdog off, MPI down
+ *
+ * Fault handling (issue 6, item 6) has two layers:
+ * 1. MPI_COMM_WORLD uses MPI_ERRORS_RETURN, and every MPI call of the runtime
+ *    goes through hx_rt_mpi_check(): an MPI error becomes a clear message and
+ *    an abort of the whole job instead of a hang or a silent crash.
+ * 2. A watchdog thread. The training thread stamps a monotonic clock with
+ *    hx_rt_progress() whenever it completes work (a schedule operation, a
+ *    finished send/receive, a checkpoint file). The watchdog wakes a few times
+ *    a second; when the stamp is older than HEXIC_TIMEOUT_S seconds (default
+ *    60) — a dead peer we wait on forever, a hung peer, a deadlock — it prints
+ *    "rank R: no progress for S s" and ends the process with _exit(code 124).
+ *    It never calls MPI (MPI is initialised with MPI_THREAD_FUNNELED: only the
+ *    main thread talks to MPI). Once one rank exits non-zero without
+ *    MPI_Finalize, mpirun tears down every other rank, so the whole job ends
+ *    within about HEXIC_TIMEOUT_S plus one watchdog period — and a rank that is
+ *    not under mpirun's control still stops on its own clock.
+ *    The bound must exceed the longest single operation (one micro-batch's
+ *    forward or backward of a stage, one checkpoint write).
+ */
+#ifndef HX_RT_INIT_H
+#define HX_RT_INIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <mpi.h>
+
+/* Exit codes of a rank program. */
+enum hx_rt_exit {
+  HX_RT_EXIT_OK = 0,
+  HX_RT_EXIT_ERROR = 1,     /* bad data file, unwritable checkpoint, ... */
+  HX_RT_EXIT_WORLD = 3,     /* launched world does not match the plan */
+  HX_RT_EXIT_MPI = 4,       /* an MPI call failed (a peer died, ...) */
+  HX_RT_EXIT_TIMEOUT = 124, /* the watchdog saw no progress (like timeout(1)) */
+};
+
+/* Default for HEXIC_TIMEOUT_S when the variable is unset. */
+#define HX_RT_DEFAULT_TIMEOUT_S 60.0
+
+/* MPI_Init_thread(FUNNELED), MPI_ERRORS_RETURN on MPI_COMM_WORLD, reads
+ * HEXIC_TIMEOUT_S (a positive number of seconds; anything else is a fatal
+ * error) and starts the watchdog. Exits on failure. */
+void hx_rt_init(int *argc, char ***argv);
+
+/* This process's rank and the world size (valid after hx_rt_init). */
+int hx_rt_rank(void);
+int hx_rt_world_size(void);
+
+/* Collective over MPI_COMM_WORLD. Checks that the world has plan_ranks
+ * processes and that process r runs the binary generated for rank r
+ * (compiled_rank == r) of the same plan (equal fingerprints; at most
+ * HX_RT_FINGERPRINT_MAX-1 characters are compared). On any mismatch every rank
+ * prints the same description of the problem to stderr, prefixed with its
+ * rank, and exits with HX_RT_EXIT_WORLD. Returns only when the launch is
+ * right. */
+#define HX_RT_FINGERPRINT_MAX 64
+void hx_rt_check_world(int compiled_rank, int plan_ranks, const char *fingerprint);
+
+/* The same check without MPI, for tests and for the message text: given what
+ * every rank reported (compiled_ranks[r], fingerprints[r] for r < world_size),
+ * returns true when the launch is right, else false with a one-line
+ * description in msg. */
+bool hx_rt_world_matches(int world_size, int plan_ranks, const int *compiled_ranks,
+                         const char *const *fingerprints, char *msg, size_t msg_size);
+
+/* Stops the watchdog, MPI_Finalize. */
+void hx_rt_finalize(void);
+
+/* Marks that this rank made progress (cheap: one atomic store). */
+void hx_rt_progress(void);
+
+/* Stops / restarts the watchdog (e.g. around an interactive pause). The
+ * stamp is refreshed on restart. */
+void hx_rt_watchdog_stop(void);
+void hx_rt_watchdog_start(void);
+
+/* The watchdog bound in seconds in force (from HEXIC_TIMEOUT_S). */
+double hx_rt_timeout_s(void);
+
+/* Prints "hexic-rt: rank R: error: <message>" to stderr and aborts the whole
+ * job (MPI_Abort when MPI is up, exit otherwise) with code. */
+_Noreturn void hx_rt_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* If rc is not MPI_SUCCESS: hx_rt_fatal(HX_RT_EXIT_MPI) naming what and
+ * MPI's error string. */
+void hx_rt_mpi_check(int rc, const char *what);
+
+#endif

@@ -1,0 +1,89 @@
+/* hexic-shard: turns any file into a byte-level llm.c token shard (vocab
+ * 256, one token per byte, uint16 tokens, magic 20240520 / version 1), the
+ * format a hexic train block's `data` reads. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtlib/rt_data.h"
+
+static void usage(FILE *f) {
+  fputs("usage: hexic-shard INPUT OUTPUT\n"
+        "  Writes every byte of INPUT (any file, e.g. text; '-' reads stdin) as one token\n"
+        "  of a byte-level llm.c shard OUTPUT: vocab 256, uint16 tokens, magic 20240520,\n"
+        "  version 1. Train on it with `data = \"OUTPUT\"` and `vocab = 256`.\n",
+        f);
+}
+
+/* Reads all of f into a growing buffer of tokens; false on a read error. */
+static bool read_bytes_as_tokens(FILE *f, uint32_t **tokens_out, int64_t *n_out) {
+  size_t cap = 1 << 16, n = 0;
+  uint32_t *tokens = malloc(cap * sizeof *tokens);
+  unsigned char buf[1 << 14];
+  size_t got;
+  while (tokens && (got = fread(buf, 1, sizeof buf, f)) > 0) {
+    if (n + got > cap) {
+      cap = 2 * (n + got);
+      uint32_t *grown = realloc(tokens, cap * sizeof *tokens);
+      if (!grown) {
+        free(tokens);
+        tokens = NULL;
+        break;
+      }
+      tokens = grown;
+    }
+    for (size_t i = 0; i < got; i++)
+      tokens[n++] = buf[i];
+  }
+  if (!tokens || ferror(f)) {
+    free(tokens);
+    return false;
+  }
+  *tokens_out = tokens;
+  *n_out = (int64_t)n;
+  return true;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc != 3) {
+    usage(stderr);
+    return 2;
+  }
+  const char *in_path = argv[1], *out_path = argv[2];
+  bool from_stdin = !strcmp(in_path, "-");
+  FILE *in = from_stdin ? stdin : fopen(in_path, "rb");
+  if (!in) {
+    fprintf(stderr, "hexic-shard: error: %s: cannot open: %s\n", in_path, strerror(errno));
+    return 1;
+  }
+  uint32_t *tokens = NULL;
+  int64_t n = 0;
+  bool read_ok = read_bytes_as_tokens(in, &tokens, &n);
+  int read_errno = errno;
+  if (!from_stdin)
+    fclose(in);
+  if (!read_ok) {
+    fprintf(stderr, "hexic-shard: error: %s: cannot read: %s\n", in_path, strerror(read_errno));
+    return 1;
+  }
+  if (n == 0) {
+    fprintf(stderr, "hexic-shard: error: %s is empty: a shard needs at least one token\n", in_path);
+    free(tokens);
+    return 1;
+  }
+  char err[512];
+  bool ok = hx_rt_shard_write(out_path, tokens, n, false, err, sizeof err);
+  free(tokens);
+  if (!ok) {
+    fprintf(stderr, "hexic-shard: error: %s\n", err);
+    return 1;
+  }
+  printf("hexic-shard: wrote %" PRId64 " tokens (vocab 256, uint16) to %s\n", n, out_path);
+  return 0;
+}

@@ -1,0 +1,137 @@
+/* Emits the per-rank programs of a hand-built plan, so the codegen and the
+ * executor can be tested on plan shapes chosen exactly (uneven batches,
+ * uneven layer splits, several stages) whatever the planner would pick.
+ *
+ *   emit_fixture OUTDIR PLAN [--tied] [--cuda] [--tp]
+ *
+ * PLAN lists pipelines separated by ';', each "MBSxM@E1,E2,..." — micro-batch
+ * size, micro-batch count, and the end layer of each stage (the last is the
+ * layer count). Example: "2x2@4;1x4@1,4" is two pipelines: 4 sequences on one
+ * stage, and 4 sequences over stages [0,1) and [1,4). The model is the tiny
+ * one of examples/models/tiny.hx; devices are numbered in pipeline order. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+
+enum { MAX_STAGES = 16, MAX_PIPELINES = 16 };
+
+static void set_model(struct hx_ctx *ctx, bool tied) {
+  struct hx_model *m = &ctx->model;
+  m->name = "tiny";
+  m->layers = 4;
+  m->hidden = 64;
+  m->ffn = 128;
+  m->heads = 4;
+  m->kv_heads = 2;
+  m->vocab = 256;
+  m->seq_len = 32;
+  m->rope_theta = 10000.0;
+  m->norm_eps = 1e-5;
+  m->tie_embeddings = tied;
+  struct hx_train *t = &ctx->train;
+  t->lr = 1e-3;
+  t->beta1 = 0.9;
+  t->beta2 = 0.95;
+  t->eps = 1e-8;
+  t->weight_decay = 0.1;
+  t->grad_clip = 1.0;
+  t->warmup_steps = 10;
+  t->steps = 100;
+  t->seed = 1;
+  t->optimizer = HX_OPT_ADAMW;
+}
+
+static void set_cluster(struct hx_ctx *ctx, int ndevices) {
+  struct hx_cluster *c = &ctx->cluster;
+  c->ngpus = 1;
+  c->gpus = HX_NEW(&ctx->arena, struct hx_gpu_type);
+  c->gpus[0].name = "cpu";
+  c->ndevices = ndevices;
+  c->devices = HX_NEW_ARRAY(&ctx->arena, struct hx_device, ndevices);
+  for (int d = 0; d < ndevices; d++) {
+    c->devices[d].rank = d;
+    c->devices[d].name = hx_sprintf(&ctx->arena, "cpu0:%d", d);
+    c->devices[d].local_index = d;
+  }
+}
+
+/* Parses one "MBSxM@E1,E2" into pl; devices from *next_device on. */
+static bool parse_pipeline(struct hx_ctx *ctx, char *text, struct hx_pipeline *pl,
+                           int *next_device) {
+  long mbs, nmb;
+  char *at = strchr(text, '@');
+  if (!at || sscanf(text, "%ldx%ld", &mbs, &nmb) != 2 || mbs < 1 || nmb < 1)
+    return false;
+  pl->micro_batch_size = mbs;
+  pl->micro_batches = nmb;
+  pl->stages = HX_NEW_ARRAY(&ctx->arena, struct hx_stage, MAX_STAGES);
+  int begin = 0;
+  for (char *tok = strtok(at + 1, ","); tok; tok = strtok(NULL, ",")) {
+    if (pl->nstages == MAX_STAGES)
+      return false;
+    struct hx_stage *st = &pl->stages[pl->nstages++];
+    st->ndevices = st->tp = st->cp = st->hp = 1;
+    st->devices = HX_NEW(&ctx->arena, int);
+    st->devices[0] = st->leader = (*next_device)++;
+    st->layer_begin = begin;
+    st->layer_end = begin = atoi(tok);
+  }
+  return pl->nstages > 0 && begin == ctx->model.layers;
+}
+
+static bool build_plan(struct hx_ctx *ctx, const char *spec) {
+  struct hx_plan *plan = HX_NEW(&ctx->arena, struct hx_plan);
+  plan->strategy = "file";
+  plan->schedule = HX_PP_1F1B;
+  plan->pipelines = HX_NEW_ARRAY(&ctx->arena, struct hx_pipeline, MAX_PIPELINES);
+  char *copy = hx_strdup(&ctx->arena, spec), *save = NULL;
+  int ndev = 0;
+  for (char *p = strtok_r(copy, ";", &save); p; p = strtok_r(NULL, ";", &save)) {
+    if (plan->npipelines == MAX_PIPELINES ||
+        !parse_pipeline(ctx, p, &plan->pipelines[plan->npipelines++], &ndev))
+      return false;
+  }
+  set_cluster(ctx, ndev);
+  plan->ndevices = ndev;
+  plan->devices = HX_NEW_ARRAY(&ctx->arena, struct hx_device_plan, ndev);
+  for (int p = 0; p < plan->npipelines; p++) {
+    const struct hx_pipeline *pl = &plan->pipelines[p];
+    ctx->train.global_batch += pl->micro_batch_size * pl->micro_batches;
+    for (int s = 0; s < pl->nstages; s++) {
+      struct hx_device_plan *d = &plan->devices[pl->stages[s].devices[0]];
+      d->pipeline = p;
+      d->stage = s;
+    }
+  }
+  ctx->plan = plan;
+  return plan->npipelines > 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: emit_fixture OUTDIR PLAN [--tied] [--cuda] [--tp]\n");
+    return 2;
+  }
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  bool tied = false, tp = false;
+  for (int i = 3; i < argc; i++) {
+    tied |= !strcmp(argv[i], "--tied");
+    tp |= !strcmp(argv[i], "--tp");
+    if (!strcmp(argv[i], "--cuda"))
+      ctx.opt.target = HX_TARGET_CUDA;
+  }
+  set_model(&ctx, tied);
+  if (!build_plan(&ctx, argv[2])) {
+    fprintf(stderr, "emit_fixture: bad plan '%s'\n", argv[2]);
+    return 2;
+  }
+  if (tp)
+    ctx.plan->pipelines[0].stages[0].tp = 2; /* a shape the emitter must refuse */
+  int rc = hx_emit_programs(&ctx, argv[1]) ? 0 : 1;
+  hx_arena_free(&ctx.arena);
+  return rc;
+}

@@ -1,0 +1,319 @@
+/* Unit tests of model_stats, the cost model and the simulator: the IR is
+ * filled by hand (no front end), and every figure is checked against a value
+ * computed here from the formula written out, or against a closed form. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/cost.h"
+#include "ir/plan_util.h"
+#include "ir/sim.h"
+#include "passes/passes.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                 \
+      failures++;                                                                              \
+    }                                                                                          \
+  } while (0)
+
+static void check_near(const char *what, double got, double want, double rel, int line) {
+  if (!(fabs(got - want) <= rel * fabs(want) + 1e-15)) {
+    fprintf(stderr, "test_cost.c:%d: %s = %.17g, want %.17g\n", line, what, got, want);
+    failures++;
+  }
+}
+#define NEAR(got, want) check_near(#got, (got), (want), 1e-12, __LINE__)
+
+static void set_model(struct hx_ctx *ctx, int64_t layers, int64_t hidden, int64_t ffn, int64_t heads,
+                      int64_t kv, int64_t vocab, int64_t seq) {
+  struct hx_model *m = &ctx->model;
+  m->name = "test";
+  m->layers = layers;
+  m->hidden = hidden;
+  m->ffn = ffn;
+  m->heads = heads;
+  m->kv_heads = kv;
+  m->vocab = vocab;
+  m->seq_len = seq;
+  ctx->has_model = ctx->has_train = true;
+  ctx->train.precision = HX_PREC_BF16;
+  ctx->train.optimizer = HX_OPT_ADAMW;
+  ctx->train.global_batch = 8;
+  CHECK(hx_pass_model_stats(ctx));
+}
+
+/* ndev devices of one GPU type, one node per `per_node` devices; bandwidth
+ * `bw` and latency `lat` between every pair. */
+static void set_cluster(struct hx_ctx *ctx, int ndev, double tflops, double mem_gib, double bw,
+                        double lat) {
+  struct hx_cluster *c = &ctx->cluster;
+  struct hx_arena *a = &ctx->arena;
+  c->ngpus = 1;
+  c->gpus = HX_NEW_ARRAY(a, struct hx_gpu_type, 1);
+  c->gpus[0].name = "G";
+  c->gpus[0].tflops = tflops;
+  c->gpus[0].memory_bytes = (int64_t)(mem_gib * 1073741824.0);
+  c->gpus[0].efficiency = 1.0;
+  c->gpus[0].mem_bandwidth = 1e12;
+  c->ndevices = ndev;
+  c->devices = HX_NEW_ARRAY(a, struct hx_device, ndev);
+  c->bandwidth = HX_NEW_ARRAY(a, double, ndev * ndev);
+  c->latency = HX_NEW_ARRAY(a, double, ndev * ndev);
+  for (int r = 0; r < ndev; r++) {
+    c->devices[r].rank = r;
+    c->devices[r].name = hx_sprintf(a, "g:%d", r);
+    for (int q = 0; q < ndev; q++) {
+      c->bandwidth[r * ndev + q] = r == q ? 0 : bw;
+      c->latency[r * ndev + q] = r == q ? 0 : lat;
+    }
+  }
+}
+
+static void test_llama_params(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 32, 4096, 11008, 32, 32, 32000, 4096);
+  CHECK(ctx.model.params_total == 6738415616LL);
+  set_model(&ctx, 40, 5120, 13824, 40, 40, 32000, 4096);
+  CHECK(ctx.model.params_total == 13015864320LL);
+  set_model(&ctx, 80, 8192, 28672, 64, 8, 32000, 4096);
+  CHECK(ctx.model.params_total == 68976648192LL);
+  /* 70B per layer, by hand: wq 8192^2, wk wv 2 * 1024 * 8192, wo 8192^2,
+   * MLP 3 * 28672 * 8192, two norms 2 * 8192. */
+  CHECK(ctx.model.params_layer == 67108864LL + 16777216LL + 67108864LL + 704643072LL + 16384LL);
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_flops_and_activations(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  /* A small GQA model: D 64, F 176, H 8, K 2 (kv 16), V 100, T 32. */
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  const struct hx_model *m = &ctx.model;
+  /* QKV 2*64*(64+32) = 12288, wo 2*64*64 = 8192, MLP 6*64*176 = 67584,
+   * attention 2*64*33 = 4224, norms 8*64 = 512, SwiGLU 4*176 = 704. */
+  NEAR(m->flops_layer_fwd, 12288.0 + 8192 + 67584 + 4224 + 512 + 704);
+  /* head: norm 4*64 + LM head 2*64*100 + cross-entropy 3*100 */
+  NEAR(m->flops_head_fwd, 256.0 + 12800 + 300);
+  /* bf16: 2 * (6*64 + 2*16 + 3*176) + 4*8 */
+  NEAR(m->act_bytes_layer, 2.0 * (384 + 32 + 528) + 32);
+  NEAR(m->act_bytes_layer_recompute, 2.0 * 64);
+  NEAR(m->act_bytes_head, 2.0 * 128 + 400);
+  /* Llama-2-7B per token per layer, forward: 2*4096*(4096+8192) + 2*4096^2 +
+   * 6*4096*11008 + 2*4096*4097 + 8*4096 + 4*11008. */
+  set_model(&ctx, 32, 4096, 11008, 32, 32, 32000, 4096);
+  NEAR(ctx.model.flops_layer_fwd,
+       100663296.0 + 33554432 + 270532608 + 33562624 + 32768 + 44032);
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_memory(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 4, 100, 24, 1e9, 0);
+  int ranks[2] = {0, 1};
+  struct hx_stage st;
+  hx_stage_init(&ctx.arena, &st, ranks, 2, 0, 2, false);
+  const struct hx_model *m = &ctx.model;
+  /* first stage of two, tp 2: (2 layers + embedding) / 2 * 18 bytes */
+  double params = 2.0 * (double)m->params_layer + (double)m->params_embedding;
+  NEAR(hx_stage_static_bytes(&ctx, &st, true, false), params / 2 * 18);
+  /* 1F1B: stage 0 of 3 keeps 3 micro-batches, stage 2 keeps 1; GPipe keeps m. */
+  CHECK(hx_in_flight(HX_PP_1F1B, 0, 3, 8) == 3);
+  CHECK(hx_in_flight(HX_PP_1F1B, 2, 3, 8) == 1);
+  CHECK(hx_in_flight(HX_PP_1F1B, 0, 3, 2) == 2);
+  CHECK(hx_in_flight(HX_PP_GPIPE, 2, 3, 8) == 8);
+  /* activations: mbs 2 -> 64 tokens, 2 layers, 3 in flight, / tp 2 */
+  NEAR(hx_stage_act_bytes(&ctx, &st, true, false, 2, 3), 64.0 * 2 * m->act_bytes_layer * 3 / 2);
+  st.recompute = true;
+  NEAR(hx_stage_act_bytes(&ctx, &st, true, false, 2, 3),
+       (64.0 * 2 * m->act_bytes_layer_recompute * 3 + 64.0 * m->act_bytes_layer) / 2);
+  NEAR(hx_stage_memory_bytes(&ctx, &st, true, false, 2, 3),
+       hx_stage_static_bytes(&ctx, &st, true, false) +
+           hx_stage_act_bytes(&ctx, &st, true, false, 2, 3) + 1.5 * 1073741824.0);
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_comm(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_cluster(&ctx, 4, 100, 24, 1e9, 1e-5);
+  /* make pair (2,3) the slow link */
+  ctx.cluster.bandwidth[2 * 4 + 3] = ctx.cluster.bandwidth[3 * 4 + 2] = 5e8;
+  ctx.cluster.latency[2 * 4 + 3] = ctx.cluster.latency[3 * 4 + 2] = 3e-5;
+  int all[4] = {0, 1, 2, 3}, fast[2] = {0, 1};
+  NEAR(hx_p2p_s(&ctx.cluster, 0, 1, 1e9), 1e-5 + 1.0);
+  CHECK(hx_p2p_s(&ctx.cluster, 2, 2, 1e9) == 0);
+  NEAR(hx_allreduce_s(&ctx.cluster, all, 4, 1e9), 2.0 * 3 / 4 * 1e9 / 5e8 + 6 * 3e-5);
+  NEAR(hx_allreduce_s(&ctx.cluster, fast, 2, 1e9), 1.0 + 2 * 1e-5);
+  NEAR(hx_broadcast_s(&ctx.cluster, all, 4, 1e9), 2.0 + 3 * 3e-5);
+  NEAR(hx_alltoall_s(&ctx.cluster, all, 4, 1e9), 0.75 * 2.0 + 3 * 3e-5);
+  CHECK(hx_allreduce_s(&ctx.cluster, all, 1, 1e9) == 0);
+  hx_arena_free(&ctx.arena);
+}
+
+/* A plan of `npipes` pipelines of `nstages` one-device stages each, layers
+ * split evenly, m micro-batches of size 1. */
+static struct hx_plan *simple_plan(struct hx_ctx *ctx, int npipes, int nstages, int m) {
+  struct hx_plan *p = hx_plan_new(&ctx->arena, ctx->cluster.ndevices, npipes);
+  int per = (int)ctx->model.layers / nstages;
+  for (int i = 0; i < npipes; i++) {
+    hx_pipeline_init(&ctx->arena, &p->pipelines[i], nstages);
+    p->pipelines[i].micro_batch_size = 1;
+    p->pipelines[i].micro_batches = m;
+    for (int s = 0; s < nstages; s++) {
+      int rank = i * nstages + s;
+      hx_stage_init(&ctx->arena, &p->pipelines[i].stages[s], &rank, 1, s * per, (s + 1) * per,
+                    false);
+    }
+  }
+  hx_plan_fill_devices(&ctx->arena, p, &ctx->model);
+  return p;
+}
+
+static void test_sim_one_device(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 1, 1e-3, 24, 1e9, 1e-5);
+  struct hx_plan *p = simple_plan(&ctx, 1, 1, 5);
+  CHECK(hx_simulate(&ctx, p, NULL));
+  const struct hx_stage *st = &p->pipelines[0].stages[0];
+  double tf = hx_stage_fwd_s(&ctx, st, true, true, 1), tb = hx_stage_bwd_s(&ctx, st, true, true, 1);
+  double opt = hx_stage_optimizer_s(&ctx, st, true, true);
+  /* optimizer: all parameters x 30 bytes / 1 TB/s */
+  NEAR(opt, (double)ctx.model.params_total * 30 / 1e12);
+  NEAR(p->sim.iteration_s, 5 * (tf + tb) + opt);
+  NEAR(p->sim.pipeline_s, 5 * (tf + tb));
+  NEAR(p->sim.optimizer_s, opt);
+  CHECK(p->sim.grad_sync_s == 0);
+  CHECK(fabs(p->sim.bubble) < 1e-12);
+  NEAR(p->sim.busy_s[0], 5 * (tf + tb) + opt);
+  /* MFU: 3 x forward model FLOPs of 8 x 32 tokens over time x 1e9 peak */
+  double model_flops = 3.0 * 8 * 32 * (4 * ctx.model.flops_layer_fwd + ctx.model.flops_head_fwd);
+  NEAR(p->sim.mfu, model_flops / (p->sim.iteration_s * 1e9));
+  hx_arena_free(&ctx.arena);
+}
+
+/* Homogeneous stages (no head FLOPs, no embedding, no comm): 1F1B takes
+ * (m + p - 1)(tf + tb) for the pipeline phase; GPipe the same makespan. */
+static void test_sim_pipeline_closed_form(enum hx_pp_schedule sched) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 8, 64, 176, 8, 2, 100, 32);
+  ctx.model.flops_head_fwd = 0;
+  set_cluster(&ctx, 4, 1e-3, 24, 1e9, 1e-5);
+  for (int m = 1; m <= 9; m += 4) {
+    struct hx_plan *p = simple_plan(&ctx, 1, 4, m);
+    p->schedule = sched;
+    struct hx_sim_options o = {.zero_comm = true};
+    hx_simulate(&ctx, p, &o);
+    const struct hx_stage *st = &p->pipelines[0].stages[1];
+    double t = hx_layer_compute_s(&ctx, st, 1) * 2 * 3; /* 2 layers, fwd + 2x bwd */
+    NEAR(p->sim.pipeline_s, (m + 4 - 1) * t);
+    NEAR(p->sim.bubble, 1.0 - (double)m / (m + 3));
+    /* peak memory: stage 0 keeps min(4, m) micro-batches under 1F1B */
+    int64_t keep = sched == HX_PP_GPIPE ? m : (m < 4 ? m : 4);
+    NEAR(p->sim.peak_memory[0], hx_stage_memory_bytes(&ctx, &p->pipelines[0].stages[0], true,
+                                                      false, 1, keep));
+  }
+  hx_arena_free(&ctx.arena);
+}
+
+/* Two one-device pipelines: the layers' all-reduces start as their last
+ * backward finishes and queue on the device's channel. The expected end is
+ * the recurrence finish_k = max(ready_k, finish_{k-1}) + allreduce_k. */
+static void test_sim_data_parallel(double bw) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 2, 1e-3, 24, bw, 1e-5);
+  int m = 3;
+  struct hx_plan *p = simple_plan(&ctx, 2, 1, m);
+  hx_simulate(&ctx, p, NULL);
+  const struct hx_stage *st = &p->pipelines[0].stages[0];
+  double tf = hx_stage_fwd_s(&ctx, st, true, true, 1), tb = hx_stage_bwd_s(&ctx, st, true, true, 1);
+  double t0 = (m - 1) * (tf + tb) + tf; /* the last backward starts */
+  double head_b = hx_head_bwd_s(&ctx, st, 1), layer_b = hx_layer_bwd_s(&ctx, st, 1);
+  int pair[2] = {0, 1};
+  const struct hx_model *md = &ctx.model;
+  double ar_head = hx_allreduce_s(&ctx.cluster, pair, 2, 4.0 * (md->params_head + md->hidden));
+  double ar_layer = hx_allreduce_s(&ctx.cluster, pair, 2, 4.0 * md->params_layer);
+  double ar_emb = hx_allreduce_s(&ctx.cluster, pair, 2, 4.0 * md->params_embedding);
+  double ready = t0 + head_b, finish = ready + ar_head;
+  for (int k = 0; k < 4; k++) {
+    ready += layer_b;
+    finish = fmax(ready, finish) + ar_layer;
+  }
+  finish = fmax(ready, finish) + ar_emb;
+  double opt = hx_stage_optimizer_s(&ctx, st, true, true);
+  NEAR(p->sim.pipeline_s, m * (tf + tb));
+  NEAR(p->sim.grad_sync_s, fmax(finish - m * (tf + tb), 0));
+  NEAR(p->sim.iteration_s, fmax(finish, m * (tf + tb)) + opt);
+  /* the closed-form estimate never claims less than the pipeline phase */
+  CHECK(hx_estimate_iteration_s(&ctx, p) >= m * (tf + tb));
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_sim_events(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 4, 1e-3, 24, 1e9, 1e-5);
+  struct hx_plan *p = simple_plan(&ctx, 2, 2, 3);
+  struct hx_sim_options o = {.record_events = true, .arena = &ctx.arena};
+  hx_simulate(&ctx, p, &o);
+  int fwd[4] = {0}, sends = 0, recvs = 0, ars = 0, opts = 0;
+  for (int e = 0; e < o.nevents; e++) {
+    const struct hx_sim_event *ev = &o.events[e];
+    CHECK(ev->end_s >= ev->start_s && ev->end_s <= p->sim.iteration_s + 1e-15);
+    if (e > 0)
+      CHECK(o.events[e - 1].rank < ev->rank ||
+            (o.events[e - 1].rank == ev->rank && o.events[e - 1].start_s <= ev->start_s));
+    fwd[ev->rank] += ev->kind == HX_EV_FORWARD;
+    sends += ev->kind == HX_EV_SEND;
+    recvs += ev->kind == HX_EV_RECV;
+    ars += ev->kind == HX_EV_ALLREDUCE;
+    opts += ev->kind == HX_EV_OPTIMIZER;
+  }
+  for (int r = 0; r < 4; r++)
+    CHECK(fwd[r] == 3);
+  CHECK(sends == 2 * 2 * 3 && recvs == sends); /* 2 pipelines x 2 directions x 3 */
+  CHECK(opts == 4);
+  /* per layer one all-reduce on both of its devices, + head and embedding */
+  CHECK(ars == 2 * (4 + 2));
+  hx_arena_free(&ctx.arena);
+}
+
+int main(void) {
+  test_llama_params();
+  test_flops_and_activations();
+  test_memory();
+  test_comm();
+  test_sim_one_device();
+  test_sim_pipeline_closed_form(HX_PP_1F1B);
+  test_sim_pipeline_closed_form(HX_PP_GPIPE);
+  test_sim_data_parallel(1e9);  /* sync slower than compute: a tail */
+  test_sim_data_parallel(1e15); /* fast sync: hidden under the backward */
+  test_sim_events();
+  if (failures) {
+    fprintf(stderr, "%d checks failed\n", failures);
+    return 1;
+  }
+  printf("cost: all checks passed\n");
+  return 0;
+}

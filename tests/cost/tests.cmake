@@ -1,0 +1,6 @@
+# Cost model, simulator, baseline and outputs (issue 3). test_cost fills the IR
+# by hand; the command-line tests run hexic on the examples.
+add_executable(test_cost ${HX_TESTS_DIR}/cost/test_cost.c)
+target_link_libraries(test_cost PRIVATE hexic_core)
+add_test(NAME cost_unit COMMAND test_cost)
+set_tests_properties(cost_unit PROPERTIES TIMEOUT 60 LABELS cost)

@@ -1,0 +1,220 @@
+/* Checkpoint files without MPI: write, verify, find the newest complete one,
+ * skip corrupt / truncated / incomplete ones, keep the last two, load back. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_test.h"
+#include "rtlib/rt_ckpt.h"
+
+enum { NRANKS = 2, NTENSORS = 3 };
+static const int64_t tensor_sizes[NTENSORS] = {5, 1, 37};
+static const char *FP = "plan-3f2a9c";
+static char dir[256];
+
+/* One rank's buffers, filled with values that depend on rank and step. */
+struct rank_state {
+  float data[NTENSORS][3][64];
+  struct hx_rt_ckpt_tensor tensors[NTENSORS];
+  struct hx_rt_ckpt_state st;
+};
+
+static void rank_state_init(struct rank_state *r, int rank, int64_t step) {
+  for (int i = 0; i < NTENSORS; i++) {
+    for (int k = 0; k < 3; k++)
+      for (int e = 0; e < 64; e++)
+        r->data[i][k][e] = (float)(rank * 1000 + step * 10 + i) + (float)(k * 64 + e) * 0.125f;
+    r->tensors[i] =
+        (struct hx_rt_ckpt_tensor){r->data[i][0], r->data[i][1], r->data[i][2], tensor_sizes[i]};
+  }
+  r->st = (struct hx_rt_ckpt_state){step, (uint64_t)step * 7, NTENSORS, r->tensors};
+}
+
+/* What the collective save does, done by one process for every rank. */
+static bool save_all(int64_t step, const char *fp) {
+  char err[512] = "";
+  uint64_t sizes[NRANKS], sums[NRANKS];
+  bool ok = hx_rt_ckpt_prepare(dir, step, err, sizeof err);
+  for (int r = 0; ok && r < NRANKS; r++) {
+    struct rank_state rs;
+    rank_state_init(&rs, r, step);
+    ok = hx_rt_ckpt_write_rank(dir, r, fp, &rs.st, &sizes[r], &sums[r], err, sizeof err);
+  }
+  ok = ok && hx_rt_ckpt_write_manifest(dir, step, NRANKS, fp, sizes, sums, err, sizeof err);
+  if (!ok)
+    fprintf(stderr, "save_all(%lld): %s\n", (long long)step, err);
+  return ok;
+}
+
+static bool step_dir_exists(int64_t step) {
+  char path[512];
+  struct stat st;
+  hx_rt_ckpt_step_dir(path, sizeof path, dir, step);
+  return stat(path, &st) == 0;
+}
+
+static void flip_byte(const char *path, long at) {
+  FILE *f = fopen(path, "r+b");
+  CHECK(f != NULL);
+  if (!f)
+    return;
+  fseek(f, at, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, at, SEEK_SET);
+  fputc(c ^ 0x01, f);
+  fclose(f);
+}
+
+static void test_write_verify_load(void) {
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == -1); /* nothing yet */
+  CHECK(save_all(10, FP));
+  char err[512] = "";
+  CHECK(hx_rt_ckpt_verify(dir, 10, NRANKS, FP, err, sizeof err));
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 10);
+  /* Another plan or world size never resumes from it. */
+  CHECK(!hx_rt_ckpt_verify(dir, 10, NRANKS, "other-plan", err, sizeof err));
+  CHECK_CONTAINS(err, "another plan");
+  CHECK(hx_rt_ckpt_find_newest(dir, 3, FP, NULL) == -1);
+
+  struct rank_state want, got;
+  rank_state_init(&want, 1, 10);
+  rank_state_init(&got, 1, 0);
+  memset(got.data, 0, sizeof got.data);
+  got.st.data_pos = 0;
+  CHECK(hx_rt_ckpt_load_rank(dir, 10, 1, FP, &got.st, err, sizeof err));
+  CHECK(got.st.step == 10 && got.st.data_pos == 70);
+  for (int i = 0; i < NTENSORS; i++)
+    for (int k = 0; k < 3; k++)
+      CHECK(memcmp(got.data[i][k], want.data[i][k], sizeof(float) * (size_t)tensor_sizes[i]) == 0);
+  /* A rank whose layout differs (another tensor size) is refused. */
+  struct rank_state other;
+  rank_state_init(&other, 1, 0);
+  other.tensors[2].n = 36;
+  CHECK(!hx_rt_ckpt_load_rank(dir, 10, 1, FP, &other.st, err, sizeof err));
+  CHECK_CONTAINS(err, "tensor 2 has 37 elements");
+  other.tensors[2].n = 37;
+  other.st.ntensors = 2;
+  CHECK(!hx_rt_ckpt_load_rank(dir, 10, 1, FP, &other.st, err, sizeof err));
+  CHECK_CONTAINS(err, "holds 3 tensors");
+  CHECK(!hx_rt_ckpt_load_rank(dir, 10, 2, FP, &other.st, err, sizeof err));
+}
+
+static void test_keep_last_two(void) {
+  CHECK(save_all(20, FP));
+  CHECK(save_all(30, FP));
+  CHECK(!step_dir_exists(10));
+  CHECK(step_dir_exists(20) && step_dir_exists(30));
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 30);
+}
+
+static void test_corrupt_file_skipped(void) {
+  char path[512], err[512] = "";
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, 30, 1);
+  flip_byte(path, 200);
+  CHECK(!hx_rt_ckpt_verify(dir, 30, NRANKS, FP, err, sizeof err));
+  CHECK_CONTAINS(err, "rank_0001.ckpt is corrupt");
+  char report[2048] = "";
+  FILE *skipped = fmemopen(report, sizeof report, "w");
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, skipped) == 20);
+  fclose(skipped);
+  CHECK_CONTAINS(report, "skipping checkpoint");
+  CHECK_CONTAINS(report, "step_00000030");
+  struct rank_state got;
+  rank_state_init(&got, 1, 0);
+  CHECK(!hx_rt_ckpt_load_rank(dir, 30, 1, FP, &got.st, err, sizeof err));
+  CHECK_CONTAINS(err, "does not match the manifest");
+  flip_byte(path, 200); /* repaired */
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 30);
+}
+
+static void test_truncated_file_skipped(void) {
+  char path[512], err[512] = "";
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, 30, 0);
+  struct stat st;
+  CHECK(stat(path, &st) == 0);
+  CHECK(truncate(path, st.st_size - 4) == 0);
+  CHECK(!hx_rt_ckpt_verify(dir, 30, NRANKS, FP, err, sizeof err));
+  CHECK_CONTAINS(err, "rank_0000.ckpt is corrupt");
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 20);
+  struct rank_state got;
+  rank_state_init(&got, 0, 0);
+  CHECK(!hx_rt_ckpt_load_rank(dir, 30, 0, FP, &got.st, err, sizeof err));
+  CHECK_CONTAINS(err, "truncated");
+}
+
+/* A kill between the rank files and the manifest: rank files and a .tmp
+ * there, no MANIFEST. Also a damaged manifest and a missing rank file. */
+static void test_incomplete_skipped(void) {
+  char path[512], err[512] = "";
+  CHECK(save_all(40, FP));
+  /* 30 is corrupt, so the complete one kept beside 40 is 20. */
+  CHECK(step_dir_exists(20) && !step_dir_exists(30));
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, 40);
+  CHECK(unlink(path) == 0);
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, 40, 0);
+  strcat(path, ".tmp");
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL);
+  if (f)
+    fclose(f);
+  CHECK(!hx_rt_ckpt_verify(dir, 40, NRANKS, FP, err, sizeof err));
+  CHECK_CONTAINS(err, "no readable MANIFEST");
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 20);
+
+  CHECK(save_all(50, FP));
+  CHECK(save_all(60, FP));
+  CHECK(!step_dir_exists(20) && !step_dir_exists(40));
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 60);
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, 60);
+  flip_byte(path, 25);
+  CHECK(!hx_rt_ckpt_verify(dir, 60, NRANKS, FP, err, sizeof err));
+  CHECK_CONTAINS(err, "MANIFEST is damaged");
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 50);
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, 50, 1);
+  CHECK(unlink(path) == 0);
+  CHECK(!hx_rt_ckpt_verify(dir, 50, NRANKS, FP, err, sizeof err));
+  CHECK_CONTAINS(err, "rank_0001.ckpt is missing");
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == -1);
+}
+
+/* Rewriting a step directory (a resumed run saving the same step again)
+ * replaces it cleanly; non-step entries in dir are ignored. */
+static void test_rewrite_same_step(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/step_12x", dir);
+  CHECK(mkdir(path, 0777) == 0);
+  CHECK(save_all(60, FP));
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) == 60);
+  CHECK(save_all(70, FP));
+  CHECK(step_dir_exists(60) && step_dir_exists(70) && !step_dir_exists(50));
+}
+
+static void test_fnv64(void) {
+  /* Published FNV-1a 64 vectors. */
+  CHECK(hx_rt_fnv64(HX_FNV64_INIT, "", 0) == UINT64_C(0xcbf29ce484222325));
+  CHECK(hx_rt_fnv64(HX_FNV64_INIT, "a", 1) == UINT64_C(0xaf63dc4c8601ec8c));
+  CHECK(hx_rt_fnv64(HX_FNV64_INIT, "foobar", 6) == UINT64_C(0x85944171f73967e8));
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/hexic-rt-ckpt-XXXXXX");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_fnv64();
+  test_write_verify_load();
+  test_keep_last_two();
+  test_corrupt_file_skipped();
+  test_truncated_file_skipped();
+  test_incomplete_skipped();
+  test_rewrite_same_step();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
+  return rt_test_finish("test_rt_ckpt");
+}

@@ -1,0 +1,29 @@
+# Runtime library services: data, checkpoints, logging, world check, watchdog.
+set(HX_RT_TESTS ${HX_TESTS_DIR}/rtlib)
+
+foreach(t test_rt_data test_rt_ckpt test_rt_log_world)
+  add_executable(${t} ${HX_RT_TESTS}/${t}.c)
+  target_link_libraries(${t} PRIVATE hexic_rt)
+  add_test(NAME rtlib.${t} COMMAND ${t})
+endforeach()
+set_tests_properties(rtlib.test_rt_data rtlib.test_rt_ckpt rtlib.test_rt_log_world
+  PROPERTIES LABELS rtlib TIMEOUT 60)
+
+# hexic-shard: text in, byte-level shard out, read back by rt_shard_check.
+add_test(NAME rtlib.hexic_shard
+  COMMAND bash ${HX_RT_TESTS}/run_shard_tool.sh $<TARGET_FILE:hexic-shard>
+          $<TARGET_FILE:rt_shard_check> ${CMAKE_CURRENT_BINARY_DIR}/rtlib-shard)
+add_executable(rt_shard_check ${HX_RT_TESTS}/rt_shard_check.c)
+target_link_libraries(rt_shard_check PRIVATE hexic_rt)
+set_tests_properties(rtlib.hexic_shard PROPERTIES LABELS rtlib TIMEOUT 60)
+
+# mpirun scenarios (2 ranks, oversubscribed, as root).
+add_executable(rt_mpi_probe ${HX_RT_TESTS}/rt_mpi_probe.c)
+target_link_libraries(rt_mpi_probe PRIVATE hexic_rt)
+foreach(c world_ok world_count world_order world_fingerprint watchdog_hang watchdog_die
+          watchdog_bad_env ckpt)
+  add_test(NAME rtlib.mpi.${c}
+    COMMAND bash ${HX_RT_TESTS}/run_mpi_case.sh ${c} ${MPIEXEC_EXECUTABLE}
+            $<TARGET_FILE:rt_mpi_probe> ${CMAKE_CURRENT_BINARY_DIR}/rtlib-ckpt-${c})
+  set_tests_properties(rtlib.mpi.${c} PROPERTIES LABELS "rtlib;mpi" TIMEOUT 90)
+endforeach()
