@@ -101,5 +101,11 @@ int main(int argc, char **argv) {
          "loss %.4f\n",
          total / steps, steps, recompute ? "recompute" : "no recompute",
          n * steps / (total / 1e3), loss);
+  float *buffers[] = {rope, w,       g,       emb,          demb,
+                      norm, dnorm,   lm,      dlm,          acts,
+                      scratch, head_scratch, xs, dx,        dy};
+  for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
+    free(buffers[i]);
+  free(tok);
   return 0;
 }

@@ -41,13 +41,13 @@ static void put_string_literal(FILE *f, const char *s) {
 
 /* A header-comment list "label: a, b, c" wrapped at COMMENT_WIDTH. */
 static void comment_rank_list(FILE *f, const char *label, const int *ranks, int n) {
-  int col = fprintf(f, " *   %s", label);
+  int col = fprintf(f, " *     %s", label);
   for (int i = 0; i < n; i++) {
     char item[24];
     int len = snprintf(item, sizeof item, "%d%s", ranks[i], i + 1 < n ? "," : "");
     if (col + 1 + len > COMMENT_WIDTH) {
-      fputs("\n *     ", f);
-      col = 7;
+      fputs("\n *       ", f);
+      col = 9;
     } else {
       fputc(' ', f);
       col++;

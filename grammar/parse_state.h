@@ -26,6 +26,7 @@ struct hx_parse_state {
   const char *last_field;      /* name of the field being parsed */
   bool in_value;               /* between '=' and the end of the value */
   const char *last_token_text; /* text of the last identifier or string scanned */
+  const char *prev_token_text; /* ... of the token before it (NULL if another kind) */
 };
 
 struct location hx_loc_at(const struct hx_parse_state *ps, int line, int col);

@@ -10,6 +10,10 @@
 %define api.pure full
 %define api.prefix {hx_yy}
 %define parse.error custom
+/* Exact expected-token sets at an error (no default reductions hiding them):
+ * the messages are built from those sets. */
+%define parse.lac full
+%define lr.default-reduction accepting
 %locations
 %lex-param {yyscan_t scanner}
 %parse-param {yyscan_t scanner} {struct hx_parse_state *ps}
@@ -88,13 +92,14 @@ static void hx_yyerror(const HX_YYLTYPE *l, yyscan_t scanner, struct hx_parse_st
 file:
     %empty
   | file block
+  | file NL                             /* after a stray '}' the scanner may see depth > 0 */
   | file error                          /* skip tokens until a block can start */
   ;
 
 block:
     block_open items last '}'           { finish_block(ps, $1, $2, $3); }
-  | block_open items error '}'          { finish_block(ps, $1, $2, NULL); }
-  | keyword names error '}'             { ps->block_keyword = NULL; }
+  | block_open items error '}'          { finish_block(ps, $1, $2, NULL); yyerrok; }
+  | keyword names error '}'             { ps->block_keyword = NULL; yyerrok; }
   ;
 
 block_open:
@@ -120,7 +125,7 @@ items:
     %empty                              { $$.first = $$.last = NULL; }
   | items sep                           { $$ = $1; }
   | items field sep                     { $$ = append_field($1, $2); }
-  | items error sep                     { $$ = $1; ps->in_value = false; }
+  | items error sep                     { $$ = $1; ps->in_value = false; yyerrok; }
   ;
 
 last:
@@ -278,6 +283,7 @@ static int lex_and_remember(HX_YYSTYPE *lval, HX_YYLTYPE *lloc, yyscan_t scanner
     lloc->first_line = lloc->last_line = ps->line;
     lloc->first_column = lloc->last_column = ps->col;
   }
+  ps->prev_token_text = ps->last_token_text;
   ps->last_token_text = token == IDENT || token == STRING ? lval->str : NULL;
   return token;
 }
@@ -347,13 +353,14 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, yyscan_t scanner, st
   struct expected e = expected_tokens(yyctx);
   bool at_eof = t == YYSYMBOL_YYEOF;
   if (e.eq) {
-    /* `train {` on a line inside an unclosed block reads as a field name. */
-    bool next_block = ps->last_field && keyword_index(ps->last_field) >= 0 &&
-                      (t == YYSYMBOL_STRING || !strcmp(yysymbol_name(t), "'{'"));
+    /* The field name is the token before the lookahead (its rule is not
+     * reduced yet). `train {` inside an unclosed block reads as a field. */
+    const char *name = ps->prev_token_text ? ps->prev_token_text : "?";
+    bool next_block = keyword_index(name) >= 0 && (t == YYSYMBOL_STRING || !strcmp(yysymbol_name(t), "'{'"));
     if (next_block)
-      unclosed_block(ps, at, hx_sprintf(ps->arena, "the '%s' block", ps->last_field));
+      unclosed_block(ps, at, hx_sprintf(ps->arena, "the '%s' block", name));
     else
-      hx_error(at, "expected '=' after field name '%s', found %s", field_or_unknown(ps), found);
+      hx_error(at, "expected '=' after field name '%s', found %s", hx_short_text(ps->arena, name), found);
   } else if (e.comma || e.rbracket) {
     hx_error(at, "expected ',' or ']' in the list of '%s', found %s", field_or_unknown(ps), found);
   } else if (e.value) {

@@ -44,6 +44,10 @@ struct hx_plan *hx_symmetric_plan(struct hx_ctx *ctx, int dp, int tp, int pp, in
  * over every symmetric shape, on which device, and what would help. */
 void hx_report_no_plan(struct hx_ctx *ctx);
 
+/* Reads and checks a plan.json (passes/plan_load.c); NULL after reporting
+ * located errors, or when the plan does not fit memory. */
+struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path);
+
 /* ---- outputs (codegen/report.c) ----------------------------------------- */
 /* The few summary lines printed on stdout: plan, iteration time, tokens/s,
  * MFU, speed-up over the baseline. */

@@ -1,3 +1,42 @@
-/* placeholder: replaced by its owner */
-#include "../passes/passes.h"
-bool hx_pass_emit(struct hx_ctx *ctx) { (void)ctx; return true; }
+/* emit: everything hexic writes into -o DIR — plan.json, report.md,
+ * trace.json, then the per-rank programs — and the summary on stdout. */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../codegen/codegen.h"
+#include "../ir/plan_util.h"
+#include "passes.h"
+
+static bool write_file(struct hx_ctx *ctx, const char *name,
+                       bool (*writer)(const struct hx_ctx *, FILE *)) {
+  const char *path = hx_sprintf(&ctx->arena, "%s/%s", ctx->opt.out_dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    hx_error_plain("cannot write %s: %s", path, strerror(errno));
+    return false;
+  }
+  bool ok = writer(ctx, f);
+  if (fclose(f) != 0 || !ok) {
+    hx_error_plain("cannot write %s", path);
+    return false;
+  }
+  return true;
+}
+
+bool hx_pass_emit(struct hx_ctx *ctx) {
+  if (!ctx->plan)
+    return true;
+  const char *dir = ctx->opt.out_dir;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    hx_error_plain("cannot create %s: %s", dir, strerror(errno));
+    return false;
+  }
+  if (!write_file(ctx, "plan.json", hx_emit_plan_json) ||
+      !write_file(ctx, "report.md", hx_emit_report) || !write_file(ctx, "trace.json", hx_emit_trace))
+    return false;
+  if (!hx_emit_programs(ctx, dir))
+    return false;
+  hx_print_summary(ctx, stdout);
+  return true;
+}

@@ -87,3 +87,20 @@ bool hx_pass_parse(struct hx_ctx *ctx) {
     return false;
   return hx_parse_sources(ctx);
 }
+
+int hx_check_buffer(const char *name, const char *data, size_t len) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  hx_diag_reset();
+  hx_add_source(&ctx, name, data, len);
+  if (hx_parse_sources(&ctx) && hx_pass_sema(&ctx) && hx_error_count() == 0) {
+    hx_verify_model(&ctx);
+    hx_verify_cluster(&ctx);
+    if (hx_pass_cluster_table(&ctx))
+      hx_verify_cluster(&ctx);
+  }
+  int errors = hx_error_count();
+  hx_arena_free(&ctx.arena);
+  return errors;
+}

@@ -5,9 +5,6 @@
 #include "../ir/plan_util.h"
 #include "passes.h"
 
-/* Defined in passes/plan_load.c. */
-struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path);
-
 static struct hx_plan *choose_plan(struct hx_ctx *ctx) {
   if (!ctx->baseline)
     return NULL;

@@ -127,9 +127,11 @@ static const char *block_kind_name(enum hx_block_kind k) {
 static void collect_fields(struct sema *s, const struct hx_block *b, const struct field_spec *specs,
                            int nspecs, const struct hx_field **found) {
   const char *names[32];
+  bool suggested[32]; /* a typo already pointed at it: "missing" would repeat that */
   for (int i = 0; i < nspecs; i++) {
     names[i] = specs[i].name;
     found[i] = NULL;
+    suggested[i] = false;
   }
   for (const struct hx_field *f = b->fields; f; f = f->next) {
     int idx = -1;
@@ -139,8 +141,11 @@ static void collect_fields(struct sema *s, const struct hx_block *b, const struc
     if (idx < 0) {
       hx_error(f->loc, "unknown field '%s' in a %s block", shorten(s, f->name), block_kind_name(b->kind));
       const char *near = hx_nearest_name(f->name, names, nspecs);
-      if (near)
+      if (near) {
         hx_note(f->loc, "did you mean '%s'?", near);
+        for (int i = 0; i < nspecs; i++)
+          suggested[i] |= names[i] == near;
+      }
       continue;
     }
     if (found[idx]) {
@@ -154,7 +159,7 @@ static void collect_fields(struct sema *s, const struct hx_block *b, const struc
   char missing[512] = "";
   int nmissing = 0;
   for (int i = 0; i < nspecs; i++)
-    if (specs[i].required && !found[i]) {
+    if (specs[i].required && !found[i] && !suggested[i]) {
       size_t used = strlen(missing);
       snprintf(missing + used, sizeof missing - used, "%s'%s'", nmissing ? ", " : "", specs[i].name);
       nmissing++;
@@ -220,8 +225,8 @@ static bool check_units(struct sema *s, const struct hx_field *f, const struct f
   else if (v->unit == HX_UNIT_NONE)
     hx_error(v->loc, "'%s' needs a unit of %s (%s)", spec->name, hx_unit_kind_name(want), hx_unit_examples(want));
   else
-    hx_error(v->loc, "'%s' wants a %s (%s), but '%s' is a %s", spec->name, hx_unit_kind_name(want),
-             hx_unit_examples(want), v->unit_text, hx_unit_kind_name(v->unit));
+    hx_error(v->loc, "'%s' wants a %s (%s), not a %s ('%s')", spec->name, hx_unit_kind_name(want),
+             hx_unit_examples(want), hx_unit_kind_name(v->unit), v->unit_text);
   return false;
 }
 
@@ -230,15 +235,15 @@ static bool check_range(const struct hx_field *f, const struct field_spec *spec,
   bool below = spec->lo_open ? !(x > spec->lo) : !(x >= spec->lo);
   if (below) {
     if (spec->lo == 0 && spec->lo_open)
-      hx_error(at, "'%s' must be positive, not %g", spec->name, x);
+      hx_error(at, "'%s' must be positive, not %.15g", spec->name, x);
     else if (spec->lo == 0)
-      hx_error(at, "'%s' must not be negative, not %g", spec->name, x);
+      hx_error(at, "'%s' must not be negative, not %.15g", spec->name, x);
     else
-      hx_error(at, "'%s' must be at least %g, not %g", spec->name, spec->lo, x);
+      hx_error(at, "'%s' must be at least %.15g, not %.15g", spec->name, spec->lo, x);
     return false;
   }
   if (x > spec->hi) {
-    hx_error(at, "'%s' is too large: %g is above the limit %g", spec->name, x, spec->hi);
+    hx_error(at, "'%s' is too large: %.15g is above the limit %.15g", spec->name, x, spec->hi);
     return false;
   }
   return true;
@@ -259,7 +264,7 @@ static bool get_number(struct sema *s, const struct hx_field *f, const struct fi
     return false;
   }
   if (spec->type == T_INT && !v->is_integer) {
-    hx_error(v->loc, "'%s' must be an integer, not %g", spec->name, v->number);
+    hx_error(v->loc, "'%s' must be an integer, not %.15g", spec->name, v->number);
     return false;
   }
   double x = spec->type == T_INT ? (double)v->integer : v->number;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Tests of the generated per-rank programs. One mode per ctest entry:
-#   check_programs.sh MODE WORKDIR FIXTURE SHARD_TOOL PARSE_CHECK SRCDIR
-# MODE: static | train | resume | equiv | refuse | fault
+#   check_programs.sh MODE WORKDIR FIXTURE SHARD_TOOL PARSE_CHECK SRCDIR HEXIC
+# MODE: static | train | resume | equiv | refuse | fault | hexic
 # FIXTURE is tests/codegen/emit_fixture (hand-built plans; see its header).
 set -uo pipefail
-mode=$1 work=$2 fixture=$3 shard_tool=$4 parse_check=$5 src=$6
+mode=$1 work=$2 fixture=$3 shard_tool=$4 parse_check=$5 src=$6 hexic=${7:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
 mkdir -p "$work"
@@ -74,7 +74,7 @@ train)
 resume)
   make_shard
   emit ck "2x2@2,4;4x1@4" # pipeline parallel + uneven data parallel, 3 ranks
-  steps=400 k=100
+  steps=250 k=50
   losses ck --data text.bin --steps $steps >full.txt
   rm -rf ckpts
   # Checkpoint every k steps; kill -9 the whole job once step k+2 is printed.
@@ -137,6 +137,41 @@ fault)
   "f/launch.sh" --steps 3 --data /nonexistent/tokens.bin >fault.log 2>&1 && fail "a bad run succeeded"
   grep -q "launch.sh: rank [0-9]* (rank_[0-9]*) failed" fault.log || { cat fault.log; fail "launch.sh did not name the failed rank"; }
   echo "fault: $(grep 'launch.sh: rank' fault.log)"
+  ;;
+hexic)
+  # The real compiler on the example inputs: one rank, then the CUDA refusal.
+  make_shard
+  rm -rf h1 h1b
+  "$hexic" "$src/examples/models/tiny.hx" "$src/examples/clusters/cpu1.hx" --target=cpu -o h1 \
+    >/dev/null || fail "hexic tiny.hx cpu1.hx"
+  "$hexic" "$src/examples/models/tiny.hx" "$src/examples/clusters/cpu1.hx" --target=cpu -o h1b \
+    >/dev/null || fail "second hexic run"
+  diff -r h1 h1b || fail "two hexic compilations differ"
+  for f in h1/*.c; do
+    clang-format --style=file "$f" | cmp -s - "$f" || fail "clang-format changes $f"
+  done
+  "$parse_check" -I "$src/rtlib" h1/*.c || fail "libclang diagnostics"
+  make -s -C h1 -j2 >h1.make.log 2>&1 || { cat h1.make.log; fail "make in h1"; }
+  losses h1 --data text.bin --steps 60 >h1.txt
+  awk 'NR<=10 {a += $2} NR>50 {b += $2} END {
+         printf "hexic: tiny on cpu1, mean loss of steps 1-10 %.4f, steps 51-60 %.4f\n", a/10, b/10
+         exit !(NR == 60 && b/10 < a/10 - 0.5) }' h1.txt || fail "loss did not fall"
+  # cpu8.hx: whatever DP x PP plan hexic picks must print the one-rank losses.
+  rm -rf h8
+  "$hexic" "$src/examples/models/tiny.hx" "$src/examples/clusters/cpu8.hx" --target=cpu -o h8 \
+    >h8.plan.txt || fail "hexic tiny.hx cpu8.hx"
+  make -s -C h8 -j2 >h8.make.log 2>&1 || { cat h8.make.log; fail "make in h8"; }
+  "$parse_check" -I "$src/rtlib" h8/*.c || fail "libclang diagnostics in h8"
+  losses h8 --data text.bin --steps 5 >h8.txt
+  pair h1.txt h8.txt | awk '{ r = ($2 - $3) / $2; if (r < 0) r = -r; if (r > 1e-5) bad++ }
+                           END { exit bad > 0 || NR != 5 }' ||
+    fail "cpu8 plan ($(head -n 1 h8.plan.txt)) differs from one rank"
+  echo "hexic: cpu8 $(head -n 1 h8.plan.txt) matches one rank within 1e-5 for 5 steps"
+  out=$("$hexic" "$src/examples/models/tiny.hx" "$src/examples/clusters/cpu1.hx" --target=cuda \
+    -o hc 2>&1)
+  [ $? -eq 2 ] || fail "hexic --target=cuda should exit 2"
+  grep -q "hexic: error: --target=cuda code generation is not implemented yet; use --target=cpu" \
+    <<<"$out" || fail "wrong cuda message: $out"
   ;;
 *)
   fail "unknown mode $mode"

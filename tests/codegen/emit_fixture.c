@@ -22,11 +22,11 @@ static void set_model(struct hx_ctx *ctx, bool tied) {
   m->name = "tiny";
   m->layers = 4;
   m->hidden = 64;
-  m->ffn = 128;
+  m->ffn = 176;
   m->heads = 4;
   m->kv_heads = 2;
   m->vocab = 256;
-  m->seq_len = 32;
+  m->seq_len = 64;
   m->rope_theta = 10000.0;
   m->norm_eps = 1e-5;
   m->tie_embeddings = tied;
@@ -38,7 +38,7 @@ static void set_model(struct hx_ctx *ctx, bool tied) {
   t->weight_decay = 0.1;
   t->grad_clip = 1.0;
   t->warmup_steps = 10;
-  t->steps = 100;
+  t->steps = 300;
   t->seed = 1;
   t->optimizer = HX_OPT_ADAMW;
 }

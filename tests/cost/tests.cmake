@@ -4,3 +4,7 @@ add_executable(test_cost ${HX_TESTS_DIR}/cost/test_cost.c)
 target_link_libraries(test_cost PRIVATE hexic_core)
 add_test(NAME cost_unit COMMAND test_cost)
 set_tests_properties(cost_unit PROPERTIES TIMEOUT 60 LABELS cost)
+
+add_test(NAME cost_cli COMMAND sh ${HX_TESTS_DIR}/cost/cli.sh ${HX_BIN}
+  ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cost_cli)
+set_tests_properties(cost_cli PROPERTIES TIMEOUT 120 LABELS cost)

@@ -95,7 +95,9 @@ def rewrite_block(body, fields, overrides, table):
             if default is None:
                 raise Failure("tiny.hx does not set %s, which the reference needs" % name)
             values[name] = default
-    kept = FIELD.sub(lambda m: "" if m.group(1) in overrides else m.group(0), body)
+    # Drop an overridden field with its `;` separator, if any.
+    kept = re.sub(FIELD.pattern + r"[ \t]*;?",
+                  lambda m: "" if m.group(1) in overrides else m.group(0), body)
     added = "".join("\n  %s = %s" % (k, values[k]) for k in list(table) + list(overrides)
                     if k not in fields or k in overrides)
     return added + "\n" + kept, values

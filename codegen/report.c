@@ -1,0 +1,92 @@
+/* report.md (a table a person reads in a minute) and the summary lines on
+ * stdout. Every figure comes from plan->sim and the cost model. */
+#include "../ir/cost.h"
+#include "../ir/plan_util.h"
+#include "codegen.h"
+
+static const double GIB = 1073741824.0;
+
+static void stage_gpus(const struct hx_ctx *ctx, const struct hx_stage *st, FILE *f) {
+  for (int k = 0; k < st->ndevices; k++)
+    fprintf(f, "%s%s", k ? ", " : "", ctx->cluster.devices[st->devices[k]].name);
+}
+
+static void stage_rows(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *f) {
+  fputs("| pipeline | stage | GPUs | TP | layers | micro-batches x size | fwd+bwd per "
+        "micro-batch (s) | memory (GiB) |\n|---|---|---|---|---|---|---|---|\n",
+        f);
+  for (int i = 0; i < p->npipelines; i++) {
+    const struct hx_pipeline *pl = &p->pipelines[i];
+    for (int s = 0; s < pl->nstages; s++) {
+      const struct hx_stage *st = &pl->stages[s];
+      bool first = s == 0, last = s == pl->nstages - 1;
+      double t = hx_stage_fwd_s(ctx, st, first, last, pl->micro_batch_size) +
+                 hx_stage_bwd_s(ctx, st, first, last, pl->micro_batch_size);
+      double cap = hx_stage_memory_capacity(&ctx->cluster, st);
+      fprintf(f, "| %d | %d | ", i, s);
+      stage_gpus(ctx, st, f);
+      fprintf(f, " | %d | [%d, %d)%s | %lld x %lld | %.3f | %.1f / %.1f |\n", st->tp,
+              st->layer_begin, st->layer_end, st->recompute ? " recompute" : "",
+              (long long)pl->micro_batches, (long long)pl->micro_batch_size, t,
+              p->sim.peak_memory[st->devices[0]] / GIB, cap / GIB);
+    }
+  }
+}
+
+static void figures(const struct hx_plan *p, FILE *f) {
+  const struct hx_sim_result *r = &p->sim;
+  fprintf(f, "| iteration | %.3f s |\n|---|---|\n| tokens/s | %.0f |\n| MFU | %.1f%% |\n"
+             "| pipeline bubble | %.1f%% |\n",
+          r->iteration_s, r->tokens_per_s, 100 * r->mfu, 100 * r->bubble);
+}
+
+static void where_time_goes(const struct hx_plan *p, FILE *f) {
+  const struct hx_sim_result *r = &p->sim;
+  fprintf(f, "\n## Where the time goes\n\n"
+             "- pipeline phase (forward and backward of every micro-batch): %.3f s, of which "
+             "the busiest stage computes %.3f s\n"
+             "- gradient synchronisation not hidden under the backward: %.3f s\n"
+             "- optimizer step: %.3f s\n",
+          r->pipeline_s, r->compute_s, r->grad_sync_s, r->optimizer_s);
+}
+
+bool hx_emit_report(const struct hx_ctx *ctx, FILE *f) {
+  const struct hx_plan *p = ctx->plan;
+  fprintf(f, "# hexic plan: %s on %d devices\n\nStrategy **%s**", ctx->model.name,
+          ctx->cluster.ndevices, p->strategy);
+  if (p->description)
+    fprintf(f, " (%s)", p->description);
+  fprintf(f, ", schedule %s, %lld parameters.\n\n## Stages\n\n",
+          p->schedule == HX_PP_GPIPE ? "GPipe" : "1F1B", (long long)ctx->model.params_total);
+  stage_rows(ctx, p, f);
+  fputs("\n## Simulated iteration\n\n", f);
+  figures(p, f);
+  const struct hx_plan *b = ctx->baseline;
+  if (b && b->sim.valid) {
+    fprintf(f, "\n## Symmetric baseline (Megatron-LM): %s\n\n", b->description);
+    figures(b, f);
+    fprintf(f, "\nSpeed-up over the baseline: **%.2fx**\n", b->sim.iteration_s / p->sim.iteration_s);
+  } else {
+    fputs("\n## Symmetric baseline (Megatron-LM)\n\nNo symmetric plan fits this cluster's "
+          "memory.\n",
+          f);
+  }
+  where_time_goes(p, f);
+  return !ferror(f);
+}
+
+void hx_print_summary(const struct hx_ctx *ctx, FILE *f) {
+  const struct hx_plan *p = ctx->plan, *b = ctx->baseline;
+  if (!p)
+    return;
+  fprintf(f, "plan: %s%s%s, %d pipelines over %d of %d devices\n", p->strategy,
+          p->description ? " " : "", p->description ? p->description : "", p->npipelines,
+          hx_plan_used_devices(p), ctx->cluster.ndevices);
+  fprintf(f, "iteration: %.3f s, %.0f tokens/s, MFU %.1f%%\n", p->sim.iteration_s,
+          p->sim.tokens_per_s, 100 * p->sim.mfu);
+  if (b && b->sim.valid)
+    fprintf(f, "baseline: %s, %.3f s; speed-up %.2fx\n", b->description, b->sim.iteration_s,
+            b->sim.iteration_s / p->sim.iteration_s);
+  else
+    fputs("baseline: no symmetric plan fits\n", f);
+}

@@ -1,0 +1,28 @@
+# The generated per-rank programs (codegen/programs.c, rtlib/rt_exec*.c):
+# generated from hand-built plans (emit_fixture) and from hexic itself, built
+# with the generated Makefile (-Wall -Wextra -Werror), checked by clang-format
+# and libclang, and run under mpirun: training, kill -9 + resume, equivalence
+# of DP/PP plans with one rank, refusals, and a failing rank being named.
+set(HX_CG_TESTS ${HX_TESTS_DIR}/codegen)
+
+add_executable(emit_fixture ${HX_CG_TESTS}/emit_fixture.c)
+target_link_libraries(emit_fixture PRIVATE hexic_core)
+
+find_path(LIBCLANG_INCLUDE_DIR clang-c/Index.h PATHS /usr/lib/llvm-14/include)
+find_library(LIBCLANG_LIBRARY NAMES clang libclang PATHS /usr/lib/llvm-14/lib)
+find_program(CLANG_FORMAT_EXECUTABLE clang-format)
+if(NOT LIBCLANG_INCLUDE_DIR OR NOT LIBCLANG_LIBRARY OR NOT CLANG_FORMAT_EXECUTABLE)
+  message(FATAL_ERROR "tests/codegen needs libclang-dev and clang-format (scripts/setup.sh)")
+endif()
+add_executable(parse_check ${HX_CG_TESTS}/parse_check.c)
+target_include_directories(parse_check PRIVATE ${LIBCLANG_INCLUDE_DIR})
+target_link_libraries(parse_check PRIVATE ${LIBCLANG_LIBRARY})
+
+foreach(mode static train resume equiv refuse fault hexic)
+  add_test(NAME codegen.${mode}
+    COMMAND bash ${HX_CG_TESTS}/check_programs.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/codegen-${mode}
+            $<TARGET_FILE:emit_fixture> $<TARGET_FILE:hexic-shard> $<TARGET_FILE:parse_check>
+            ${CMAKE_SOURCE_DIR} ${HX_BIN})
+  # Each builds and runs MPI jobs on both cores.
+  set_tests_properties(codegen.${mode} PROPERTIES LABELS "codegen;mpi" TIMEOUT 300 PROCESSORS 2)
+endforeach()
