@@ -209,8 +209,8 @@ static void compute_fingerprint(struct program_set *set) {
   h = fnv_text(h, buf);
   for (int w = 0; w < set->nranks; w++) {
     const struct hx_prog_rank *r = &set->ranks[w];
-    snprintf(buf, sizeof buf, "rank %d %d %d %d %d %lld %lld %d", r->device, r->pipeline,
-             r->stage, r->st->layer_begin, r->st->layer_end, (long long)r->pl->micro_batch_size,
+    snprintf(buf, sizeof buf, "rank %d %d %d %d %d %lld %lld %d", r->device, r->pipeline, r->stage,
+             r->st->layer_begin, r->st->layer_end, (long long)r->pl->micro_batch_size,
              (long long)r->pl->micro_batches, (int)set->plan->schedule);
     h = fnv_text(h, buf);
   }

@@ -25,7 +25,7 @@ struct hx_prog_rank {
   int pipeline, stage;
   const struct hx_pipeline *pl;
   const struct hx_stage *st;
-  int first_sequence; /* index in the global batch of its pipeline's first sequence */
+  int first_sequence;           /* index in the global batch of its pipeline's first sequence */
   int prev_leader, next_leader; /* world ranks, -1 at the ends */
   int activation_slots;
   int nsteps;

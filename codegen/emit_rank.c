@@ -70,8 +70,7 @@ static const char *group_label(const struct program_set *set, const struct hx_pr
   case SYNC_LAYERS:
     break;
   }
-  return hx_sprintf(a, "group %d: layers [%d, %d)", id, g->layer_begin,
-                    g->layer_end);
+  return hx_sprintf(a, "group %d: layers [%d, %d)", id, g->layer_begin, g->layer_end);
 }
 
 static const char *device_description(const struct program_set *set, int world_rank) {
@@ -95,8 +94,8 @@ static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
     fputs(" *   holds the token embedding\n", f);
   if (r->stage == r->pl->nstages - 1)
     fputs(" *   holds the final norm and the LM head\n", f);
-  fprintf(f, " *   %d micro-batches x %d sequences: global sequences [%d, %d) of each step\n",
-          nmb, mbs, r->first_sequence, r->first_sequence + nmb * mbs);
+  fprintf(f, " *   %d micro-batches x %d sequences: global sequences [%d, %d) of each step\n", nmb,
+          mbs, r->first_sequence, r->first_sequence + nmb * mbs);
   fprintf(f, " *   peers: previous stage leader %d, next stage leader %d (-1: none)\n",
           r->prev_leader, r->next_leader);
   fprintf(f, " *   TP group: rank %d alone\n", w);
@@ -197,9 +196,9 @@ static void emit_groups(const struct program_set *set, FILE *f, int w, int *coun
     }
     put_aligned(f, &members);
     fputs("};\n\n", f);
-    table.code[table.n] = hx_sprintf(arena, "{%d, %s, %d, %d, %d, group_%d_ranks},", id,
-                                     tensors[g->tensors], g->layer_begin, g->layer_end,
-                                     g->nranks, id);
+    table.code[table.n] =
+        hx_sprintf(arena, "{%d, %s, %d, %d, %d, group_%d_ranks},", id, tensors[g->tensors],
+                   g->layer_begin, g->layer_end, g->nranks, id);
     table.comment[table.n++] = group_label(set, g, id);
   }
   *count = table.n;
@@ -211,7 +210,7 @@ static void emit_groups(const struct program_set *set, FILE *f, int w, int *coun
 }
 
 static void emit_schedule(const struct program_set *set, FILE *f, int w) {
-  static const char *const ops[] = {"HX_RT_RECV_ACT", "HX_RT_FORWARD",  "HX_RT_SEND_ACT",
+  static const char *const ops[] = {"HX_RT_RECV_ACT",  "HX_RT_FORWARD",  "HX_RT_SEND_ACT",
                                     "HX_RT_RECV_GRAD", "HX_RT_BACKWARD", "HX_RT_SEND_GRAD"};
   static const char *const phases[] = {"warm-up", "steady 1F1B", "cool-down"};
   struct hx_arena *arena = (struct hx_arena *)&set->ctx->arena;

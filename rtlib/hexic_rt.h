@@ -77,10 +77,10 @@ struct hx_rt_rank_config {
   int has_embedding;          /* first stage: token embedding */
   int has_head;               /* last stage: final norm, LM head, loss */
   int micro_batch_size, micro_batches;
-  int activation_slots;          /* micro-batches in flight at once: m uses slot m % slots */
-  int first_sequence;            /* this pipeline's first index j in the global batch */
-  int prev_leader, next_leader;  /* world ranks; -1 at the pipeline's ends */
-  int counts_in_norm;            /* its gradients enter the global norm (one copy of each) */
+  int activation_slots;         /* micro-batches in flight at once: m uses slot m % slots */
+  int first_sequence;           /* this pipeline's first index j in the global batch */
+  int prev_leader, next_leader; /* world ranks; -1 at the pipeline's ends */
+  int counts_in_norm;           /* its gradients enter the global norm (one copy of each) */
   const struct hx_rt_model *model;
   const struct hx_rt_train *train;
   int ngroups;

@@ -7,15 +7,20 @@ with `data` pointing at a byte-level shard of a real text and `steps = 10`,
 builds the generated program with its Makefile, runs it, and compares every
 step's loss with ref_llama's on the same shard and settings.
 
-Tolerance (relative, per step): 1e-4 by default. The generated program runs in
-fp32 (unit roundoff 6e-8): one forward pass sums at most a few hundred products
-per output (hidden, ffn, seq_len, vocab), so its loss differs from the double
-result by ~1e-6 relative; ten AdamW steps carry that difference along
-(the update m/sqrt(v) is insensitive to the gradient's scale, so fp32 noise in
-small gradients becomes an O(lr) change of the weight), which measured runs
-keep within ~1e-5. 1e-4 leaves a margin of ten over that while still catching
-a wrong schedule, clipping, Adam constant or norm epsilon (each moves some
-loss by 2e-4 .. 2e-2 on this model; see the report printed on failure).
+Tolerance (relative, per step): 5e-6. The generated program runs in fp32
+(unit roundoff 6e-8); a forward pass sums at most a few hundred products per
+output, so the step-0 loss agrees with the double result to ~1e-7, and ten
+AdamW steps carry that along: measured on tiny.hx, the largest difference
+over the 10 steps was 8.2e-8 (the log's 6 decimals bound what can be seen).
+5e-6 leaves a margin of 50 over that, yet catches what moves a loss by 1e-5
+or more on this model (measured with the reference): rope_theta 5e5 instead
+of 1e4 (1.0e-5), RoPE rotating the wrong way (1.9e-5), no weight decay
+(4.8e-5), decaying the norm gains (7.8e-5), no clipping (4.9e-4), norm_eps
+1e-6 (5.3e-4), beta2 0.999 (2.2e-3), a schedule one step longer (4.1e-3),
+query head h reading kv head h % K (5.4e-3). The learning rates the log
+prints are compared with the spec's schedule to 1e-4 (a %.4e print).
+The example warms up for 10 of its 300 steps; the 10-step run here keeps 5
+of warmup so that the cosine half of the schedule is exercised too.
 
 Every setting the reference needs is written explicitly into the copy of
 tiny.hx (the example's own value when it has one, else the value below), so
@@ -50,8 +55,8 @@ GENERATED_LINE = re.compile(r"\bstep\s+(\d+)\s*/\s*(\d+)\b.*?\bloss[\s=:]+([-+]?
 NUMBER = r"([-+]?[0-9.]+(?:[eE][-+]?\d+)?)"
 GENERATED_LR = re.compile(r"\blr[\s=:]+" + NUMBER)
 REF_LINE = re.compile(r"^step (\d+) loss (\S+) lr (\S+) grad_norm (\S+)$")
-# The generated log prints lr with few digits: 1e-3 relative covers a %.3e.
-LR_RTOL = 1e-3
+# The generated log prints lr with few digits: 1e-4 relative covers a %.4e.
+LR_RTOL = 1e-4
 
 
 class Failure(Exception):
@@ -98,7 +103,8 @@ def rewrite_block(body, fields, overrides, table):
     # Drop an overridden field with its `;` separator, if any.
     kept = re.sub(FIELD.pattern + r"[ \t]*;?",
                   lambda m: "" if m.group(1) in overrides else m.group(0), body)
-    added = "".join("\n  %s = %s" % (k, values[k]) for k in list(table) + list(overrides)
+    added = "".join("\n  %s = %s" % (k, values[k])
+                    for k in dict.fromkeys(list(table) + list(overrides))
                     if k not in fields or k in overrides)
     return added + "\n" + kept, values
 
@@ -110,9 +116,10 @@ def make_input(source, workdir, shard, steps):
     model_body, model = rewrite_block(text[ms:me], block_fields(text[ms:me]), {}, MODEL_FIELDS)
     train_fields = block_fields(text[ts:te])
     overrides = {"data": '"%s"' % shard, "steps": str(steps)}
-    # A warmup longer than the shortened run would be rejected: warm up all of it.
-    if int(train_fields.get("warmup_steps", "0")) > steps:
-        overrides["warmup_steps"] = str(steps)
+    # The example warms up for longer than this short run: keep at most half of
+    # it as warmup so that the cosine half of the schedule is compared too.
+    if int(train_fields.get("warmup_steps", "0")) > steps // 2:
+        overrides["warmup_steps"] = str(steps // 2)
     train_body, train = rewrite_block(text[ts:te], train_fields, overrides, TRAIN_FIELDS)
     edits = sorted([(ms, me, model_body), (ts, te, train_body)], reverse=True)
     for start, end, body in edits:
@@ -215,7 +222,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--text", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--rtol", type=float, default=5e-6)
     args = ap.parse_args()
     try:
         check_prerequisites(args)

@@ -1,0 +1,225 @@
+/* Device graphs for METIS: building, validating and partitioning. METIS is
+ * handed only graphs that passed hx_sched_graph_check, always with an
+ * explicit seed, and every return code is checked. */
+#include <math.h>
+#include <metis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+
+uint64_t hx_rng_next(struct hx_rng *r) {
+  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int hx_rng_below(struct hx_rng *r, int n) { return (int)(hx_rng_next(r) % (uint64_t)n); }
+
+/* METIS sums weights in idx_t (32 bits here): keep each weight small enough
+ * that a sum over every vertex or edge cannot overflow. */
+#define MAX_WEIGHT 1000000
+
+static int64_t find_edge(const struct hx_sched_graph *g, int64_t from, int64_t to) {
+  for (int64_t e = g->xadj[from]; e < g->xadj[from + 1]; e++)
+    if (g->adjncy[e] == to)
+      return e;
+  return -1;
+}
+
+static const char *check_vertex(const struct hx_sched_graph *g, int v) {
+  if (g->vwgt[v] <= 0 || g->vwgt[v] > MAX_WEIGHT)
+    return "vertex weight not in [1, 1e6]";
+  if (g->xadj[v + 1] < g->xadj[v])
+    return "xadj not increasing";
+  for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+    int64_t u = g->adjncy[e];
+    if (u < 0 || u >= g->nvertices)
+      return "edge to a vertex out of range";
+    if (u == v)
+      return "self-loop";
+    if (g->adjwgt[e] <= 0 || g->adjwgt[e] > MAX_WEIGHT)
+      return "edge weight not in [1, 1e6]";
+    for (int64_t f = g->xadj[v]; f < e; f++)
+      if (g->adjncy[f] == u)
+        return "duplicate edge";
+    int64_t back = find_edge(g, u, v);
+    if (back < 0)
+      return "edge without its reverse (adjacency not symmetric)";
+    if (g->adjwgt[back] != g->adjwgt[e])
+      return "edge weights differ in the two directions";
+  }
+  return NULL;
+}
+
+const char *hx_sched_graph_check(const struct hx_sched_graph *g) {
+  if (g->nvertices <= 0)
+    return "no vertices";
+  if (g->xadj[0] != 0)
+    return "xadj[0] is not 0";
+  for (int v = 0; v < g->nvertices; v++) {
+    const char *why = check_vertex(g, v);
+    if (why)
+      return why;
+  }
+  return NULL;
+}
+
+/* Scales x in [lo, hi] into an integer in [1, MAX_WEIGHT], monotone. */
+static int64_t scale_weight(double x, double lo, double hi) {
+  if (!(hi > lo))
+    return MAX_WEIGHT / 2;
+  double w = 1.0 + (x - lo) / (hi - lo) * (MAX_WEIGHT - 1);
+  return (int64_t)llround(w);
+}
+
+static void fill_vertex_weights(struct hx_sched_graph *g, const double *compute) {
+  double top = 0;
+  for (int i = 0; i < g->nvertices; i++)
+    top = fmax(top, compute[i]);
+  /* compute relative to the strongest item, 1000 units for it: enough
+   * resolution for balance, far from idx_t overflow */
+  for (int i = 0; i < g->nvertices; i++) {
+    int64_t w = (int64_t)llround(1000.0 * compute[i] / top);
+    g->vwgt[i] = w < 1 ? 1 : w;
+  }
+}
+
+/* The raw weight of the edge i-j under the objective: symmetric because the
+ * larger bandwidth of the two directions is taken. */
+static double raw_edge(const struct hx_cluster *c, const int *rep, int i, int j,
+                       enum hx_edge_objective obj) {
+  int a = rep[i], b = rep[j];
+  double bw = fmax(hx_bw(c, a, b), hx_bw(c, b, a));
+  if (!(bw > 0))
+    bw = 1.0;
+  return obj == HX_EDGES_BANDWIDTH ? bw : 1.0 / bw;
+}
+
+struct hx_sched_graph *hx_sched_graph_build(struct hx_arena *a, const struct hx_cluster *c,
+                                            const int *rep, const double *compute, int n,
+                                            enum hx_edge_objective obj) {
+  struct hx_sched_graph *g = HX_NEW(a, struct hx_sched_graph);
+  int64_t nedges = (int64_t)n * (n - 1);
+  g->nvertices = n;
+  g->xadj = HX_NEW_ARRAY(a, int64_t, n + 1);
+  g->adjncy = HX_NEW_ARRAY(a, int64_t, nedges > 0 ? nedges : 1);
+  g->adjwgt = HX_NEW_ARRAY(a, int64_t, nedges > 0 ? nedges : 1);
+  g->vwgt = HX_NEW_ARRAY(a, int64_t, n);
+  fill_vertex_weights(g, compute);
+  /* logarithmic scale: bandwidths span 1 Gbps .. 900 GB/s, and a linear
+   * scale would flatten every slow link to weight 1 */
+  double lo = INFINITY, hi = -INFINITY;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) {
+      double w = log(raw_edge(c, rep, i, j, obj));
+      lo = fmin(lo, w);
+      hi = fmax(hi, w);
+    }
+  int64_t e = 0;
+  for (int i = 0; i < n; i++) {
+    g->xadj[i] = e;
+    for (int j = 0; j < n; j++) {
+      if (j == i)
+        continue;
+      g->adjncy[e] = j;
+      g->adjwgt[e] = scale_weight(log(raw_edge(c, rep, i, j, obj)), lo, hi);
+      e++;
+    }
+  }
+  g->xadj[n] = e;
+  return g;
+}
+
+/* Moves the lightest vertex of the heaviest part into each empty part. */
+static void fill_empty_parts(const struct hx_sched_graph *g, int nparts, int *part) {
+  int64_t *load = calloc((size_t)nparts, sizeof *load);
+  int *count = calloc((size_t)nparts, sizeof *count);
+  if (!load || !count)
+    hx_internal_error("out of memory");
+  for (int v = 0; v < g->nvertices; v++) {
+    load[part[v]] += g->vwgt[v];
+    count[part[v]]++;
+  }
+  for (int p = 0; p < nparts; p++) {
+    if (count[p])
+      continue;
+    int heavy = -1;
+    for (int q = 0; q < nparts; q++)
+      if (count[q] > 1 && (heavy < 0 || load[q] > load[heavy]))
+        heavy = q;
+    if (heavy < 0)
+      break;
+    int light = -1;
+    for (int v = 0; v < g->nvertices; v++)
+      if (part[v] == heavy && (light < 0 || g->vwgt[v] < g->vwgt[light]))
+        light = v;
+    part[light] = p;
+    load[heavy] -= g->vwgt[light];
+    load[p] += g->vwgt[light];
+    count[heavy]--;
+    count[p]++;
+  }
+  free(load);
+  free(count);
+}
+
+static void run_metis(struct hx_arena *a, const struct hx_sched_graph *g, int nparts,
+                      const double *target, uint64_t seed, int *part) {
+  idx_t n = g->nvertices, ncon = 1, np = nparts, objval = 0;
+  int64_t m = g->xadj[g->nvertices];
+  idx_t *xadj = HX_NEW_ARRAY(a, idx_t, n + 1), *adjncy = HX_NEW_ARRAY(a, idx_t, m + 1);
+  idx_t *vwgt = HX_NEW_ARRAY(a, idx_t, n), *adjwgt = HX_NEW_ARRAY(a, idx_t, m + 1);
+  idx_t *out = HX_NEW_ARRAY(a, idx_t, n);
+  real_t *tpwgts = HX_NEW_ARRAY(a, real_t, nparts);
+  for (idx_t v = 0; v <= n; v++)
+    xadj[v] = (idx_t)g->xadj[v];
+  for (idx_t v = 0; v < n; v++)
+    vwgt[v] = (idx_t)g->vwgt[v];
+  for (int64_t e = 0; e < m; e++) {
+    adjncy[e] = (idx_t)g->adjncy[e];
+    adjwgt[e] = (idx_t)g->adjwgt[e];
+  }
+  double sum = 0;
+  for (int p = 0; p < nparts; p++)
+    sum += target ? target[p] : 1.0;
+  for (int p = 0; p < nparts; p++)
+    tpwgts[p] = (real_t)((target ? target[p] : 1.0) / sum);
+  idx_t options[METIS_NOPTIONS];
+  if (METIS_SetDefaultOptions(options) != METIS_OK)
+    hx_internal_error("METIS_SetDefaultOptions failed");
+  options[METIS_OPTION_SEED] = (idx_t)(seed & 0x3fffffff);
+  options[METIS_OPTION_NUMBERING] = 0;
+  int rc = METIS_PartGraphKway(&n, &ncon, xadj, adjncy, vwgt, NULL, adjwgt, &np, tpwgts, NULL,
+                               options, &objval, out);
+  if (rc != METIS_OK)
+    hx_internal_error("METIS_PartGraphKway failed (code %d) on a graph of %d vertices into %d "
+                      "parts",
+                      rc, (int)n, nparts);
+  for (idx_t v = 0; v < n; v++) {
+    if (out[v] < 0 || out[v] >= nparts)
+      hx_internal_error("METIS returned part %d of %d", (int)out[v], nparts);
+    part[v] = (int)out[v];
+  }
+}
+
+void hx_sched_partition(struct hx_arena *a, const struct hx_sched_graph *g, int nparts,
+                        const double *target, uint64_t seed, int *part) {
+  const char *why = hx_sched_graph_check(g);
+  if (why)
+    hx_internal_error("scheduler: bad graph for METIS: %s", why);
+  if (nparts <= 1 || g->nvertices == 1) {
+    for (int v = 0; v < g->nvertices; v++)
+      part[v] = 0;
+    return;
+  }
+  if (nparts >= g->nvertices) {
+    /* one vertex per part: METIS would refuse or leave parts empty */
+    for (int v = 0; v < g->nvertices; v++)
+      part[v] = v;
+    return;
+  }
+  run_metis(a, g, nparts, target, seed, part);
+  fill_empty_parts(g, nparts, part);
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The command line: exit codes and the texts users see first.
+set -u
+hexic=$1
+cd "$(dirname "$0")/../.." || exit 2
+fail=0
+expect() { # expect RC DESCRIPTION -- COMMAND...
+  local want=$1 what=$2; shift 3
+  "$@" >/tmp/hx_cli_out.$$ 2>/tmp/hx_cli_err.$$
+  local rc=$?
+  if [ "$rc" != "$want" ]; then
+    echo "FAIL: $what: exit $rc, expected $want"; cat /tmp/hx_cli_err.$$; fail=1
+  fi
+}
+expect 2 "unknown option" -- "$hexic" --frobnicate examples/models/tiny.hx
+grep -q '^usage: hexic' /tmp/hx_cli_err.$$ || { echo "FAIL: unknown option prints no usage"; fail=1; }
+grep -q "unknown option '--frobnicate'" /tmp/hx_cli_err.$$ || { echo "FAIL: unknown option not named"; fail=1; }
+expect 2 "no input" -- "$hexic"
+expect 0 "--version" -- "$hexic" --version
+grep -qE '^hexic [0-9]+\.[0-9]+\.[0-9]+$' /tmp/hx_cli_out.$$ || { echo "FAIL: --version text"; fail=1; }
+expect 0 "--help" -- "$hexic" --help
+grep -q -- '--print-after=PASS' /tmp/hx_cli_out.$$ || { echo "FAIL: --help lacks the options"; fail=1; }
+expect 1 "missing file" -- "$hexic" --check no/such/file.hx
+grep -qx "hexic: error: cannot read 'no/such/file.hx': No such file or directory" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: missing-file message"; cat /tmp/hx_cli_err.$$; fail=1; }
+expect 1 "a directory" -- "$hexic" --check examples
+grep -q "hexic: error: cannot read 'examples': Is a directory" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: directory message"; cat /tmp/hx_cli_err.$$; fail=1; }
+expect 2 "unknown pass" -- "$hexic" --print-after=nosuch examples/models/tiny.hx
+expect 0 "blocks spread over files" -- "$hexic" --check examples/models/tiny.hx examples/clusters/cpu8.hx
+# The same input twice gives the same bytes.
+"$hexic" --print-after=cluster-table examples/models/llama2-13b.hx examples/clusters/case-study.hx >/tmp/hx_cli_a.$$
+"$hexic" --print-after=cluster-table examples/models/llama2-13b.hx examples/clusters/case-study.hx >/tmp/hx_cli_b.$$
+cmp -s /tmp/hx_cli_a.$$ /tmp/hx_cli_b.$$ || { echo "FAIL: dump not deterministic"; fail=1; }
+# --print-ir after --check shows the 8x8 tables of the case study.
+"$hexic" --check --print-ir examples/models/llama2-13b.hx examples/clusters/case-study.hx >/tmp/hx_cli_a.$$
+grep -q '^bandwidth GB/s (device x device)' /tmp/hx_cli_a.$$ || { echo "FAIL: --print-ir lacks the table"; fail=1; }
+# A 10 MB line and random bytes: exit 1 with a located error, no crash.
+python3 -c 'import sys; sys.stdout.write("model \"m\" { layers = " + "9" * 10000000 + " }\n")' >/tmp/hx_cli_big.$$.hx
+expect 1 "10 MB line" -- "$hexic" --check /tmp/hx_cli_big.$$.hx
+grep -qE '^/tmp/hx_cli_big[^:]*:1:[0-9]+: error: ' /tmp/hx_cli_err.$$ || { echo "FAIL: 10 MB line: no located error"; fail=1; }
+python3 -c 'import random, sys; random.seed(7); sys.stdout.buffer.write(bytes(random.randrange(256) for _ in range(200000)))' >/tmp/hx_cli_rand.$$.hx
+expect 1 "random bytes" -- "$hexic" --check /tmp/hx_cli_rand.$$.hx
+rm -f /tmp/hx_cli_*.$$ /tmp/hx_cli_*.$$.hx
+exit $fail

@@ -1,0 +1,15 @@
+# A tiny Llama that trains on CPU in seconds: the end-to-end demo and the
+# numeric tests use it. No `data` line: the demo passes its data separately
+# (without one, training uses the synthetic token stream of docs/model-spec.md).
+model "tiny" {
+  layers = 4; hidden = 64; ffn = 176; heads = 4; kv_heads = 2
+  vocab = 256; seq_len = 64
+}
+train {
+  global_batch = 8
+  precision = fp32
+  lr = 1e-3; warmup_steps = 10; steps = 300; seed = 1
+}
+# One CPU "device": the single-rank reference run (no parallelism at all).
+gpu "cpu" { tflops = 0.02; memory = 8 GiB; efficiency = 1 }
+node "host" { gpu = "cpu"; gpus = 1 }

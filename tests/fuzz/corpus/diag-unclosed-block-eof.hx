@@ -1,0 +1,2 @@
+model "m" {
+  layers = 2

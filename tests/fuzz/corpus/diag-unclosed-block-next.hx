@@ -1,0 +1,5 @@
+model "m" {
+  layers = 2
+train {
+  global_batch = 8
+}

@@ -1,0 +1,1 @@
+gpu "A800 { tflops = 1 }

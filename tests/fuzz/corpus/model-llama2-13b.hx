@@ -1,0 +1,25 @@
+# Llama-2-13B (Touvron et al. 2023, table 1 and the released config.json):
+# the model of the HexiScale case study, trained with its global batch of 64.
+model "llama2-13b" {
+  layers = 40; hidden = 5120; ffn = 13824; heads = 40; kv_heads = 40
+  vocab = 32000; seq_len = 4096
+}
+train {
+  global_batch = 64        # sequences per optimizer step
+  precision = bf16         # bf16 | fp32
+  recompute = full         # none | full | auto
+  lr = 3e-4; steps = 100; seed = 1
+}
+# Eight CPU "devices" of three speeds for end-to-end runs on one machine: each
+# device is an MPI rank. The figures are what fp32 CPU kernels of one rank
+# reach (tens of GFLOP/s), already measured throughputs (efficiency 1), and
+# what shared memory (inside a "node") and loopback TCP (between) give.
+gpu "cpu-fast" { tflops = 0.02;  memory = 4 GiB; efficiency = 1 }
+gpu "cpu-mid"  { tflops = 0.01;  memory = 4 GiB; efficiency = 1 }
+gpu "cpu-slow" { tflops = 0.005; memory = 4 GiB; efficiency = 1 }
+
+node "fast" { gpu = "cpu-fast"; gpus = 3; bandwidth = 5 GB/s; latency = 2 us }
+node "mid"  { gpu = "cpu-mid";  gpus = 3; bandwidth = 5 GB/s; latency = 2 us }
+node "slow" { gpu = "cpu-slow"; gpus = 2; bandwidth = 5 GB/s; latency = 2 us }
+
+network { bandwidth = 1 GB/s; latency = 20 us }   # loopback TCP between "machines"

@@ -1,0 +1,25 @@
+# A tiny Llama that trains on CPU in seconds: the end-to-end demo and the
+# numeric tests use it. No `data` line: the demo passes its data separately
+# (without one, training uses the synthetic token stream of docs/model-spec.md).
+model "tiny" {
+  layers = 4; hidden = 64; ffn = 176; heads = 4; kv_heads = 2
+  vocab = 256; seq_len = 64
+}
+train {
+  global_batch = 8
+  precision = fp32
+  lr = 1e-3; warmup_steps = 10; steps = 300; seed = 1
+}
+# Eight CPU "devices" of three speeds for end-to-end runs on one machine: each
+# device is an MPI rank. The figures are what fp32 CPU kernels of one rank
+# reach (tens of GFLOP/s), already measured throughputs (efficiency 1), and
+# what shared memory (inside a "node") and loopback TCP (between) give.
+gpu "cpu-fast" { tflops = 0.02;  memory = 4 GiB; efficiency = 1 }
+gpu "cpu-mid"  { tflops = 0.01;  memory = 4 GiB; efficiency = 1 }
+gpu "cpu-slow" { tflops = 0.005; memory = 4 GiB; efficiency = 1 }
+
+node "fast" { gpu = "cpu-fast"; gpus = 3; bandwidth = 5 GB/s; latency = 2 us }
+node "mid"  { gpu = "cpu-mid";  gpus = 3; bandwidth = 5 GB/s; latency = 2 us }
+node "slow" { gpu = "cpu-slow"; gpus = 2; bandwidth = 5 GB/s; latency = 2 us }
+
+network { bandwidth = 1 GB/s; latency = 20 us }   # loopback TCP between "machines"
