@@ -27,6 +27,10 @@ struct hx_range {
   int64_t begin, end; /* [begin, end) */
 };
 
+/* A stage's context x head parallel layout (ir/cost_seq.h); NULL when the
+ * stage runs every sequence whole (cp = hp = 1). */
+struct hx_seq_layout;
+
 struct hx_stage {
   int ndevices;
   int *devices;        /* ranks; for TP, devices[i] has TP rank i */
@@ -36,6 +40,10 @@ struct hx_stage {
   int layer_begin, layer_end; /* decoder layers [begin, end) */
   int leader;          /* rank that exchanges activations with neighbours */
   bool recompute;      /* full activation recompute on this stage */
+  /* HexiSeq stages: units of tp devices, their HP groups, tokens and heads
+   * (immutable once built, so plan copies share it). With a layout, cp is the
+   * number of HP groups, hp the largest group, and ndevices == tp * units. */
+  const struct hx_seq_layout *seq_layout;
 };
 
 struct hx_pipeline {
@@ -72,8 +80,10 @@ struct hx_group {
    * slice k is owned by TP rank k*t_i/nslices of pipeline i. */
   int layer_begin, layer_end; /* -1,-1: the embedding/head weights */
   int slice, nslices;
-  /* HX_GROUP_HP_A2A: per member, the token count it sends to / receives from
-   * each other member (nranks x nranks, row = sender), for a ragged all-to-all */
+  /* HX_GROUP_HP_A2A: per member, what it sends to each other member in the
+   * sequence -> head all-to-all, in (token, head) vectors of head_dim
+   * elements: sender tokens x receiver heads (nranks x nranks, row = sender);
+   * the head -> sequence all-to-all sends the transpose. */
   int64_t *split_table;
 };
 
@@ -99,6 +109,10 @@ struct hx_plan {
   int ngroups;
   struct hx_group *groups;
   struct hx_sim_result sim;
+  /* The baselines a planner compared against (HexiSeq: Ring, Ulysses, USP,
+   * symmetric), each simulated; written to plan.json's baselines[]. */
+  int nbaselines;
+  struct hx_plan **baselines;
 };
 
 #endif

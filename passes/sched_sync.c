@@ -122,9 +122,13 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
     for (int i = 0; i < n; i++)
       st[i] = &plan->pipelines[i].stages[0];
     add_slices(a, &l, st, n, -1, -1, false);
-    for (int i = 0; i < n; i++)
+    bool head_apart = false; /* some pipeline keeps the head off its first stage */
+    for (int i = 0; i < n; i++) {
       st[i] = &plan->pipelines[i].stages[plan->pipelines[i].nstages - 1];
-    add_slices(a, &l, st, n, -1, -1, false);
+      head_apart |= plan->pipelines[i].nstages > 1;
+    }
+    if (head_apart)
+      add_slices(a, &l, st, n, -1, -1, false);
   }
   plan->groups = l.items;
   plan->ngroups = l.n;
