@@ -13,7 +13,10 @@ bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f);
 bool hx_emit_report(const struct hx_ctx *ctx, FILE *f);
 /* trace.json: the simulated iteration as Chrome Trace Event JSON. */
 bool hx_emit_trace(const struct hx_ctx *ctx, FILE *f);
-/* rank_NNNN.c for every rank, Makefile, launch.sh, slurm.sbatch into dir. */
-bool hx_emit_programs(const struct hx_ctx *ctx, const char *dir);
+/* rank_NNNN.c for every rank, Makefile, launch.sh, slurm.sbatch into dir.
+ * Returns HX_EXIT_OK, HX_EXIT_USAGE for a target or plan shape code
+ * generation does not support (with an error printed), or HX_EXIT_INPUT when
+ * a file cannot be written. */
+enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir);
 
 #endif

@@ -88,21 +88,19 @@ static bool write_file(const struct program_set *set, const char *dir, const cha
   return ok;
 }
 
-bool hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
+enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
   if (ctx->opt.target == HX_TARGET_CUDA) {
-    /* A usage error, not an internal one: the pass table would report a
-     * failing emit as exit 70, so leave with the right code here. */
     hx_error_plain("--target=cuda code generation is not implemented yet; use --target=cpu");
-    exit(HX_EXIT_USAGE);
+    return HX_EXIT_USAGE;
   }
   const struct hx_plan *plan = ctx->plan;
   if (!plan)
     hx_internal_error("hx_emit_programs: no plan");
   if (!plan_supported(ctx, plan))
-    exit(HX_EXIT_USAGE);
+    return HX_EXIT_USAGE;
   if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
     hx_error_plain("cannot create '%s': %s", dir, strerror(errno));
-    return false;
+    return HX_EXIT_INPUT;
   }
   struct program_set set;
   hx_build_program_set(ctx, plan, &set);
@@ -110,10 +108,11 @@ bool hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
     char name[32];
     snprintf(name, sizeof name, "rank_%04d.c", r);
     if (!write_file(&set, dir, name, 0, hx_emit_rank_source, r))
-      return false;
+      return HX_EXIT_INPUT;
   }
-  return write_file(&set, dir, "Makefile", 0, hx_emit_makefile, 0) &&
-         write_file(&set, dir, "launch.sh", 0755, hx_emit_launch_script, 0) &&
-         write_file(&set, dir, "slurm.sbatch", 0644, hx_emit_slurm_script, 0) &&
-         write_text_file(dir, ".clang-format", clang_format_text, 0);
+  bool ok = write_file(&set, dir, "Makefile", 0, hx_emit_makefile, 0) &&
+            write_file(&set, dir, "launch.sh", 0755, hx_emit_launch_script, 0) &&
+            write_file(&set, dir, "slurm.sbatch", 0644, hx_emit_slurm_script, 0) &&
+            write_text_file(dir, ".clang-format", clang_format_text, 0);
+  return ok ? HX_EXIT_OK : HX_EXIT_INPUT;
 }

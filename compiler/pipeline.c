@@ -86,8 +86,11 @@ int hx_run_pipeline(struct hx_ctx *ctx) {
     /* Without -o there is nothing to write; --print-ir alone stops before emit. */
     if (p->run == hx_pass_emit && !ctx->opt.out_dir)
       break;
-    if (!p->run(ctx) || hx_error_count() > 0)
+    if (!p->run(ctx) || hx_error_count() > 0) {
+      if (ctx->exit_code != HX_EXIT_OK)
+        return ctx->exit_code;
       return hx_error_count() > 0 ? p->exit_code_on_error : HX_EXIT_INTERNAL;
+    }
     verify_after(ctx, p);
     last = p;
     if (ctx->opt.print_after && !strcmp(ctx->opt.print_after, p->name)) {

@@ -30,12 +30,16 @@ bool hx_pass_emit(struct hx_ctx *ctx) {
   const char *dir = ctx->opt.out_dir;
   if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
     hx_error_plain("cannot create %s: %s", dir, strerror(errno));
+    ctx->exit_code = HX_EXIT_INPUT;
     return false;
   }
   if (!write_file(ctx, "plan.json", hx_emit_plan_json) ||
-      !write_file(ctx, "report.md", hx_emit_report) || !write_file(ctx, "trace.json", hx_emit_trace))
+      !write_file(ctx, "report.md", hx_emit_report) || !write_file(ctx, "trace.json", hx_emit_trace)) {
+    ctx->exit_code = HX_EXIT_INPUT; /* the output directory, not hexic, is at fault */
     return false;
-  if (!hx_emit_programs(ctx, dir))
+  }
+  ctx->exit_code = hx_emit_programs(ctx, dir);
+  if (ctx->exit_code != HX_EXIT_OK)
     return false;
   hx_print_summary(ctx, stdout);
   return true;

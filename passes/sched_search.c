@@ -237,12 +237,9 @@ static struct hx_sched_split *propose(struct search *s, const struct hx_sched_sp
   return move_node(sp, &s->ctx->cluster, from, at, to) ? sp : NULL;
 }
 
-static void refine(struct search *s) {
-  if (s->ntop == 0)
-    return;
-  int steps = s->ctx->cluster.ndevices <= 64 ? REFINE_STEPS_SMALL : REFINE_STEPS_LARGE;
-  struct hx_sched_split *cur = s->top_split[0];
-  double cur_t = s->top[0]->sim.iteration_s;
+/* Hill-climbs one candidate's device split: a move is kept when the best
+ * plan built on the new split has a smaller estimate. */
+static void refine_from(struct search *s, struct hx_sched_split *cur, double cur_t, int steps) {
   for (int step = 0; step < steps && !s->out_of_time; step++) {
     struct hx_sched_split *sp = propose(s, cur);
     if (!sp)
@@ -255,6 +252,22 @@ static void refine(struct search *s) {
     if (step % 16 == 0)
       progress(s);
   }
+}
+
+/* Refines each of the best candidates that has pipelines to move between
+ * (a snapshot: the list changes as refinement finds better plans). */
+static void refine(struct search *s) {
+  int steps = s->ctx->cluster.ndevices <= 64 ? REFINE_STEPS_SMALL : REFINE_STEPS_LARGE;
+  struct hx_sched_split *start[TOP];
+  double start_t[TOP];
+  int n = 0;
+  for (int i = 0; i < s->ntop; i++)
+    if (s->top_split[i]->npipelines > 1) {
+      start[n] = s->top_split[i];
+      start_t[n++] = s->top[i]->sim.iteration_s;
+    }
+  for (int i = 0; i < n; i++)
+    refine_from(s, start[i], start_t[i], steps / n);
 }
 
 /* ---- choosing -------------------------------------------------------------- */

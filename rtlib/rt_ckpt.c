@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,6 +21,16 @@
 #endif
 
 enum { PATH_SIZE = 4096, FINGERPRINT_FIELD = 64, FORMAT_VERSION = 1 };
+
+/* Error messages may be cut to the caller's buffer; through a va_list gcc does
+ * not flag that truncation, which is intended here, under -Wformat-truncation. */
+__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t err_size,
+                                                            const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, err_size, fmt, ap);
+  va_end(ap);
+}
 static const char RANK_MAGIC[8] = {'H', 'X', 'C', 'K', 'P', 'T', '0', '1'};
 static const char MANIFEST_HEAD[] = "hexic-checkpoint 1\n";
 static const char MANIFEST_SUM_KEY[] = "manifest-fnv64 ";
@@ -49,7 +61,7 @@ void hx_rt_ckpt_manifest_path(char *buf, size_t size, const char *dir, int64_t s
 static bool path_fits(const char *dir, char *err, size_t err_size) {
   if (strlen(dir) + 64 < PATH_SIZE)
     return true;
-  snprintf(err, err_size, "checkpoint directory name too long (%zu characters)", strlen(dir));
+  set_error(err, err_size, "checkpoint directory name too long (%zu characters)", strlen(dir));
   return false;
 }
 
@@ -99,7 +111,7 @@ static bool write_atomically(const char *path, write_body_fn body, const void *c
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   struct sink s = {fopen(tmp, "wb"), 0, HX_FNV64_INIT, true};
   if (!s.f) {
-    snprintf(err, err_size, "%s: cannot create: %s", tmp, strerror(errno));
+    set_error(err, err_size, "%s: cannot create: %s", tmp, strerror(errno));
     return false;
   }
   body(&s, ctx);
@@ -107,7 +119,7 @@ static bool write_atomically(const char *path, write_body_fn body, const void *c
   ok = fclose(s.f) == 0 && ok;
   ok = ok && rename(tmp, path) == 0 && fsync_dir_of(path);
   if (!ok) {
-    snprintf(err, err_size, "%s: write failed: %s", path, strerror(errno));
+    set_error(err, err_size, "%s: write failed: %s", path, strerror(errno));
     unlink(tmp);
     return false;
   }
@@ -130,7 +142,7 @@ static bool mkdir_p(const char *path, char *err, size_t err_size) {
     *p = '/';
   }
   if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-    snprintf(err, err_size, "%s: cannot create directory: %s", buf, strerror(errno));
+    set_error(err, err_size, "%s: cannot create directory: %s", buf, strerror(errno));
     return false;
   }
   return true;
@@ -145,10 +157,10 @@ bool hx_rt_ckpt_prepare(const char *dir, int64_t step, char *err, size_t err_siz
     return false;
   hx_rt_ckpt_manifest_path(path, sizeof path, dir, step);
   if (unlink(path) != 0 && errno != ENOENT) {
-    snprintf(err, err_size, "%s: cannot remove the stale manifest: %s", path, strerror(errno));
+    set_error(err, err_size, "%s: cannot remove the stale manifest: %s", path, strerror(errno));
     return false;
   }
-  return fsync_dir_of(path) || (snprintf(err, err_size, "%s: fsync failed", dir), false);
+  return fsync_dir_of(path) || (set_error(err, err_size, "%s: fsync failed", dir), false);
 }
 
 /* ---- rank files ---- */
@@ -234,7 +246,7 @@ static void write_manifest_body(struct sink *s, const void *vctx) {
 static bool valid_fingerprint(const char *fp, char *err, size_t err_size) {
   if (strlen(fp) < 200 && !strpbrk(fp, "\n\r"))
     return true;
-  snprintf(err, err_size, "plan fingerprint must be one line under 200 characters");
+  set_error(err, err_size, "plan fingerprint must be one line under 200 characters");
   return false;
 }
 
@@ -327,14 +339,14 @@ static bool load_manifest(const char *dir, int64_t step, struct manifest *m, cha
   size_t len = 0;
   char *text = read_small_file(path, 1 << 26, &len);
   if (!text) {
-    snprintf(err, err_size, "no readable MANIFEST (incomplete checkpoint)");
+    set_error(err, err_size, "no readable MANIFEST (incomplete checkpoint)");
     return false;
   }
   const char *sum_line = manifest_sum_ok(text, len);
   bool ok = sum_line && parse_manifest_body(text, sum_line, m) && m->step == step;
   free(text);
   if (!ok) {
-    snprintf(err, err_size, "MANIFEST is damaged (checksum or syntax)");
+    set_error(err, err_size, "MANIFEST is damaged (checksum or syntax)");
     manifest_free(m);
   }
   return ok;
@@ -362,11 +374,11 @@ static bool file_checksum(const char *path, uint64_t *size_out, uint64_t *hash_o
 static bool manifest_matches(const struct manifest *m, int nranks, const char *fingerprint,
                              char *err, size_t err_size) {
   if (m->nranks != nranks) {
-    snprintf(err, err_size, "written by %d ranks, this world has %d", m->nranks, nranks);
+    set_error(err, err_size, "written by %d ranks, this world has %d", m->nranks, nranks);
     return false;
   }
   if (strcmp(m->fingerprint, fingerprint) != 0) {
-    snprintf(err, err_size, "written by another plan (fingerprint '%s', this plan '%s')",
+    set_error(err, err_size, "written by another plan (fingerprint '%s', this plan '%s')",
              m->fingerprint, fingerprint);
     return false;
   }
@@ -379,11 +391,11 @@ static bool rank_file_ok(const char *dir, int64_t step, int r, const struct mani
   hx_rt_ckpt_rank_path(path, sizeof path, dir, step, r);
   uint64_t size = 0, hash = 0;
   if (!file_checksum(path, &size, &hash)) {
-    snprintf(err, err_size, "rank_%04d.ckpt is missing or unreadable", r);
+    set_error(err, err_size, "rank_%04d.ckpt is missing or unreadable", r);
     return false;
   }
   if (size != m->sizes[r] || hash != m->checksums[r]) {
-    snprintf(err, err_size,
+    set_error(err, err_size,
              "rank_%04d.ckpt is corrupt (%" PRIu64 " bytes, fnv64 %016" PRIx64
              "; the manifest says %" PRIu64 " bytes, %016" PRIx64 ")",
              r, size, hash, m->sizes[r], m->checksums[r]);
@@ -557,12 +569,12 @@ static bool read_rank_header(struct source *s, int rank, int64_t step, const cha
   snprintf(want_fp, sizeof want_fp, "%s", fingerprint);
   if (!s->ok || memcmp(magic, RANK_MAGIC, sizeof magic) || version != FORMAT_VERSION ||
       file_rank != (uint32_t)rank || file_step != step || memcmp(fp, want_fp, sizeof fp)) {
-    snprintf(err, err_size, "header is not that of rank %d, step %" PRId64 " of this plan", rank,
+    set_error(err, err_size, "header is not that of rank %d, step %" PRId64 " of this plan", rank,
              step);
     return false;
   }
   if (ntensors != (uint32_t)st->ntensors) {
-    snprintf(err, err_size, "holds %" PRIu32 " tensors, this rank has %d", ntensors, st->ntensors);
+    set_error(err, err_size, "holds %" PRIu32 " tensors, this rank has %d", ntensors, st->ntensors);
     return false;
   }
   st->data_pos = data_pos;
@@ -575,7 +587,7 @@ static bool read_rank_tensors(struct source *s, struct hx_rt_ckpt_state *st, cha
     struct hx_rt_ckpt_tensor *t = &st->tensors[i];
     uint64_t n = source_u64(s);
     if (s->ok && n != (uint64_t)t->n) {
-      snprintf(err, err_size, "tensor %d has %" PRIu64 " elements, this rank's has %" PRId64, i, n,
+      set_error(err, err_size, "tensor %d has %" PRIu64 " elements, this rank's has %" PRId64, i, n,
                t->n);
       return false;
     }
@@ -586,7 +598,7 @@ static bool read_rank_tensors(struct source *s, struct hx_rt_ckpt_state *st, cha
     hx_rt_progress();
   }
   if (!s->ok)
-    snprintf(err, err_size, "truncated");
+    set_error(err, err_size, "truncated");
   return s->ok;
 }
 
@@ -597,7 +609,7 @@ bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *f
     return false;
   struct manifest m;
   if (!load_manifest(dir, step, &m, why, sizeof why)) {
-    snprintf(err, err_size, "checkpoint step %" PRId64 ": %s", step, why);
+    set_error(err, err_size, "checkpoint step %" PRId64 ": %s", step, why);
     return false;
   }
   bool in_manifest = rank >= 0 && rank < m.nranks;
@@ -618,7 +630,7 @@ bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *f
     snprintf(why, sizeof why, "rank %d is not in the manifest", rank);
   manifest_free(&m);
   if (!ok) {
-    snprintf(err, err_size, "%s: %s", path, why);
+    set_error(err, err_size, "%s: %s", path, why);
     return false;
   }
   st->step = step;
