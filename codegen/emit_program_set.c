@@ -1,10 +1,12 @@
 /* From the plan to what each MPI rank runs: dense world ranks, the pipeline
- * neighbours, the 1F1B (or GPipe) op order, and the gradient-sync groups. */
+ * neighbours, the TP shards, the 1F1B (or GPipe) op order, and the
+ * gradient-sync groups. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/plan_util.h"
 #include "emit_programs.h"
 
 /* The emitter receives a const context but allocates from its arena like
@@ -31,7 +33,33 @@ static void number_ranks(struct program_set *set) {
     r->stage = plan->devices[d].stage;
     r->pl = &plan->pipelines[r->pipeline];
     r->st = &r->pl->stages[r->stage];
+    r->tp_rank = plan->devices[d].tp_rank;
   }
+}
+
+/* Boundaries of an even split of n into parts (floor(k n / parts)): the same
+ * formula for TP shards and for the lcm slices of the gradient sync, so a
+ * shard is always a whole number of slices (k n / t = (k L/t) n / L). */
+static int split_point(int n, int parts, int k) { return (int)((int64_t)k * n / parts); }
+
+static int *split_bounds(struct hx_arena *a, int n, int parts) {
+  int *b = HX_NEW_ARRAY(a, int, parts + 1);
+  for (int k = 0; k <= parts; k++)
+    b[k] = split_point(n, parts, k);
+  return b;
+}
+
+static void place_tp(struct program_set *set, struct hx_prog_rank *r) {
+  struct hx_arena *a = arena_of(set->ctx);
+  const struct hx_stage *st = r->st;
+  r->tp_group = HX_NEW_ARRAY(a, int, st->tp);
+  for (int k = 0; k < st->tp; k++) {
+    r->tp_group[k] = set->world_of_device[st->devices[k]];
+    if (st->devices[k] == st->leader)
+      r->leader_tp_rank = k;
+  }
+  r->head_bounds = split_bounds(a, (int)set->ctx->model.heads, st->tp);
+  r->ffn_bounds = split_bounds(a, (int)set->ctx->model.ffn, st->tp);
 }
 
 static int stage_leader(const struct program_set *set, const struct hx_pipeline *pl, int s) {
@@ -55,6 +83,7 @@ static void place_ranks(struct program_set *set) {
     r->first_sequence = (int)first[r->pipeline];
     r->prev_leader = stage_leader(set, r->pl, r->stage - 1);
     r->next_leader = stage_leader(set, r->pl, r->stage + 1);
+    place_tp(set, r);
   }
 }
 
@@ -117,71 +146,252 @@ static int sort_unique(int *list, int n) {
   return out;
 }
 
-/* The world ranks holding decoder layer l: one per pipeline (TP is 1). */
-static int layer_holders(const struct program_set *set, int l, int *out) {
-  int n = 0;
-  for (int p = 0; p < set->plan->npipelines; p++) {
-    const struct hx_pipeline *pl = &set->plan->pipelines[p];
-    for (int s = 0; s < pl->nstages; s++)
-      if (l >= pl->stages[s].layer_begin && l < pl->stages[s].layer_end)
-        out[n++] = set->world_of_device[pl->stages[s].devices[0]];
+/* ---- gradient-sync groups ------------------------------------------------ */
+
+struct group_list {
+  int n, cap;
+  struct hx_prog_group *items;
+};
+
+static struct hx_prog_group *new_group(struct program_set *set, struct group_list *l,
+                                       unsigned parts, int capacity) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 32;
+    struct hx_prog_group *items = HX_NEW_ARRAY(arena_of(set->ctx), struct hx_prog_group, cap);
+    if (l->n)
+      memcpy(items, l->items, (size_t)l->n * sizeof *items);
+    l->items = items;
+    l->cap = cap;
   }
-  return sort_unique(out, n);
+  struct hx_prog_group *g = &l->items[l->n++];
+  *g = (struct hx_prog_group){parts, -1, -1, 0, 0, 0, 0, 0, 0, 0, NULL};
+  g->ranks = HX_NEW_ARRAY(arena_of(set->ctx), int, capacity);
+  return g;
 }
 
-/* Ranks of each pipeline's first stage (which_end 0) or last stage (1). */
-static int end_stage_holders(const struct program_set *set, int which_end, int *out, int n) {
-  for (int p = 0; p < set->plan->npipelines; p++) {
-    const struct hx_pipeline *pl = &set->plan->pipelines[p];
-    const struct hx_stage *st = &pl->stages[which_end ? pl->nstages - 1 : 0];
-    out[n++] = set->world_of_device[st->devices[0]];
-  }
+/* Sorts the ranks; drops the group when one rank holds the part alone
+ * (nothing to sum). */
+static void finish_group(struct group_list *l) {
+  struct hx_prog_group *g = &l->items[l->n - 1];
+  g->nranks = sort_unique(g->ranks, g->nranks);
+  if (g->nranks < 2)
+    l->n--;
+}
+
+static void add_stage_ranks(const struct program_set *set, struct hx_prog_group *g,
+                            const struct hx_stage *st) {
+  for (int k = 0; k < st->ndevices; k++)
+    g->ranks[g->nranks++] = set->world_of_device[st->devices[k]];
+}
+
+static int max_stage_ranks(const struct hx_plan *plan) {
+  int n = 0;
+  for (int p = 0; p < plan->npipelines; p++)
+    for (int s = 0; s < plan->pipelines[p].nstages; s++)
+      n += plan->pipelines[p].stages[s].ndevices;
   return n;
 }
 
-static void add_group(struct program_set *set, enum hx_prog_sync tensors, int begin, int end,
-                      const int *ranks, int n) {
-  if (n < 2)
-    return; /* a tensor held once needs no sync */
-  struct hx_prog_group *g = &set->groups[set->ngroups++];
-  g->tensors = tensors;
-  g->layer_begin = begin;
-  g->layer_end = end;
-  g->nranks = n;
-  g->ranks = HX_NEW_ARRAY(arena_of(set->ctx), int, n);
-  memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
+/* The embedding (which_end 0) or the final norm and LM head (1): held whole
+ * by every rank of the pipelines' first / last stages. */
+static void add_end_group(struct program_set *set, struct group_list *l, int which_end) {
+  const struct hx_plan *plan = set->plan;
+  bool tied = set->ctx->model.tie_embeddings;
+  struct hx_prog_group *g =
+      new_group(set, l, which_end ? PART_HEAD : PART_TOK_EMB, max_stage_ranks(plan));
+  for (int p = 0; p < plan->npipelines; p++) {
+    const struct hx_pipeline *pl = &plan->pipelines[p];
+    if (which_end == 0 || tied)
+      add_stage_ranks(set, g, &pl->stages[0]);
+    if (which_end == 1 || tied)
+      add_stage_ranks(set, g, &pl->stages[pl->nstages - 1]);
+  }
+  finish_group(l);
 }
 
-/* Groups in a fixed order — tok_emb, layers in order (consecutive layers held
- * by the same ranks share a group), head — so ids are deterministic and every
- * rank creates its communicators in the same global order. */
-static void build_groups(struct program_set *set) {
-  struct hx_arena *a = arena_of(set->ctx);
-  int np = set->plan->npipelines;
-  int layers = (int)set->ctx->model.layers;
-  set->groups = HX_NEW_ARRAY(a, struct hx_prog_group, layers + 2);
-  int *cur = HX_NEW_ARRAY(a, int, 2 * np), *next = HX_NEW_ARRAY(a, int, 2 * np);
+static const struct hx_stage *stage_at(const struct hx_pipeline *pl, int layer) {
+  for (int s = 0; s < pl->nstages; s++)
+    if (pl->stages[s].layer_begin <= layer && layer < pl->stages[s].layer_end)
+      return &pl->stages[s];
+  hx_internal_error("no stage holds layer %d", layer);
+}
 
-  int n = end_stage_holders(set, 0, cur, 0);
-  if (set->ctx->model.tie_embeddings)
-    n = end_stage_holders(set, 1, cur, n);
-  add_group(set, SYNC_TOK_EMB, -1, -1, cur, sort_unique(cur, n));
-
-  int begin = 0;
-  n = layers > 0 ? layer_holders(set, 0, cur) : 0;
-  for (int l = 1; l <= layers; l++) {
-    int nn = l < layers ? layer_holders(set, l, next) : -1;
-    if (nn == n && !memcmp(cur, next, (size_t)n * sizeof *cur))
-      continue;
-    add_group(set, SYNC_LAYERS, begin, l, cur, n);
-    begin = l;
-    n = nn;
-    int *t = cur;
-    cur = next;
-    next = t;
+/* The stages holding layers from `begin` (one per pipeline) and the end of
+ * the range they all keep. */
+static int segment(const struct hx_plan *plan, int begin, const struct hx_stage **st) {
+  int end = INT32_MAX;
+  for (int p = 0; p < plan->npipelines; p++) {
+    st[p] = stage_at(&plan->pipelines[p], begin);
+    if (st[p]->layer_end < end)
+      end = st[p]->layer_end;
   }
-  n = sort_unique(cur, end_stage_holders(set, 1, cur, 0));
-  add_group(set, SYNC_HEAD, -1, -1, cur, n);
+  return end;
+}
+
+/* Slice k of L of the TP-split weights: heads and ffn columns [k/L, (k+1)/L),
+ * reduced among TP rank k*t_i/L of every pipeline. */
+static void add_slice_groups(struct program_set *set, struct group_list *l,
+                             const struct hx_stage **st, int begin, int end) {
+  const struct hx_model *m = &set->ctx->model;
+  int np = set->plan->npipelines;
+  int64_t nslices = 1;
+  for (int p = 0; p < np; p++)
+    nslices = hx_lcm(nslices, st[p]->tp);
+  int L = (int)nslices;
+  for (int k = 0; k < L; k++) {
+    struct hx_prog_group *g = new_group(set, l, PART_HEADS | PART_FFN, np);
+    g->head_begin = split_point((int)m->heads, L, k);
+    g->head_end = split_point((int)m->heads, L, k + 1);
+    g->ffn_begin = split_point((int)m->ffn, L, k);
+    g->ffn_end = split_point((int)m->ffn, L, k + 1);
+    g->parts = (g->head_end > g->head_begin ? PART_HEADS : 0) |
+               (g->ffn_end > g->ffn_begin ? PART_FFN : 0);
+    for (int p = 0; p < np; p++)
+      g->ranks[g->nranks++] = set->world_of_device[st[p]->devices[(int64_t)k * st[p]->tp / L]];
+    g->layer_begin = begin;
+    g->layer_end = end;
+    if (!g->parts)
+      g->nranks = 0; /* more slices than heads and columns: nothing to sum */
+    finish_group(l);
+  }
+}
+
+/* Does TP rank r of stage st hold kv head j? (query heads read kv head h/G) */
+static bool holds_kv(const struct program_set *set, const struct hx_stage *st, int r, int j) {
+  const struct hx_model *m = &set->ctx->model;
+  int G = (int)(m->heads / m->kv_heads);
+  int q0 = split_point((int)m->heads, st->tp, r), q1 = split_point((int)m->heads, st->tp, r + 1);
+  return q1 > q0 && q0 / G <= j && j <= (q1 - 1) / G;
+}
+
+/* Ranks holding kv head j in the range's stages, into g (unsorted). */
+static void kv_holders(const struct program_set *set, const struct hx_stage **st, int j,
+                       struct hx_prog_group *g) {
+  g->nranks = 0;
+  for (int p = 0; p < set->plan->npipelines; p++)
+    for (int r = 0; r < st[p]->tp; r++)
+      if (holds_kv(set, st[p], r, j))
+        g->ranks[g->nranks++] = set->world_of_device[st[p]->devices[r]];
+  g->nranks = sort_unique(g->ranks, g->nranks);
+}
+
+static bool same_ranks(const struct hx_prog_group *a, const struct hx_prog_group *b) {
+  return a->nranks == b->nranks && !memcmp(a->ranks, b->ranks, (size_t)a->nranks * sizeof(int));
+}
+
+/* wk/wv rows: a kv head that a TP split replicates is held by several ranks
+ * of a pipeline, each with its own query heads' share of the gradient, so it
+ * is summed over every holder in every pipeline; consecutive kv heads with
+ * the same holders share a group. */
+static void add_kv_groups(struct program_set *set, struct group_list *l,
+                          const struct hx_stage **st, int begin, int end) {
+  int K = (int)set->ctx->model.kv_heads, cap = max_stage_ranks(set->plan);
+  struct hx_prog_group next = {.ranks = HX_NEW_ARRAY(arena_of(set->ctx), int, cap)};
+  for (int j = 0; j < K;) {
+    struct hx_prog_group *g = new_group(set, l, PART_KV, cap);
+    kv_holders(set, st, j, g);
+    g->layer_begin = begin;
+    g->layer_end = end;
+    g->kv_begin = j;
+    for (j++; j < K; j++) {
+      kv_holders(set, st, j, &next);
+      if (!same_ranks(g, &next))
+        break;
+    }
+    g->kv_end = j;
+    finish_group(l);
+  }
+}
+
+/* Groups of one layer range over the same ranks become one (one all-reduce
+ * of all their parts): with TP 1 everywhere, one group per range as plain
+ * data parallelism has. Parts of one kind never meet twice on one rank set. */
+static void merge_range(struct group_list *l, int first) {
+  int out = first;
+  for (int i = first; i < l->n; i++) {
+    struct hx_prog_group *g = &l->items[i];
+    int j = first;
+    while (j < out && !(same_ranks(&l->items[j], g) && !(l->items[j].parts & g->parts)))
+      j++;
+    if (j == out) {
+      l->items[out++] = *g;
+      continue;
+    }
+    struct hx_prog_group *into = &l->items[j];
+    into->parts |= g->parts;
+    if (g->parts & PART_HEADS)
+      into->head_begin = g->head_begin, into->head_end = g->head_end;
+    if (g->parts & PART_FFN)
+      into->ffn_begin = g->ffn_begin, into->ffn_end = g->ffn_end;
+    if (g->parts & PART_KV)
+      into->kv_begin = g->kv_begin, into->kv_end = g->kv_end;
+  }
+  l->n = out;
+}
+
+static void add_layer_groups(struct program_set *set, struct group_list *l) {
+  const struct hx_plan *plan = set->plan;
+  const struct hx_stage **st = HX_NEW_ARRAY(arena_of(set->ctx), const struct hx_stage *,
+                                            plan->npipelines);
+  for (int begin = 0, layers = (int)set->ctx->model.layers; begin < layers;) {
+    int end = segment(plan, begin, st), first = l->n;
+    struct hx_prog_group *norms = new_group(set, l, PART_NORMS, max_stage_ranks(plan));
+    for (int p = 0; p < plan->npipelines; p++)
+      add_stage_ranks(set, norms, st[p]);
+    norms->layer_begin = begin;
+    norms->layer_end = end;
+    finish_group(l);
+    add_slice_groups(set, l, st, begin, end);
+    add_kv_groups(set, l, st, begin, end);
+    merge_range(l, first);
+    begin = end;
+  }
+}
+
+/* The scheduler's HX_GROUP_GRAD tables, when the plan has them, must name
+ * the same ranks as the slices derived here: the generated constants come
+ * from one derivation, checked against the plan's. */
+static bool plan_slices_agree(const struct program_set *set, const struct hx_group *pg) {
+  const struct hx_plan *plan = set->plan;
+  const struct hx_stage **st = HX_NEW_ARRAY(arena_of(set->ctx), const struct hx_stage *,
+                                            plan->npipelines);
+  if (pg->layer_begin < 0 || pg->layer_end > set->ctx->model.layers ||
+      segment(plan, pg->layer_begin, st) != pg->layer_end || pg->nranks != plan->npipelines)
+    return false;
+  int64_t L = 1;
+  for (int p = 0; p < plan->npipelines; p++)
+    L = hx_lcm(L, st[p]->tp);
+  if (pg->nslices != L || pg->slice < 0 || pg->slice >= L)
+    return false;
+  for (int p = 0; p < plan->npipelines; p++)
+    if (pg->ranks[p] != st[p]->devices[(int64_t)pg->slice * st[p]->tp / L])
+      return false;
+  return true;
+}
+
+bool hx_plan_groups_agree(const struct program_set *set) {
+  for (int g = 0; g < set->plan->ngroups; g++) {
+    const struct hx_group *pg = &set->plan->groups[g];
+    if (pg->kind == HX_GROUP_GRAD && pg->layer_begin >= 0 && !plan_slices_agree(set, pg)) {
+      hx_error_plain("the plan's gradient group %d (layers [%d, %d), slice %d of %d) does not "
+                     "match its stages' TP layout",
+                     g, pg->layer_begin, pg->layer_end, pg->slice, pg->nslices);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Groups in a fixed order — tok_emb, layer ranges in order, head — so ids
+ * are deterministic and every rank creates its communicators in the same
+ * global order. */
+static void build_groups(struct program_set *set) {
+  struct group_list l = {0};
+  add_end_group(set, &l, 0);
+  add_layer_groups(set, &l);
+  add_end_group(set, &l, 1);
+  set->groups = l.items;
+  set->ngroups = l.n;
 }
 
 static uint64_t fnv_text(uint64_t h, const char *text) {
@@ -209,9 +419,11 @@ static void compute_fingerprint(struct program_set *set) {
   h = fnv_text(h, buf);
   for (int w = 0; w < set->nranks; w++) {
     const struct hx_prog_rank *r = &set->ranks[w];
-    snprintf(buf, sizeof buf, "rank %d %d %d %d %d %lld %lld %d", r->device, r->pipeline, r->stage,
-             r->st->layer_begin, r->st->layer_end, (long long)r->pl->micro_batch_size,
-             (long long)r->pl->micro_batches, (int)set->plan->schedule);
+    snprintf(buf, sizeof buf, "rank %d %d %d %d %d %lld %lld %d tp %d %d %d %d", r->device,
+             r->pipeline, r->stage, r->st->layer_begin, r->st->layer_end,
+             (long long)r->pl->micro_batch_size, (long long)r->pl->micro_batches,
+             (int)set->plan->schedule, r->tp_rank, r->st->tp, r->leader_tp_rank,
+             (int)r->st->recompute);
     h = fnv_text(h, buf);
   }
   snprintf(set->fingerprint, sizeof set->fingerprint, "%016llx", (unsigned long long)h);

@@ -27,17 +27,33 @@ struct hx_prog_rank {
   const struct hx_stage *st;
   int first_sequence;           /* index in the global batch of its pipeline's first sequence */
   int prev_leader, next_leader; /* world ranks, -1 at the ends */
+  int tp_rank;
+  int *tp_group;      /* world ranks of its stage, by TP rank (st->tp entries) */
+  int leader_tp_rank; /* TP rank of the stage leader */
+  int *head_bounds;   /* st->tp + 1 query-head boundaries of the stage's TP split */
+  int *ffn_bounds;    /* st->tp + 1 ffn-column boundaries */
   int activation_slots;
   int nsteps;
   struct hx_prog_step *steps;
 };
 
-enum hx_prog_sync { SYNC_LAYERS, SYNC_TOK_EMB, SYNC_HEAD };
+/* The tensor parts a gradient all-reduce sums (rtlib/hexic_rt.h's
+ * enum hx_rt_sync_part, same values). */
+enum hx_prog_part {
+  PART_TOK_EMB = 1,
+  PART_HEAD = 2,
+  PART_NORMS = 4,
+  PART_HEADS = 8,
+  PART_FFN = 16,
+  PART_KV = 32,
+};
 
-/* A gradient all-reduce over every rank that holds the same tensors. */
+/* A gradient all-reduce over every rank that holds the same part of the
+ * same tensors (see struct hx_rt_group). */
 struct hx_prog_group {
-  enum hx_prog_sync tensors;
-  int layer_begin, layer_end; /* SYNC_LAYERS */
+  unsigned parts;
+  int layer_begin, layer_end; /* layer parts; -1 otherwise */
+  int head_begin, head_end, ffn_begin, ffn_end, kv_begin, kv_end;
   int nranks;
   int *ranks; /* world ranks, increasing */
 };
@@ -57,6 +73,9 @@ struct program_set {
 void hx_build_program_set(const struct hx_ctx *ctx, const struct hx_plan *plan,
                           struct program_set *set);
 bool hx_group_has_rank(const struct hx_prog_group *g, int rank);
+/* False (with an error) when the plan carries gradient-sync groups that do
+ * not match the ones derived from its stages. */
+bool hx_plan_groups_agree(const struct program_set *set);
 
 void hx_emit_rank_source(const struct program_set *set, FILE *f, int rank);
 void hx_emit_makefile(const struct program_set *set, FILE *f, int unused);

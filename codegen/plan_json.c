@@ -127,6 +127,26 @@ static void write_baseline(const struct hx_ctx *ctx, FILE *f) {
   fputs("  }\n", f);
 }
 
+/* HexiSeq plans: every baseline compared against (Ring, Ulysses, USP,
+ * symmetric), kind, configuration and figures. Absent for other plans, so
+ * their plan.json is unchanged. */
+static void write_baselines(const struct hx_plan *p, FILE *f) {
+  if (p->nbaselines <= 0)
+    return;
+  fputs("  \"baselines\": [\n", f);
+  for (int i = 0; i < p->nbaselines; i++) {
+    const struct hx_plan *b = p->baselines[i];
+    fputs("    {\n      \"kind\": ", f);
+    hx_json_string(f, b->strategy);
+    fputs(",\n      \"config\": ", f);
+    hx_json_string(f, b->description);
+    fputs(",\n", f);
+    write_figures(b, f, "      ");
+    fprintf(f, "    }%s\n", i + 1 < p->nbaselines ? "," : "");
+  }
+  fputs("  ],\n", f);
+}
+
 bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f) {
   const struct hx_plan *p = ctx->plan;
   const struct hx_model *m = &ctx->model;
@@ -152,6 +172,7 @@ bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f) {
   fputs("  \"simulated\": {\n", f);
   write_figures(p, f, "    ");
   fputs("  },\n", f);
+  write_baselines(p, f);
   write_baseline(ctx, f);
   fputs("}\n", f);
   return !ferror(f);

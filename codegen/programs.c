@@ -25,29 +25,33 @@ static const char clang_format_text[] =
     "BasedOnStyle: LLVM\n"
     "ColumnLimit: 100\n";
 
-/* The CPU runtime executes data and pipeline parallelism; anything else in the
- * plan is refused here rather than run wrongly. */
+/* The CPU runtime executes data, pipeline and tensor parallelism (each
+ * stage its own TP degree, uneven splits allowed); context/head parallelism
+ * is refused here rather than run wrongly. */
+static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st, int p, int s) {
+  if (st->cp != 1 || st->hp != 1 || st->seq_layout) {
+    hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d), which "
+                   "the generated CPU programs do not run yet",
+                   p, s, st->cp, st->hp);
+    return false;
+  }
+  if (st->tp < 1 || st->ndevices != st->tp || st->tp > ctx->model.heads) {
+    hx_error_plain("pipeline %d stage %d: tp=%d over %d devices cannot split %lld heads", p, s,
+                   st->tp, st->ndevices, (long long)ctx->model.heads);
+    return false;
+  }
+  return true;
+}
+
 static bool plan_supported(const struct hx_ctx *ctx, const struct hx_plan *plan) {
   if (ctx->train.optimizer != HX_OPT_ADAMW) {
     hx_error_plain("the generated CPU programs implement only optimizer = adamw");
     return false;
   }
   for (int p = 0; p < plan->npipelines; p++)
-    for (int s = 0; s < plan->pipelines[p].nstages; s++) {
-      const struct hx_stage *st = &plan->pipelines[p].stages[s];
-      if (st->tp != 1 || st->ndevices != 1) {
-        hx_error_plain("pipeline %d stage %d has tensor parallelism (tp=%d); the generated CPU "
-                       "programs run data and pipeline parallelism only so far",
-                       p, s, st->tp);
+    for (int s = 0; s < plan->pipelines[p].nstages; s++)
+      if (!stage_supported(ctx, &plan->pipelines[p].stages[s], p, s))
         return false;
-      }
-      if (st->cp != 1 || st->hp != 1) {
-        hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d), which "
-                       "the generated CPU programs do not run yet",
-                       p, s, st->cp, st->hp);
-        return false;
-      }
-    }
   return true;
 }
 
@@ -104,6 +108,8 @@ enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
   }
   struct program_set set;
   hx_build_program_set(ctx, plan, &set);
+  if (!hx_plan_groups_agree(&set))
+    return HX_EXIT_USAGE;
   for (int r = 0; r < set.nranks; r++) {
     char name[32];
     snprintf(name, sizeof name, "rank_%04d.c", r);

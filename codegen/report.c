@@ -33,6 +33,33 @@ static void stage_rows(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *
   }
 }
 
+/* HexiSeq plans: tokens and heads of every device (context x head layout). */
+static void device_shards(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *f) {
+  bool any = false;
+  for (int i = 0; i < p->npipelines; i++)
+    for (int s = 0; s < p->pipelines[i].nstages; s++)
+      any |= p->pipelines[i].stages[s].seq_layout != NULL;
+  if (!any)
+    return;
+  fputs("\n## Tokens and heads per device\n\n| rank | GPU | pipeline | stage | CP group | HP rank "
+        "| tokens | token ranges | heads |\n|---|---|---|---|---|---|---|---|---|\n",
+        f);
+  for (int r = 0; r < p->ndevices; r++) {
+    const struct hx_device_plan *d = &p->devices[r];
+    if (d->pipeline < 0)
+      continue;
+    int64_t tokens = 0;
+    for (int k = 0; k < d->nseq; k++)
+      tokens += d->seq[k].end - d->seq[k].begin;
+    fprintf(f, "| %d | %s | %d | %d | %d | %d | %lld | ", r, ctx->cluster.devices[r].name,
+            d->pipeline, d->stage, d->cp_rank, d->hp_rank, (long long)tokens);
+    for (int k = 0; k < d->nseq; k++)
+      fprintf(f, "%s[%lld, %lld)", k ? " " : "", (long long)d->seq[k].begin,
+              (long long)d->seq[k].end);
+    fprintf(f, " | [%lld, %lld) |\n", (long long)d->heads.begin, (long long)d->heads.end);
+  }
+}
+
 static void figures(const struct hx_plan *p, FILE *f) {
   const struct hx_sim_result *r = &p->sim;
   fprintf(f, "| iteration | %.3f s |\n|---|---|\n| tokens/s | %.0f |\n| MFU | %.1f%% |\n"
@@ -59,6 +86,7 @@ bool hx_emit_report(const struct hx_ctx *ctx, FILE *f) {
   fprintf(f, ", schedule %s, %lld parameters.\n\n## Stages\n\n",
           p->schedule == HX_PP_GPIPE ? "GPipe" : "1F1B", (long long)ctx->model.params_total);
   stage_rows(ctx, p, f);
+  device_shards(ctx, p, f);
   fputs("\n## Simulated iteration\n\n", f);
   figures(p, f);
   const struct hx_plan *b = ctx->baseline;

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "cost_seq.h"
 #include "plan_util.h"
 
 /* ---- sizes ------------------------------------------------------------- */
@@ -67,7 +68,17 @@ static double stage_compute_s(const struct hx_ctx *ctx, const struct hx_stage *s
   return flops / st->tp / hx_stage_min_flops(&ctx->cluster, st);
 }
 
+/* Stages with a context x head layout are priced by ir/cost_seq.c. */
+static struct hx_seq_stage_cost seq_cost(const struct hx_ctx *ctx, const struct hx_stage *st,
+                                         int64_t mbs, bool with_comm) {
+  struct hx_seq_stage_cost c;
+  hx_seq_stage_cost(ctx, st, mbs, with_comm, &c);
+  return c;
+}
+
 double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->seq_layout)
+    return seq_cost(ctx, st, mbs, false).layer_fwd;
   return stage_compute_s(ctx, st, ctx->model.flops_layer_fwd * (double)tokens_of(ctx, mbs));
 }
 
@@ -79,6 +90,8 @@ static double tp_allreduce_s(const struct hx_ctx *ctx, const struct hx_stage *st
 }
 
 double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->seq_layout) /* all of the layer's communication: TP, all-to-all, exposed ring */
+    return seq_cost(ctx, st, mbs, true).layer_fwd - seq_cost(ctx, st, mbs, false).layer_fwd;
   return 2 * tp_allreduce_s(ctx, st, mbs);
 }
 
@@ -86,6 +99,10 @@ static int nlayers(const struct hx_stage *st) { return st->layer_end - st->layer
 
 double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                       int64_t mbs) {
+  if (st->seq_layout) {
+    struct hx_seq_stage_cost c = seq_cost(ctx, st, mbs, true);
+    return nlayers(st) * c.layer_fwd + (last ? c.head_fwd : 0) + (first ? c.embed_fwd : 0);
+  }
   double flops =
       hx_stage_fwd_flops(&ctx->model, st->layer_begin, st->layer_end, first, last,
                          tokens_of(ctx, mbs));
@@ -94,6 +111,8 @@ double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool 
 }
 
 double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->seq_layout)
+    return seq_cost(ctx, st, mbs, true).layer_bwd;
   double fwd = hx_layer_compute_s(ctx, st, mbs);
   double comm = hx_layer_tp_comm_s(ctx, st, mbs);
   double t = 2 * fwd + comm;
@@ -103,6 +122,8 @@ double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64
 }
 
 double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->seq_layout)
+    return seq_cost(ctx, st, mbs, true).head_bwd;
   double fwd = stage_compute_s(ctx, st, ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs));
   return 2 * fwd;
 }
@@ -111,6 +132,10 @@ double hx_stage_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool 
                       int64_t mbs) {
   /* The embedding's backward is a scatter-add: no FLOPs counted, like its
    * forward; its vocab-parallel all-reduce is forward only. */
+  if (st->seq_layout) {
+    struct hx_seq_stage_cost c = seq_cost(ctx, st, mbs, true);
+    return nlayers(st) * c.layer_bwd + (last ? c.head_bwd : 0);
+  }
   double t = nlayers(st) * hx_layer_bwd_s(ctx, st, mbs);
   if (last)
     t += hx_head_bwd_s(ctx, st, mbs);
@@ -135,6 +160,9 @@ double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st
 
 double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                           bool last, int64_t mbs, int64_t in_flight) {
+  if (st->seq_layout) /* the most any unit needs */
+    return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight) -
+           hx_stage_static_bytes(ctx, st, first, last) - HX_MEMORY_RESERVE_BYTES;
   const struct hx_model *m = &ctx->model;
   double tokens = (double)tokens_of(ctx, mbs);
   double per_mb;
@@ -153,6 +181,12 @@ double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, b
 
 double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                              bool last, int64_t mbs, int64_t in_flight) {
+  if (st->seq_layout) {
+    double most = 0;
+    for (int u = 0; u < st->seq_layout->nunits; u++)
+      most = fmax(most, hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight));
+    return most;
+  }
   return hx_stage_static_bytes(ctx, st, first, last) +
          hx_stage_act_bytes(ctx, st, first, last, mbs, in_flight) + HX_MEMORY_RESERVE_BYTES;
 }
@@ -252,6 +286,8 @@ static double hop_with_leader(const struct hx_ctx *ctx, int from_leader, const s
 
 double hx_hop_s(const struct hx_ctx *ctx, const struct hx_stage *from, const struct hx_stage *to,
                 int64_t mbs) {
+  if (from->seq_layout || to->seq_layout)
+    return hx_seq_hop_s(ctx, from, to, mbs);
   return hop_with_leader(ctx, from->leader, to, to->leader, hx_hop_bytes(ctx, mbs));
 }
 
@@ -344,10 +380,11 @@ static void grad_sync_slices(const struct hx_ctx *ctx, const struct hx_plan *pla
   int members[MAX_SLICE_GROUP];
   for (int64_t k = 0; k < nslices; k++) {
     int n = 0;
-    for (int i = 0; i < plan->npipelines && n < MAX_SLICE_GROUP; i++) {
+    for (int i = 0; i < plan->npipelines; i++) {
       const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
-      if (st)
-        members[n++] = st->devices[k * st->tp / nslices];
+      /* a stage with a layout holds one replica of its weights per unit */
+      for (int j = 0; st && j < hx_stage_replicas(st) && n < MAX_SLICE_GROUP; j++)
+        members[n++] = st->devices[j * st->tp + k * st->tp / nslices];
     }
     double t = hx_allreduce_s(&ctx->cluster, members, n, bytes / (double)nslices);
     for (int i = 0; i < n; i++)
@@ -370,8 +407,22 @@ static void grad_sync_derived(const struct hx_ctx *ctx, const struct hx_plan *pl
   grad_sync_slices(ctx, plan, INT_MAX, 4.0 * head, per_rank);
 }
 
+int hx_stage_replicas(const struct hx_stage *st) {
+  return st->seq_layout ? st->seq_layout->nunits : 1;
+}
+
+bool hx_plan_replicates_weights(const struct hx_plan *plan) {
+  if (plan->npipelines > 1)
+    return true;
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int s = 0; s < plan->pipelines[i].nstages; s++)
+      if (hx_stage_replicas(&plan->pipelines[i].stages[s]) > 1)
+        return true;
+  return false;
+}
+
 double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer) {
-  if (plan->npipelines <= 1 || plan->ndevices <= 0)
+  if (!hx_plan_replicates_weights(plan) || plan->ndevices <= 0)
     return 0;
   enum { STACK_RANKS = 1024 };
   double stack[STACK_RANKS] = {0};
@@ -425,6 +476,9 @@ bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, d
           hx_stage_memory_bytes(ctx, st, first, last, p->micro_batch_size, keep);
       for (int k = 0; k < st->ndevices; k++) {
         const struct hx_cluster *c = &ctx->cluster;
+        if (st->seq_layout)
+          need = hx_seq_unit_memory_bytes(ctx, st, k / st->tp, first, last, p->micro_batch_size,
+                                          keep);
         double have = (double)c->gpus[c->devices[st->devices[k]].gpu_type].memory_bytes;
         if (need - have > worst) {
           worst = need - have;
@@ -464,7 +518,7 @@ static double pipeline_estimate_s(const struct hx_ctx *ctx, const struct hx_pipe
  * embedding, which start when the backward ends. A lower bound that is exact
  * for one stage per pipeline with sync slower than compute. */
 static double grad_tail_estimate_s(const struct hx_ctx *ctx, const struct hx_plan *plan) {
-  if (plan->npipelines <= 1)
+  if (!hx_plan_replicates_weights(plan))
     return 0;
   double tail = hx_grad_sync_layer_s(ctx, plan, -1);
   int first_layers = 0;

@@ -150,6 +150,13 @@ double hx_layer_grad_bytes(const struct hx_ctx *ctx, int tp);
  * embedding and LM head weights. 0 with one pipeline. */
 double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer);
 
+/* Weight replicas a stage holds: its units with a context x head layout
+ * (each unit of tp devices keeps the stage's weights), else 1. */
+int hx_stage_replicas(const struct hx_stage *st);
+/* True when some weights live on more than one device of the same TP rank
+ * (several pipelines or a stage with several units): gradients need a sync. */
+bool hx_plan_replicates_weights(const struct hx_plan *plan);
+
 /* ---- whole plans ------------------------------------------------------- */
 
 /* Model FLOPs of one iteration, without recompute: 3 x forward. */

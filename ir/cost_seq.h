@@ -99,6 +99,10 @@ struct hx_seq_stage_cost {
 };
 void hx_seq_stage_cost(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs,
                        bool with_comm, struct hx_seq_stage_cost *out);
+/* Per unit, the forward time of one layer that follows its own tokens
+ * (other layers + TP) and its own heads (attention + exposed ring). */
+void hx_seq_unit_loads(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int64_t mbs,
+                       double *token_load, double *head_load);
 /* Forward + backward of a whole stage for one micro-batch (layers, plus the
  * head when last, plus the embedding when first). */
 double hx_seq_stage_step_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
@@ -116,6 +120,10 @@ int64_t hx_seq_kv_heads_used(const struct hx_seq_layout *l, const struct hx_mode
  * working set + HX_MEMORY_RESERVE_BYTES). */
 double hx_seq_unit_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
                                 bool first, bool last, int64_t mbs, int64_t in_flight);
+/* True when every unit of the stage fits its smallest device's memory (one
+ * pass over the units); *worst gets the largest need - capacity. */
+bool hx_seq_stage_memory_fits(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                              bool last, int64_t mbs, int64_t in_flight, double *worst);
 /* The most tokens per sequence unit u can hold with the stage's other
  * settings (its heads as they are); 0 when not even none fit. */
 int64_t hx_seq_unit_token_capacity(const struct hx_ctx *ctx, const struct hx_stage *st, int u,

@@ -30,6 +30,7 @@ void hx_stage_init(struct hx_arena *a, struct hx_stage *st, const int *ranks, in
   memcpy(st->devices, ranks, sizeof(int) * (size_t)n);
   st->tp = n;
   st->cp = st->hp = 1;
+  st->seq_layout = NULL; /* callers may pass an uninitialised stage */
   st->layer_begin = layer_begin;
   st->layer_end = layer_end;
   st->leader = ranks[0];

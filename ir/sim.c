@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "cost_seq.h"
 #include "plan_util.h"
 
 /* The head's slot in per-layer indices: after every decoder layer. */
@@ -128,9 +129,30 @@ struct stage_times {
   double fwd, layer_bwd, head_bwd, bwd, hop_next;
 };
 
+/* A stage with a context x head layout: lockstep per-layer costs from
+ * ir/cost_seq.c (all-to-all and the ring inside each layer). */
+static struct stage_times seq_stage_times(const struct sim *s, const struct hx_pipeline *p,
+                                          int si) {
+  const struct hx_stage *st = &p->stages[si];
+  bool first = si == 0, last = si == p->nstages - 1;
+  struct hx_seq_stage_cost c;
+  hx_seq_stage_cost(s->ctx, st, p->micro_batch_size, !s->zero_comm, &c);
+  int nl = st->layer_end - st->layer_begin;
+  struct stage_times t;
+  t.fwd = nl * c.layer_fwd + (last ? c.head_fwd : 0) + (first ? c.embed_fwd : 0);
+  t.layer_bwd = c.layer_bwd;
+  t.head_bwd = last ? c.head_bwd : 0;
+  t.bwd = nl * t.layer_bwd + t.head_bwd;
+  t.hop_next =
+      last || s->zero_comm ? 0 : hx_hop_s(s->ctx, st, &p->stages[si + 1], p->micro_batch_size);
+  return t;
+}
+
 static struct stage_times stage_times(const struct sim *s, const struct hx_pipeline *p, int si) {
   const struct hx_ctx *ctx = s->ctx;
   const struct hx_stage *st = &p->stages[si];
+  if (st->seq_layout)
+    return seq_stage_times(s, p, si);
   bool first = si == 0, last = si == p->nstages - 1;
   int64_t mbs = p->micro_batch_size;
   double comm = s->zero_comm ? 0 : 1;
@@ -316,13 +338,19 @@ static void derived_grad_tasks(struct sim *s, int layer, double bytes) {
     if (st)
       nslices = hx_lcm(nslices, st->tp);
   }
-  int *ranks = HX_NEW_ARRAY(&s->scratch, int, plan->npipelines);
+  int replicas = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
+    replicas += st ? hx_stage_replicas(st) : 0;
+  }
+  int *ranks = HX_NEW_ARRAY(&s->scratch, int, replicas + 1);
   for (int64_t k = 0; k < nslices; k++) {
     int n = 0;
     for (int i = 0; i < plan->npipelines; i++) {
       const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
-      if (st)
-        ranks[n++] = st->devices[k * st->tp / nslices];
+      /* a stage with a layout keeps one replica of its weights per unit */
+      for (int j = 0; st && j < hx_stage_replicas(st); j++)
+        ranks[n++] = st->devices[j * st->tp + k * st->tp / nslices];
     }
     grad_task(s, ranks, n, layer, bytes / (double)nslices, false);
   }
@@ -349,7 +377,7 @@ static bool plan_has_grad_groups(const struct hx_plan *plan) {
 static void build_grad_sync(struct sim *s) {
   const struct hx_plan *plan = s->plan;
   const struct hx_model *m = &s->ctx->model;
-  if (plan->npipelines <= 1)
+  if (!hx_plan_replicates_weights(plan))
     return;
   bool own = plan_has_grad_groups(plan);
   for (int64_t k = -1; k <= m->layers; k++) {
@@ -543,6 +571,9 @@ static void fill_memory(struct sim *s, struct hx_plan *plan, struct hx_sim_optio
                                           p->micro_batch_size, keep);
       for (int k = 0; k < st->ndevices; k++) {
         int r = st->devices[k];
+        if (st->seq_layout)
+          need = hx_seq_unit_memory_bytes(s->ctx, st, k / st->tp, si == 0, si == p->nstages - 1,
+                                          p->micro_batch_size, keep);
         plan->sim.peak_memory[r] = need;
         double have = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
         if (need - have > opt->memory_shortfall) {

@@ -98,14 +98,18 @@ enum hx_tp_layout {
  * them). */
 bool hx_sched_tp_legal(const struct hx_model *m, int tp);
 
+/* How many group orders phase 2 can offer (the best distinct top-tau paths). */
+enum { HX_SCHED_ORDERS = 4 };
+
 /* Phase 2: one pipeline's devices into stages (no layers yet): METIS into k
  * groups, each group's islands (one machine, or machines joined by a link
  * as fast as their own) split into TP stages by `layout`, stages ordered by
- * the top-tau greedy path over inter-group bandwidth. Leaders are set later
- * (hx_sched_set_leaders). Fills p->stages; returns false when a device could
- * not be placed (it never happens for legal inputs). */
+ * the variant-th best top-tau greedy path over inter-group bandwidth
+ * (variant < HX_SCHED_ORDERS). Leaders are set later (hx_sched_set_leaders).
+ * Fills p->stages; returns false when there is no such variant. */
 bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
-                     enum hx_tp_layout layout, int tau, uint64_t seed, struct hx_pipeline *p);
+                     enum hx_tp_layout layout, int tau, int variant, uint64_t seed,
+                     struct hx_pipeline *p);
 
 /* Each stage's leader: the member that makes the hop from the previous stage
  * cheapest; stage 0's leader the one cheapest towards stage 1. */

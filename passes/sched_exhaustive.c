@@ -135,7 +135,8 @@ static struct seqs *sequences(struct ex *e, const struct vec *pipe) {
 
 /* ---- materialising and pricing ---------------------------------------------- */
 
-static void keep_best(struct ex *e, struct hx_plan *p) {
+/* Keeps p (allocated in a short-lived arena) among the KEEP best, copied. */
+static void keep_best(struct ex *e, const struct hx_plan *p) {
   if (!p)
     return;
   int at = e->nbest;
@@ -143,9 +144,11 @@ static void keep_best(struct ex *e, struct hx_plan *p) {
     at--;
   if (at >= KEEP)
     return;
+  struct hx_plan *kept = hx_plan_copy(e->a, p);
+  kept->sim.iteration_s = p->sim.iteration_s;
   for (int i = (e->nbest < KEEP ? e->nbest : KEEP - 1); i > at; i--)
     e->best[i] = e->best[i - 1];
-  e->best[at] = p;
+  e->best[at] = kept;
   if (e->nbest < KEEP)
     e->nbest++;
 }
@@ -153,7 +156,11 @@ static void keep_best(struct ex *e, struct hx_plan *p) {
 static void price_structure(struct ex *e) {
   struct hx_ctx *ctx = e->ctx;
   const struct hx_cluster *c = &ctx->cluster;
-  struct hx_plan *sk = hx_plan_new(e->a, c->ndevices, e->npipes);
+  /* every structure's candidates live in their own arena: only the few
+   * kept are copied out, so memory stays flat over 1e5 structures */
+  struct hx_arena tmp;
+  hx_arena_init(&tmp);
+  struct hx_plan *sk = hx_plan_new(&tmp, c->ndevices, e->npipes);
   sk->strategy = "exhaustive";
   sk->schedule = ctx->train.schedule;
   int next[MAXN]; /* next unused device index inside each node */
@@ -163,17 +170,18 @@ static void price_structure(struct ex *e) {
     struct seqs *q = sequences(e, &e->pipes[i]);
     const struct vec *st = q->stages + q->at[e->choice[i]];
     int ns = q->len[e->choice[i]];
-    hx_pipeline_init(e->a, &sk->pipelines[i], ns);
+    hx_pipeline_init(&tmp, &sk->pipelines[i], ns);
     for (int s = 0; s < ns; s++) {
       int n = 0;
       for (int node = 0; node < e->nnodes; node++)
         for (int k = 0; k < st[s].c[node]; k++)
           ranks[n++] = c->nodes[node].first_device + next[node]++;
-      hx_stage_init(e->a, &sk->pipelines[i].stages[s], ranks, n, 0, 0, false);
+      hx_stage_init(&tmp, &sk->pipelines[i].stages[s], ranks, n, 0, 0, false);
     }
   }
   e->structures++;
-  keep_best(e, hx_sched_complete(ctx, e->a, sk));
+  keep_best(e, hx_sched_complete(ctx, &tmp, sk));
+  hx_arena_free(&tmp);
 }
 
 /* Every combination of stage sequences of the chosen pipelines. */

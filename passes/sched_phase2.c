@@ -189,9 +189,12 @@ static int chunk_layout(const struct hx_ctx *ctx, const int *devices, int n,
 struct path_search {
   int k, tau;
   const double *w; /* k x k summed bandwidth */
-  int *cur, *best;
+  int *cur;
   bool *used;
-  double best_sum;
+  /* the HX_SCHED_ORDERS best distinct paths, best first (ties: found first) */
+  int *paths; /* HX_SCHED_ORDERS x k */
+  double sums[HX_SCHED_ORDERS];
+  int npaths;
   long budget; /* expansions left: tau^k paths would not end for large k */
 };
 
@@ -215,12 +218,30 @@ static int heaviest_next(const struct path_search *ps, int at, int *next) {
   return count;
 }
 
+static void keep_path(struct path_search *ps, double sum) {
+  size_t row = sizeof(int) * (size_t)ps->k;
+  for (int i = 0; i < ps->npaths; i++)
+    if (!memcmp(ps->paths + i * ps->k, ps->cur, row))
+      return;
+  int at = ps->npaths;
+  while (at > 0 && ps->sums[at - 1] < sum)
+    at--;
+  if (at >= HX_SCHED_ORDERS)
+    return;
+  int last = ps->npaths < HX_SCHED_ORDERS ? ps->npaths : HX_SCHED_ORDERS - 1;
+  for (int i = last; i > at; i--) {
+    memcpy(ps->paths + i * ps->k, ps->paths + (i - 1) * ps->k, row);
+    ps->sums[i] = ps->sums[i - 1];
+  }
+  memcpy(ps->paths + at * ps->k, ps->cur, row);
+  ps->sums[at] = sum;
+  if (ps->npaths < HX_SCHED_ORDERS)
+    ps->npaths++;
+}
+
 static void extend_path(struct path_search *ps, int len, double sum) {
   if (len == ps->k) {
-    if (sum > ps->best_sum) {
-      ps->best_sum = sum;
-      memcpy(ps->best, ps->cur, sizeof(int) * (size_t)ps->k);
-    }
+    keep_path(ps, sum);
     return;
   }
   /* past the budget only the greedy (first) branch is followed */
@@ -236,22 +257,29 @@ static void extend_path(struct path_search *ps, int len, double sum) {
   }
 }
 
-/* The group order: from every start, the best path that always takes one of
- * the tau heaviest edges to a group not yet on it. */
-static void order_groups(const double *w, int k, int tau, struct hx_arena *a, int *order) {
-  struct path_search ps = {.k = k, .tau = tau, .w = w, .best_sum = -1, .budget = 20000};
+/* The group order: from every start, the paths that always take one of the
+ * tau heaviest edges to a group not yet on them; `variant` picks the
+ * variant-th best (ties in bandwidth are common: every machine on one
+ * switch). False when there are not that many distinct paths. */
+static bool order_groups(const double *w, int k, int tau, int variant, struct hx_arena *a,
+                         int *order) {
+  struct path_search ps = {.k = k, .tau = tau, .w = w, .budget = 20000};
   ps.cur = HX_NEW_ARRAY(a, int, k);
-  ps.best = HX_NEW_ARRAY(a, int, k);
   ps.used = HX_NEW_ARRAY(a, bool, k);
-  for (int g = 0; g < k; g++)
-    ps.best[g] = g;
+  ps.paths = HX_NEW_ARRAY(a, int, (long)HX_SCHED_ORDERS * k);
   for (int start = 0; start < k; start++) {
     memset(ps.used, 0, sizeof(bool) * (size_t)k);
     ps.used[start] = true;
     ps.cur[0] = start;
-    extend_path(&ps, 1, 0);
+    if (k == 1)
+      keep_path(&ps, 0);
+    else
+      extend_path(&ps, 1, 0);
   }
-  memcpy(order, ps.best, sizeof(int) * (size_t)k);
+  if (variant >= ps.npaths)
+    return false;
+  memcpy(order, ps.paths + variant * k, sizeof(int) * (size_t)k);
+  return true;
 }
 
 /* ---- putting it together ------------------------------------------------- */
@@ -289,7 +317,8 @@ static double *group_bandwidth(const struct hx_cluster *c, struct hx_arena *a, c
 }
 
 bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
-                     enum hx_tp_layout layout, int tau, uint64_t seed, struct hx_pipeline *p) {
+                     enum hx_tp_layout layout, int tau, int variant, uint64_t seed,
+                     struct hx_pipeline *p) {
   const struct hx_cluster *c = &ctx->cluster;
   if (k < 1)
     k = 1;
@@ -299,7 +328,8 @@ bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
   if (k > 1)
     make_groups(ctx, a, devices, n, k, seed, group);
   int *order = HX_NEW_ARRAY(a, int, k);
-  order_groups(group_bandwidth(c, a, devices, n, group, k), k, tau, a, order);
+  if (!order_groups(group_bandwidth(c, a, devices, n, group, k), k, tau, variant, a, order))
+    return false;
 
   /* devices laid out group by group (path order), island by island */
   int *laid = HX_NEW_ARRAY(a, int, n), *members = HX_NEW_ARRAY(a, int, n);

@@ -26,6 +26,9 @@
 #include "sched.h"
 
 enum { TOP = 4, LADDER_FULL = 24, REFINE_STEPS_SMALL = 400, REFINE_STEPS_LARGE = 60 };
+/* Stage moves tried per polished plan, and the largest TP group a merge
+ * makes (a machine). */
+enum { POLISH_SMALL = 2000, POLISH_LARGE = 200, MAX_MERGE = 8 };
 
 struct search {
   struct hx_ctx *ctx;
@@ -103,16 +106,19 @@ static int k_for(const struct hx_cluster *c, const struct hx_sched_split *sp, in
 }
 
 static struct hx_plan *build(struct search *s, const struct hx_sched_split *sp, int kmode,
-                             enum hx_tp_layout layout, uint64_t seed) {
+                             enum hx_tp_layout layout, int variant, uint64_t seed) {
   struct hx_ctx *ctx = s->ctx;
   struct hx_plan *sk = hx_plan_new(s->a, ctx->cluster.ndevices, sp->npipelines);
   sk->strategy = "hexiscale";
   sk->schedule = ctx->train.schedule;
   for (int i = 0; i < sp->npipelines; i++) {
     int k = k_for(&ctx->cluster, sp, i, kmode);
-    if (!hx_sched_phase2(ctx, s->a, sp->devices[i], sp->count[i], k, layout, s->tau,
-                         seed + (uint64_t)i, &sk->pipelines[i]))
-      return NULL;
+    /* a pipeline with fewer orders than `variant` keeps its last one */
+    int v = variant;
+    while (!hx_sched_phase2(ctx, s->a, sp->devices[i], sp->count[i], k, layout, s->tau, v,
+                            seed + (uint64_t)i, &sk->pipelines[i]))
+      if (--v < 0)
+        return NULL;
     if (sk->pipelines[i].nstages > ctx->model.layers)
       return NULL;
   }
@@ -125,12 +131,13 @@ static double try_split(struct search *s, struct hx_sched_split *sp, uint64_t se
                                               HX_LAYOUT_NARROW};
   double best = INFINITY;
   for (int kmode = 0; kmode < 3; kmode++)
-    for (int l = 0; l < 3; l++) {
-      struct hx_plan *p = build(s, sp, kmode, layouts[l], seed);
-      consider(s, p, sp);
-      if (p && p->sim.iteration_s < best)
-        best = p->sim.iteration_s;
-    }
+    for (int l = 0; l < 3; l++)
+      for (int v = 0; v < (kmode == 1 ? HX_SCHED_ORDERS : 1); v++) {
+        struct hx_plan *p = build(s, sp, kmode, layouts[l], v, seed);
+        consider(s, p, sp);
+        if (p && p->sim.iteration_s < best)
+          best = p->sim.iteration_s;
+      }
   return best;
 }
 
@@ -270,6 +277,110 @@ static void refine(struct search *s) {
     refine_from(s, start[i], start_t[i], steps / n);
 }
 
+/* ---- polishing: stage-level moves on the best plans ----------------------- */
+
+/* Whether every device of a and b sits on one machine. */
+static bool one_machine(const struct hx_cluster *c, const struct hx_stage *a,
+                        const struct hx_stage *b) {
+  int node = c->devices[a->devices[0]].node;
+  for (int k = 0; k < a->ndevices; k++)
+    if (c->devices[a->devices[k]].node != node)
+      return false;
+  for (int k = 0; k < b->ndevices; k++)
+    if (c->devices[b->devices[k]].node != node)
+      return false;
+  return true;
+}
+
+/* A copy of plan where pipeline i's stage `from` is merged into stage `to`
+ * as one TP group (op 0), moved to position `to` (op 1), or split into two
+ * TP halves (op 2, `to` ignored), completed again; NULL when the move does
+ * not apply (merges stay inside a machine with a legal degree). */
+static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, int i, int from,
+                                  int to, int op) {
+  const struct hx_ctx *ctx = s->ctx;
+  const struct hx_pipeline *p = &plan->pipelines[i];
+  const struct hx_stage *a = &p->stages[from], *b = &p->stages[to];
+  if (op != 2 && from == to)
+    return NULL;
+  if (op == 0 && (a->ndevices + b->ndevices > MAX_MERGE ||
+                  !hx_sched_tp_legal(&ctx->model, a->ndevices + b->ndevices) ||
+                  !one_machine(&ctx->cluster, a, b)))
+    return NULL;
+  if (op == 2 && (to != 0 || a->ndevices % 2 || !hx_sched_tp_legal(&ctx->model, a->ndevices / 2)))
+    return NULL;
+  /* the new stage list: device runs and sizes */
+  int n = p->nstages, order[2 * 256], sizes[2 * 256], ranks[2 * MAX_MERGE], m = 0;
+  const int *runs[2 * 256];
+  if (n > 256)
+    return NULL;
+  for (int k = 0; k < n; k++) {
+    if (k == from && op != 2)
+      continue;
+    if (op == 1 && k == to && to < from) {
+      runs[m] = a->devices, sizes[m++] = a->ndevices;
+    }
+    if (op == 2 && k == from) {
+      runs[m] = a->devices, sizes[m++] = a->ndevices / 2;
+      runs[m] = a->devices + a->ndevices / 2, sizes[m++] = a->ndevices / 2;
+      continue;
+    }
+    if (op == 0 && k == to) {
+      memcpy(ranks, b->devices, sizeof(int) * (size_t)b->ndevices);
+      memcpy(ranks + b->ndevices, a->devices, sizeof(int) * (size_t)a->ndevices);
+      runs[m] = ranks, sizes[m++] = a->ndevices + b->ndevices;
+      continue;
+    }
+    runs[m] = p->stages[k].devices, sizes[m++] = p->stages[k].ndevices;
+    if (op == 1 && k == to && to > from)
+      runs[m] = a->devices, sizes[m++] = a->ndevices;
+  }
+  (void)order;
+  struct hx_plan *q = hx_plan_copy(s->a, plan);
+  struct hx_pipeline *qp = &q->pipelines[i];
+  hx_pipeline_init(s->a, qp, m);
+  qp->micro_batch_size = p->micro_batch_size;
+  qp->micro_batches = p->micro_batches;
+  for (int k = 0; k < m; k++)
+    hx_stage_init(s->a, &qp->stages[k], runs[k], sizes[k], 0, 0, false);
+  return hx_sched_complete(s->ctx, s->a, q);
+}
+
+/* First-improvement hill climbing over the stage moves of every pipeline. */
+static struct hx_plan *polish(struct search *s, struct hx_plan *plan, int budget) {
+  bool improved = true;
+  while (improved && budget > 0 && !s->out_of_time) {
+    improved = false;
+    for (int i = 0; i < plan->npipelines && !improved; i++)
+      for (int st = 0; st < plan->pipelines[i].nstages && !improved; st++)
+        for (int to = 0; to < plan->pipelines[i].nstages && !improved; to++)
+        for (int op = 0; op < 3 && !improved && budget > 0; op++) {
+          struct hx_plan *q = stage_move(s, plan, i, st, to, op);
+          budget--;
+          s->evaluated++;
+          if (q && q->sim.iteration_s < plan->sim.iteration_s * (1 - 1e-9)) {
+            plan = q;
+            improved = true;
+          }
+        }
+    progress(s);
+  }
+  return plan;
+}
+
+static void polish_top(struct search *s) {
+  int budget = s->ctx->cluster.ndevices <= 64 ? POLISH_SMALL : POLISH_LARGE;
+  int n = s->ntop;
+  struct hx_plan *start[TOP];
+  struct hx_sched_split *split[TOP];
+  for (int i = 0; i < n; i++) {
+    start[i] = s->top[i];
+    split[i] = s->top_split[i];
+  }
+  for (int i = 0; i < n; i++)
+    consider(s, polish(s, start[i], budget), split[i]);
+}
+
 /* ---- choosing -------------------------------------------------------------- */
 
 static struct hx_plan *finish(struct search *s) {
@@ -302,6 +413,7 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
     hx_simulate(ctx, ctx->baseline, NULL);
   explore(&s);
   refine(&s);
+  polish_top(&s);
   struct hx_plan *best = finish(&s);
   hx_arena_free(&scratch);
   if (s.out_of_time)

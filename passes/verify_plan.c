@@ -3,14 +3,18 @@
  * a file are checked with located errors by passes/plan_load.c first. */
 #include <stdlib.h>
 
+#include "../ir/cost_seq.h"
 #include "../ir/plan_util.h"
 #include "passes.h"
 
 static void verify_stage(const struct hx_ctx *ctx, const struct hx_plan *plan, int i, int s,
                          int *owner) {
   const struct hx_stage *st = &plan->pipelines[i].stages[s];
+  /* A context x head layout may have groups of different sizes: then the
+   * stage is tp x its units (cp groups, the largest of hp units). */
+  int grid = st->seq_layout ? st->seq_layout->nunits : st->cp * st->hp;
   if (st->ndevices <= 0 || st->tp <= 0 || st->cp <= 0 || st->hp <= 0 ||
-      st->tp * st->cp * st->hp != st->ndevices)
+      st->tp * grid != st->ndevices)
     hx_internal_error("plan: pipeline %d stage %d has %d devices for tp %d x cp %d x hp %d", i, s,
                       st->ndevices, st->tp, st->cp, st->hp);
   bool leader_inside = false;
@@ -50,6 +54,18 @@ static void verify_pipeline(const struct hx_ctx *ctx, const struct hx_plan *plan
                       (long long)ctx->model.layers);
 }
 
+/* Every token exactly once per CP ring, every head once per HP group. */
+static void verify_seq_tables(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  if (!plan->ngroups)
+    return;
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  const char *why = hx_seq_check_plan(&scratch, ctx, plan);
+  if (why)
+    hx_internal_error("plan: %s", why);
+  hx_arena_free(&scratch);
+}
+
 void hx_verify_plan(const struct hx_ctx *ctx, const struct hx_plan *plan) {
   if (plan->ndevices != ctx->cluster.ndevices || plan->npipelines <= 0)
     hx_internal_error("plan: %d devices for a cluster of %d, %d pipelines", plan->ndevices,
@@ -73,4 +89,5 @@ void hx_verify_plan(const struct hx_ctx *ctx, const struct hx_plan *plan) {
       if (plan->groups[g].ranks[k] < 0 || plan->groups[g].ranks[k] >= plan->ndevices)
         hx_internal_error("plan: group %d names rank %d", g, plan->groups[g].ranks[k]);
   free(owner);
+  verify_seq_tables(ctx, plan);
 }

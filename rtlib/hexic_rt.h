@@ -46,22 +46,37 @@ struct hx_rt_op {
   int micro_batch; /* -1 for GRAD_SYNC and OPTIMIZER */
 };
 
-/* Which of the spec's tensors a gradient-sync group sums. */
-enum hx_rt_group_tensors {
-  HX_RT_SYNC_LAYERS,  /* decoder layers [layer_begin, layer_end) */
-  HX_RT_SYNC_TOK_EMB, /* tok_emb (its copies on first stages, and on last stages when tied) */
-  HX_RT_SYNC_HEAD,    /* final_norm and lm_head (lm_head absent when tied) */
+/* What a gradient-sync group sums: a bit set of tensor parts, each restricted
+ * to the group's layer range and, for tensors tensor parallelism splits, to
+ * the group's slice of heads, ffn columns or kv heads. */
+enum hx_rt_sync_part {
+  HX_RT_PART_TOK_EMB = 1, /* tok_emb (first stages, and last stages when tied) */
+  HX_RT_PART_HEAD = 2,    /* final_norm and lm_head (lm_head absent when tied) */
+  HX_RT_PART_NORMS = 4,   /* attn_norm and mlp_norm of the layers */
+  HX_RT_PART_HEADS = 8,   /* wq rows and wo columns of query heads [head_begin, head_end) */
+  HX_RT_PART_FFN = 16,    /* w_gate/w_up rows and w_down columns [ffn_begin, ffn_end) */
+  HX_RT_PART_KV = 32,     /* wk and wv rows of kv heads [kv_begin, kv_end) */
 };
 
-/* A gradient all-reduce: every member holds the same tensors, and their
- * gradients are summed (the loss already carries the global 1/(B*T), so a sum
- * makes every sequence weigh the same whatever its pipeline's batch size).
- * Ids are global and every member creates its groups in increasing id order,
- * which is what makes communicator creation deadlock-free. */
+/* A gradient all-reduce: every member holds the parts the group names, and
+ * their gradients are summed (the loss already carries the global 1/(B*T), so
+ * a sum makes every sequence weigh the same whatever its pipeline's batch
+ * size). Tensors every TP rank holds whole with identical gradients (norm
+ * gains, tok_emb, final_norm, lm_head) enter from TP rank 0 only: the other
+ * TP ranks zero them before the sum, so each pipeline counts once and every
+ * copy ends equal. A TP-split tensor is cut into lcm(TP degrees) slices and
+ * slice k is reduced among the TP ranks holding it, one per pipeline; a kv
+ * head that a TP split replicates is reduced over every rank holding it
+ * (each holds only its own query heads' share). Ids are global and every
+ * member creates its groups in increasing id order, which is what makes
+ * communicator creation deadlock-free. */
 struct hx_rt_group {
   int id;
-  enum hx_rt_group_tensors tensors;
-  int layer_begin, layer_end; /* HX_RT_SYNC_LAYERS only; else -1 */
+  unsigned parts;             /* enum hx_rt_sync_part bits */
+  int layer_begin, layer_end; /* decoder layers [begin, end) of the layer parts; else -1 */
+  int head_begin, head_end;   /* HX_RT_PART_HEADS: query heads */
+  int ffn_begin, ffn_end;     /* HX_RT_PART_FFN: ffn columns */
+  int kv_begin, kv_end;       /* HX_RT_PART_KV: kv heads */
   int nranks;
   const int *ranks; /* increasing */
 };
@@ -73,6 +88,11 @@ struct hx_rt_rank_config {
   int pipeline, npipelines;
   int stage, nstages;
   int tp_rank, tp;
+  const int *tp_group;        /* world ranks of this stage's TP group, by TP rank */
+  int leader_tp_rank;         /* TP rank of the stage leader (receives, broadcasts, sends) */
+  const int *head_bounds;     /* tp+1 query-head boundaries: TP rank r holds [b[r], b[r+1]) */
+  const int *ffn_bounds;      /* tp+1 ffn-column boundaries, likewise */
+  int recompute;              /* full activation recompute in backward */
   int layer_begin, layer_end; /* decoder layers [begin, end) */
   int has_embedding;          /* first stage: token embedding */
   int has_head;               /* last stage: final norm, LM head, loss */
@@ -80,7 +100,7 @@ struct hx_rt_rank_config {
   int activation_slots;         /* micro-batches in flight at once: m uses slot m % slots */
   int first_sequence;           /* this pipeline's first index j in the global batch */
   int prev_leader, next_leader; /* world ranks; -1 at the pipeline's ends */
-  int counts_in_norm;           /* its gradients enter the global norm (one copy of each) */
+  int counts_in_norm;           /* pipeline 0: its gradients enter the global norm */
   const struct hx_rt_model *model;
   const struct hx_rt_train *train;
   int ngroups;
@@ -92,7 +112,9 @@ struct hx_rt_rank_config {
 /* Runs the rank: MPI start-up and world check, parameters, data, the
  * schedule once per step, checkpoints; returns the process exit status.
  * Options (every rank gets the same): --data FILE, --steps N,
- * --checkpoint-dir DIR, --checkpoint-every N, --resume. */
+ * --checkpoint-dir DIR, --checkpoint-every N, --resume, --dump-weights FILE
+ * (after training, rank 0 gathers every rank's shards and writes the full
+ * unsharded parameters in the spec's order: see rt_exec_dump.c). */
 int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv);
 
 #endif

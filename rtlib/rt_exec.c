@@ -16,10 +16,12 @@ struct rt_args {
   const char *checkpoint_dir;
   int64_t checkpoint_every;
   int resume;
+  const char *dump_weights; /* NULL: none */
 };
 
 static const char usage_text[] =
-    "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume";
+    "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
+    "--dump-weights FILE";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -32,7 +34,7 @@ static int64_t parse_count(const char *opt, const char *text) {
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
   *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0};
+                        c->train->checkpoint_every, 0, NULL};
   if (!a->checkpoint_dir)
     a->checkpoint_dir = "checkpoints";
   for (int i = 1; i < argc; i++) {
@@ -46,12 +48,28 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
       a->steps = parse_count(opt, argv[++i]);
     } else if (!strcmp(opt, "--checkpoint-dir") && has_value) {
       a->checkpoint_dir = argv[++i];
+    } else if (!strcmp(opt, "--dump-weights") && has_value) {
+      a->dump_weights = argv[++i];
     } else if (!strcmp(opt, "--checkpoint-every") && has_value) {
       a->checkpoint_every = parse_count(opt, argv[++i]);
     } else {
       hx_rt_fatal(HX_RT_EXIT_ERROR, "unknown or incomplete option '%s'; %s", opt, usage_text);
     }
   }
+}
+
+/* This rank's TP shard: its query heads and ffn columns from the stage's
+ * boundary tables (uneven splits allowed; the kernels derive the kv heads). */
+static void make_shard(struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  if (c->tp < 1 || c->tp_rank < 0 || c->tp_rank >= c->tp)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "TP rank %d of degree %d is not a valid place", c->tp_rank,
+                c->tp);
+  int r = c->tp_rank;
+  if (!hxk_shard_make(&e->dims, c->head_bounds[r], c->head_bounds[r + 1], c->ffn_bounds[r],
+                      c->ffn_bounds[r + 1], &e->shard))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot build the TP shard: heads [%d, %d), ffn [%d, %d)",
+                c->head_bounds[r], c->head_bounds[r + 1], c->ffn_bounds[r], c->ffn_bounds[r + 1]);
 }
 
 static void set_up_kernels(struct rt_exec *e) {
@@ -67,42 +85,42 @@ static void set_up_kernels(struct rt_exec *e) {
                               .rope_theta = m->rope_theta};
   if (!hxk_dims_check(&e->dims))
     hx_rt_fatal(HX_RT_EXIT_ERROR, "the model's shape is not a valid Llama shape");
-  /* TP degree 1: the whole layer. */
-  if (!hxk_shard_make(&e->dims, 0, m->heads, 0, m->ffn, &e->shard))
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot build the layer shard");
+  make_shard(e);
   e->rope = rt_calloc((size_t)hxk_rope_table_floats(&e->dims), sizeof(float));
   hxk_rope_table(e->rope, &e->dims);
   e->kv_of = rt_calloc((size_t)m->heads, sizeof(int));
   hxk_kv_map(e->kv_of, &e->dims, &e->shard);
+  bool split = e->cfg->tp > 1;
   e->layer_ctx = (struct hxk_layer_ctx){.dims = &e->dims,
                                         .shard = &e->shard,
                                         .rope = e->rope,
                                         .kv_of = e->kv_of,
-                                        .recompute = false,
-                                        .allreduce = NULL,
-                                        .allreduce_arg = NULL};
+                                        .recompute = e->cfg->recompute != 0,
+                                        .allreduce = split ? rt_tp_allreduce : NULL,
+                                        .allreduce_arg = split ? e : NULL};
   e->tokens = (long)e->cfg->micro_batch_size * m->seq_len;
   e->act_floats = hxk_layer_acts_floats(&e->layer_ctx, e->cfg->micro_batch_size);
 }
 
-/* One communicator per gradient-sync group, created in increasing group id
- * order on every member (MPI_Comm_create_group is collective over the group
- * only, and this order makes overlapping groups safe). */
-static void create_group_comms(struct rt_exec *e) {
+/* The TP communicator: one MPI_Comm_split over the world (every rank calls
+ * it once), coloured by the stage's first rank and ordered by TP rank, so
+ * TP rank r of the table is rank r of the communicator. */
+static void create_tp_comm(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
-  e->group_comms = rt_calloc((size_t)(c->ngroups ? c->ngroups : 1), sizeof(MPI_Comm));
-  MPI_Group world;
-  hx_rt_mpi_check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
-  for (int i = 0; i < c->ngroups; i++) {
-    const struct hx_rt_group *g = &c->groups[i];
-    MPI_Group members;
-    hx_rt_mpi_check(MPI_Group_incl(world, g->nranks, g->ranks, &members), "MPI_Group_incl");
-    hx_rt_mpi_check(MPI_Comm_create_group(MPI_COMM_WORLD, members, g->id, &e->group_comms[i]),
-                    "create a gradient-sync communicator");
-    MPI_Group_free(&members);
-    hx_rt_progress();
+  MPI_Comm comm;
+  hx_rt_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->tp_group[0], c->tp_rank, &comm),
+                  "create the tensor-parallel communicator");
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  if (size != c->tp)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: TP communicator has %d ranks, the plan says %d",
+                size, c->tp);
+  if (c->tp == 1) {
+    MPI_Comm_free(&comm);
+    comm = MPI_COMM_NULL;
   }
-  MPI_Group_free(&world);
+  e->tp_comm = comm;
+  hx_rt_progress();
 }
 
 static void open_data(struct rt_exec *e, const struct rt_args *a) {
@@ -115,23 +133,6 @@ static void open_data(struct rt_exec *e, const struct rt_args *a) {
     char desc[512];
     hx_rt_data_describe(&e->data, a->data, desc, sizeof desc);
     hx_rt_log_banner("data: %s", desc);
-  }
-}
-
-/* Sums each group's gradient range over its members. The loss carries the
- * global 1/(B*T), so a plain sum weighs every sequence the same. */
-static void sync_gradients(struct rt_exec *e) {
-  for (int i = 0; i < e->cfg->ngroups; i++) {
-    long count;
-    long off = rt_group_offset(e, &e->cfg->groups[i], &count);
-    for (long done = 0; done < count;) { /* MPI counts are int */
-      int chunk = count - done > (1L << 30) ? 1 << 30 : (int)(count - done);
-      hx_rt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, e->p.g + off + done, chunk, MPI_FLOAT, MPI_SUM,
-                                    e->group_comms[i]),
-                      "gradient all-reduce");
-      done += chunk;
-    }
-    hx_rt_progress();
   }
 }
 
@@ -160,7 +161,7 @@ static void run_step(struct rt_exec *e) {
     const struct hx_rt_op *op = &e->cfg->schedule[i];
     if (op->kind == HX_RT_GRAD_SYNC) {
       rt_wait_sends(e);
-      sync_gradients(e);
+      rt_sync_gradients(e);
     } else if (op->kind == HX_RT_OPTIMIZER) {
       loss = optimizer_step(e, &lr);
     } else {
@@ -226,7 +227,8 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   set_up_kernels(&e);
   rt_params_init(&e);
   rt_slots_init(&e);
-  create_group_comms(&e);
+  create_tp_comm(&e);
+  rt_sync_init(&e);
   print_banner(&e);
   open_data(&e, &args);
   maybe_resume(&e, &args);
@@ -235,6 +237,8 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
     e.step++;
     maybe_checkpoint(&e, &args);
   }
+  if (args.dump_weights)
+    rt_dump_weights(&e, args.dump_weights);
   hx_rt_data_close(&e.data);
   hx_rt_finalize();
   return HX_RT_EXIT_OK;

@@ -38,6 +38,25 @@ struct rt_slot {
   MPI_Request act_req, grad_req;
 };
 
+/* A contiguous range of the flat parameter buffers. */
+struct rt_run {
+  long off, n;
+};
+
+/* A list of ranges, adjacent ones merged. */
+struct rt_runs {
+  int n, cap;
+  struct rt_run *items;
+  long floats; /* sum of the runs' lengths */
+};
+
+/* One gradient-sync group as this rank executes it: the ranges of p.g it
+ * sums, packed into e->pack for one all-reduce. */
+struct rt_sync {
+  MPI_Comm comm;
+  struct rt_runs runs;
+};
+
 struct rt_exec {
   const struct hx_rt_rank_config *cfg;
   struct hxk_dims dims;
@@ -54,14 +73,31 @@ struct rt_exec {
   struct hx_rt_data data;
   double loss_sum; /* this step's scaled loss over this rank's sequences */
   int64_t step, steps;
-  MPI_Comm *group_comms; /* one per cfg->groups entry */
+  MPI_Comm tp_comm;     /* this stage's TP group (MPI_COMM_NULL when tp == 1) */
+  struct rt_sync *syncs; /* one per cfg->groups entry */
+  float *pack;           /* the largest group's packed gradient */
+  struct rt_runs replicated; /* tensors every TP rank holds whole: zeroed off TP rank 0 */
+  struct rt_runs in_norm;    /* what this rank adds to the global gradient norm */
 };
 
 /* rt_exec_params.c */
 void rt_params_init(struct rt_exec *e);
-long rt_group_offset(const struct rt_exec *e, const struct hx_rt_group *g, long *count);
+void rt_params_lists(struct rt_exec *e);
+void rt_owned_kv(const struct rt_exec *e, int *begin, int *end);
 double rt_grad_sumsq_for_norm(const struct rt_exec *e);
 int rt_ckpt_tensors(const struct rt_exec *e, struct hx_rt_ckpt_tensor *out);
+
+/* Layer tensor t of local layer l: offset into the flat buffers. */
+long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t);
+
+/* rt_exec_sync.c */
+void rt_runs_add(struct rt_runs *r, long off, long n);
+void rt_sync_init(struct rt_exec *e);
+void rt_sync_gradients(struct rt_exec *e);
+void rt_tp_allreduce(float *buf, long n, void *arg); /* the kernels' hxk_allreduce_fn */
+
+/* rt_exec_dump.c */
+void rt_dump_weights(const struct rt_exec *e, const char *path);
 
 /* rt_exec_ops.c */
 void rt_slots_init(struct rt_exec *e);

@@ -1,7 +1,14 @@
 /* The schedule's operations on one micro-batch: receive, forward, send,
  * backward. Sends are non-blocking from per-slot buffers (so two neighbours
  * that both send in 1F1B's steady phase cannot deadlock); receives block, and
- * the watchdog in rt_init bounds how long. */
+ * the watchdog in rt_init bounds how long.
+ *
+ * With tensor parallelism every TP rank of a stage runs the same ops on the
+ * same full activations: only the stage leader talks to the neighbouring
+ * stages' leaders, and broadcasts what it received inside its TP group. Every
+ * TP rank computes the (unsplit) embedding and head itself, identically, so
+ * no gradient of the stage boundary or of those tensors needs a broadcast;
+ * the loss is counted on TP rank 0 only. */
 #include <string.h>
 
 #include "rt_exec_internal.h"
@@ -14,6 +21,8 @@ static int tag_of(int micro_batch, int kind) { return 4 * micro_batch + kind; }
 static struct rt_slot *slot_of(struct rt_exec *e, int m) {
   return &e->slots[m % e->cfg->activation_slots];
 }
+
+static bool is_leader(const struct rt_exec *e) { return e->cfg->tp_rank == e->cfg->leader_tp_rank; }
 
 static float *floats(long n) { return rt_calloc((size_t)n, sizeof(float)); }
 
@@ -76,9 +85,11 @@ static void forward(struct rt_exec *e, int m) {
   if (c->has_head) {
     double scale = 1.0 / ((double)c->train->global_batch * e->dims.seq_len);
     memset(s->dout, 0, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
-    e->loss_sum += hxk_head_forward_backward(&e->dims, &e->p.hw, &e->p.hg, x, s->targets, e->tokens,
-                                             scale, s->dout, e->scratch);
-  } else {
+    double loss = hxk_head_forward_backward(&e->dims, &e->p.hw, &e->p.hg, x, s->targets,
+                                            e->tokens, scale, s->dout, e->scratch);
+    if (c->tp_rank == 0)
+      e->loss_sum += loss;
+  } else if (is_leader(e)) {
     wait_request(&s->act_req, "wait for an earlier activation send");
     memcpy(s->out_act, x, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
   }
@@ -104,16 +115,29 @@ static void backward(struct rt_exec *e, int m) {
     hxk_embedding_backward(e->p.g + e->p.tok_emb, s->inputs, dout, e->tokens, e->dims.dim);
     return;
   }
+  if (!is_leader(e))
+    return;
   wait_request(&s->grad_req, "wait for an earlier gradient send");
   memcpy(s->din, dout, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
 }
 
+/* The leader's copy of buf[0..n) to every TP rank of the stage. */
+static void broadcast_in_stage(struct rt_exec *e, float *buf, long n, const char *what) {
+  if (e->cfg->tp == 1)
+    return;
+  hx_rt_mpi_check(MPI_Bcast(buf, (int)n, MPI_FLOAT, e->cfg->leader_tp_rank, e->tp_comm), what);
+}
+
 static void recv_act(struct rt_exec *e, int m) {
-  recv_floats(e->x0, e->tokens * e->dims.dim, e->cfg->prev_leader, tag_of(m, TAG_ACT),
-              "receive an activation");
+  long n = e->tokens * e->dims.dim;
+  if (is_leader(e))
+    recv_floats(e->x0, n, e->cfg->prev_leader, tag_of(m, TAG_ACT), "receive an activation");
+  broadcast_in_stage(e, e->x0, n, "broadcast an activation in the TP group");
 }
 
 static void send_act(struct rt_exec *e, int m) {
+  if (!is_leader(e))
+    return;
   struct rt_slot *s = slot_of(e, m);
   hx_rt_mpi_check(MPI_Isend(s->out_act, (int)(e->tokens * e->dims.dim), MPI_FLOAT,
                             e->cfg->next_leader, tag_of(m, TAG_ACT), MPI_COMM_WORLD, &s->act_req),
@@ -121,11 +145,16 @@ static void send_act(struct rt_exec *e, int m) {
 }
 
 static void recv_grad(struct rt_exec *e, int m) {
-  recv_floats(slot_of(e, m)->dout, e->tokens * e->dims.dim, e->cfg->next_leader,
-              tag_of(m, TAG_GRAD), "receive a gradient");
+  long n = e->tokens * e->dims.dim;
+  float *dout = slot_of(e, m)->dout;
+  if (is_leader(e))
+    recv_floats(dout, n, e->cfg->next_leader, tag_of(m, TAG_GRAD), "receive a gradient");
+  broadcast_in_stage(e, dout, n, "broadcast a gradient in the TP group");
 }
 
 static void send_grad(struct rt_exec *e, int m) {
+  if (!is_leader(e))
+    return;
   struct rt_slot *s = slot_of(e, m);
   hx_rt_mpi_check(MPI_Isend(s->din, (int)(e->tokens * e->dims.dim), MPI_FLOAT, e->cfg->prev_leader,
                             tag_of(m, TAG_GRAD), MPI_COMM_WORLD, &s->grad_req),

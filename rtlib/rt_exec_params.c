@@ -89,35 +89,86 @@ void rt_params_init(struct rt_exec *e) {
   p->decay = rt_calloc((size_t)p->n, 1); /* norm gains stay 0: no decay */
   bind(e);
   init_values(e);
+  rt_params_lists(e);
 }
 
-/* The contiguous gradient range a sync group sums on this rank. */
-long rt_group_offset(const struct rt_exec *e, const struct hx_rt_group *g, long *count) {
+long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t) {
+  long off = e->p.layers + (long)l * e->p.layer_floats;
+  for (int k = 0; k < (int)t; k++)
+    off += hxk_layer_param_floats(&e->dims, &e->shard, (enum hxk_param)k);
+  return off;
+}
+
+/* The kv heads this rank counts in the norm and writes in a dump: a kv head
+ * that a TP split replicates belongs to the rank holding its first query
+ * head, so each is counted once. */
+void rt_owned_kv(const struct rt_exec *e, int *begin, int *end) {
+  int group = e->dims.heads / e->dims.kv_heads;
+  *begin = (e->shard.q_begin + group - 1) / group;
+  *end = e->shard.kv_end;
+}
+
+/* Tensors held whole by every TP rank with identical gradients. */
+static void list_replicated(struct rt_exec *e) {
   const struct rt_params *p = &e->p;
-  switch (g->tensors) {
-  case HX_RT_SYNC_TOK_EMB:
-    *count = (long)e->dims.vocab * e->dims.dim;
-    return p->tok_emb;
-  case HX_RT_SYNC_HEAD:
-    *count = e->dims.dim + (p->lm_head >= 0 ? (long)e->dims.vocab * e->dims.dim : 0);
-    return p->final_norm;
-  case HX_RT_SYNC_LAYERS:
-    break;
+  struct rt_runs *r = &e->replicated;
+  long vd = (long)e->dims.vocab * e->dims.dim;
+  if (p->tok_emb >= 0)
+    rt_runs_add(r, p->tok_emb, vd);
+  for (int l = 0; l < p->nlayers; l++) {
+    rt_runs_add(r, rt_layer_tensor(e, l, HXK_ATTN_NORM), e->dims.dim);
+    rt_runs_add(r, rt_layer_tensor(e, l, HXK_MLP_NORM), e->dims.dim);
   }
-  *count = (long)(g->layer_end - g->layer_begin) * p->layer_floats;
-  return p->layers + (long)(g->layer_begin - e->cfg->layer_begin) * p->layer_floats;
+  if (p->final_norm >= 0)
+    rt_runs_add(r, p->final_norm, e->dims.dim);
+  if (p->lm_head >= 0)
+    rt_runs_add(r, p->lm_head, vd);
 }
 
-/* This rank's share of the global gradient norm's square: every tensor is
- * counted once over the world, from pipeline 0 (counts_in_norm); the tied
- * tok_emb copy on a last stage that is not also the first is a duplicate. */
-double rt_grad_sumsq_for_norm(const struct rt_exec *e) {
+/* One copy of every parameter over the world: pipeline 0 only (after the
+ * sync every pipeline holds the same values); of the replicated tensors TP
+ * rank 0's copy; of a replicated kv head its owner's; and tok_emb from the
+ * first stage (a tied copy on a last stage is a duplicate). */
+static void list_in_norm(struct rt_exec *e) {
   const struct rt_params *p = &e->p;
+  struct rt_runs *r = &e->in_norm;
   if (!e->cfg->counts_in_norm)
-    return 0.0;
-  double s = hxk_sum_squares(p->g, p->n);
-  if (p->tok_emb >= 0 && !e->cfg->has_embedding)
-    s -= hxk_sum_squares(p->g + p->tok_emb, (long)e->dims.vocab * e->dims.dim);
+    return;
+  bool lead = e->cfg->tp_rank == 0;
+  long vd = (long)e->dims.vocab * e->dims.dim, row = (long)e->dims.head_dim * e->dims.dim;
+  if (p->tok_emb >= 0 && lead && e->cfg->has_embedding)
+    rt_runs_add(r, p->tok_emb, vd);
+  int kb, ke;
+  rt_owned_kv(e, &kb, &ke);
+  for (int l = 0; l < p->nlayers; l++)
+    for (int t = 0; t < HXK_LAYER_NPARAMS; t++) {
+      long off = rt_layer_tensor(e, l, (enum hxk_param)t);
+      long n = hxk_layer_param_floats(&e->dims, &e->shard, (enum hxk_param)t);
+      if (t == HXK_ATTN_NORM || t == HXK_MLP_NORM) {
+        if (lead)
+          rt_runs_add(r, off, n);
+      } else if (t == HXK_WK || t == HXK_WV) {
+        if (ke > kb)
+          rt_runs_add(r, off + (kb - e->shard.kv_begin) * row, (ke - kb) * row);
+      } else {
+        rt_runs_add(r, off, n);
+      }
+    }
+  if (p->final_norm >= 0 && lead)
+    rt_runs_add(r, p->final_norm, e->dims.dim);
+  if (p->lm_head >= 0 && lead)
+    rt_runs_add(r, p->lm_head, vd);
+}
+
+void rt_params_lists(struct rt_exec *e) {
+  list_replicated(e);
+  list_in_norm(e);
+}
+
+double rt_grad_sumsq_for_norm(const struct rt_exec *e) {
+  double s = 0.0;
+  for (int i = 0; i < e->in_norm.n; i++)
+    s += hxk_sum_squares(e->p.g + e->in_norm.items[i].off, e->in_norm.items[i].n);
   return s;
 }
 

@@ -2,13 +2,19 @@
  * executor can be tested on plan shapes chosen exactly (uneven batches,
  * uneven layer splits, several stages) whatever the planner would pick.
  *
- *   emit_fixture OUTDIR PLAN [--tied] [--cuda] [--tp]
+ *   emit_fixture OUTDIR PLAN [--tied] [--cuda] [--cp] [--heads6]
  *
- * PLAN lists pipelines separated by ';', each "MBSxM@E1,E2,..." — micro-batch
- * size, micro-batch count, and the end layer of each stage (the last is the
- * layer count). Example: "2x2@4;1x4@1,4" is two pipelines: 4 sequences on one
- * stage, and 4 sequences over stages [0,1) and [1,4). The model is the tiny
- * one of examples/models/tiny.hx; devices are numbered in pipeline order. */
+ * PLAN lists pipelines separated by ';', each "MBSxM@S1,S2,..." — micro-batch
+ * size, micro-batch count, and one item per stage: "END[:TP][l][r]", the end
+ * layer of the stage (the last is the layer count), its TP degree (default
+ * 1), 'l' to make its last TP rank the leader instead of the first, 'r' for
+ * activation recompute. Example: "2x2@4:2;1x4@1,4r" is two pipelines: 4
+ * sequences on one stage of TP 2, and 4 sequences over stages [0,1) and
+ * [1,4), the second recomputing. The model is the tiny one of
+ * examples/models/tiny.hx (--heads6: hidden 96 with 6 heads over 2 kv heads,
+ * so TP 3 and 4 replicate kv heads); devices are numbered in pipeline order,
+ * TP ranks consecutive. --cp gives the first stage cp = 2 (a shape the emitter
+ * must refuse). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +23,7 @@
 
 enum { MAX_STAGES = 16, MAX_PIPELINES = 16 };
 
-static void set_model(struct hx_ctx *ctx, bool tied) {
+static void set_model(struct hx_ctx *ctx, bool tied, bool heads6) {
   struct hx_model *m = &ctx->model;
   m->name = "tiny";
   m->layers = 4;
@@ -30,6 +36,10 @@ static void set_model(struct hx_ctx *ctx, bool tied) {
   m->rope_theta = 10000.0;
   m->norm_eps = 1e-5;
   m->tie_embeddings = tied;
+  if (heads6) {
+    m->hidden = 96;
+    m->heads = 6;
+  }
   struct hx_train *t = &ctx->train;
   t->lr = 1e-3;
   t->beta1 = 0.9;
@@ -72,11 +82,19 @@ static bool parse_pipeline(struct hx_ctx *ctx, char *text, struct hx_pipeline *p
     if (pl->nstages == MAX_STAGES)
       return false;
     struct hx_stage *st = &pl->stages[pl->nstages++];
-    st->ndevices = st->tp = st->cp = st->hp = 1;
-    st->devices = HX_NEW(&ctx->arena, int);
-    st->devices[0] = st->leader = (*next_device)++;
+    char *rest;
     st->layer_begin = begin;
-    st->layer_end = begin = atoi(tok);
+    st->layer_end = begin = (int)strtol(tok, &rest, 10);
+    st->tp = *rest == ':' ? (int)strtol(rest + 1, &rest, 10) : 1;
+    if (st->tp < 1 || st->tp > 8)
+      return false;
+    st->ndevices = st->tp;
+    st->cp = st->hp = 1;
+    st->devices = HX_NEW_ARRAY(&ctx->arena, int, st->tp);
+    for (int k = 0; k < st->tp; k++)
+      st->devices[k] = (*next_device)++;
+    st->leader = st->devices[strchr(rest, 'l') ? st->tp - 1 : 0];
+    st->recompute = strchr(rest, 'r') != NULL;
   }
   return pl->nstages > 0 && begin == ctx->model.layers;
 }
@@ -99,11 +117,13 @@ static bool build_plan(struct hx_ctx *ctx, const char *spec) {
   for (int p = 0; p < plan->npipelines; p++) {
     const struct hx_pipeline *pl = &plan->pipelines[p];
     ctx->train.global_batch += pl->micro_batch_size * pl->micro_batches;
-    for (int s = 0; s < pl->nstages; s++) {
-      struct hx_device_plan *d = &plan->devices[pl->stages[s].devices[0]];
-      d->pipeline = p;
-      d->stage = s;
-    }
+    for (int s = 0; s < pl->nstages; s++)
+      for (int k = 0; k < pl->stages[s].tp; k++) {
+        struct hx_device_plan *d = &plan->devices[pl->stages[s].devices[k]];
+        d->pipeline = p;
+        d->stage = s;
+        d->tp_rank = k;
+      }
   }
   ctx->plan = plan;
   return plan->npipelines > 0;
@@ -111,27 +131,28 @@ static bool build_plan(struct hx_ctx *ctx, const char *spec) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: emit_fixture OUTDIR PLAN [--tied] [--cuda] [--tp]\n");
+    fprintf(stderr, "usage: emit_fixture OUTDIR PLAN [--tied] [--cuda] [--cp] [--heads6]\n");
     return 2;
   }
   struct hx_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
   hx_arena_init(&ctx.arena);
-  bool tied = false, tp = false;
+  bool tied = false, cp = false, heads6 = false;
   for (int i = 3; i < argc; i++) {
     tied |= !strcmp(argv[i], "--tied");
-    tp |= !strcmp(argv[i], "--tp");
+    cp |= !strcmp(argv[i], "--cp");
+    heads6 |= !strcmp(argv[i], "--heads6");
     if (!strcmp(argv[i], "--cuda"))
       ctx.opt.target = HX_TARGET_CUDA;
   }
-  set_model(&ctx, tied);
+  set_model(&ctx, tied, heads6);
   if (!build_plan(&ctx, argv[2])) {
     fprintf(stderr, "emit_fixture: bad plan '%s'\n", argv[2]);
     return 2;
   }
-  if (tp)
-    ctx.plan->pipelines[0].stages[0].tp = 2; /* a shape the emitter must refuse */
-  int rc = hx_emit_programs(&ctx, argv[1]) ? 0 : 1;
+  if (cp)
+    ctx.plan->pipelines[0].stages[0].cp = 2; /* a shape the emitter must refuse */
+  int rc = (int)hx_emit_programs(&ctx, argv[1]);
   hx_arena_free(&ctx.arena);
   return rc;
 }

@@ -1,0 +1,91 @@
+#!/bin/sh
+# The scheduler bench (issue 4): simulated iteration time of hexic's plan
+# against the best symmetric plan and, on <= 8 devices, the exhaustive
+# optimum; then the planner's wall time at 8 .. 4096 devices (clusters of
+# four GPU types generated here as .hx text). Figures are measured, nothing
+# is asserted.
+#   usage: bench/bench.sh [HEXIC]   (default: build-bench/hexic, built Release)
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+hexic=${1:-}
+if [ -z "$hexic" ]; then
+  cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
+  cmake --build "$root/build-bench" -j2 --target hexic >/dev/null
+  hexic=$root/build-bench/hexic
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# iteration seconds of the plan (or of the baseline) in an IR dump
+iter() { awk -v want="$1" '/^baseline plan/{cur="base"} /^plan /{cur="plan"}
+  /simulated: iteration/{ if (cur==want) print $3 }'; }
+
+compare() { # name model cluster [exhaustive]
+  out=$("$hexic" "$2" "$3" --print-ir 2>/dev/null || true)
+  h=$(printf '%s\n' "$out" | iter plan); b=$(printf '%s\n' "$out" | iter base)
+  e=-
+  if [ "${4:-}" = yes ]; then
+    e=$("$hexic" "$2" "$3" --print-ir --strategy=exhaustive 2>/dev/null | iter plan || true)
+  fi
+  awk -v n="$1" -v h="${h:--}" -v b="${b:--}" -v e="${e:--}" 'BEGIN{
+    s = (b != "-" && h != "-") ? sprintf("%.2fx", b / h) : "-";
+    g = (e != "-" && h != "-") ? sprintf("%+.2f%%", 100 * (h / e - 1)) : "-";
+    printf "%-34s hexic %10s s  baseline %10s s  speed-up %6s  exhaustive %10s s  gap %s\n", n, h, b, s, e, g }'
+}
+
+ex=$root/examples
+echo "== examples"
+compare "7B case-study" "$ex/models/llama2-7b.hx" "$ex/clusters/case-study.hx" yes
+compare "13B case-study" "$ex/models/llama2-13b.hx" "$ex/clusters/case-study.hx" yes
+compare "13B hetero-32" "$ex/models/llama2-13b.hx" "$ex/clusters/hetero-32.hx"
+compare "30B hetero-64" "$ex/models/llama-30b.hx" "$ex/clusters/hetero-64.hx"
+
+echo "== seeded random 8-device clusters (8-layer model)"
+cat > "$tmp/m.hx" <<'M'
+model "m" { layers = 8; hidden = 1024; ffn = 2816; heads = 8; kv_heads = 8; vocab = 32000; seq_len = 1024 }
+train { global_batch = 8; precision = bf16; recompute = auto; steps = 1; seed = 1 }
+M
+seed=1
+while [ $seed -le 10 ]; do
+  python3 - "$seed" > "$tmp/c.hx" <<'P'
+import random, sys
+rng = random.Random(int(sys.argv[1]))
+gpus = [("A100", 312, 80), ("RTX4090", 165.2, 24), ("RTX3090", 71, 24), ("L40S", 362, 48)]
+sizes, left = [], 8
+while left:
+    k = min(rng.choice([1, 2, 2, 3, 4]), left); sizes.append(k); left -= k
+seen = set()
+for i, n in enumerate(sizes):
+    name, tf, mem = rng.choice(gpus)
+    if name not in seen:
+        print('gpu "%s" { tflops = %s; memory = %d GiB }' % (name, tf, mem)); seen.add(name)
+    print('node "n%d" { gpu = "%s"; gpus = %d; bandwidth = %s; latency = 5 us }'
+          % (i, name, n, rng.choice(["16 GB/s", "25 GB/s", "200 GB/s"])))
+print('network { bandwidth = %s; latency = 20 us }' % rng.choice(["1 Gbps", "10 Gbps", "25 GB/s"]))
+P
+  compare "random-8 seed $seed" "$tmp/m.hx" "$tmp/c.hx" yes
+  seed=$((seed + 1))
+done
+
+echo "== planner wall time, Llama-2-70B, four GPU types"
+for n in 8 64 512 1024 4096; do
+  per=$(( n >= 32 ? n / 32 : 1 )); [ "$n" -lt 32 ] && nodes=$((n / 2)) || nodes=$((n / 8))
+  gpn=$(( n / nodes ))
+  {
+    echo 'gpu "H100" { tflops = 989; memory = 80 GiB }'
+    echo 'gpu "A100" { tflops = 312; memory = 80 GiB }'
+    echo 'gpu "A800" { tflops = 312; memory = 80 GiB }'
+    echo 'gpu "L40S" { tflops = 362; memory = 48 GiB }'
+    for t in h100:H100 a100:A100 a800:A800 l40s:L40S; do
+      echo "node \"${t%%:*}\" { gpu = \"${t#*:}\"; gpus = $gpn; bandwidth = 300 GB/s; latency = 2 us; replicas = $((nodes / 4)) }"
+    done
+    echo 'network { bandwidth = 25 GB/s; latency = 5 us }'
+  } > "$tmp/big.hx"
+  start=$(date +%s.%N)
+  out=$("$hexic" "$ex/models/llama2-70b.hx" "$tmp/big.hx" --print-ir 2>/dev/null || true)
+  end=$(date +%s.%N)
+  h=$(printf '%s\n' "$out" | iter plan); b=$(printf '%s\n' "$out" | iter base)
+  awk -v n="$n" -v s="$start" -v e="$end" -v h="${h:--}" -v b="${b:--}" 'BEGIN{
+    printf "%5d devices: planner %.2f s wall, hexic %s s, baseline %s s\n", n, e - s, h, b }'
+  : "$per"
+done

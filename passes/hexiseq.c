@@ -1,0 +1,354 @@
+/* HexiSeq entry points: whether a sequence must be split, and the search
+ * over DP/TP/PP frames, baseline layouts and HexiSeq layouts (hexiseq.h). */
+#include "hexiseq.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../ir/cost.h"
+#include "../ir/plan_util.h"
+#include "../ir/sim.h"
+
+/* ---- is the sequence too long? ----------------------------------------- */
+
+/* Static and full memory of Megatron's stage s of a (dp, tp, pp) shape, one
+ * sequence per micro-batch: true in *weights_fit when the weights fit. */
+static bool shape_fits(const struct hx_ctx *ctx, int dp, int tp, int pp, bool recompute,
+                       bool *weights_fit) {
+  int64_t per_stage = ctx->model.layers / pp, m = ctx->train.global_batch / dp;
+  int ranks[4096];
+  bool fits = true;
+  for (int s = 0; s < pp; s++) {
+    struct hx_stage st;
+    memset(&st, 0, sizeof st);
+    for (int t = 0; t < tp; t++)
+      ranks[t] = s * dp * tp + t;
+    st.devices = ranks;
+    st.ndevices = st.tp = tp;
+    st.cp = st.hp = 1;
+    st.layer_begin = (int)(s * per_stage);
+    st.layer_end = (int)((s + 1) * per_stage);
+    st.recompute = recompute;
+    bool first = s == 0, last = s == pp - 1;
+    double cap = hx_stage_memory_capacity(&ctx->cluster, &st);
+    double weights = hx_stage_static_bytes(ctx, &st, first, last) + HX_MEMORY_RESERVE_BYTES;
+    int64_t keep = hx_in_flight(ctx->train.schedule, s, pp, m);
+    if (weights > cap)
+      return false;
+    if (hx_stage_memory_bytes(ctx, &st, first, last, 1, keep) > cap)
+      fits = false;
+  }
+  *weights_fit = true;
+  return fits;
+}
+
+bool hx_hexiseq_needed(const struct hx_ctx *ctx) {
+  const struct hx_model *m = &ctx->model;
+  int n = ctx->cluster.ndevices;
+  bool weights_fit = false;
+  for (int tp = 1; tp <= n && tp <= 4096; tp++)
+    for (int pp = 1; pp <= n / tp; pp++) {
+      if (n % (tp * pp) || m->heads % tp || m->kv_heads % tp || m->layers % pp)
+        continue;
+      int dp = n / (tp * pp);
+      if (ctx->train.global_batch % dp)
+        continue;
+      for (int r = 0; r < 2; r++) {
+        if (ctx->train.recompute != HX_RECOMPUTE_AUTO &&
+            (r == 1) != (ctx->train.recompute == HX_RECOMPUTE_FULL))
+          continue;
+        if (shape_fits(ctx, dp, tp, pp, r == 1, &weights_fit))
+          return false;
+      }
+    }
+  return weights_fit;
+}
+
+/* ---- candidates -------------------------------------------------------- */
+
+enum kind { KIND_RING, KIND_ULYSSES, KIND_USP, KIND_HEXISEQ, NKINDS };
+static const char *const kind_names[] = {"ring", "ulysses", "usp", "hexiseq"};
+
+/* The best few plans of each kind by the closed-form estimate, kept as deep
+ * copies in `keep` (frames are built in arenas freed after each frame). */
+enum { KEEP = 3 };
+struct search {
+  struct hx_ctx *ctx;
+  struct hx_arena keep;
+  struct hx_plan *best[NKINDS][KEEP];
+  double est[NKINDS][KEEP];
+};
+
+static double evaluate(const struct hx_ctx *ctx, const struct hx_plan *p) {
+  if (!hx_plan_memory_fits(ctx, p, NULL, NULL))
+    return INFINITY;
+  return hx_estimate_iteration_s(ctx, p);
+}
+
+static double offer(struct search *s, enum kind k, const struct hx_plan *p) {
+  double est = evaluate(s->ctx, p);
+  int at = KEEP;
+  while (at > 0 && est < s->est[k][at - 1])
+    at--;
+  if (at == KEEP)
+    return est;
+  for (int j = KEEP - 1; j > at; j--) {
+    s->best[k][j] = s->best[k][j - 1];
+    s->est[k][j] = s->est[k][j - 1];
+  }
+  s->best[k][at] = hx_seq_plan_copy(&s->keep, p);
+  s->est[k][at] = est;
+  return est;
+}
+
+/* ---- baselines: symmetric layouts on Megatron's rank order -------------- */
+
+static const char *frame_text(struct hx_arena *a, const struct hx_seq_frame *f) {
+  return hx_sprintf(a, "dp=%d tp=%d pp=%d mbs=1%s", f->dp, f->tp, f->pp,
+                    f->recompute ? " recompute=full" : "");
+}
+
+/* Every legal cp x hp factoring of the frame's units; the frame's best. */
+static double baselines_of(struct search *s, struct hx_arena *a, const struct hx_seq_frame *f) {
+  double best = INFINITY;
+  int ncells = f->dp * f->pp;
+  const struct hx_seq_layout **layouts = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
+  for (int hp = 1; hp <= f->units; hp++) {
+    if (f->units % hp)
+      continue;
+    int cp = f->units / hp;
+    bool ok = true;
+    for (int c = 0; c < ncells && ok; c++)
+      ok = (layouts[c] = hx_seq_symmetric_layout(a, s->ctx, f->cell[c], f->tp, cp, hp)) != NULL;
+    if (!ok)
+      continue;
+    enum kind k = hp == 1 ? KIND_RING : cp == 1 ? KIND_ULYSSES : KIND_USP;
+    const char *text = hx_sprintf(a, "%s %s cp=%d hp=%d", kind_names[k], frame_text(a, f), cp, hp);
+    struct hx_plan *p = hx_seq_plan_build(a, s->ctx, f, layouts, kind_names[k], text);
+    best = fmin(best, offer(s, k, p));
+  }
+  return best;
+}
+
+/* ---- HexiSeq layouts of one cell ---------------------------------------- */
+
+struct cell_search {
+  const struct hx_ctx *ctx;
+  struct hx_stage st; /* the cell as a stage (devices, tp, layers) */
+  bool first, last;
+  int64_t in_flight;
+  const struct hx_seq_layout *best;
+  double best_s;
+};
+
+static void consider(struct cell_search *cs, struct hx_arena *a, struct hx_seq_layout *l) {
+  if (!l)
+    return;
+  cs->st.seq_layout = l;
+  double t = hx_seq_refine(cs->ctx, &cs->st, cs->first, cs->last, 1, cs->in_flight);
+  bool fits =
+      hx_seq_stage_memory_fits(cs->ctx, &cs->st, cs->first, cs->last, 1, cs->in_flight, NULL);
+  if (fits && t < cs->best_s) {
+    cs->best_s = t;
+    cs->best = l;
+  }
+  (void)a;
+}
+
+/* Distinct nodes among the cell's units: its NVLink islands. */
+static int islands(const struct hx_ctx *ctx, const int *ranks, int tp, int units) {
+  int n = 0;
+  for (int u = 0; u < units; u++) {
+    bool seen = false;
+    for (int v = 0; v < u && !seen; v++)
+      seen = ctx->cluster.devices[ranks[v * tp]].node == ctx->cluster.devices[ranks[u * tp]].node;
+    n += !seen;
+  }
+  return n;
+}
+
+static void grouped_candidates(struct cell_search *cs, struct hx_arena *a, int units) {
+  int isl = islands(cs->ctx, cs->st.devices, cs->st.tp, units);
+  int counts[] = {isl, 2 * isl, isl / 2, 1, units};
+  int *group_of = HX_NEW_ARRAY(a, int, units);
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    int g = counts[i];
+    bool repeat = false;
+    for (size_t j = 0; j < i; j++)
+      repeat |= counts[j] == g;
+    if (g < 1 || g > units || repeat)
+      continue;
+    hx_seq_partition(a, cs->ctx, cs->st.devices, cs->st.tp, units, g, group_of);
+    for (int rule = 0; rule < HX_SPLIT_RULES; rule++)
+      consider(cs, a,
+               hx_seq_rule_layout(a, cs->ctx, &cs->st, group_of, g, (enum hx_seq_rule)rule,
+                                  cs->first, cs->last, 1, cs->in_flight));
+  }
+}
+
+static const struct hx_seq_layout *cell_layout(const struct hx_ctx *ctx, struct hx_arena *a,
+                                               const struct hx_seq_frame *f, int c) {
+  struct cell_search cs;
+  memset(&cs, 0, sizeof cs);
+  cs.ctx = ctx;
+  int s = c % f->pp, per_stage = (int)(ctx->model.layers / f->pp);
+  hx_stage_init(a, &cs.st, f->cell[c], f->units * f->tp, s * per_stage, (s + 1) * per_stage,
+                f->recompute);
+  cs.st.tp = f->tp;
+  cs.first = s == 0;
+  cs.last = s == f->pp - 1;
+  cs.in_flight = hx_in_flight(ctx->train.schedule, s, f->pp, ctx->train.global_batch / f->dp);
+  cs.best_s = INFINITY;
+  /* the baselines' layouts, refined: HexiSeq starts from them too */
+  for (int hp = 1; hp <= f->units; hp++)
+    if (f->units % hp == 0)
+      consider(&cs, a, hx_seq_symmetric_layout(a, ctx, f->cell[c], f->tp, f->units / hp, hp));
+  grouped_candidates(&cs, a, f->units);
+  return cs.best;
+}
+
+static void hexiseq_of(struct search *s, struct hx_arena *a, const struct hx_seq_frame *f) {
+  int ncells = f->dp * f->pp;
+  const struct hx_seq_layout **layouts = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
+  for (int c = 0; c < ncells; c++)
+    if (!(layouts[c] = cell_layout(s->ctx, a, f, c)))
+      return;
+  const char *text = hx_sprintf(a, "%s %s stages", frame_text(a, f),
+                                f->mixed ? "mixed" : "megatron-order");
+  offer(s, KIND_HEXISEQ, hx_seq_plan_build(a, s->ctx, f, layouts, "hexiseq", text));
+}
+
+/* ---- frames ------------------------------------------------------------ */
+
+struct frame_score {
+  int dp, tp, pp;
+  bool recompute;
+  double est;
+};
+
+enum { TOP_FRAMES = 3, MAX_FRAMES = 4096 };
+
+static int enumerate_frames(struct search *s, struct frame_score *out) {
+  struct hx_ctx *ctx = s->ctx;
+  int n = ctx->cluster.ndevices, count = 0;
+  for (int tp = 1; tp <= n; tp++)
+    for (int pp = 1; pp * tp <= n; pp++)
+      for (int dp = 1; dp * pp * tp <= n; dp++)
+        for (int r = 0; r < 2 && count < MAX_FRAMES; r++) {
+          if (ctx->train.recompute != HX_RECOMPUTE_AUTO &&
+              (r == 1) != (ctx->train.recompute == HX_RECOMPUTE_FULL))
+            continue;
+          struct hx_arena a;
+          hx_arena_init(&a);
+          struct hx_seq_frame *f = hx_seq_frame_new(&a, ctx, dp, tp, pp, r == 1, false);
+          if (f) {
+            out[count] = (struct frame_score){dp, tp, pp, r == 1, baselines_of(s, &a, f)};
+            count++;
+          }
+          hx_arena_free(&a);
+        }
+  return count;
+}
+
+/* The frames to refine: the best by baseline estimate; when no baseline
+ * fits anywhere, the frames with the most units per stage (the sequence
+ * split the finest) and full recompute. */
+static void pick_frames(struct frame_score *fs, int n) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0; j--) {
+      const struct frame_score *x = &fs[j], *y = &fs[j - 1];
+      bool before = x->est < y->est ||
+                    (x->est == y->est && isinf(x->est) &&
+                     (x->recompute > y->recompute ||
+                      (x->recompute == y->recompute && x->tp * x->pp < y->tp * y->pp)));
+      if (!before)
+        break;
+      struct frame_score t = fs[j];
+      fs[j] = fs[j - 1];
+      fs[j - 1] = t;
+    }
+}
+
+static void refine_frames(struct search *s, const struct frame_score *fs, int n) {
+  for (int i = 0; i < n && i < TOP_FRAMES; i++)
+    for (int mixed = 1; mixed >= 0; mixed--) {
+      struct hx_arena a;
+      hx_arena_init(&a);
+      struct hx_seq_frame *f =
+          hx_seq_frame_new(&a, s->ctx, fs[i].dp, fs[i].tp, fs[i].pp, fs[i].recompute, mixed);
+      if (f)
+        hexiseq_of(s, &a, f);
+      hx_arena_free(&a);
+    }
+}
+
+/* ---- choice ------------------------------------------------------------ */
+
+static struct hx_plan *simulated(struct hx_ctx *ctx, const struct hx_plan *p) {
+  struct hx_plan *q = hx_seq_plan_copy(&ctx->arena, p);
+  hx_simulate(ctx, q, NULL);
+  return q;
+}
+
+/* The kept plans simulated; returns the fastest of kind k (NULL if none). */
+static struct hx_plan *fastest_of(struct search *s, enum kind k) {
+  struct hx_plan *best = NULL;
+  for (int j = 0; j < KEEP && s->best[k][j]; j++) {
+    if (isinf(s->est[k][j]))
+      break;
+    struct hx_plan *p = simulated(s->ctx, s->best[k][j]);
+    if (!best || p->sim.iteration_s < best->sim.iteration_s)
+      best = p;
+  }
+  return best;
+}
+
+static void attach_baselines(struct hx_ctx *ctx, struct hx_plan *plan, struct hx_plan **kinds) {
+  plan->baselines = HX_NEW_ARRAY(&ctx->arena, struct hx_plan *, KIND_HEXISEQ + 1);
+  struct hx_plan *best = ctx->baseline && ctx->baseline->sim.valid ? ctx->baseline : NULL;
+  if (best)
+    plan->baselines[plan->nbaselines++] = best;
+  for (int k = 0; k < KIND_HEXISEQ; k++) {
+    if (!kinds[k])
+      continue;
+    plan->baselines[plan->nbaselines++] = kinds[k];
+    if (!best || kinds[k]->sim.iteration_s < best->sim.iteration_s)
+      best = kinds[k];
+  }
+  ctx->baseline = best;
+}
+
+struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
+  struct search s;
+  memset(&s, 0, sizeof s);
+  s.ctx = ctx;
+  hx_arena_init(&s.keep);
+  for (int k = 0; k < NKINDS; k++)
+    for (int j = 0; j < KEEP; j++)
+      s.est[k][j] = INFINITY;
+  struct frame_score *fs = HX_NEW_ARRAY(&s.keep, struct frame_score, MAX_FRAMES);
+  int nframes = enumerate_frames(&s, fs);
+  pick_frames(fs, nframes);
+  refine_frames(&s, fs, nframes);
+  struct hx_plan *kinds[NKINDS];
+  for (int k = 0; k < NKINDS; k++)
+    kinds[k] = fastest_of(&s, k);
+  hx_arena_free(&s.keep);
+  if (ctx->baseline && !ctx->baseline->sim.valid)
+    hx_simulate(ctx, ctx->baseline, NULL);
+  /* The baselines' layouts are candidates: hexic is never slower than them. */
+  struct hx_plan *plan = kinds[KIND_HEXISEQ];
+  for (int k = 0; k < KIND_HEXISEQ; k++)
+    if (kinds[k] && (!plan || kinds[k]->sim.iteration_s < plan->sim.iteration_s))
+      plan = hx_seq_plan_copy(&ctx->arena, kinds[k]); /* sim figures copied too */
+  if (!plan) {
+    hx_error_plain("no context x head parallel layout fits in memory over %d devices for "
+                   "%lld-token sequences; try recompute = full or more devices",
+                   ctx->cluster.ndevices, (long long)ctx->model.seq_len);
+    return NULL;
+  }
+  plan->strategy = "hexiseq";
+  attach_baselines(ctx, plan, kinds);
+  return plan;
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Asymmetric parallel execution of the generated programs (issue 6): every
+# plan must print the single-rank run's losses for 5 steps within 1e-5
+# relative and end with the same weights within 1e-5 (--dump-weights, compared
+# by weights_cmp); a rank killed mid-step must end the job in bounded time
+# with launch.sh naming it.
+#   run_exec.sh MODE WORKDIR SRCDIR HEXIC FIXTURE WEIGHTS_CMP
+# MODE: fixture | hexic | planfile | fault
+set -uo pipefail
+mode=$1 work=$2 src=$3 hexic=$4 fixture=$5 wcmp=$6
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
+here=$src/tests/exec
+tiny=$src/examples/models/tiny.hx tiny6=$here/models/tiny6.hx
+mkdir -p "$work"
+cd "$work" || exit 1
+steps=5
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The runtime library is the same for every plan: build it once (in the
+# first plan's directory) and copy it, timestamps kept, into the others.
+lib_ready=
+build() {
+  local dir=$1
+  if [ -n "$lib_ready" ]; then cp -rp lib/obj lib/libhexic.a "$dir"/; fi
+  make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; fail "make in $dir"; }
+  if [ -z "$lib_ready" ]; then
+    rm -rf lib && mkdir lib && cp -rp "$dir"/obj "$dir"/libhexic.a lib/ && lib_ready=1
+  fi
+}
+
+# run DIR: 5 steps; "STEP LOSS" lines into DIR.losses, weights into DIR.w.
+run() {
+  local dir=$1
+  "$dir/launch.sh" --steps $steps --dump-weights "$PWD/$dir.w" >"$dir.out" 2>&1 ||
+    { cat "$dir.out"; fail "$dir did not train"; }
+  sed -n 's/^step \([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$dir.out" >"$dir.losses"
+  [ "$(wc -l <"$dir.losses")" -eq $steps ] || fail "$dir printed $(wc -l <"$dir.losses") step lines"
+}
+
+# same REF DIR WHAT: losses within 1e-5 relative, weights within 1e-5.
+same() {
+  local ref=$1 dir=$2 what=$3
+  awk 'NR == FNR { a[$1] = $2; next } ($1 in a) { n++; r = (a[$1] - $2) / a[$1]; if (r < 0) r = -r
+         if (r > 1e-5) bad++ } END { exit bad > 0 || n != '$steps' }' "$ref.losses" "$dir.losses" ||
+    { paste "$ref.losses" "$dir.losses"; fail "$what: losses differ from one rank"; }
+  local cmp
+  cmp=$("$wcmp" "$ref.w" "$dir.w" 1e-5) || { echo "$cmp"; fail "$what: weights differ from one rank"; }
+  echo "  $what: 5 losses within 1e-5; ${cmp#weights_cmp: }"
+}
+
+# fixture NAME PLAN [flags]: emit_fixture's hand-built plan, trained.
+fixture() {
+  local dir=$1
+  shift
+  rm -rf "$dir"
+  "$fixture" "$dir" "$@" || fail "emit_fixture $*"
+  build "$dir"
+  run "$dir"
+}
+
+# compile NAME ARGS...: hexic ARGS -o NAME, trained.
+compile() {
+  local dir=$1
+  shift
+  rm -rf "$dir"
+  "$hexic" "$@" --target=cpu -o "$dir" >"$dir.plan.txt" || fail "hexic $*"
+  build "$dir"
+  run "$dir"
+}
+
+case "$mode" in
+fixture)
+  # Hand-built shapes (emit_fixture's syntax: MBSxM@END[:TP][l][r],...).
+  fixture one "8x1@4"
+  fixture one6 "8x1@4" --heads6
+  i=0
+  for plan in "4x1@2:2,4:2;4x1@4" "2x4@4:4" "3x2@2:2r,3,4:3l;2x1@4:2" "1x3@1,4:2l;5x1@3:3r,4"; do
+    fixture "t$i" "$plan"
+    same one "t$i" "tiny $plan"
+    i=$((i + 1))
+  done
+  # 6 heads over 2 kv heads: TP 3 and 4 replicate kv heads across TP ranks.
+  for plan in "2x2@1:3,4:2lr;4x1@3,4:4" "2x4@4:3" "1x2@4:6;3x2@2:3,4:2"; do
+    fixture "t$i" "$plan" --heads6
+    same one6 "t$i" "heads6 $plan"
+    i=$((i + 1))
+  done
+  ;;
+hexic)
+  # Plans hexic picks itself, against its single-rank plan of the same model.
+  compile one "$tiny" "$src/examples/clusters/cpu1.hx"
+  compile one6 "$tiny6" "$src/examples/clusters/cpu1.hx"
+  compile cpu8 "$tiny" "$src/examples/clusters/cpu8.hx"
+  same one cpu8 "tiny on cpu8 ($(head -n 1 cpu8.plan.txt))"
+  grep -q '"tp": 2' cpu8/plan.json || fail "the cpu8 plan no longer uses TP: pick a cluster that does"
+  compile tri "$tiny6" "$here/clusters/tri.hx" --strategy=symmetric
+  grep -q '"tp": 3' tri/plan.json || fail "tri.hx should force one stage of TP 3"
+  same one6 tri "tiny6 on tri.hx ($(head -n 1 tri.plan.txt))"
+  compile sym8 "$tiny" "$src/examples/clusters/cpu8.hx" --strategy=symmetric
+  same one sym8 "tiny on cpu8 ($(head -n 1 sym8.plan.txt))"
+  ;;
+planfile)
+  # Hand-written plan.json files through --plan=FILE.
+  compile one "$tiny" "$src/examples/clusters/cpu1.hx"
+  compile one6 "$tiny6" "$src/examples/clusters/cpu1.hx"
+  compile pa "$tiny6" "$src/examples/clusters/cpu8.hx" --plan="$here/plans/tp3_tp2_uneven.json"
+  same one6 pa "tp3_tp2_uneven.json"
+  compile pb "$tiny" "$here/clusters/four.hx" --plan="$here/plans/tp2_dp_pp_groups.json"
+  same one pb "tp2_dp_pp_groups.json"
+  out=$("$hexic" "$tiny" "$here/clusters/four.hx" --plan="$here/plans/bad_groups.json" -o bad 2>&1)
+  [ $? -eq 2 ] || fail "a plan whose gradient groups contradict its stages should exit 2"
+  grep -q "does not match its stages' TP layout" <<<"$out" || fail "wrong message: $out"
+  echo "  bad_groups.json: refused with exit 2"
+  ;;
+fault)
+  # kill -9 one rank of the 8-rank cpu8 plan once training is under way.
+  export HEXIC_TIMEOUT_S=5
+  rm -rf f
+  "$hexic" "$tiny" "$src/examples/clusters/cpu8.hx" --target=cpu -o f >/dev/null || fail "hexic"
+  build f
+  victim=5
+  set -m
+  f/launch.sh --steps 100000 >f.log 2>&1 &
+  job=$!
+  set +m
+  for _ in $(seq 600); do
+    grep -q "^step 3/" f.log && break
+    sleep 0.05
+  done
+  grep -q "^step 3/" f.log || { kill -9 -- -"$job"; cat f.log; fail "training never reached step 3"; }
+  pid=$(pgrep -f "^$PWD/f/rank_000$victim( |$)")
+  [ -n "$pid" ] || { kill -9 -- -"$job"; fail "no process for rank $victim"; }
+  start=$(date +%s.%N)
+  kill -9 "$pid"
+  # Bounded: the watchdog's HEXIC_TIMEOUT_S plus start-up slack.
+  for _ in $(seq 400); do
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$job" 2>/dev/null; then
+    kill -9 -- -"$job"
+    fail "the job still runs 20 s after rank $victim was killed"
+  fi
+  wait "$job"
+  status=$?
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  [ $status -ne 0 ] || fail "the job exited 0 after a rank was killed"
+  grep -q "launch.sh: rank $victim (rank_000$victim) failed" f.log ||
+    { cat f.log; fail "launch.sh did not name rank $victim"; }
+  left=$(pgrep -f "^$PWD/f/rank_" || true)
+  [ -z "$left" ] || fail "rank processes still alive: $left"
+  printf '  fault: rank %d killed at step 3; job ended in %.1f s with status %d; %s\n' "$victim" \
+    "$took" "$status" "$(grep 'launch.sh: rank' f.log)"
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
+echo "exec.$mode: ok"

@@ -1,0 +1,17 @@
+# Asymmetric parallel execution (issue 6): the generated programs under
+# mpirun for DP x TP x PP plans — from emit_fixture's hand-built shapes, from
+# hexic's own planners, and from hand-written plan.json files (--plan) —
+# compared with one rank (losses and --dump-weights), and a rank killed with
+# kill -9 mid-step.
+set(HX_EXEC_TESTS ${HX_TESTS_DIR}/exec)
+
+add_executable(weights_cmp ${HX_EXEC_TESTS}/weights_cmp.c)
+target_link_libraries(weights_cmp PRIVATE m)
+
+foreach(mode fixture hexic planfile fault)
+  add_test(NAME exec.${mode}
+    COMMAND bash ${HX_EXEC_TESTS}/run_exec.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/exec-${mode}
+            ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:emit_fixture> $<TARGET_FILE:weights_cmp>)
+  # Each builds and runs MPI jobs on both cores.
+  set_tests_properties(exec.${mode} PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
+endforeach()

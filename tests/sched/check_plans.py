@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Command-line checks of the HexiScale scheduler on seeded random clusters.
+
+usage: check_plans.py CHECK HEXIC REPO
+  determinism  two runs -> identical plan.json bytes and identical IR dumps
+  baseline     hexic's plan is never slower than the symmetric baseline
+  exhaustive   hexic within 2% of --strategy=exhaustive on 8-device clusters
+  plan_tp      a --plan file whose TP degree does not divide the heads fails
+"""
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+GPUS = [("A100", 312, 80), ("RTX4090", 165.2, 24), ("RTX3090", 71, 24), ("L40S", 362, 48),
+        ("T4", 65, 16)]
+NODE_BW = ["16 GB/s", "25 GB/s", "200 GB/s", "300 GB/s"]
+NET_BW = ["1 Gbps", "10 Gbps", "100 Gbps", "25 GB/s"]
+
+MODEL = """model "m" {
+  layers = %d; hidden = %d; ffn = %d; heads = %d; kv_heads = %d
+  vocab = 32000; seq_len = %d
+}
+train { global_batch = %d; precision = bf16; recompute = auto; steps = 1; seed = 1 }
+"""
+
+
+def random_cluster(rng, ndev_max, exact=None):
+    """A .hx cluster of 1..4 nodes with ndev_max devices at most (exactly
+    `exact` when given)."""
+    total = exact or rng.randint(2, ndev_max)
+    sizes = []
+    while sum(sizes) < total:
+        sizes.append(min(rng.choice([1, 2, 2, 3, 4]), total - sum(sizes)))
+    out = []
+    used = set()
+    for i, n in enumerate(sizes):
+        name, tf, mem = rng.choice(GPUS)
+        if name not in used:
+            out.append('gpu "%s" { tflops = %s; memory = %d GiB }' % (name, tf, mem))
+            used.add(name)
+        out.append('node "n%d" { gpu = "%s"; gpus = %d; bandwidth = %s; latency = 5 us }'
+                   % (i, name, n, rng.choice(NODE_BW)))
+    out.append("network { bandwidth = %s; latency = 20 us }" % rng.choice(NET_BW))
+    return "\n".join(out) + "\n"
+
+
+def random_model(rng):
+    heads = rng.choice([8, 12, 16, 32])
+    hidden = heads * 128
+    return MODEL % (rng.choice([8, 12, 16, 24]), hidden, hidden * 8 // 3 // 64 * 64, heads, heads,
+                    rng.choice([1024, 2048]), rng.choice([8, 16, 32]))
+
+
+def run(hexic, files, *args):
+    p = subprocess.run([hexic, *files, "--print-ir", *args], capture_output=True, text=True,
+                       timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def times(dump):
+    """(plan, baseline) simulated iteration seconds from an IR dump."""
+    plan = base = None
+    current = None
+    for line in dump.splitlines():
+        if line.startswith("baseline plan"):
+            current = "base"
+        elif line.startswith("plan "):
+            current = "plan"
+        m = re.match(r"\s+simulated: iteration ([0-9.e+-]+) s", line)
+        if m:
+            if current == "base":
+                base = float(m.group(1))
+            elif current == "plan":
+                plan = float(m.group(1))
+    return plan, base
+
+
+def write(d, name, text):
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def check_baseline(hexic, d):
+    rng = random.Random(4)
+    compared = 0
+    for i in range(14):
+        files = [write(d, "m%d.hx" % i, random_model(rng)),
+                 write(d, "c%d.hx" % i, random_cluster(rng, 12))]
+        rc, out, err = run(hexic, files)
+        plan, base = times(out)
+        if rc == 3:
+            continue  # nothing fits: no plan to compare
+        if rc != 0 or plan is None:
+            return "case %d: exit %d, no plan\n%s" % (i, rc, err)
+        if base is not None:
+            compared += 1
+            if plan > base * (1 + 1e-9):
+                return "case %d: hexic %.6g s slower than baseline %.6g s" % (i, plan, base)
+    if compared < 6:
+        return "only %d cases had a baseline to compare with" % compared
+    print("never slower than the baseline on %d random clusters" % compared)
+    return None
+
+
+def check_exhaustive(hexic, d):
+    rng = random.Random(8)
+    worst = 0.0
+    done = 0
+    for i in range(4):
+        files = [write(d, "m%d.hx" % i, MODEL % (8, 1024, 2816, 8, 8, 1024, 8)),
+                 write(d, "c%d.hx" % i, random_cluster(rng, 8, exact=8))]
+        rc, out, err = run(hexic, files)
+        rc2, out2, err2 = run(hexic, files, "--strategy=exhaustive")
+        if rc == 3 and rc2 == 3:
+            continue
+        if rc or rc2:
+            return "case %d: exit %d / %d\n%s%s" % (i, rc, rc2, err, err2)
+        h, e = times(out)[0], times(out2)[0]
+        gap = h / e - 1
+        worst = max(worst, gap)
+        done += 1
+        print("case %d: hexic %.6g s, exhaustive %.6g s (%+.2f%%)" % (i, h, e, 100 * gap))
+        if gap > 0.02:
+            return "case %d: hexic %.2f%% slower than the exhaustive optimum" % (i, 100 * gap)
+    if done < 3:
+        return "only %d cases fit" % done
+    return None
+
+
+def check_determinism(hexic, d, repo):
+    rng = random.Random(2)
+    cases = [[os.path.join(repo, "examples/models/llama2-7b.hx"),
+              os.path.join(repo, "examples/clusters/case-study.hx")],
+             [write(d, "m.hx", random_model(rng)), write(d, "c.hx", random_cluster(rng, 12))]]
+    for files in cases:
+        blobs = []
+        for k in range(2):
+            out = os.path.join(d, "out%d" % k)
+            subprocess.run([hexic, *files, "-o", out], capture_output=True, timeout=600)
+            path = os.path.join(out, "plan.json")
+            if not os.path.exists(path):
+                return "no plan.json from %s" % files
+            with open(path, "rb") as f:
+                blobs.append(f.read())
+        if blobs[0] != blobs[1]:
+            return "plan.json differs between two runs of %s" % files
+        if run(hexic, files)[1] != run(hexic, files)[1]:
+            return "IR dump differs between two runs of %s" % files
+    return None
+
+
+def check_plan_tp(hexic, d):
+    """A plan whose stage has tp 3 for a model of 8 heads must be refused."""
+    files = [write(d, "m.hx", MODEL % (4, 1024, 2816, 8, 8, 1024, 8)),
+             write(d, "c.hx", 'gpu "G" { tflops = 100; memory = 80 GiB }\n'
+                   'node "n" { gpu = "G"; gpus = 3; bandwidth = 100 GB/s; latency = 2 us }\n')]
+    out = os.path.join(d, "out")
+    subprocess.run([hexic, *files, "-o", out], capture_output=True, timeout=600)
+    with open(os.path.join(out, "plan.json")) as f:
+        plan = json.load(f)
+    # every degree hexic proposed divides the heads
+    for p in plan["pipelines"]:
+        for st in p["stages"]:
+            if 8 % st.get("tp", len(st["ranks"])):
+                return "hexic proposed tp %d for 8 heads" % st["tp"]
+    bad = plan
+    bad["pipelines"] = [dict(plan["pipelines"][0])]
+    bad["pipelines"][0]["stages"] = [dict(plan["pipelines"][0]["stages"][0])]
+    st = bad["pipelines"][0]["stages"][0]
+    st["ranks"], st["tp"], st["layers"] = [0, 1, 2], 3, [0, 4]
+    st["leader"] = 0
+    bad["groups"] = []
+    bad["pipelines"][0]["micro_batches"] = 8 // bad["pipelines"][0]["micro_batch_size"]
+    path = write(d, "bad.json", json.dumps(bad))
+    rc, _, err = run(hexic, files, "--plan=" + path)
+    if rc == 0 or "tp 3" not in err:
+        return "a plan with tp 3 for 8 heads was not refused (exit %d): %s" % (rc, err)
+    return None
+
+
+def main():
+    check, hexic, repo = sys.argv[1], sys.argv[2], sys.argv[3]
+    with tempfile.TemporaryDirectory() as d:
+        if check == "baseline":
+            why = check_baseline(hexic, d)
+        elif check == "exhaustive":
+            why = check_exhaustive(hexic, d)
+        elif check == "determinism":
+            why = check_determinism(hexic, d, repo)
+        elif check == "plan_tp":
+            why = check_plan_tp(hexic, d)
+        else:
+            why = "unknown check " + check
+    if why:
+        print("FAIL:", why)
+        return 1
+    print("ok:", check)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+/* Unit tests of the HexiScale scheduler's phases: METIS graph validation,
+ * the exact layer split (against brute force), the exact batch split, the
+ * gradient-sync slices for mixed TP degrees, and the legal TP degrees phase 2
+ * proposes. The IR is filled by hand (no front end). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/plan_util.h"
+#include "passes/passes.h"
+#include "passes/sched.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                 \
+      failures++;                                                                              \
+    }                                                                                          \
+  } while (0)
+
+/* ---- graph validation ------------------------------------------------------ */
+
+/* The triangle 0-1-2 with unit weights; tests break one thing each. */
+static struct hx_sched_graph *triangle(struct hx_arena *a) {
+  static const int64_t xadj[] = {0, 2, 4, 6}, adj[] = {1, 2, 0, 2, 0, 1};
+  struct hx_sched_graph *g = HX_NEW(a, struct hx_sched_graph);
+  g->nvertices = 3;
+  g->xadj = HX_NEW_ARRAY(a, int64_t, 4);
+  g->adjncy = HX_NEW_ARRAY(a, int64_t, 6);
+  g->adjwgt = HX_NEW_ARRAY(a, int64_t, 6);
+  g->vwgt = HX_NEW_ARRAY(a, int64_t, 3);
+  memcpy(g->xadj, xadj, sizeof xadj);
+  memcpy(g->adjncy, adj, sizeof adj);
+  for (int i = 0; i < 6; i++)
+    g->adjwgt[i] = 5;
+  for (int i = 0; i < 3; i++)
+    g->vwgt[i] = 1;
+  return g;
+}
+
+static void test_graph_check(void) {
+  struct hx_arena a;
+  hx_arena_init(&a);
+  struct hx_sched_graph *g = triangle(&a);
+  CHECK(hx_sched_graph_check(g) == NULL);
+  g->adjncy[0] = 0; /* 0 -> 0 */
+  CHECK(hx_sched_graph_check(g) && strstr(hx_sched_graph_check(g), "self-loop"));
+  g = triangle(&a);
+  g->adjncy[1] = 1; /* 0 -> 1 twice */
+  CHECK(hx_sched_graph_check(g) && strstr(hx_sched_graph_check(g), "duplicate"));
+  g = triangle(&a);
+  g->adjwgt[0] = 7; /* 0 -> 1 weighs 7, 1 -> 0 weighs 5 */
+  CHECK(hx_sched_graph_check(g) && strstr(hx_sched_graph_check(g), "differ"));
+  g = triangle(&a);
+  g->adjwgt[3] = 0;
+  CHECK(hx_sched_graph_check(g) && strstr(hx_sched_graph_check(g), "weight"));
+  g = triangle(&a);
+  g->vwgt[2] = -1;
+  CHECK(hx_sched_graph_check(g) && strstr(hx_sched_graph_check(g), "vertex weight"));
+  g = triangle(&a);
+  g->adjncy[0] = 7;
+  CHECK(hx_sched_graph_check(g) && strstr(hx_sched_graph_check(g), "out of range"));
+  /* 0 -> 1 without 1 -> 0: vertex 1 lists 2 twice instead */
+  g = triangle(&a);
+  g->adjncy[2] = 2;
+  CHECK(hx_sched_graph_check(g) != NULL);
+  /* a valid graph partitions into non-empty parts, the same way twice */
+  g = triangle(&a);
+  int p1[3], p2[3];
+  hx_sched_partition(&a, g, 2, NULL, 42, p1);
+  hx_sched_partition(&a, g, 2, NULL, 42, p2);
+  CHECK(!memcmp(p1, p2, sizeof p1));
+  int seen[2] = {0, 0};
+  for (int i = 0; i < 3; i++)
+    seen[p1[i]]++;
+  CHECK(seen[0] > 0 && seen[1] > 0);
+  hx_arena_free(&a);
+}
+
+/* ---- layer split -------------------------------------------------------------- */
+
+static double brute_best;
+
+static void brute(const struct hx_stage_cost *c, int n, int s, int left, double worst) {
+  if (s == n - 1) {
+    if (left < 1 || left > c[s].max_layers)
+      return;
+    double t = fmax(worst, c[s].per_layer * left + c[s].extra);
+    if (t < brute_best)
+      brute_best = t;
+    return;
+  }
+  for (int k = 1; k <= left && k <= c[s].max_layers; k++)
+    brute(c, n, s + 1, left - k, fmax(worst, c[s].per_layer * k + c[s].extra));
+}
+
+static void test_layer_split(void) {
+  struct hx_rng rng = {12345};
+  int checked = 0, infeasible = 0;
+  for (int trial = 0; trial < 400; trial++) {
+    int n = 1 + hx_rng_below(&rng, 5), L = n + hx_rng_below(&rng, 14);
+    struct hx_stage_cost c[5];
+    for (int s = 0; s < n; s++) {
+      c[s].per_layer = 0.1 + hx_rng_below(&rng, 1000) / 100.0;
+      c[s].extra = hx_rng_below(&rng, 3) ? 0 : hx_rng_below(&rng, 500) / 100.0;
+      c[s].max_layers = hx_rng_below(&rng, 4) ? L : 1 + hx_rng_below(&rng, L);
+    }
+    int counts[5];
+    double got = hx_sched_split_layers(c, n, L, counts);
+    brute_best = INFINITY;
+    brute(c, n, 0, L, 0);
+    if (isinf(brute_best)) {
+      CHECK(got < 0);
+      infeasible++;
+      continue;
+    }
+    checked++;
+    CHECK(fabs(got - brute_best) <= 1e-12 * brute_best);
+    int sum = 0;
+    double worst = 0;
+    for (int s = 0; s < n; s++) {
+      CHECK(counts[s] >= 1 && counts[s] <= c[s].max_layers);
+      sum += counts[s];
+      worst = fmax(worst, c[s].per_layer * counts[s] + c[s].extra);
+    }
+    CHECK(sum == L);
+    CHECK(worst == got);
+  }
+  /* both kinds of case were exercised */
+  CHECK(checked > 200 && infeasible > 0);
+}
+
+/* ---- batch split ------------------------------------------------------------ */
+
+static double brute_batch(const double *slow, const double *chain, int n, int64_t total) {
+  if (n == 1)
+    return (double)(total - 1) * slow[0] + chain[0];
+  double best = INFINITY;
+  for (int64_t m = 1; m <= total - (n - 1); m++) {
+    double t = fmax((double)(m - 1) * slow[0] + chain[0], brute_batch(slow + 1, chain + 1, n - 1,
+                                                                       total - m));
+    best = fmin(best, t);
+  }
+  return best;
+}
+
+static void test_batch_split(void) {
+  struct hx_rng rng = {777};
+  for (int trial = 0; trial < 300; trial++) {
+    int n = 1 + hx_rng_below(&rng, 4);
+    int64_t total = n + hx_rng_below(&rng, 20);
+    double slow[4], chain[4];
+    int64_t m[4];
+    for (int i = 0; i < n; i++) {
+      slow[i] = 0.5 + hx_rng_below(&rng, 1000) / 100.0;
+      chain[i] = slow[i] * (1 + hx_rng_below(&rng, 6));
+    }
+    CHECK(hx_sched_split_batch(slow, chain, n, total, m));
+    int64_t sum = 0;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+      CHECK(m[i] >= 1);
+      sum += m[i];
+      worst = fmax(worst, (double)(m[i] - 1) * slow[i] + chain[i]);
+    }
+    CHECK(sum == total); /* the global batch is exact */
+    double want = brute_batch(slow, chain, n, total);
+    CHECK(fabs(worst - want) <= 1e-12 * want);
+  }
+  int64_t m[2];
+  double s[2] = {1, 1}, c[2] = {1, 1};
+  CHECK(!hx_sched_split_batch(s, c, 2, 1, m)); /* fewer micro-batches than pipelines */
+}
+
+/* ---- sync groups ---------------------------------------------------------------- */
+
+static void set_model(struct hx_ctx *ctx, int64_t layers, int64_t heads, int64_t kv) {
+  struct hx_model *m = &ctx->model;
+  m->name = "t";
+  m->layers = layers;
+  m->hidden = 96;
+  m->ffn = 256;
+  m->heads = heads;
+  m->kv_heads = kv;
+  m->vocab = 128;
+  m->seq_len = 32;
+  ctx->has_model = ctx->has_train = true;
+  ctx->train.precision = HX_PREC_FP32;
+  ctx->train.optimizer = HX_OPT_ADAMW;
+  ctx->train.global_batch = 8;
+  CHECK(hx_pass_model_stats(ctx));
+}
+
+/* One pipeline per degree in tps (single stage each), then checks that every
+ * (layer range, slice) is reduced exactly once and that each group holds
+ * exactly the owner rank of that slice in every pipeline. */
+static void check_sync(const int *tps, int n) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 12, 12);
+  int ndev = 0;
+  for (int i = 0; i < n; i++)
+    ndev += tps[i];
+  struct hx_plan *p = hx_plan_new(&ctx.arena, ndev, n);
+  int rank = 0, ranks[16];
+  for (int i = 0; i < n; i++) {
+    /* pipeline 0 has two stages, so the ranges [0,2) and [2,4) differ */
+    int nst = i == 0 ? 2 : 1;
+    hx_pipeline_init(&ctx.arena, &p->pipelines[i], nst);
+    for (int s = 0; s < nst; s++) {
+      for (int k = 0; k < tps[i]; k++)
+        ranks[k] = rank++;
+      hx_stage_init(&ctx.arena, &p->pipelines[i].stages[s], ranks, tps[i], nst == 1 ? 0 : 2 * s,
+                    nst == 1 ? 4 : 2 * s + 2, false);
+    }
+    p->pipelines[i].micro_batch_size = 1;
+    p->pipelines[i].micro_batches = 1;
+  }
+  p->ndevices = rank;
+  hx_sched_build_groups(&ctx, &ctx.arena, p);
+  int64_t lcm = 1;
+  for (int i = 0; i < n; i++)
+    lcm = hx_lcm(lcm, tps[i]);
+  /* per layer, how often each slice is reduced */
+  for (int layer = 0; layer < 4; layer++) {
+    int hits[64] = {0};
+    int unsplit = 0;
+    for (int g = 0; g < p->ngroups; g++) {
+      const struct hx_group *gr = &p->groups[g];
+      if (gr->layer_begin > layer || layer >= gr->layer_end)
+        continue;
+      if (gr->kind == HX_GROUP_UNSPLIT)
+        unsplit++;
+      if (gr->kind != HX_GROUP_GRAD)
+        continue;
+      CHECK(gr->nslices == lcm && gr->slice >= 0 && gr->slice < lcm && gr->nranks == n);
+      hits[gr->slice]++;
+      for (int i = 0; i < n; i++) {
+        const struct hx_stage *st = NULL;
+        for (int s = 0; s < p->pipelines[i].nstages; s++)
+          if (p->pipelines[i].stages[s].layer_begin <= layer &&
+              layer < p->pipelines[i].stages[s].layer_end)
+            st = &p->pipelines[i].stages[s];
+        CHECK(gr->ranks[i] == st->devices[gr->slice * st->tp / lcm]);
+      }
+    }
+    for (int64_t k = 0; k < lcm; k++)
+      CHECK(hits[k] == 1);
+    CHECK(unsplit == 1);
+  }
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_sync_groups(void) {
+  static const int a[] = {1, 2, 4}, b[] = {2, 3}, c[] = {3, 4, 6}, d[] = {5, 2};
+  check_sync(a, 3);
+  check_sync(b, 2);
+  check_sync(c, 3);
+  check_sync(d, 2);
+}
+
+/* ---- legal TP degrees -------------------------------------------------------- */
+
+/* One node of 8 equal GPUs joined by a fast link: phase 2 with every layout
+ * must only propose degrees dividing the heads (6 heads: 1, 2, 3, 6). */
+static void test_tp_degrees(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 8, 6, 2);
+  struct hx_cluster *c = &ctx.cluster;
+  int n = 8;
+  c->ngpus = 1;
+  c->gpus = HX_NEW_ARRAY(&ctx.arena, struct hx_gpu_type, 1);
+  c->gpus[0].tflops = 100;
+  c->gpus[0].memory_bytes = (int64_t)1 << 36;
+  c->gpus[0].efficiency = 1;
+  c->nnodes = 1;
+  c->nodes = HX_NEW_ARRAY(&ctx.arena, struct hx_node, 1);
+  c->nodes[0].gpus = n;
+  c->nodes[0].bandwidth = 3e11;
+  c->ndevices = n;
+  c->devices = HX_NEW_ARRAY(&ctx.arena, struct hx_device, n);
+  c->bandwidth = HX_NEW_ARRAY(&ctx.arena, double, n * n);
+  c->latency = HX_NEW_ARRAY(&ctx.arena, double, n * n);
+  int devs[8];
+  for (int r = 0; r < n; r++) {
+    devs[r] = r;
+    c->devices[r].rank = r;
+    for (int q = 0; q < n; q++)
+      c->bandwidth[r * n + q] = r == q ? 0 : 3e11;
+  }
+  CHECK(hx_sched_tp_legal(&ctx.model, 3) && hx_sched_tp_legal(&ctx.model, 6));
+  CHECK(!hx_sched_tp_legal(&ctx.model, 4) && !hx_sched_tp_legal(&ctx.model, 5));
+  for (int layout = 0; layout < 3; layout++) {
+    struct hx_pipeline p;
+    memset(&p, 0, sizeof p);
+    CHECK(hx_sched_phase2(&ctx, &ctx.arena, devs, n, 1, (enum hx_tp_layout)layout, 3, 0, 1, &p));
+    int covered = 0;
+    for (int s = 0; s < p.nstages; s++) {
+      CHECK(ctx.model.heads % p.stages[s].tp == 0);
+      covered += p.stages[s].ndevices;
+    }
+    CHECK(covered == n);
+  }
+  hx_arena_free(&ctx.arena);
+}
+
+int main(void) {
+  test_graph_check();
+  test_layer_split();
+  test_batch_split();
+  test_sync_groups();
+  test_tp_degrees();
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  puts("test_sched: all checks passed");
+  return 0;
+}

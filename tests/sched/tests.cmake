@@ -1,0 +1,18 @@
+# The HexiScale scheduler (issue 4): unit tests of its phases, and
+# command-line checks on seeded random clusters (determinism, never slower
+# than the symmetric baseline, within 2% of the exhaustive planner, TP
+# degrees in --plan files).
+add_executable(test_sched ${HX_TESTS_DIR}/sched/test_sched.c)
+target_link_libraries(test_sched PRIVATE hexic_core)
+add_test(NAME sched_unit COMMAND test_sched)
+set_tests_properties(sched_unit PROPERTIES TIMEOUT 60 LABELS sched)
+
+find_program(HX_PYTHON3 python3)
+if(HX_PYTHON3)
+  foreach(check determinism baseline exhaustive plan_tp)
+    add_test(NAME sched_${check}
+      COMMAND ${HX_PYTHON3} ${HX_TESTS_DIR}/sched/check_plans.py ${check} ${HX_BIN}
+              ${HX_TESTS_DIR}/..)
+    set_tests_properties(sched_${check} PROPERTIES TIMEOUT 120 LABELS sched)
+  endforeach()
+endif()
