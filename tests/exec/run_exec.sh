@@ -115,44 +115,56 @@ planfile)
   echo "  bad_groups.json: refused with exit 2"
   ;;
 fault)
-  # kill -9 one rank of the 8-rank cpu8 plan once training is under way.
-  export HEXIC_TIMEOUT_S=5
+  # One rank of the 8-rank cpu8 plan, once training is under way: killed
+  # with kill -9 (mpirun sees it die), then stopped with SIGSTOP (nobody
+  # sees anything: the other ranks' watchdogs must end the job).
+  export HEXIC_TIMEOUT_S=4
   rm -rf f
   "$hexic" "$tiny" "$src/examples/clusters/cpu8.hx" --target=cpu -o f >/dev/null || fail "hexic"
   build f
   victim=5
-  set -m
-  f/launch.sh --steps 100000 >f.log 2>&1 &
-  job=$!
-  set +m
-  for _ in $(seq 600); do
-    grep -q "^step 3/" f.log && break
-    sleep 0.05
+  for signal in KILL STOP; do
+    set -m
+    f/launch.sh --steps 100000 >"f.$signal.log" 2>&1 &
+    job=$!
+    set +m
+    for _ in $(seq 600); do
+      grep -q "^step 3/" "f.$signal.log" && break
+      sleep 0.05
+    done
+    grep -q "^step 3/" "f.$signal.log" ||
+      { kill -9 -- -"$job"; cat "f.$signal.log"; fail "training never reached step 3"; }
+    pid=$(pgrep -f "^$PWD/f/rank_000$victim( |\$)")
+    [ -n "$pid" ] || { kill -9 -- -"$job"; fail "no process for rank $victim"; }
+    start=$(date +%s.%N)
+    kill -"$signal" "$pid"
+    # Bounded: HEXIC_TIMEOUT_S plus mpirun's teardown, well under 20 s.
+    for _ in $(seq 400); do
+      kill -0 "$job" 2>/dev/null || break
+      sleep 0.05
+    done
+    if kill -0 "$job" 2>/dev/null; then
+      kill -9 -- -"$job"
+      fail "the job still runs 20 s after SIG$signal to rank $victim"
+    fi
+    wait "$job"
+    status=$?
+    took=$(echo "$(date +%s.%N) - $start" | bc)
+    [ $status -ne 0 ] || fail "the job exited 0 after SIG$signal to rank $victim"
+    left=$(pgrep -f "^$PWD/f/rank_" || true)
+    [ -z "$left" ] || fail "rank processes still alive after SIG$signal: $left"
+    if [ $signal = KILL ]; then
+      grep -q "launch.sh: rank $victim (rank_000$victim) failed" "f.$signal.log" ||
+        { cat "f.$signal.log"; fail "launch.sh did not name rank $victim"; }
+    else
+      grep -q "no progress for .* (HEXIC_TIMEOUT_S=4)" "f.$signal.log" ||
+        { cat "f.$signal.log"; fail "no watchdog message"; }
+      grep -q "launch.sh: rank [0-9]* (rank_[0-9]*) failed" "f.$signal.log" ||
+        { cat "f.$signal.log"; fail "launch.sh named no rank"; }
+    fi
+    printf '  SIG%s to rank %d at step 3: job ended in %.1f s, status %d; %s\n' "$signal" \
+      "$victim" "$took" "$status" "$(grep 'launch.sh: rank' "f.$signal.log")"
   done
-  grep -q "^step 3/" f.log || { kill -9 -- -"$job"; cat f.log; fail "training never reached step 3"; }
-  pid=$(pgrep -f "^$PWD/f/rank_000$victim( |$)")
-  [ -n "$pid" ] || { kill -9 -- -"$job"; fail "no process for rank $victim"; }
-  start=$(date +%s.%N)
-  kill -9 "$pid"
-  # Bounded: the watchdog's HEXIC_TIMEOUT_S plus start-up slack.
-  for _ in $(seq 400); do
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.05
-  done
-  if kill -0 "$job" 2>/dev/null; then
-    kill -9 -- -"$job"
-    fail "the job still runs 20 s after rank $victim was killed"
-  fi
-  wait "$job"
-  status=$?
-  took=$(echo "$(date +%s.%N) - $start" | bc)
-  [ $status -ne 0 ] || fail "the job exited 0 after a rank was killed"
-  grep -q "launch.sh: rank $victim (rank_000$victim) failed" f.log ||
-    { cat f.log; fail "launch.sh did not name rank $victim"; }
-  left=$(pgrep -f "^$PWD/f/rank_" || true)
-  [ -z "$left" ] || fail "rank processes still alive: $left"
-  printf '  fault: rank %d killed at step 3; job ended in %.1f s with status %d; %s\n' "$victim" \
-    "$took" "$status" "$(grep 'launch.sh: rank' f.log)"
   ;;
 *)
   fail "unknown mode $mode"
