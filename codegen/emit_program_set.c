@@ -192,8 +192,9 @@ static int max_stage_ranks(const struct hx_plan *plan) {
   return n;
 }
 
-/* The embedding (which_end 0) or the final norm and LM head (1): held whole
- * by every rank of the pipelines' first / last stages. */
+/* The embedding (which_end 0: first stages, and last stages when tied) or
+ * the final norm and LM head (1: last stages), held whole by every TP rank
+ * of those stages. */
 static void add_end_group(struct program_set *set, struct group_list *l, int which_end) {
   const struct hx_plan *plan = set->plan;
   bool tied = set->ctx->model.tie_embeddings;
@@ -201,9 +202,9 @@ static void add_end_group(struct program_set *set, struct group_list *l, int whi
       new_group(set, l, which_end ? PART_HEAD : PART_TOK_EMB, max_stage_ranks(plan));
   for (int p = 0; p < plan->npipelines; p++) {
     const struct hx_pipeline *pl = &plan->pipelines[p];
-    if (which_end == 0 || tied)
+    if (which_end == 0)
       add_stage_ranks(set, g, &pl->stages[0]);
-    if (which_end == 1 || tied)
+    if (which_end == 1 || tied) /* tied: the LM head reads (and adds to) tok_emb */
       add_stage_ranks(set, g, &pl->stages[pl->nstages - 1]);
   }
   finish_group(l);

@@ -320,6 +320,16 @@ static double grad_bytes_of_layer(const struct hx_ctx *ctx, int layer) {
   return 4.0 * (double)m->params_layer;
 }
 
+double hx_nonlayer_grad_bytes(const struct hx_ctx *ctx, unsigned holds) {
+  const struct hx_model *m = &ctx->model;
+  double params = 0;
+  if (holds & HX_HOLDS_EMBEDDING)
+    params += (double)m->params_embedding;
+  if (holds & HX_HOLDS_HEAD)
+    params += (double)(m->params_head + m->params_final_norm);
+  return 4.0 * params;
+}
+
 static bool group_covers(const struct hx_group *g, int layer) {
   if (g->kind != HX_GROUP_GRAD && g->kind != HX_GROUP_UNSPLIT)
     return false;
@@ -342,6 +352,9 @@ static bool grad_sync_from_groups(const struct hx_ctx *ctx, const struct hx_plan
     double bytes;
     if (gr->kind == HX_GROUP_UNSPLIT)
       bytes = 4.0 * 2.0 * (double)ctx->model.hidden;
+    else if (layer < 0)
+      bytes = hx_nonlayer_grad_bytes(ctx, hx_group_holds(plan, gr)) /
+              (gr->nslices > 0 ? gr->nslices : 1);
     else
       bytes = grad_bytes_of_layer(ctx, layer) / (gr->nslices > 0 ? gr->nslices : 1);
     double t = hx_allreduce_s(&ctx->cluster, gr->ranks, gr->nranks, bytes);

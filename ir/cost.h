@@ -141,6 +141,11 @@ int hx_best_leader(const struct hx_ctx *ctx, const struct hx_stage *from, const 
 /* Gradient bytes of one decoder layer on one member of a TP group of degree
  * tp (4 bytes each: Megatron all-reduces the fp32 main_grad). */
 double hx_layer_grad_bytes(const struct hx_ctx *ctx, int tp);
+/* fp32 gradient bytes of the weights outside the decoder layers that a
+ * layer -1 group holding `holds` (HX_HOLDS_* mask) reduces: the embedding,
+ * and/or the final norm and LM head. Each is charged to exactly one set of
+ * groups. */
+double hx_nonlayer_grad_bytes(const struct hx_ctx *ctx, unsigned holds);
 /* Time to synchronise decoder layer `layer`'s gradients across the plan's
  * pipelines. Uses the plan's HX_GROUP_GRAD / HX_GROUP_UNSPLIT groups for that
  * layer when it has any; otherwise the lcm slicing of plan.h: with TP degrees

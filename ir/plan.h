@@ -70,6 +70,8 @@ enum hx_group_kind {
   HX_GROUP_HP_A2A,   /* Ulysses all-to-all: sequence shards <-> head shards */
 };
 
+enum { HX_HOLDS_EMBEDDING = 1, HX_HOLDS_HEAD = 2 };
+
 struct hx_group {
   enum hx_group_kind kind;
   int nranks;
@@ -80,6 +82,11 @@ struct hx_group {
    * slice k is owned by TP rank k*t_i/nslices of pipeline i. */
   int layer_begin, layer_end; /* -1,-1: the embedding/head weights */
   int slice, nslices;
+  /* Layer -1 groups: which of those weights the group reduces, a mask of
+   * HX_HOLDS_*; the embedding lives on first stages, the final norm and LM
+   * head on last stages, so a plan may carry separate groups for each. 0
+   * (plans read from files): derived from the members by hx_group_holds. */
+  unsigned holds;
   /* HX_GROUP_HP_A2A: per member, what it sends to each other member in the
    * sequence -> head all-to-all, in (token, head) vectors of head_dim
    * elements: sender tokens x receiver heads (nranks x nranks, row = sender);

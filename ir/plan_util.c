@@ -117,6 +117,26 @@ void hx_plan_fill_devices(struct hx_arena *a, struct hx_plan *plan, const struct
     }
 }
 
+unsigned hx_group_holds(const struct hx_plan *plan, const struct hx_group *g) {
+  if (g->layer_begin >= 0)
+    return 0;
+  if (g->holds)
+    return g->holds;
+  bool all_first = true, all_last = true;
+  for (int k = 0; k < g->nranks; k++) {
+    const struct hx_device_plan *d = &plan->devices[g->ranks[k]];
+    if (d->pipeline < 0) {
+      all_first = all_last = false;
+      break;
+    }
+    all_first &= d->stage == 0;
+    all_last &= d->stage == plan->pipelines[d->pipeline].nstages - 1;
+  }
+  unsigned holds = (all_first ? HX_HOLDS_EMBEDDING : 0u) | (all_last ? HX_HOLDS_HEAD : 0u);
+  /* a group on neither (hand-edited) keeps the old meaning: both */
+  return holds ? holds : HX_HOLDS_EMBEDDING | HX_HOLDS_HEAD;
+}
+
 int64_t hx_plan_batch(const struct hx_plan *plan) {
   int64_t total = 0;
   for (int i = 0; i < plan->npipelines; i++)

@@ -24,6 +24,11 @@ struct hx_plan *hx_plan_copy(struct hx_arena *a, const struct hx_plan *src);
  * the heads. Devices in no stage become unused (-1). seq_len and heads come
  * from the model. */
 void hx_plan_fill_devices(struct hx_arena *a, struct hx_plan *plan, const struct hx_model *m);
+/* What a layer -1 group reduces (HX_HOLDS_* mask): g->holds when set, else
+ * the embedding when every member sits on a first stage and the head when
+ * every member sits on a last stage (plan->devices must be filled). 0 for
+ * groups of decoder layers. */
+unsigned hx_group_holds(const struct hx_plan *plan, const struct hx_group *g);
 /* Sum over pipelines of micro_batches * micro_batch_size. */
 int64_t hx_plan_batch(const struct hx_plan *plan);
 /* Number of devices some stage uses. */

@@ -389,16 +389,21 @@ static void build_grad_sync(struct sim *s) {
       derived_grad_tasks(s, layer, full);
       continue;
     }
-    if (layer == HEAD_LAYER)
-      continue; /* the plan's embedding/head groups run after the whole backward */
     for (int g = 0; g < plan->ngroups; g++) {
       const struct hx_group *gr = &plan->groups[g];
       if (!plan_group_covers(gr, layer))
         continue;
+      /* Head-only groups start when the head's backward is done (their
+       * members are last stages); groups holding the embedding run after
+       * the whole backward of their members. Each weight is charged once. */
+      unsigned holds = hx_group_holds(plan, gr);
+      if (layer == HEAD_LAYER && holds != HX_HOLDS_HEAD)
+        continue;
+      if (layer < 0 && holds == HX_HOLDS_HEAD)
+        continue;
       double bytes = gr->kind == HX_GROUP_UNSPLIT ? 4.0 * 2.0 * (double)m->hidden
-                     : layer < 0 ? 4.0 * (double)(m->params_embedding + m->params_head +
-                                                  m->params_final_norm)
-                                 : full;
+                     : layer < 0 || layer == HEAD_LAYER ? hx_nonlayer_grad_bytes(s->ctx, holds)
+                                                        : full;
       if (gr->kind == HX_GROUP_GRAD && gr->nslices > 0)
         bytes /= gr->nslices;
       grad_task(s, gr->ranks, gr->nranks, layer, bytes, layer < 0);

@@ -107,9 +107,11 @@ static bool load_stage(struct loader *l, const struct hx_json *js, struct hx_sta
              (long long)tp, (long long)cp, (long long)hp, ranks->nitems);
     return false;
   }
-  if (ctx->model.heads % tp || ctx->model.kv_heads % tp) {
-    hx_error(js->loc, "tp %lld does not divide the %lld heads and %lld kv heads", (long long)tp,
-             (long long)ctx->model.heads, (long long)ctx->model.kv_heads);
+  /* The planner's rule (hx_sched_tp_legal): tp divides the query heads; kv
+   * heads that tp does not divide are replicated, which the kernels support. */
+  if (ctx->model.heads % tp) {
+    hx_error(js->loc, "tp %lld does not divide the %lld heads", (long long)tp,
+             (long long)ctx->model.heads);
     return false;
   }
   const struct hx_json *rc = hx_json_get(js, "recompute");

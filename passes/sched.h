@@ -81,10 +81,12 @@ struct hx_sched_split {
   int **devices; /* sorted ranks */
 };
 
-/* Phase 1: the devices (all of the cluster) into npipelines parts by METIS,
- * compute-balanced. NULL when there are fewer devices than pipelines. */
-struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, int npipelines,
-                                       enum hx_edge_objective obj, uint64_t seed);
+/* Phase 1: the devices of a pool (pool[0..npool), sorted ranks; the plan
+ * leaves the others unused) into npipelines parts by METIS, compute-balanced.
+ * NULL when there are fewer devices than pipelines. */
+struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, const int *pool,
+                                       int npool, int npipelines, enum hx_edge_objective obj,
+                                       uint64_t seed);
 
 /* How an island's devices become TP stages. */
 enum hx_tp_layout {
@@ -109,6 +111,25 @@ enum { HX_SCHED_ORDERS = 4 };
  * Fills p->stages; returns false when there is no such variant. */
 bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
                      enum hx_tp_layout layout, int tau, int variant, uint64_t seed,
+                     struct hx_pipeline *p);
+
+/* Phase 2 in two steps, so a search can price every layout and order of a
+ * pipeline while partitioning it once: the groups (k parts by METIS, or
+ * k = HX_SCHED_K_MACHINES: one group per machine, no METIS) and their best
+ * HX_SCHED_ORDERS distinct top-tau orders; then the stages of one layout and
+ * order (false when there is no such order). hx_sched_phase2 is both. */
+enum { HX_SCHED_K_MACHINES = -1 };
+struct hx_sched_grouping {
+  int k;
+  int *group;    /* per device (index into devices[]) */
+  int norders;
+  int *orders;   /* norders x k group indices, best first */
+};
+struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena *a,
+                                            const int *devices, int n, int k, int tau,
+                                            uint64_t seed);
+bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n,
+                     const struct hx_sched_grouping *g, enum hx_tp_layout layout, int variant,
                      struct hx_pipeline *p);
 
 /* Each stage's leader: the member that makes the hop from the previous stage

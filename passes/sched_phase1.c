@@ -2,7 +2,8 @@
  * device graph (vertex = compute, edge = bandwidth or its reciprocal) into
  * compute-balanced parts. Large clusters are partitioned by node (a machine
  * stays in one pipeline, so TP stays inside it); when there are fewer nodes
- * than pipelines the devices themselves are the vertices.
+ * than pipelines the devices themselves are the vertices. The devices are
+ * those of a pool the search chose (all, or a well-connected / fast subset).
  *
  * The move/swap refinement driven by the estimator lives in sched_search.c,
  * where whole plans can be priced. */
@@ -19,46 +20,61 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static struct hx_sched_split *split_new(struct hx_arena *a, int npipelines, const int *part,
-                                        const int *vertex_first, const int *vertex_count,
-                                        int nvertices) {
+/* Vertices of the pool: single devices, or (large pools) the runs of the
+ * pool's devices on one machine. Returns how many. */
+static int pool_vertices(const struct hx_cluster *c, const int *pool, int npool, int *first,
+                         int *count, int *rep) {
+  bool by_node = npool > DEVICE_GRAPH_MAX;
+  int n = 0;
+  for (int i = 0; i < npool; i++) {
+    bool join = by_node && n > 0 && c->devices[pool[i]].node == c->devices[rep[n - 1]].node;
+    if (!join) {
+      first[n] = i;
+      rep[n] = pool[i];
+      count[n++] = 0;
+    }
+    count[n - 1]++;
+  }
+  return n;
+}
+
+struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, const int *pool,
+                                       int npool, int npipelines, enum hx_edge_objective obj,
+                                       uint64_t seed) {
+  const struct hx_cluster *c = &ctx->cluster;
+  if (npipelines < 1 || npipelines > npool)
+    return NULL;
+  int *first = HX_NEW_ARRAY(a, int, npool), *count = HX_NEW_ARRAY(a, int, npool);
+  int *rep = HX_NEW_ARRAY(a, int, npool);
+  int n = pool_vertices(c, pool, npool, first, count, rep);
+  if (n < npipelines) /* fewer machines than pipelines: devices as vertices */
+    for (n = 0; n < npool; n++) {
+      first[n] = n;
+      rep[n] = pool[n];
+      count[n] = 1;
+    }
+  int *part = HX_NEW_ARRAY(a, int, n);
+  double *compute = HX_NEW_ARRAY(a, double, n);
+  for (int i = 0; i < n; i++)
+    compute[i] = count[i] * hx_device_flops(c, rep[i]);
+  struct hx_sched_graph *g = hx_sched_graph_build(a, c, rep, compute, n, obj);
+  hx_sched_partition(a, g, npipelines, NULL, seed, part);
   struct hx_sched_split *s = HX_NEW(a, struct hx_sched_split);
   s->npipelines = npipelines;
   s->count = HX_NEW_ARRAY(a, int, npipelines);
   s->devices = HX_NEW_ARRAY(a, int *, npipelines);
-  for (int v = 0; v < nvertices; v++)
-    s->count[part[v]] += vertex_count[v];
-  for (int p = 0; p < npipelines; p++)
-    s->devices[p] = HX_NEW_ARRAY(a, int, s->count[p] > 0 ? s->count[p] : 1);
-  int *fill = HX_NEW_ARRAY(a, int, npipelines);
-  for (int v = 0; v < nvertices; v++)
-    for (int k = 0; k < vertex_count[v]; k++)
-      s->devices[part[v]][fill[part[v]]++] = vertex_first[v] + k;
-  for (int p = 0; p < npipelines; p++)
-    qsort(s->devices[p], (size_t)s->count[p], sizeof(int), cmp_int);
-  return s;
-}
-
-struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, int npipelines,
-                                       enum hx_edge_objective obj, uint64_t seed) {
-  const struct hx_cluster *c = &ctx->cluster;
-  if (npipelines < 1 || npipelines > c->ndevices)
-    return NULL;
-  bool by_node = c->ndevices > DEVICE_GRAPH_MAX && c->nnodes >= npipelines;
-  int n = by_node ? c->nnodes : c->ndevices;
-  int *first = HX_NEW_ARRAY(a, int, n), *count = HX_NEW_ARRAY(a, int, n);
-  int *part = HX_NEW_ARRAY(a, int, n);
-  double *compute = HX_NEW_ARRAY(a, double, n);
-  for (int i = 0; i < n; i++) {
-    first[i] = by_node ? c->nodes[i].first_device : i;
-    count[i] = by_node ? c->nodes[i].gpus : 1;
-    compute[i] = count[i] * hx_device_flops(c, first[i]);
-  }
-  struct hx_sched_graph *g = hx_sched_graph_build(a, c, first, compute, n, obj);
-  hx_sched_partition(a, g, npipelines, NULL, seed, part);
-  struct hx_sched_split *s = split_new(a, npipelines, part, first, count, n);
-  for (int p = 0; p < npipelines; p++)
+  for (int v = 0; v < n; v++)
+    s->count[part[v]] += count[v];
+  for (int p = 0; p < npipelines; p++) {
     if (s->count[p] == 0)
       return NULL;
+    s->devices[p] = HX_NEW_ARRAY(a, int, s->count[p]);
+    s->count[p] = 0;
+  }
+  for (int v = 0; v < n; v++)
+    for (int k = 0; k < count[v]; k++)
+      s->devices[part[v]][s->count[part[v]]++] = pool[first[v] + k];
+  for (int p = 0; p < npipelines; p++)
+    qsort(s->devices[p], (size_t)s->count[p], sizeof(int), cmp_int);
   return s;
 }

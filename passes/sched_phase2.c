@@ -316,30 +316,61 @@ static double *group_bandwidth(const struct hx_cluster *c, struct hx_arena *a, c
   return w;
 }
 
-bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
-                     enum hx_tp_layout layout, int tau, int variant, uint64_t seed,
+/* Groups by machine: the k of "one group per machine", without METIS. */
+static int groups_by_machine(const struct hx_cluster *c, const int *devices, int n, int *group) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    group[i] = -1;
+    for (int j = 0; j < i && group[i] < 0; j++)
+      if (c->devices[devices[j]].node == c->devices[devices[i]].node)
+        group[i] = group[j];
+    if (group[i] < 0)
+      group[i] = k++;
+  }
+  return k;
+}
+
+struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena *a,
+                                            const int *devices, int n, int k, int tau,
+                                            uint64_t seed) {
+  const struct hx_cluster *c = &ctx->cluster;
+  struct hx_sched_grouping *g = HX_NEW(a, struct hx_sched_grouping);
+  g->group = HX_NEW_ARRAY(a, int, n);
+  if (k == HX_SCHED_K_MACHINES) {
+    k = groups_by_machine(c, devices, n, g->group);
+  } else {
+    if (k < 1)
+      k = 1;
+    if (k > n)
+      k = n;
+    if (k > 1)
+      make_groups(ctx, a, devices, n, k, seed, g->group);
+  }
+  g->k = k;
+  g->orders = HX_NEW_ARRAY(a, int, (long)HX_SCHED_ORDERS * k);
+  double *w = group_bandwidth(c, a, devices, n, g->group, k);
+  for (g->norders = 0; g->norders < HX_SCHED_ORDERS; g->norders++)
+    if (!order_groups(w, k, tau, g->norders, a, g->orders + (long)g->norders * k))
+      break;
+  return g;
+}
+
+bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n,
+                     const struct hx_sched_grouping *g, enum hx_tp_layout layout, int variant,
                      struct hx_pipeline *p) {
   const struct hx_cluster *c = &ctx->cluster;
-  if (k < 1)
-    k = 1;
-  if (k > n)
-    k = n;
-  int *group = HX_NEW_ARRAY(a, int, n);
-  if (k > 1)
-    make_groups(ctx, a, devices, n, k, seed, group);
-  int *order = HX_NEW_ARRAY(a, int, k);
-  if (!order_groups(group_bandwidth(c, a, devices, n, group, k), k, tau, variant, a, order))
+  if (variant >= g->norders)
     return false;
-
+  const int *order = g->orders + (long)variant * g->k;
   /* devices laid out group by group (path order), island by island */
   int *laid = HX_NEW_ARRAY(a, int, n), *members = HX_NEW_ARRAY(a, int, n);
   int *island = HX_NEW_ARRAY(a, int, n), *isl_members = HX_NEW_ARRAY(a, int, n);
   struct stage_list list = {0, n, HX_NEW_ARRAY(a, int, n), HX_NEW_ARRAY(a, int, n)};
   int nlaid = 0;
-  for (int oi = 0; oi < k; oi++) {
+  for (int oi = 0; oi < g->k; oi++) {
     int m = 0;
     for (int i = 0; i < n; i++)
-      if (group[i] == order[oi])
+      if (g->group[i] == order[oi])
         members[m++] = devices[i];
     make_islands(c, members, m, island);
     for (int root = 0; root < m; root++) {
@@ -360,6 +391,13 @@ bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
   for (int s = 0; s < list.n; s++)
     hx_stage_init(a, &p->stages[s], laid + list.first[s], list.tp[s], 0, 0, false);
   return true;
+}
+
+bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
+                     enum hx_tp_layout layout, int tau, int variant, uint64_t seed,
+                     struct hx_pipeline *p) {
+  const struct hx_sched_grouping *g = hx_sched_grouping(ctx, a, devices, n, k, tau, seed);
+  return hx_sched_stages(ctx, a, devices, n, g, layout, variant, p);
 }
 
 void hx_sched_set_leaders(const struct hx_ctx *ctx, struct hx_pipeline *p) {

@@ -54,7 +54,7 @@ static const struct hx_stage *stage_at(const struct hx_pipeline *p, int layer) {
 /* The lcm-sliced groups and the union group of one set of stages (one per
  * pipeline) for layers [begin, end). */
 static void add_slices(struct hx_arena *a, struct group_list *l, const struct hx_stage **st, int n,
-                       int begin, int end, bool with_union) {
+                       int begin, int end, bool with_union, unsigned holds) {
   int64_t nslices = 1;
   int total = 0;
   for (int i = 0; i < n; i++) {
@@ -69,6 +69,7 @@ static void add_slices(struct hx_arena *a, struct group_list *l, const struct hx
     g->layer_end = end;
     g->slice = (int)j;
     g->nslices = (int)nslices;
+    g->holds = holds;
   }
   if (!with_union)
     return;
@@ -116,19 +117,20 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
       int end = next_boundary(plan, begin, layers);
       for (int i = 0; i < n; i++)
         st[i] = stage_at(&plan->pipelines[i], begin);
-      add_slices(a, &l, st, n, begin, end, true);
+      add_slices(a, &l, st, n, begin, end, true, 0);
       begin = end;
     }
     for (int i = 0; i < n; i++)
       st[i] = &plan->pipelines[i].stages[0];
-    add_slices(a, &l, st, n, -1, -1, false);
     bool head_apart = false; /* some pipeline keeps the head off its first stage */
-    for (int i = 0; i < n; i++) {
-      st[i] = &plan->pipelines[i].stages[plan->pipelines[i].nstages - 1];
+    for (int i = 0; i < n; i++)
       head_apart |= plan->pipelines[i].nstages > 1;
-    }
+    add_slices(a, &l, st, n, -1, -1, false,
+               head_apart ? HX_HOLDS_EMBEDDING : HX_HOLDS_EMBEDDING | HX_HOLDS_HEAD);
+    for (int i = 0; i < n; i++)
+      st[i] = &plan->pipelines[i].stages[plan->pipelines[i].nstages - 1];
     if (head_apart)
-      add_slices(a, &l, st, n, -1, -1, false);
+      add_slices(a, &l, st, n, -1, -1, false, HX_HOLDS_HEAD);
   }
   plan->groups = l.items;
   plan->ngroups = l.n;

@@ -2,11 +2,16 @@
  *  - --plan=FILE: the plan in the file, as it is, after checking it;
  *  - --strategy=symmetric: the best symmetric (Megatron) plan;
  *  - --strategy=exhaustive: the exact planner (clusters of <= 8 devices);
+ *  - --strategy=hexiseq, or `auto` when one sequence's activations keep every
+ *    symmetric shape out of memory: the HexiSeq planner (passes/hexiseq.c),
+ *    asymmetric context x head parallelism inside a DP/TP/PP frame; it makes
+ *    ctx->baseline the best of Ring / Ulysses / USP / symmetric;
  *  - otherwise the HexiScale search (passes/sched_search.c), which keeps the
  *    symmetric baseline as a candidate, so hexic is never slower than it.
  * When nothing fits, the run ends with exit 3 and the smallest memory
- * shortfall found. */
+ * shortfall found (HexiSeq reports its own reason). */
 #include "../ir/plan_util.h"
+#include "hexiseq.h"
 #include "passes.h"
 #include "sched.h"
 
@@ -32,6 +37,14 @@ static struct hx_plan *choose_plan(struct hx_ctx *ctx) {
   }
 }
 
+/* HexiSeq when forced, or when `auto` finds a sequence too long for every
+ * symmetric shape (hexiseq.h): splitting one sequence is the only way then. */
+static bool wants_hexiseq(const struct hx_ctx *ctx) {
+  if (ctx->opt.strategy == HX_STRAT_HEXISEQ)
+    return true;
+  return ctx->opt.strategy == HX_STRAT_AUTO && hx_hexiseq_needed(ctx);
+}
+
 bool hx_pass_schedule(struct hx_ctx *ctx) {
   if (!ctx->has_model || !ctx->has_train || ctx->cluster.ndevices <= 0)
     return true;
@@ -44,6 +57,10 @@ bool hx_pass_schedule(struct hx_ctx *ctx) {
     hx_error_plain("--strategy=exhaustive plans clusters of at most %d devices; this one has %d",
                    HX_EXHAUSTIVE_MAX_DEVICES, ctx->cluster.ndevices);
     return false;
+  }
+  if (wants_hexiseq(ctx)) {
+    ctx->plan = hx_hexiseq_schedule(ctx); /* reports why when nothing fits */
+    return ctx->plan != NULL;
   }
   ctx->plan = choose_plan(ctx);
   if (!ctx->plan) {

@@ -2,6 +2,7 @@
 # Tests of the generated per-rank programs. One mode per ctest entry:
 #   check_programs.sh MODE WORKDIR FIXTURE SHARD_TOOL PARSE_CHECK SRCDIR HEXIC
 # MODE: static | train | resume | equiv | refuse | fault | hexic
+# (TP plans and their equivalence with one rank: tests/exec/run_exec.sh.)
 # FIXTURE is tests/codegen/emit_fixture (hand-built plans; see its header).
 set -uo pipefail
 mode=$1 work=$2 fixture=$3 shard_tool=$4 parse_check=$5 src=$6 hexic=${7:-}
@@ -44,7 +45,7 @@ losses() {
 
 case "$mode" in
 static)
-  plans=("8x1@4" "3x2@4;2x1@4" "2x4@1,4" "1x4@1,4;2x2@3,4")
+  plans=("8x1@4" "3x2@4;2x1@4" "2x4@1,4" "1x4@1,4;2x2@3,4" "2x2@2:2l,4:3r;4x1@4:2")
   i=0
   for plan in "${plans[@]}"; do
     emit "plan$i" "$plan"
@@ -127,10 +128,14 @@ refuse)
   [ $? -eq 2 ] || fail "--target=cuda should exit 2"
   grep -q "target=cuda code generation is not implemented yet; use --target=cpu" <<<"$out" ||
     fail "wrong cuda message: $out"
-  out=$("$fixture" tp "8x1@4" --tp 2>&1)
-  [ $? -eq 2 ] || fail "a TP plan should be refused with exit 2"
-  grep -q "tensor parallelism" <<<"$out" || fail "wrong TP message: $out"
-  echo "refuse: cuda and TP plans refused with exit 2"
+  out=$("$fixture" cp "8x1@4" --cp 2>&1)
+  [ $? -eq 2 ] || fail "a context-parallel plan should be refused with exit 2"
+  grep -q "uses context/head parallelism (cp=2 hp=1), which the generated CPU programs do not run" \
+    <<<"$out" || fail "wrong cp message: $out"
+  out=$("$fixture" tp5 "8x1@4:5" 2>&1)
+  [ $? -eq 2 ] || fail "tp 5 over 4 heads should be refused with exit 2"
+  grep -q "tp=5 over 5 devices cannot split 4 heads" <<<"$out" || fail "wrong tp message: $out"
+  echo "refuse: cuda, context-parallel and tp > heads plans refused with exit 2"
   ;;
 fault)
   emit f "1x4@1,4;2x2@4"

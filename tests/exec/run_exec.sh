@@ -81,12 +81,24 @@ fixture)
     same one "t$i" "tiny $plan"
     i=$((i + 1))
   done
+  # Tied embeddings: tok_emb on first and last stages, with TP on both.
+  fixture tied1 "8x1@4" --tied
+  fixture tied2 "2x2@1:2,4:3l;4x1@2,4:2" --tied
+  same tied1 tied2 "tied 2x2@1:2,4:3l;4x1@2,4:2"
   # 6 heads over 2 kv heads: TP 3 and 4 replicate kv heads across TP ranks.
   for plan in "2x2@1:3,4:2lr;4x1@3,4:4" "2x4@4:3" "1x2@4:6;3x2@2:3,4:2"; do
     fixture "t$i" "$plan" --heads6
     same one6 "t$i" "heads6 $plan"
     i=$((i + 1))
   done
+  # The runtime itself under AddressSanitizer and UBSan, on a DP x TP x PP
+  # plan with replicated kv heads (leaks off: MPI keeps its own allocations).
+  rm -rf asan
+  "$fixture" asan "2x2@1:3,4:2lr;4x1@3,4:4" --heads6 || fail "emit_fixture asan"
+  make -s -C asan -j2 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+    >asan.make.log 2>&1 || { cat asan.make.log; fail "make with sanitizers"; }
+  ASAN_OPTIONS=detect_leaks=0 run asan
+  same one6 asan "heads6 2x2@1:3,4:2lr;4x1@3,4:4 under ASan+UBSan"
   ;;
 hexic)
   # Plans hexic picks itself, against its single-rank plan of the same model.
@@ -149,7 +161,7 @@ fault)
     fi
     wait "$job"
     status=$?
-    took=$(echo "$(date +%s.%N) - $start" | bc)
+    took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')
     [ $status -ne 0 ] || fail "the job exited 0 after SIG$signal to rank $victim"
     left=$(pgrep -f "^$PWD/f/rank_" || true)
     [ -z "$left" ] || fail "rank processes still alive after SIG$signal: $left"
