@@ -46,7 +46,7 @@ model "m" { layers = 8; hidden = 1024; ffn = 2816; heads = 8; kv_heads = 8; voca
 train { global_batch = 8; precision = bf16; recompute = auto; steps = 1; seed = 1 }
 M
 seed=1
-while [ $seed -le 10 ]; do
+while [ $seed -le 20 ]; do
   python3 - "$seed" > "$tmp/c.hx" <<'P'
 import random, sys
 rng = random.Random(int(sys.argv[1]))

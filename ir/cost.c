@@ -509,54 +509,126 @@ bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, d
 
 /* 1F1B and GPipe share the bubble term for a pipeline whose stages take
  * f_s + b_s: the slowest stage repeats m - 1 times, every stage (and hop)
- * once on the critical path. */
-static double pipeline_estimate_s(const struct hx_ctx *ctx, const struct hx_pipeline *p) {
+ * once on the critical path. bwd[s] and hop[s] (to stage s + 1) are kept for
+ * the gradient sync estimate. */
+static double pipeline_estimate_s(const struct hx_ctx *ctx, const struct hx_pipeline *p,
+                                  double *bwd, double *hop) {
   double slowest = 0, chain = 0;
   for (int s = 0; s < p->nstages; s++) {
     const struct hx_stage *st = &p->stages[s];
     bool first = s == 0, last = s == p->nstages - 1;
-    double t = hx_stage_fwd_s(ctx, st, first, last, p->micro_batch_size) +
-               hx_stage_bwd_s(ctx, st, first, last, p->micro_batch_size);
+    double b = hx_stage_bwd_s(ctx, st, first, last, p->micro_batch_size);
+    double t = hx_stage_fwd_s(ctx, st, first, last, p->micro_batch_size) + b;
     if (t > slowest)
       slowest = t;
     chain += t;
-    if (!last)
-      chain += 2 * hx_hop_s(ctx, st, &p->stages[s + 1], p->micro_batch_size);
+    bwd[s] = b;
+    hop[s] = last ? 0 : hx_hop_s(ctx, st, &p->stages[s + 1], p->micro_batch_size);
+    chain += 2 * hop[s];
   }
   return (double)(p->micro_batches - 1) * slowest + chain;
 }
 
-/* The part of the gradient sync that does not hide under the backward: the
- * sync of the layers of the first stage (the last to finish) and of the
- * embedding, which start when the backward ends. A lower bound that is exact
- * for one stage per pipeline with sync slower than compute. */
-static double grad_tail_estimate_s(const struct hx_ctx *ctx, const struct hx_plan *plan) {
-  if (!hx_plan_replicates_weights(plan))
-    return 0;
-  double tail = hx_grad_sync_layer_s(ctx, plan, -1);
-  int first_layers = 0;
+/* The next layer after `layer` where some pipeline starts a new stage. */
+static int next_boundary(const struct hx_plan *plan, int layer) {
+  int next = INT_MAX;
   for (int i = 0; i < plan->npipelines; i++) {
-    int n = plan->pipelines[i].stages[0].layer_end - plan->pipelines[i].stages[0].layer_begin;
-    if (n > first_layers)
-      first_layers = n;
+    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
+    if (st && st->layer_end < next)
+      next = st->layer_end;
   }
-  if (first_layers > 0)
-    tail += hx_grad_sync_layer_s(ctx, plan, 0);
-  return tail;
+  return next;
+}
+
+/* Pipeline i's stage s finishes the last micro-batch's backward at
+ * ends[i][s]: that backward runs from the last stage to the first, so stage
+ * s ends it at the pipeline's end minus the backward and hops of the stages
+ * before it. */
+static void backward_ends(const struct hx_pipeline *p, double end, const double *bwd,
+                          const double *hop, double *ends) {
+  double before = 0;
+  for (int s = 0; s < p->nstages; s++) {
+    ends[s] = end - before;
+    before += bwd[s] + hop[s];
+  }
+}
+
+/* Whether every pipeline starts a new stage at `layer`. */
+static bool aligned_boundary(const struct hx_plan *plan, int layer) {
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
+    if (st && st->layer_begin != layer)
+      return false;
+  }
+  return true;
+}
+
+/* When the last layer range's gradient all-reduce ends. The all-reduces run
+ * in layer order, last layer first, each when every pipeline's backward has
+ * freed the layer (the stage's last backward frees its layers from its last
+ * to its first) and its members' channels are free. Consecutive ranges share
+ * members unless every pipeline changes stage between them, so staggered
+ * stage boundaries chain the whole sync; aligned ones let stages sync in
+ * parallel. ranges[k]: one layer's sync in [bounds[k], bounds[k + 1]). */
+static double sync_chain_end_s(const struct hx_plan *plan, double *const *ends,
+                               double *const *bwds, const int *bounds, const double *ranges,
+                               int nranges) {
+  double busy = 0, latest = 0;
+  for (int k = nranges - 1; k >= 0; k--) {
+    if (k + 1 < nranges && aligned_boundary(plan, bounds[k + 1]))
+      busy = 0;
+    double ready = 0;
+    for (int i = 0; i < plan->npipelines; i++) {
+      const struct hx_pipeline *p = &plan->pipelines[i];
+      for (int s = 0; s < p->nstages; s++) {
+        const struct hx_stage *st = &p->stages[s];
+        if (st->layer_begin <= bounds[k] && bounds[k] < st->layer_end) {
+          int nl = st->layer_end - st->layer_begin;
+          double left = (double)(bounds[k] - st->layer_begin) / nl; /* of its backward */
+          ready = fmax(ready, ends[i][s] - bwds[i][s] * left);
+        }
+      }
+    }
+    busy = fmax(ready, busy) + (bounds[k + 1] - bounds[k]) * ranges[k];
+    latest = fmax(latest, busy);
+  }
+  return latest;
 }
 
 double hx_estimate_iteration_s(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  int layers = (int)ctx->model.layers, n = plan->npipelines;
+  double **ends = HX_NEW_ARRAY(&scratch, double *, n), **bwds = HX_NEW_ARRAY(&scratch, double *, n);
   double pipes = 0, opt = 0;
-  for (int i = 0; i < plan->npipelines; i++) {
+  for (int i = 0; i < n; i++) {
     const struct hx_pipeline *p = &plan->pipelines[i];
-    double t = pipeline_estimate_s(ctx, p);
-    if (t > pipes)
-      pipes = t;
-    for (int s = 0; s < p->nstages; s++) {
-      double o = hx_stage_optimizer_s(ctx, &p->stages[s], s == 0, s == p->nstages - 1);
-      if (o > opt)
-        opt = o;
-    }
+    double *hop = HX_NEW_ARRAY(&scratch, double, p->nstages);
+    bwds[i] = HX_NEW_ARRAY(&scratch, double, p->nstages);
+    ends[i] = HX_NEW_ARRAY(&scratch, double, p->nstages);
+    double t = pipeline_estimate_s(ctx, p, bwds[i], hop);
+    backward_ends(p, t, bwds[i], hop, ends[i]);
+    pipes = fmax(pipes, t);
+    for (int s = 0; s < p->nstages; s++)
+      opt = fmax(opt, hx_stage_optimizer_s(ctx, &p->stages[s], s == 0, s == p->nstages - 1));
   }
-  return pipes + grad_tail_estimate_s(ctx, plan) + opt;
+  double end = pipes;
+  if (hx_plan_replicates_weights(plan)) {
+    /* one layer's sync per range of layers where no pipeline changes stage */
+    int *bounds = HX_NEW_ARRAY(&scratch, int, layers + 2);
+    double *ranges = HX_NEW_ARRAY(&scratch, double, layers + 1);
+    int nranges = 0;
+    for (int l = 0; l < layers; nranges++) {
+      int next = next_boundary(plan, l);
+      bounds[nranges] = l;
+      ranges[nranges] = hx_grad_sync_layer_s(ctx, plan, l);
+      l = next > l && next <= layers ? next : layers;
+      bounds[nranges + 1] = l;
+    }
+    end = fmax(end, sync_chain_end_s(plan, ends, bwds, bounds, ranges, nranges));
+    /* the embedding and head weights: after the first stages' backward */
+    end += hx_grad_sync_layer_s(ctx, plan, -1);
+  }
+  hx_arena_free(&scratch);
+  return end + opt;
 }

@@ -176,9 +176,11 @@ bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, d
                          int *worst_rank);
 
 /* Closed-form iteration estimate for searches: per pipeline the 1F1B (or
- * GPipe) makespan (m - 1) * max_s(f_s + b_s) + sum_s(f_s + b_s + 2 hop_s),
- * then the gradient sync that does not overlap the backward, then the
- * slowest optimizer step. Never allocates. */
+ * GPipe) makespan (m - 1) * max_s(f_s + b_s) + sum_s(f_s + b_s + 2 hop_s);
+ * then, per stage, when its gradient all-reduces end (they start as the last
+ * micro-batch's backward frees each layer, stage by stage from the last, and
+ * queue on the stage's devices: the sync the backward does not hide); then
+ * the slowest optimizer step. Scratch memory only (freed on return). */
 double hx_estimate_iteration_s(const struct hx_ctx *ctx, const struct hx_plan *plan);
 
 #endif

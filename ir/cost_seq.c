@@ -10,6 +10,11 @@
 
 #include "cost.h"
 
+/* fmax / fmin are libm calls (NaN rules) and the pricing loops are hot: the
+ * scheduler prices each layout thousands of times. No NaN reaches these. */
+static inline double max2(double a, double b) { return a > b ? a : b; }
+static inline double min2(double a, double b) { return a < b ? a : b; }
+
 /* ---- layout ------------------------------------------------------------ */
 
 struct hx_seq_layout *hx_seq_layout_new(struct hx_arena *a, int tp, int nunits, int ngroups) {
@@ -29,6 +34,8 @@ struct hx_seq_layout *hx_seq_layout_new(struct hx_arena *a, int tp, int nunits, 
   l->unit_lat = HX_NEW_ARRAY(a, double, nunits);
   l->group_bw = HX_NEW_ARRAY(a, double, ngroups);
   l->group_lat = HX_NEW_ARRAY(a, double, ngroups);
+  l->hop_bw = HX_NEW_ARRAY(a, double, ngroups);
+  l->hop_lat = HX_NEW_ARRAY(a, double, ngroups);
   return l;
 }
 
@@ -49,8 +56,8 @@ struct hx_seq_layout *hx_seq_layout_copy(struct hx_arena *a, const struct hx_seq
   COPY_INTO(l->unit_lat, src->unit_lat, n);
   COPY_INTO(l->group_bw, src->group_bw, g);
   COPY_INTO(l->group_lat, src->group_lat, g);
-  l->ring_bw = src->ring_bw;
-  l->ring_lat = src->ring_lat;
+  COPY_INTO(l->hop_bw, src->hop_bw, g);
+  COPY_INTO(l->hop_lat, src->hop_lat, g);
   return l;
 }
 
@@ -76,21 +83,24 @@ static void unit_links(const struct hx_ctx *ctx, const int *devs, struct hx_seq_
     hx_group_links(c, devs + u * l->tp, l->tp, &l->unit_bw[u], &l->unit_lat[u]);
 }
 
-/* Slowest link and largest latency between units of different groups: the
- * K/V blocks of a head may come from any other group (sub-rings). */
+/* Per group, the ring hop into it from the previous group in ring order:
+ * the slowest link and largest latency between a unit of that group and one
+ * of this (each unit's K/V heads may come from any unit: sub-rings). */
 static void ring_links(const struct hx_ctx *ctx, const int *devs, struct hx_seq_layout *l) {
-  double bw = INFINITY, lat = 0;
-  for (int u = 0; u < l->nunits; u++)
-    for (int v = u + 1; v < l->nunits; v++) {
-      if (l->group_of[u] == l->group_of[v])
-        continue;
-      int a = unit_device(devs, l, u), b = unit_device(devs, l, v);
-      double x = hx_bw(&ctx->cluster, a, b), y = hx_lat(&ctx->cluster, a, b);
-      bw = x < bw ? x : bw;
-      lat = y > lat ? y : lat;
-    }
-  l->ring_bw = bw;
-  l->ring_lat = lat;
+  for (int g = 0; g < l->ngroups; g++) {
+    int prev = (g + l->ngroups - 1) % l->ngroups;
+    double bw = INFINITY, lat = 0;
+    for (int x = l->group_start[prev]; x < l->group_start[prev + 1]; x++)
+      for (int y = l->group_start[g]; y < l->group_start[g + 1]; y++) {
+        int a = unit_device(devs, l, l->order[x]), b = unit_device(devs, l, l->order[y]);
+        if (a == b)
+          continue;
+        bw = min2(bw, hx_bw(&ctx->cluster, a, b));
+        lat = max2(lat, hx_lat(&ctx->cluster, a, b));
+      }
+    l->hop_bw[g] = bw;
+    l->hop_lat[g] = lat;
+  }
 }
 
 void hx_seq_layout_links(const struct hx_ctx *ctx, const int *devs, struct hx_seq_layout *l) {
@@ -203,13 +213,24 @@ double hx_causal_pairs(int64_t begin, int64_t len) {
   return n * b + n * (n + 1) / 2;
 }
 
-/* Causal pairs of a group's queries against all keys, and against its own. */
-static double group_pairs(struct chunks c) {
-  return hx_causal_pairs(c.a, c.A) + hx_causal_pairs(c.b, c.B);
+/* Causal (query, key) pairs of queries [q0, q0 + nq) against keys
+ * [k0, k0 + nk): key <= query. Queries inside the key range see a triangle,
+ * queries past it see every key. */
+static double pairs_between(int64_t q0, int64_t nq, int64_t k0, int64_t nk) {
+  if (nq <= 0 || nk <= 0)
+    return 0;
+  double q_lo = (double)q0, q_hi = (double)(q0 + nq), k_lo = (double)k0, k_hi = (double)(k0 + nk);
+  double lo = max2(q_lo, k_lo), hi = min2(q_hi, k_hi), tri = 0;
+  if (hi > lo)
+    tri = (hi - lo) * (lo - k_lo + 1) + (hi - lo) * (hi - lo - 1) / 2;
+  double past = q_hi - max2(q_lo, k_hi);
+  return tri + (past > 0 ? past * (double)nk : 0);
 }
-static double own_pairs(struct chunks c) {
-  double A = (double)c.A, B = (double)c.B;
-  return A * (A + 1) / 2 + B * (B + 1) / 2 + A * B;
+
+/* Pairs of group chunks q's queries against group chunks k's keys. */
+static double chunk_pairs(struct chunks q, struct chunks k) {
+  return pairs_between(q.a, q.A, k.a, k.A) + pairs_between(q.a, q.A, k.b, k.B) +
+         pairs_between(q.b, q.B, k.a, k.A) + pairs_between(q.b, q.B, k.b, k.B);
 }
 
 /* ---- pricing ----------------------------------------------------------- */
@@ -265,44 +286,128 @@ double hx_seq_a2a_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int
     off += l->heads[u];
     double send_in = nu * (s.in_bytes - in_u), recv_in = in_u * (s.tokens - nu);
     double send_out = ku * hd_e * (s.tokens - nu), recv_out = nu * hd_e * (s.heads - ku);
-    in_max = fmax(in_max, fmax(send_in, recv_in));
-    out_max = fmax(out_max, fmax(send_out, recv_out));
+    in_max = max2(in_max, max2(send_in, recv_in));
+    out_max = max2(out_max, max2(send_out, recv_out));
   }
   double bytes = (in_max + out_max) * (double)mbs;
   return bytes / l->group_bw[g] + 2.0 * (n - 1) * l->group_lat[g];
 }
 
-static double ring_of(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int64_t group_tokens,
-                      int64_t kvh, int64_t mbs) {
-  if (l->ngroups <= 1 || kvh <= 0)
-    return 0;
-  const struct hx_model *m = &ctx->model;
-  double bytes = (double)(m->seq_len - group_tokens) * 2.0 * (double)kvh * (double)m->head_dim *
-                 elem(ctx) * (double)mbs;
-  return bytes / l->ring_bw + (l->ngroups - 1) * l->ring_lat;
+/* The K/V ring of a layout, step by step. At step s (1 .. G-1) every hop
+ * moves one block: the hop into group g carries the block of group g - s
+ * (its tokens x 2 K/V heads x hd x e for the receivers' K/V heads), so the
+ * step is paced by its slowest (block, hop) pair; group g meanwhile computes
+ * its queries against the block it got at step s - 1 (its own at step 0).
+ * A group's attention is sum over s of max(compute_s, transfer_{s+1}).
+ * That is O(G^2) per pricing, and the scheduler prices thousands of
+ * layouts, so rings of more than RING_EXACT_MAX groups use a bound instead:
+ * every step takes the slowest step's time (the largest block over the
+ * slowest hop), overlapped with all the non-own attention at once. */
+enum { RING_GROUPS_MAX = 4096, RING_EXACT_MAX = 16 };
+struct ring_steps {
+  int ngroups;
+  bool exact;
+  double slowest_step; /* the bound's step time (when !exact) */
+  struct chunks chunk[RING_GROUPS_MAX];
+  double step[RING_GROUPS_MAX + 1]; /* step[s]: transfer of step s; step[0], step[G]: 0 */
+  double total;                     /* sum of the transfers */
+};
+
+static double group_kv_bytes(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int g,
+                             int64_t mbs) {
+  int64_t most = 0, off = 0;
+  for (int k = l->group_start[g]; k < l->group_start[g + 1]; k++) {
+    int64_t kvh = kv_heads_at(&ctx->model, off, l->heads[l->order[k]]);
+    off += l->heads[l->order[k]];
+    most = kvh > most ? kvh : most;
+  }
+  return 2.0 * (double)most * (double)ctx->model.head_dim * elem(ctx) * (double)mbs;
+}
+
+/* Fills r for the layout (comm = 0: transfers free). A ring of more than
+ * RING_GROUPS_MAX groups is an internal error (groups are units, and the
+ * scheduler's cells hold at most 4096 devices). */
+static void ring_prepare(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int64_t mbs,
+                         double comm, struct ring_steps *r) {
+  int G = l->ngroups;
+  if (G > RING_GROUPS_MAX)
+    hx_internal_error("a ring of %d groups (at most %d)", G, RING_GROUPS_MAX);
+  r->ngroups = G;
+  struct walker w = {0, 0};
+  double kvb[RING_GROUPS_MAX];
+  for (int g = 0; g < G; g++) {
+    r->chunk[g] = next_chunks(l, ctx->model.seq_len, g, &w);
+    kvb[g] = comm * group_kv_bytes(ctx, l, g, mbs);
+  }
+  r->step[0] = r->step[G] = r->total = 0;
+  r->exact = G <= RING_EXACT_MAX;
+  if (!r->exact) {
+    int64_t largest = 0;
+    for (int g = 0; g < G; g++)
+      largest = r->chunk[g].A + r->chunk[g].B > largest ? r->chunk[g].A + r->chunk[g].B : largest;
+    r->slowest_step = 0;
+    for (int g = 0; g < G; g++)
+      if (kvb[g] > 0)
+        r->slowest_step = max2(r->slowest_step, (double)largest * kvb[g] / l->hop_bw[g] +
+                                                    comm * l->hop_lat[g]);
+    r->total = (G - 1) * r->slowest_step;
+    return;
+  }
+  for (int s = 1; s < G; s++) {
+    double slowest = 0;
+    for (int g = 0; g < G; g++) {
+      struct chunks from = r->chunk[(g - s + G) % G];
+      double t = (double)(from.A + from.B) * kvb[g] / l->hop_bw[g] + comm * l->hop_lat[g];
+      slowest = max2(slowest, kvb[g] > 0 ? t : 0);
+    }
+    r->step[s] = slowest;
+    r->total += slowest;
+  }
+}
+
+/* Attention of group g's queries on a device doing `per_pair` seconds per
+ * causal pair (its heads over its FLOP/s), the ring overlapped per step. */
+static double ring_attention_s(const struct ring_steps *r, int g, double per_pair) {
+  int G = r->ngroups;
+  if (!r->exact) {
+    struct chunks c = r->chunk[g];
+    double own = chunk_pairs(c, c);
+    double all = hx_causal_pairs(c.a, c.A) + hx_causal_pairs(c.b, c.B);
+    return per_pair * own + max2(per_pair * (all - own), r->total);
+  }
+  double t = 0;
+  for (int s = 0; s < G; s++) {
+    double compute = per_pair * chunk_pairs(r->chunk[g], r->chunk[(g - s + G) % G]);
+    t += max2(compute, r->step[s + 1]);
+  }
+  return t;
 }
 
 double hx_seq_ring_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int u, int64_t mbs) {
-  return ring_of(ctx, l, hx_seq_group_tokens(l, l->group_of[u]),
-                 hx_seq_kv_heads_used(l, &ctx->model, u), mbs);
+  static _Thread_local struct ring_steps r; /* 160 KiB: off the stack */
+  ring_prepare(ctx, l, mbs, 1, &r);
+  (void)u; /* the ring moves in lockstep: every unit waits for every step */
+  return r.total;
 }
 
-/* Per-unit forward pieces of one layer. */
+/* Seconds per causal pair of unit u's devices (4 hd FLOPs per head). */
+static double unit_per_pair(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int u,
+                            int64_t mbs) {
+  return 4.0 * (double)ctx->model.head_dim * l->heads[u] * (double)mbs / l->unit_flops[u];
+}
+
+/* Per-unit forward pieces of one layer outside attention. */
 struct unit_cost {
-  double other, tp, own, rest, ring;
+  double other, tp;
 };
 
 static struct unit_cost unit_cost(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int u,
-                                  struct chunks c, int64_t head_off, int64_t mbs, double comm) {
+                                  int64_t mbs, double comm) {
   const struct hx_model *m = &ctx->model;
   struct unit_cost uc;
   double n = (double)l->tokens[u] * (double)mbs, f = l->unit_flops[u];
-  double attn_per_pair = 4.0 * (double)m->head_dim * l->heads[u] * (double)mbs / f;
   uc.other = n * other_flops_per_token(m) / (l->tp * f);
   uc.tp = comm * 2 * unit_allreduce_s(l, u, n * (double)m->hidden * elem(ctx));
-  uc.own = attn_per_pair * own_pairs(c);
-  uc.rest = attn_per_pair * (group_pairs(c) - own_pairs(c));
-  uc.ring = comm * ring_of(ctx, l, c.A + c.B, kv_heads_at(m, head_off, l->heads[u]), mbs);
   return uc;
 }
 
@@ -311,33 +416,31 @@ void hx_seq_stage_cost(const struct hx_ctx *ctx, const struct hx_stage *st, int6
   const struct hx_seq_layout *l = st->seq_layout;
   const struct hx_model *m = &ctx->model;
   double comm = with_comm ? 1 : 0;
-  double other_f = 0, other_b = 0, a2a = 0, attn_f = 0, attn_b = 0, ring = 0;
-  double head = 0, embed = 0;
-  struct walker w = {0, 0};
+  double other_f = 0, other_b = 0, a2a = 0, attn_f = 0, head = 0, embed = 0;
+  static _Thread_local struct ring_steps r; /* 160 KiB: off the stack */
+  ring_prepare(ctx, l, mbs, comm, &r);
   for (int g = 0; g < l->ngroups; g++) {
-    struct chunks c = next_chunks(l, m->seq_len, g, &w);
-    a2a = fmax(a2a, comm * hx_seq_a2a_s(ctx, l, g, mbs));
-    int64_t off = 0;
+    a2a = max2(a2a, comm * hx_seq_a2a_s(ctx, l, g, mbs));
+    double per_pair = 0; /* the group's slowest device per pair sets its pace */
     for (int k = l->group_start[g]; k < l->group_start[g + 1]; k++) {
       int u = l->order[k];
-      struct unit_cost uc = unit_cost(ctx, l, u, c, off, mbs, comm);
-      off += l->heads[u];
-      other_f = fmax(other_f, uc.other + uc.tp);
-      other_b = fmax(other_b, 2 * uc.other + uc.tp);
-      attn_f = fmax(attn_f, uc.own + fmax(uc.rest, uc.ring));
-      attn_b = fmax(attn_b, 2 * uc.own + fmax(2 * uc.rest, 2 * uc.ring));
-      ring = fmax(ring, uc.ring);
+      struct unit_cost uc = unit_cost(ctx, l, u, mbs, comm);
+      other_f = max2(other_f, uc.other + uc.tp);
+      other_b = max2(other_b, 2 * uc.other + uc.tp);
+      per_pair = max2(per_pair, unit_per_pair(ctx, l, u, mbs));
       double n = (double)l->tokens[u] * (double)mbs;
-      head = fmax(head, n * m->flops_head_fwd / (l->tp * l->unit_flops[u]));
-      embed = fmax(embed, comm * unit_allreduce_s(l, u, n * (double)m->hidden * elem(ctx)));
+      head = max2(head, n * m->flops_head_fwd / (l->tp * l->unit_flops[u]));
+      embed = max2(embed, comm * unit_allreduce_s(l, u, n * (double)m->hidden * elem(ctx)));
     }
+    attn_f = max2(attn_f, ring_attention_s(&r, g, per_pair));
   }
   out->other_s = other_f;
   out->a2a_s = a2a;
   out->attn_s = attn_f;
-  out->ring_s = ring;
+  out->ring_s = r.total;
   out->layer_fwd = other_f + a2a + attn_f;
-  out->layer_bwd = other_b + a2a + attn_b + (st->recompute ? out->layer_fwd : 0);
+  /* backward: twice the compute, the ring twice (K/V again, dK/dV back) */
+  out->layer_bwd = other_b + a2a + 2 * attn_f + (st->recompute ? out->layer_fwd : 0);
   out->head_fwd = head;
   out->head_bwd = 2 * head;
   out->embed_fwd = embed;
@@ -345,18 +448,15 @@ void hx_seq_stage_cost(const struct hx_ctx *ctx, const struct hx_stage *st, int6
 
 void hx_seq_unit_loads(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int64_t mbs,
                        double *token_load, double *head_load) {
-  struct walker w = {0, 0};
-  for (int g = 0; g < l->ngroups; g++) {
-    struct chunks c = next_chunks(l, ctx->model.seq_len, g, &w);
-    int64_t off = 0;
+  static _Thread_local struct ring_steps r;
+  ring_prepare(ctx, l, mbs, 1, &r);
+  for (int g = 0; g < l->ngroups; g++)
     for (int k = l->group_start[g]; k < l->group_start[g + 1]; k++) {
       int u = l->order[k];
-      struct unit_cost uc = unit_cost(ctx, l, u, c, off, mbs, 1);
-      off += l->heads[u];
+      struct unit_cost uc = unit_cost(ctx, l, u, mbs, 1);
       token_load[u] = uc.other + uc.tp;
-      head_load[u] = uc.own + fmax(uc.rest, uc.ring);
+      head_load[u] = ring_attention_s(&r, g, unit_per_pair(ctx, l, u, mbs));
     }
-  }
 }
 
 double hx_seq_stage_step_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
@@ -433,7 +533,7 @@ bool hx_seq_stage_memory_fits(const struct hx_ctx *ctx, const struct hx_stage *s
       off += l->heads[u];
       double need = base + (double)l->tokens[u] * per_token +
                     working_set(ctx, st, tg, most, l->heads[u], kvh, mbs);
-      over = fmax(over, need - l->unit_memory[u]);
+      over = max2(over, need - l->unit_memory[u]);
     }
   }
   if (worst)
@@ -476,8 +576,8 @@ double hx_seq_hop_s(const struct hx_ctx *ctx, const struct hx_stage *from, const
     int x = from->devices[(j % nf) * from->tp], y = to->devices[(j % nt) * to->tp];
     if (x == y)
       continue;
-    bw = fmin(bw, hx_bw(&ctx->cluster, x, y));
-    lat = fmax(lat, hx_lat(&ctx->cluster, x, y));
+    bw = min2(bw, hx_bw(&ctx->cluster, x, y));
+    lat = max2(lat, hx_lat(&ctx->cluster, x, y));
   }
   return isinf(bw) ? 0 : lat + bytes / bw;
 }

@@ -63,7 +63,7 @@ struct hx_seq_layout {
    * its TP group's links; per group its all-to-all links; the ring's links. */
   double *unit_flops, *unit_memory, *unit_bw, *unit_lat;
   double *group_bw, *group_lat;
-  double ring_bw, ring_lat;
+  double *hop_bw, *hop_lat; /* per group: the ring hop from the previous group */
 };
 
 /* A layout of nunits units in ngroups groups, arrays allocated and zeroed. */

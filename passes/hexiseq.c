@@ -9,6 +9,7 @@
 #include "../ir/cost.h"
 #include "../ir/plan_util.h"
 #include "../ir/sim.h"
+#include "sched.h"
 
 /* ---- is the sequence too long? ----------------------------------------- */
 
@@ -138,11 +139,15 @@ struct cell_search {
   struct hx_stage st; /* the cell as a stage (devices, tp, layers) */
   bool first, last;
   int64_t in_flight;
-  const struct hx_seq_layout *best;
+  const struct hx_seq_layout *best; /* fastest that fits memory */
   double best_s;
+  /* Fastest of all, fitting or not: its per-layer cost and memory tell the
+   * layer split how many layers this cell could take instead. */
+  const struct hx_seq_layout *any;
+  double any_s;
 };
 
-static void consider(struct cell_search *cs, struct hx_arena *a, struct hx_seq_layout *l) {
+static void consider(struct cell_search *cs, struct hx_seq_layout *l) {
   if (!l)
     return;
   cs->st.seq_layout = l;
@@ -153,7 +158,10 @@ static void consider(struct cell_search *cs, struct hx_arena *a, struct hx_seq_l
     cs->best_s = t;
     cs->best = l;
   }
-  (void)a;
+  if (t < cs->any_s) {
+    cs->any_s = t;
+    cs->any = l;
+  }
 }
 
 /* Distinct nodes among the cell's units: its NVLink islands. */
@@ -168,55 +176,168 @@ static int islands(const struct hx_ctx *ctx, const int *ranks, int tp, int units
   return n;
 }
 
+/* Group counts from the cell's topology: every count that keeps groups
+ * inside NVLink islands or unions of whole islands (divisors of the island
+ * count, and the island count times a divisor of the units per island),
+ * one group (pure HP) and one per unit (pure CP). Distinct, ascending. */
+static int group_counts(int units, int isl, int *out) {
+  int n = 0;
+  for (int g = 1; g <= units; g++) {
+    bool whole_islands = isl % g == 0;
+    bool inside_islands = g % isl == 0 && units % g == 0;
+    if (g == 1 || g == units || whole_islands || inside_islands)
+      out[n++] = g;
+  }
+  return n;
+}
+
 static void grouped_candidates(struct cell_search *cs, struct hx_arena *a, int units) {
   int isl = islands(cs->ctx, cs->st.devices, cs->st.tp, units);
-  int counts[] = {isl, 2 * isl, isl / 2, 1, units};
+  int *counts = HX_NEW_ARRAY(a, int, units);
+  int ncounts = group_counts(units, isl, counts);
   int *group_of = HX_NEW_ARRAY(a, int, units);
-  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+  for (int i = 0; i < ncounts; i++) {
     int g = counts[i];
-    bool repeat = false;
-    for (size_t j = 0; j < i; j++)
-      repeat |= counts[j] == g;
-    if (g < 1 || g > units || repeat)
-      continue;
     hx_seq_partition(a, cs->ctx, cs->st.devices, cs->st.tp, units, g, group_of);
     for (int rule = 0; rule < HX_SPLIT_RULES; rule++)
-      consider(cs, a,
-               hx_seq_rule_layout(a, cs->ctx, &cs->st, group_of, g, (enum hx_seq_rule)rule,
-                                  cs->first, cs->last, 1, cs->in_flight));
+      consider(cs, hx_seq_rule_layout(a, cs->ctx, &cs->st, group_of, g, (enum hx_seq_rule)rule,
+                                      cs->first, cs->last, 1, cs->in_flight));
   }
 }
 
+static void cell_init(struct cell_search *cs, const struct hx_ctx *ctx, struct hx_arena *a,
+                      const struct hx_seq_frame *f, int c) {
+  memset(cs, 0, sizeof *cs);
+  cs->ctx = ctx;
+  int s = c % f->pp, begin, end;
+  hx_seq_frame_layers(f, c, &begin, &end);
+  hx_stage_init(a, &cs->st, f->cell[c], f->units * f->tp, begin, end, f->recompute);
+  cs->st.tp = f->tp;
+  cs->first = s == 0;
+  cs->last = s == f->pp - 1;
+  cs->in_flight = hx_in_flight(ctx->train.schedule, s, f->pp, ctx->train.global_batch / f->dp);
+  cs->best_s = cs->any_s = INFINITY;
+}
+
+/* The best layout of cell c under the frame's layer bounds; `earlier` (may
+ * be NULL) is the cell's layout under other bounds, refined again here. On
+ * return *any is the fastest layout whether it fits memory or not. */
 static const struct hx_seq_layout *cell_layout(const struct hx_ctx *ctx, struct hx_arena *a,
-                                               const struct hx_seq_frame *f, int c) {
+                                               const struct hx_seq_frame *f, int c,
+                                               const struct hx_seq_layout *earlier,
+                                               const struct hx_seq_layout **any) {
   struct cell_search cs;
-  memset(&cs, 0, sizeof cs);
-  cs.ctx = ctx;
-  int s = c % f->pp, per_stage = (int)(ctx->model.layers / f->pp);
-  hx_stage_init(a, &cs.st, f->cell[c], f->units * f->tp, s * per_stage, (s + 1) * per_stage,
-                f->recompute);
-  cs.st.tp = f->tp;
-  cs.first = s == 0;
-  cs.last = s == f->pp - 1;
-  cs.in_flight = hx_in_flight(ctx->train.schedule, s, f->pp, ctx->train.global_batch / f->dp);
-  cs.best_s = INFINITY;
+  cell_init(&cs, ctx, a, f, c);
   /* the baselines' layouts, refined: HexiSeq starts from them too */
   for (int hp = 1; hp <= f->units; hp++)
     if (f->units % hp == 0)
-      consider(&cs, a, hx_seq_symmetric_layout(a, ctx, f->cell[c], f->tp, f->units / hp, hp));
+      consider(&cs, hx_seq_symmetric_layout(a, ctx, f->cell[c], f->tp, f->units / hp, hp));
   grouped_candidates(&cs, a, f->units);
+  if (earlier)
+    consider(&cs, hx_seq_layout_copy(a, earlier));
+  *any = cs.any;
   return cs.best;
 }
 
-static void hexiseq_of(struct search *s, struct hx_arena *a, const struct hx_seq_frame *f) {
-  int ncells = f->dp * f->pp;
-  const struct hx_seq_layout **layouts = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
-  for (int c = 0; c < ncells; c++)
-    if (!(layouts[c] = cell_layout(s->ctx, a, f, c)))
-      return;
-  const char *text = hx_sprintf(a, "%s %s stages", frame_text(a, f),
-                                f->mixed ? "mixed" : "megatron-order");
+/* ---- uneven layer split (HexiScale's idea, on CP x HP stages) ----------- */
+
+/* The per-layer cost, fixed extra and most layers of cell c with layout l:
+ * the layout's per-layer time does not depend on the layer count, memory
+ * grows with it (weights and activations per layer). */
+static void cell_cost(const struct hx_ctx *ctx, struct hx_arena *a, const struct hx_seq_frame *f,
+                      int c, const struct hx_seq_layout *l, struct hx_stage_cost *out) {
+  struct cell_search cs;
+  cell_init(&cs, ctx, a, f, c);
+  cs.st.seq_layout = l;
+  struct hx_seq_stage_cost sc;
+  hx_seq_stage_cost(ctx, &cs.st, 1, true, &sc);
+  out->per_layer = sc.layer_fwd + sc.layer_bwd;
+  out->extra = (cs.last ? sc.head_fwd + sc.head_bwd : 0) + (cs.first ? sc.embed_fwd : 0);
+  out->max_layers = -1;
+  for (int n = 0; n <= ctx->model.layers; n++) {
+    cs.st.layer_end = cs.st.layer_begin + n;
+    if (!hx_seq_stage_memory_fits(ctx, &cs.st, cs.first, cs.last, 1, cs.in_flight, NULL))
+      break;
+    out->max_layers = n;
+  }
+}
+
+/* Sets every pipeline's bounds to the exact min-max split of the layers by
+ * its cells' costs under `costed` layouts. False when no split fits or
+ * nothing changed. */
+static bool split_layers_by_cost(const struct hx_ctx *ctx, struct hx_arena *a,
+                                 struct hx_seq_frame *f, const struct hx_seq_layout *const *costed) {
+  struct hx_stage_cost *cost = HX_NEW_ARRAY(a, struct hx_stage_cost, f->pp);
+  int *counts = HX_NEW_ARRAY(a, int, f->pp);
+  bool changed = false;
+  for (int i = 0; i < f->dp; i++) {
+    for (int s = 0; s < f->pp; s++)
+      cell_cost(ctx, a, f, i * f->pp + s, costed[i * f->pp + s], &cost[s]);
+    if (hx_sched_split_layers(cost, f->pp, (int)ctx->model.layers, counts) < 0)
+      return false;
+    int *b = &f->bounds[i * (f->pp + 1)];
+    for (int s = 0; s < f->pp; s++) {
+      changed |= b[s + 1] - b[s] != counts[s];
+      b[s + 1] = b[s] + counts[s];
+    }
+  }
+  return changed;
+}
+
+static const char *layers_text(struct hx_arena *a, const struct hx_seq_frame *f) {
+  const char *text = "";
+  for (int i = 0; i < f->dp && f->pp > 1; i++)
+    for (int s = 0; s < f->pp; s++) {
+      int begin, end;
+      hx_seq_frame_layers(f, i * f->pp + s, &begin, &end);
+      text = hx_sprintf(a, "%s%s%d", text, s ? "+" : i ? " | " : " layers ", end - begin);
+    }
+  return text;
+}
+
+/* Layouts of every cell under the frame's bounds (earlier: the cells'
+ * layouts under other bounds, or NULL). False when some cell fits nothing;
+ * `any` gets each cell's fastest layout all the same. */
+static bool frame_layouts(const struct hx_ctx *ctx, struct hx_arena *a, const struct hx_seq_frame *f,
+                          const struct hx_seq_layout **earlier, const struct hx_seq_layout **out,
+                          const struct hx_seq_layout **any) {
+  bool ok = true;
+  for (int c = 0; c < f->dp * f->pp; c++) {
+    out[c] = cell_layout(ctx, a, f, c, earlier ? earlier[c] : NULL, &any[c]);
+    if (!any[c])
+      return false;
+    ok &= out[c] != NULL;
+  }
+  return ok;
+}
+
+static void offer_frame(struct search *s, struct hx_arena *a, const struct hx_seq_frame *f,
+                        const struct hx_seq_layout *const *layouts) {
+  const char *text = hx_sprintf(a, "%s %s stages%s", frame_text(a, f),
+                                f->mixed ? "mixed" : "megatron-order", layers_text(a, f));
   offer(s, KIND_HEXISEQ, hx_seq_plan_build(a, s->ctx, f, layouts, "hexiseq", text));
+}
+
+/* The frame with even layers, then (pipelines of several stages) with the
+ * layers split by the stages' measured costs under those layouts, the
+ * layouts searched again for the new bounds. Both are offered. */
+static void hexiseq_of(struct search *s, struct hx_arena *a, struct hx_seq_frame *f) {
+  int ncells = f->dp * f->pp;
+  const struct hx_seq_layout **even = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
+  const struct hx_seq_layout **any = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
+  bool fits = frame_layouts(s->ctx, a, f, NULL, even, any);
+  if (fits)
+    offer_frame(s, a, f, even);
+  if (f->pp == 1 || !any[0])
+    return;
+  for (int c = 0; c < ncells; c++)
+    if (!even[c])
+      even[c] = any[c]; /* priced all the same: the split may give it fewer layers */
+  if (!split_layers_by_cost(s->ctx, a, f, even))
+    return;
+  const struct hx_seq_layout **uneven = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
+  if (frame_layouts(s->ctx, a, f, even, uneven, any))
+    offer_frame(s, a, f, uneven);
 }
 
 /* ---- frames ------------------------------------------------------------ */
@@ -227,7 +348,7 @@ struct frame_score {
   double est;
 };
 
-enum { TOP_FRAMES = 3, MAX_FRAMES = 4096 };
+enum { MAX_FRAMES = 4096 };
 
 static int enumerate_frames(struct search *s, struct frame_score *out) {
   struct hx_ctx *ctx = s->ctx;
@@ -270,8 +391,34 @@ static void pick_frames(struct frame_score *fs, int n) {
     }
 }
 
+/* Which frames to refine: those whose best baseline is within
+ * FRAME_SLACK of the best frame's (an asymmetric layout gains up to ~1.7x
+ * over its frame's symmetric one, never much more), the best one always,
+ * and no more than a fixed amount of work. Refining a cell costs about
+ * rounds x moves x one pricing, each growing with the cell's units, so a
+ * frame costs ~ (all its units) x (units per cell); the budget counts that.
+ * A count, not a clock: the same inputs always refine the same frames. */
+enum { MIN_FRAMES = 1 };
+static const double FRAME_SLACK = 2.0, REFINE_WORK_BUDGET = 40000;
+
+static double frame_work(const struct frame_score *f, int n_devices) {
+  double units = (double)n_devices / f->tp;
+  return units * units / ((double)f->dp * f->pp);
+}
+
+static bool worth_refining(const struct frame_score *fs, int i, double spent, int n_devices) {
+  if (i < MIN_FRAMES)
+    return true;
+  if (spent + frame_work(&fs[i], n_devices) > REFINE_WORK_BUDGET)
+    return false;
+  return isinf(fs[0].est) || fs[i].est <= fs[0].est * FRAME_SLACK;
+}
+
 static void refine_frames(struct search *s, const struct frame_score *fs, int n) {
-  for (int i = 0; i < n && i < TOP_FRAMES; i++)
+  int ndev = s->ctx->cluster.ndevices;
+  double spent = 0;
+  for (int i = 0; i < n && worth_refining(fs, i, spent, ndev); i++) {
+    spent += frame_work(&fs[i], ndev);
     for (int mixed = 1; mixed >= 0; mixed--) {
       struct hx_arena a;
       hx_arena_init(&a);
@@ -281,6 +428,7 @@ static void refine_frames(struct search *s, const struct frame_score *fs, int n)
         hexiseq_of(s, &a, f);
       hx_arena_free(&a);
     }
+  }
 }
 
 /* ---- choice ------------------------------------------------------------ */

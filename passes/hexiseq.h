@@ -46,7 +46,13 @@ struct hx_seq_frame {
   int dp, tp, pp, units;
   bool recompute, mixed;
   int **cell; /* [pipeline * pp + stage][unit * tp + k]: ranks */
+  /* [pipeline * (pp + 1) + stage]: the first layer of each stage, the last
+   * entry the layer count. Even (Megatron) unless the search sets them. */
+  int *bounds;
 };
+
+/* The layers [*begin, *end) of cell c (pipeline * pp + stage). */
+void hx_seq_frame_layers(const struct hx_seq_frame *f, int c, int *begin, int *end);
 
 /* NULL when the shape is not legal: tp must divide heads and kv_heads and
  * fit the nodes, pp the layers, dp the global batch, dp * tp * pp the

@@ -89,11 +89,21 @@ struct hx_seq_frame *hx_seq_frame_new(struct hx_arena *a, const struct hx_ctx *c
   f->cell = HX_NEW_ARRAY(a, int *, dp * pp);
   for (int c = 0; c < dp * pp; c++)
     f->cell[c] = HX_NEW_ARRAY(a, int, f->units * tp);
+  f->bounds = HX_NEW_ARRAY(a, int, dp * (pp + 1));
+  for (int i = 0; i < dp; i++)
+    for (int s = 0; s <= pp; s++)
+      f->bounds[i * (pp + 1) + s] = (int)(s * (ctx->model.layers / pp));
   if (mixed)
     mixed_cells(a, ctx, f);
   else
     megatron_cells(f);
   return f;
+}
+
+void hx_seq_frame_layers(const struct hx_seq_frame *f, int c, int *begin, int *end) {
+  int i = c / f->pp, s = c % f->pp;
+  *begin = f->bounds[i * (f->pp + 1) + s];
+  *end = f->bounds[i * (f->pp + 1) + s + 1];
 }
 
 /* ---- layouts ----------------------------------------------------------- */
@@ -199,7 +209,7 @@ struct hx_plan *hx_seq_plan_build(struct hx_arena *a, const struct hx_ctx *ctx,
   plan->strategy = strategy;
   plan->description = description;
   plan->schedule = ctx->train.schedule;
-  int per_stage = (int)(ctx->model.layers / f->pp), ngroups = 0;
+  int ngroups = 0;
   for (int c = 0; c < f->dp * f->pp; c++)
     ngroups += f->tp * (1 + layouts[c]->ngroups);
   plan->groups = HX_NEW_ARRAY(a, struct hx_group, ngroups);
@@ -211,8 +221,9 @@ struct hx_plan *hx_seq_plan_build(struct hx_arena *a, const struct hx_ctx *ctx,
     for (int s = 0; s < f->pp; s++) {
       struct hx_stage *st = &pl->stages[s];
       const struct hx_seq_layout *l = layouts[i * f->pp + s];
-      hx_stage_init(a, st, f->cell[i * f->pp + s], f->units * f->tp, s * per_stage,
-                    (s + 1) * per_stage, f->recompute);
+      int begin, end;
+      hx_seq_frame_layers(f, i * f->pp + s, &begin, &end);
+      hx_stage_init(a, st, f->cell[i * f->pp + s], f->units * f->tp, begin, end, f->recompute);
       st->tp = f->tp;
       st->cp = l->ngroups;
       st->hp = largest_group(l);

@@ -93,6 +93,8 @@ static struct hx_plan *complete_one(struct hx_ctx *ctx, struct hx_arena *a,
   if (total < skeleton->npipelines)
     return NULL;
   struct hx_plan *p = hx_plan_copy(a, skeleton);
+  p->groups = NULL; /* a skeleton's old groups would price the sync of other layers */
+  p->ngroups = 0;
   /* the first layer split assumes the even share of micro-batches; the
    * second uses the split's own counts (GPipe keeps them all in memory) */
   set_settings(p, mbs, recompute, (total + p->npipelines - 1) / p->npipelines);

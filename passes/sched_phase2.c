@@ -77,22 +77,27 @@ static bool may_share_tp(const struct hx_cluster *c, int a, int b) {
   return fmin(hx_bw(c, a, b), hx_bw(c, b, a)) >= own;
 }
 
-/* Island id (the smallest index in its island) of each member. */
+/* Island id (the smallest index in its island) of each member: each run of
+ * members on one machine together (members come in rank order, so a
+ * machine's are adjacent), then runs joined pairwise by fast links (checked
+ * once per pair of runs, through their first members). */
+static bool run_start(const struct hx_cluster *c, const int *members, int i) {
+  return i == 0 || c->devices[members[i]].node != c->devices[members[i - 1]].node;
+}
+
 static void make_islands(const struct hx_cluster *c, const int *members, int n, int *island) {
   for (int i = 0; i < n; i++)
-    island[i] = i;
-  for (int i = 0; i < n; i++)
-    for (int j = i + 1; j < n; j++) {
-      bool same_node = c->devices[members[i]].node == c->devices[members[j]].node;
-      /* same-node pairs are joined by the node's first member already */
-      if (same_node && find_root(island, j) != j)
-        continue;
-      if (may_share_tp(c, members[i], members[j])) {
+    island[i] = run_start(c, members, i) ? i : island[i - 1];
+  for (int i = 0; i < n; i++) {
+    if (!run_start(c, members, i))
+      continue;
+    for (int j = i + 1; j < n; j++)
+      if (run_start(c, members, j) && may_share_tp(c, members[i], members[j])) {
         int ri = find_root(island, i), rj = find_root(island, j);
         if (ri != rj)
           island[ri > rj ? ri : rj] = ri < rj ? ri : rj;
       }
-    }
+  }
   for (int i = 0; i < n; i++)
     island[i] = find_root(island, i);
 }
@@ -257,16 +262,15 @@ static void extend_path(struct path_search *ps, int len, double sum) {
   }
 }
 
-/* The group order: from every start, the paths that always take one of the
- * tau heaviest edges to a group not yet on them; `variant` picks the
- * variant-th best (ties in bandwidth are common: every machine on one
- * switch). False when there are not that many distinct paths. */
-static bool order_groups(const double *w, int k, int tau, int variant, struct hx_arena *a,
-                         int *order) {
+/* The group orders: from every start, the paths that always take one of the
+ * tau heaviest edges to a group not yet on them; the HX_SCHED_ORDERS best
+ * distinct ones into orders (best first; ties in bandwidth are common:
+ * every machine on one switch). Returns how many. */
+static int order_groups(const double *w, int k, int tau, struct hx_arena *a, int *orders) {
   struct path_search ps = {.k = k, .tau = tau, .w = w, .budget = 20000};
   ps.cur = HX_NEW_ARRAY(a, int, k);
   ps.used = HX_NEW_ARRAY(a, bool, k);
-  ps.paths = HX_NEW_ARRAY(a, int, (long)HX_SCHED_ORDERS * k);
+  ps.paths = orders;
   for (int start = 0; start < k; start++) {
     memset(ps.used, 0, sizeof(bool) * (size_t)k);
     ps.used[start] = true;
@@ -276,10 +280,7 @@ static bool order_groups(const double *w, int k, int tau, int variant, struct hx
     else
       extend_path(&ps, 1, 0);
   }
-  if (variant >= ps.npaths)
-    return false;
-  memcpy(order, ps.paths + variant * k, sizeof(int) * (size_t)k);
-  return true;
+  return ps.npaths;
 }
 
 /* ---- putting it together ------------------------------------------------- */
@@ -348,10 +349,7 @@ struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena 
   }
   g->k = k;
   g->orders = HX_NEW_ARRAY(a, int, (long)HX_SCHED_ORDERS * k);
-  double *w = group_bandwidth(c, a, devices, n, g->group, k);
-  for (g->norders = 0; g->norders < HX_SCHED_ORDERS; g->norders++)
-    if (!order_groups(w, k, tau, g->norders, a, g->orders + (long)g->norders * k))
-      break;
+  g->norders = order_groups(group_bandwidth(c, a, devices, n, g->group, k), k, tau, a, g->orders);
   return g;
 }
 

@@ -45,6 +45,23 @@ static bool wants_hexiseq(const struct hx_ctx *ctx) {
   return ctx->opt.strategy == HX_STRAT_AUTO && hx_hexiseq_needed(ctx);
 }
 
+/* From this many tokens on, `auto` also prices HexiSeq when the sequence
+ * would fit whole: splitting it can still be faster (attention grows with
+ * the square of the length), so both planners run and the faster plan wins. */
+enum { LONG_SEQUENCE = 32768 };
+
+static struct hx_plan *faster_of_both(struct hx_ctx *ctx) {
+  struct hx_plan *scale = hx_sched_search(ctx);
+  /* hx_hexiseq_schedule makes ctx->baseline the best of its baselines, the
+   * symmetric one included, so either winner is compared with the best */
+  struct hx_plan *seq = hx_hexiseq_schedule(ctx);
+  if (!seq)
+    return scale;
+  if (!scale || seq->sim.iteration_s < scale->sim.iteration_s)
+    return seq;
+  return scale;
+}
+
 bool hx_pass_schedule(struct hx_ctx *ctx) {
   if (!ctx->has_model || !ctx->has_train || ctx->cluster.ndevices <= 0)
     return true;
@@ -60,6 +77,12 @@ bool hx_pass_schedule(struct hx_ctx *ctx) {
   }
   if (wants_hexiseq(ctx)) {
     ctx->plan = hx_hexiseq_schedule(ctx); /* reports why when nothing fits */
+    return ctx->plan != NULL;
+  }
+  if (ctx->opt.strategy == HX_STRAT_AUTO && ctx->model.seq_len >= LONG_SEQUENCE) {
+    ctx->plan = faster_of_both(ctx);
+    if (!ctx->plan)
+      hx_report_no_plan(ctx);
     return ctx->plan != NULL;
   }
   ctx->plan = choose_plan(ctx);

@@ -165,6 +165,44 @@ static void test_ring_closed_form(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* Per-step ring: 4 single-GPU groups on 2 nodes of 2, ring 0 -> 1 -> 2 -> 3
+ * -> 0, so hops into 1 and 3 are NVLink and hops into 2 and 0 cross the
+ * network. Uneven blocks (400, 200, 200, 200 tokens): each step is paced by
+ * its slowest (block, hop): step 1 carries block 1 into 2 and block 3 into
+ * 0 (200 each over the network), step 2 block 0 into 2 (400), step 3 blocks
+ * of 200. Without communication, every step's block attention adds up to
+ * the group's causal pairs exactly. */
+static void test_ring_per_step(void) {
+  struct hx_ctx ctx;
+  init(&ctx);
+  set_model(&ctx, 2, 512, 8, 2, 1000);
+  int types[] = {0, 0};
+  double tf[] = {100}, mem[] = {80};
+  set_cluster(&ctx, 2, 2, types, tf, mem, 1, 100e9, 10e9, 1e-5);
+  int ranks[] = {0, 1, 2, 3};
+  struct hx_seq_layout *l = hx_seq_symmetric_layout(&ctx.arena, &ctx, ranks, 1, 4, 1);
+  int64_t tokens[] = {400, 200, 200, 200};
+  for (int u = 0; u < 4; u++)
+    l->tokens[u] = tokens[u];
+  hx_seq_zigzag(l);
+  double kvb = 2.0 * 2 * 64 * 2; /* K and V x 2 kv heads x hd x bf16, per token */
+  NEAR(hx_seq_ring_s(&ctx, l, 0, 1), 800 * kvb / 10e9 + 3 * 1e-5);
+  struct hx_stage st = seq_stage(&ctx, l, ranks, 4, 2);
+  struct hx_seq_stage_cost c;
+  hx_seq_stage_cost(&ctx, &st, 1, false, &c);
+  double per_pair = 4.0 * 64 * 8 / 100e12, most = 0;
+  for (int u = 0; u < 4; u++) {
+    struct hx_range r[2];
+    int n = hx_seq_unit_ranges(l, 1000, u, r);
+    double pairs = 0;
+    for (int k = 0; k < n; k++)
+      pairs += hx_causal_pairs(r[k].begin, r[k].end - r[k].begin);
+    most = fmax(most, per_pair * pairs);
+  }
+  NEAR(c.attn_s, most);
+  hx_arena_free(&ctx.arena);
+}
+
 /* ---- coverage on random layouts ----------------------------------------- */
 
 static uint64_t rng = 88172645463325252ULL;
@@ -319,6 +357,39 @@ static void test_heterogeneous(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* Two nodes, a fast and a slow one: the frame of two pipeline stages (one a
+ * node) splits the layers by measured stage cost, the fast stage taking
+ * more; the plan stays exact (every layer once, in order). */
+static void test_uneven_layers(void) {
+  struct hx_ctx ctx;
+  init(&ctx);
+  set_model(&ctx, 16, 2048, 16, 16, 65536);
+  int types[] = {0, 1};
+  double tf[] = {989, 312}, mem[] = {80, 80};
+  set_cluster(&ctx, 2, 8, types, tf, mem, 2, 400e9, 25e9, 5e-6);
+  struct hx_plan *p = schedule(&ctx);
+  if (p) {
+    printf("uneven layers: hexic %.4f s, best baseline %.4f s (%s)\n", p->sim.iteration_s,
+           best_baseline_s(p), p->description);
+    CHECK(p->sim.iteration_s <= best_baseline_s(p) * (1 + 1e-12));
+    for (int i = 0; i < p->npipelines; i++) {
+      const struct hx_pipeline *pl = &p->pipelines[i];
+      int at = 0;
+      for (int s = 0; s < pl->nstages; s++) {
+        CHECK(pl->stages[s].layer_begin == at && pl->stages[s].layer_end > at);
+        at = pl->stages[s].layer_end;
+      }
+      CHECK(at == 16);
+      /* a megatron-order pipeline of whole nodes: the H100 stage (ranks
+       * 0-7) must not hold fewer layers than the slow one */
+      if (pl->nstages == 2 && pl->stages[0].devices[0] < 8 && pl->stages[1].devices[0] >= 8)
+        CHECK(pl->stages[0].layer_end - pl->stages[0].layer_begin >=
+              pl->stages[1].layer_end - pl->stages[1].layer_begin);
+    }
+  }
+  hx_arena_free(&ctx.arena);
+}
+
 /* Same inputs, same plan: description, figures and every device's shard. */
 static void test_deterministic(void) {
   char first[512] = "";
@@ -369,10 +440,12 @@ int main(void) {
   test_causal_pairs();
   test_alltoall_closed_form();
   test_ring_closed_form();
+  test_ring_per_step();
   test_random_coverage();
   test_needed();
   test_homogeneous();
   test_heterogeneous();
+  test_uneven_layers();
   test_deterministic();
   if (failures)
     fprintf(stderr, "%d check(s) failed\n", failures);
