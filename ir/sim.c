@@ -802,6 +802,71 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
   return opt->memory_shortfall <= 0;
 }
 
+/* ---- lower bound ------------------------------------------------------- */
+
+/* A bound on one pipeline's part of the iteration from the same task
+ * durations the simulator uses (stage_times, the optimizer step) and the
+ * three facts its task graph cannot escape: a stage runs its tasks one at a
+ * time in the schedule's order, a link carries one hop at a time, and a
+ * micro-batch visits the stages in order forward and back. Gradient sync is
+ * left out (it only delays optimizers), so the bound holds for any groups. */
+static double pipeline_lower_bound(const struct sim *s, const struct hx_pipeline *p) {
+  enum { STACK = 256 };
+  int n = p->nstages;
+  double m = (double)p->micro_batches;
+  if (n > STACK)
+    return 0;
+  struct stage_times t[STACK];
+  double opt[STACK], head[STACK + 1], tail[STACK + 1];
+  for (int si = 0; si < n; si++) {
+    t[si] = stage_times(s, p, si);
+    opt[si] = hx_stage_optimizer_s(s->ctx, &p->stages[si], si == 0, si == n - 1);
+  }
+  /* head[si]: earliest start of the first forward on si; tail[si]: from the
+   * end of si's last backward to the end of stage 0's */
+  head[0] = tail[0] = 0;
+  for (int si = 1; si <= n; si++) {
+    head[si] = head[si - 1] + t[si - 1].fwd + (si < n ? t[si - 1].hop_next : 0);
+    tail[si] = tail[si - 1] + t[si - 1].bwd + (si < n ? t[si - 1].hop_next : 0);
+  }
+  double back_all = tail[n];
+  double bound = 0;
+  for (int si = 0; si < n; si++) {
+    /* micro-batch 0 from si to the last stage and back to si's backward */
+    double round_trip = head[n] - head[si] + (tail[n] - tail[si + 1]);
+    int64_t warm = s->plan->schedule == HX_PP_GPIPE ? p->micro_batches
+                                                   : (int64_t)(n - si - 1) + 1;
+    double fwd_before = (double)(warm < p->micro_batches ? warm : p->micro_batches);
+    double busy_end = fmax(head[si] + m * (t[si].fwd + t[si].bwd),
+                           head[si] + round_trip + m * t[si].bwd + (m - fwd_before) * t[si].fwd);
+    bound = fmax(bound, busy_end + fmax(opt[si], tail[si] + opt[0]));
+    if (si + 1 < n) {
+      double h = t[si].hop_next;
+      /* the forward link carries m hops, then the last micro-batch finishes
+       * the forward and the whole backward */
+      double fwd_link = head[si] + t[si].fwd + m * h + (head[n] - head[si + 1]) + back_all;
+      /* the backward link: its first hop follows si+1's first backward */
+      double first_bwd = head[si + 1] + (head[n] - head[si + 1]) + (tail[n] - tail[si + 2]);
+      double bwd_link = first_bwd + t[si + 1].bwd + m * h + t[si].bwd + tail[si];
+      bound = fmax(bound, fmax(fwd_link, bwd_link) + opt[0]);
+    }
+  }
+  return bound;
+}
+
+double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  if (!plan_is_simulable(plan))
+    return 0;
+  struct sim s;
+  memset(&s, 0, sizeof s);
+  s.ctx = ctx;
+  s.plan = plan;
+  double bound = 0;
+  for (int i = 0; i < plan->npipelines; i++)
+    bound = fmax(bound, pipeline_lower_bound(&s, &plan->pipelines[i]));
+  return bound;
+}
+
 const char *hx_sim_event_name(enum hx_sim_event_kind kind) {
   switch (kind) {
   case HX_EV_FORWARD:

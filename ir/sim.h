@@ -64,6 +64,13 @@ struct hx_sim_options {
  * events. */
 bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_options *opt);
 
+/* A lower bound on the iteration_s hx_simulate would report for `plan`,
+ * from the same durations and the dependencies every schedule obeys (stage
+ * compute and links serial, micro-batches through the stages in order),
+ * without running the event queue: planners prune with it. 0 when the plan
+ * cannot be simulated. */
+double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan);
+
 /* The name of an event kind ("forward", "send", ...). */
 const char *hx_sim_event_name(enum hx_sim_event_kind kind);
 

@@ -204,4 +204,20 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx);
 struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
                                   const struct hx_plan *skeleton);
 
+/* The (micro-batch size, recompute) settings hx_sched_complete tries, in its
+ * order: the train block's micro_batch or every power of two dividing the
+ * global batch, times the recompute choices it allows. Returns how many
+ * (at most HX_SCHED_MAX_SETTINGS). */
+enum { HX_SCHED_MAX_SETTINGS = 128 };
+int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute);
+
+/* One setting of hx_sched_complete: the skeleton's stages with their ranks in
+ * ascending order (the canonical TP rank order: devices of one machine are
+ * interchangeable, so only which machines a stage spans matters), leaders,
+ * the exact layer split and the exact batch split at that micro-batch size
+ * and recompute. NULL when it does not fit memory or the batch. */
+struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
+                                          const struct hx_plan *skeleton, int64_t mbs,
+                                          bool recompute);
+
 #endif

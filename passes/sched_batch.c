@@ -9,6 +9,7 @@
  * exchange argument as the layer split). Every pipeline gets at least one;
  * the global batch is exactly micro-batches x size, no sequence dropped. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "../ir/cost.h"
 #include "../ir/plan_util.h"
@@ -86,15 +87,28 @@ static bool split_all_batches(const struct hx_ctx *ctx, struct hx_arena *a, stru
   return true;
 }
 
-/* One (mbs, recompute) setting: NULL when it does not fit. */
-static struct hx_plan *complete_one(struct hx_ctx *ctx, struct hx_arena *a,
-                                    const struct hx_plan *skeleton, int64_t mbs, bool recompute) {
+static int cmp_int(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  return (a > b) - (a < b);
+}
+
+struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
+                                          const struct hx_plan *skeleton, int64_t mbs,
+                                          bool recompute) {
   int64_t total = ctx->train.global_batch / mbs;
   if (total < skeleton->npipelines)
     return NULL;
   struct hx_plan *p = hx_plan_copy(a, skeleton);
   p->groups = NULL; /* a skeleton's old groups would price the sync of other layers */
   p->ngroups = 0;
+  /* TP ranks in ascending device order, whoever built the skeleton: the
+   * gradient-sync slices pair TP rank k of every pipeline, so one canonical
+   * order keeps hexic's plans inside the exhaustive planner's space */
+  for (int i = 0; i < p->npipelines; i++)
+    for (int s = 0; s < p->pipelines[i].nstages; s++) {
+      struct hx_stage *st = &p->pipelines[i].stages[s];
+      qsort(st->devices, (size_t)st->ndevices, sizeof(int), cmp_int);
+    }
   /* the first layer split assumes the even share of micro-batches; the
    * second uses the split's own counts (GPipe keeps them all in memory) */
   set_settings(p, mbs, recompute, (total + p->npipelines - 1) / p->npipelines);
@@ -109,27 +123,39 @@ static struct hx_plan *complete_one(struct hx_ctx *ctx, struct hx_arena *a,
   return p;
 }
 
+int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute) {
+  int64_t B = ctx->train.global_batch, fixed = ctx->train.micro_batch;
+  int n = 0;
+  for (int64_t size = fixed ? fixed : 1; size <= B; size = fixed ? B + 1 : size * 2) {
+    if (B % size)
+      continue;
+    for (int r = 0; r < 2 && n < HX_SCHED_MAX_SETTINGS; r++) {
+      bool full = r == 1;
+      if (ctx->train.recompute != HX_RECOMPUTE_AUTO &&
+          full != (ctx->train.recompute == HX_RECOMPUTE_FULL))
+        continue;
+      mbs[n] = size;
+      recompute[n++] = full;
+    }
+  }
+  return n;
+}
+
 struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
                                   const struct hx_plan *skeleton) {
-  int64_t B = ctx->train.global_batch, fixed = ctx->train.micro_batch;
+  int64_t mbs[HX_SCHED_MAX_SETTINGS];
+  bool recompute[HX_SCHED_MAX_SETTINGS];
+  int n = hx_sched_settings(ctx, mbs, recompute);
   struct hx_plan *best = NULL;
   double best_s = INFINITY;
-  for (int64_t mbs = fixed ? fixed : 1; mbs <= B; mbs = fixed ? B + 1 : mbs * 2) {
-    if (B % mbs)
+  for (int k = 0; k < n; k++) {
+    struct hx_plan *p = hx_sched_complete_setting(ctx, a, skeleton, mbs[k], recompute[k]);
+    if (!p)
       continue;
-    for (int r = 0; r < 2; r++) {
-      bool recompute = r == 1;
-      if (ctx->train.recompute != HX_RECOMPUTE_AUTO &&
-          recompute != (ctx->train.recompute == HX_RECOMPUTE_FULL))
-        continue;
-      struct hx_plan *p = complete_one(ctx, a, skeleton, mbs, recompute);
-      if (!p)
-        continue;
-      double t = hx_estimate_iteration_s(ctx, p);
-      if (t < best_s) {
-        best_s = t;
-        best = p;
-      }
+    double t = hx_estimate_iteration_s(ctx, p);
+    if (t < best_s) {
+      best_s = t;
+      best = p;
     }
   }
   if (best)

@@ -2,9 +2,9 @@
 # device is an MPI rank. The figures are what fp32 CPU kernels of one rank
 # reach (tens of GFLOP/s), already measured throughputs (efficiency 1), and
 # what shared memory (inside a "node") and loopback TCP (between) give.
-gpu "cpu-fast" { tflops = 0.02;  memory = 4 GiB; efficiency = 1 }
-gpu "cpu-mid"  { tflops = 0.01;  memory = 4 GiB; efficiency = 1 }
-gpu "cpu-slow" { tflops = 0.005; memory = 4 GiB; efficiency = 1 }
+gpu "cpu-fast" { tflops = 0.02;  memory = 4 GiB; efficiency = 1; mem_bandwidth = 10 GB/s }
+gpu "cpu-mid"  { tflops = 0.01;  memory = 4 GiB; efficiency = 1; mem_bandwidth = 10 GB/s }
+gpu "cpu-slow" { tflops = 0.005; memory = 4 GiB; efficiency = 1; mem_bandwidth = 10 GB/s }
 
 node "fast" { gpu = "cpu-fast"; gpus = 3; bandwidth = 5 GB/s; latency = 2 us }
 node "mid"  { gpu = "cpu-mid";  gpus = 3; bandwidth = 5 GB/s; latency = 2 us }

@@ -6,7 +6,7 @@ model "tiny" {
   vocab = 256; seq_len = 64
 }
 train {
-  global_batch = 8
+  global_batch = 32
   precision = fp32
   lr = 1e-3; warmup_steps = 10; steps = 300; seed = 1
 }

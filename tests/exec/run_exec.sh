@@ -11,7 +11,7 @@ mode=$1 work=$2 src=$3 hexic=$4 fixture=$5 wcmp=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
 here=$src/tests/exec
-tiny=$src/examples/models/tiny.hx tiny6=$here/models/tiny6.hx
+tiny=$src/examples/models/tiny.hx tiny6=$here/models/tiny6.hx tiny8=$here/models/tiny8.hx
 mkdir -p "$work"
 cd "$work" || exit 1
 steps=5
@@ -115,13 +115,13 @@ hexic)
   ;;
 planfile)
   # Hand-written plan.json files through --plan=FILE.
-  compile one "$tiny" "$src/examples/clusters/cpu1.hx"
+  compile one8 "$tiny8" "$src/examples/clusters/cpu1.hx"
   compile one6 "$tiny6" "$src/examples/clusters/cpu1.hx"
   compile pa "$tiny6" "$src/examples/clusters/cpu8.hx" --plan="$here/plans/tp3_tp2_uneven.json"
   same one6 pa "tp3_tp2_uneven.json"
-  compile pb "$tiny" "$here/clusters/four.hx" --plan="$here/plans/tp2_dp_pp_groups.json"
-  same one pb "tp2_dp_pp_groups.json"
-  out=$("$hexic" "$tiny" "$here/clusters/four.hx" --plan="$here/plans/bad_groups.json" -o bad 2>&1)
+  compile pb "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/tp2_dp_pp_groups.json"
+  same one8 pb "tp2_dp_pp_groups.json"
+  out=$("$hexic" "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/bad_groups.json" -o bad 2>&1)
   [ $? -eq 2 ] || fail "a plan whose gradient groups contradict its stages should exit 2"
   grep -q "does not match its stages' TP layout" <<<"$out" || fail "wrong message: $out"
   echo "  bad_groups.json: refused with exit 2"
@@ -134,7 +134,10 @@ fault)
   rm -rf f
   "$hexic" "$tiny" "$src/examples/clusters/cpu8.hx" --target=cpu -o f >/dev/null || fail "hexic"
   build f
-  victim=5
+  # The victim is the plan's last rank, whatever shape the planner picks.
+  nranks=$(ls f/rank_*.c | wc -l)
+  [ "$nranks" -ge 2 ] || fail "the cpu8 plan uses one rank: nothing to kill"
+  victim=$((nranks - 1)) vname=$(printf "rank_%04d" $((nranks - 1)))
   for signal in KILL STOP; do
     set -m
     f/launch.sh --steps 100000 >"f.$signal.log" 2>&1 &
@@ -146,7 +149,7 @@ fault)
     done
     grep -q "^step 3/" "f.$signal.log" ||
       { kill -9 -- -"$job"; cat "f.$signal.log"; fail "training never reached step 3"; }
-    pid=$(pgrep -f "^$PWD/f/rank_000$victim( |\$)")
+    pid=$(pgrep -f "^$PWD/f/$vname( |\$)")
     [ -n "$pid" ] || { kill -9 -- -"$job"; fail "no process for rank $victim"; }
     start=$(date +%s.%N)
     kill -"$signal" "$pid"
@@ -166,7 +169,7 @@ fault)
     left=$(pgrep -f "^$PWD/f/rank_" || true)
     [ -z "$left" ] || fail "rank processes still alive after SIG$signal: $left"
     if [ $signal = KILL ]; then
-      grep -q "launch.sh: rank $victim (rank_000$victim) failed" "f.$signal.log" ||
+      grep -q "launch.sh: rank $victim ($vname) failed" "f.$signal.log" ||
         { cat "f.$signal.log"; fail "launch.sh did not name rank $victim"; }
     else
       grep -q "no progress for .* (HEXIC_TIMEOUT_S=4)" "f.$signal.log" ||
