@@ -13,6 +13,7 @@ packages=(
   libclang-rt-dev                  # sanitizer/fuzzer runtimes for clang
   clang-format                     # generated code is clang-format'ed
   python3                          # bench and test helpers
+  procps                           # pgrep: the fault tests find a rank's process
 )
 
 missing=()
