@@ -1,17 +1,44 @@
 /* --strategy=exhaustive: the exact planner for clusters of at most 8
  * devices, the test oracle of the HexiScale search.
  *
- * It enumerates every plan structure the plan IR expresses with cp = hp = 1:
- * which devices are used, how the used ones form pipelines, how each
- * pipeline's devices form stages (any grouping, any TP degree that divides
- * the query heads, TP across any link) and the order of the stages. Devices
- * of one machine are interchangeable (same GPU, same links), so structures
- * are enumerated as per-machine device counts, which removes only exact
- * duplicates. For each structure the micro-batch size, recompute, layer
- * split and batch split are chosen by hx_sched_complete (exact min-max
- * splits); the best few by the closed-form estimate are simulated, with the
- * baseline, and the fastest simulated plan wins. */
+ * The plan space, and the plan returned: the one of least *simulated*
+ * iteration time (hx_simulate) among
+ *  - the symmetric baseline, and
+ *  - every structure the plan IR expresses with cp = hp = 1: any subset of
+ *    the devices used; the used ones in any number of pipelines (any
+ *    multiset of device sets); each pipeline's devices in any sequence of
+ *    stages (any grouping, any TP degree that divides the query heads, TP
+ *    across any link, any order, at most `layers` stages);
+ *  - completed, for every (micro-batch size, recompute) setting of
+ *    hx_sched_settings, by hx_sched_complete_setting: TP ranks in ascending
+ *    device order, leaders by hx_sched_set_leaders, the exact min-max layer
+ *    split and the exact batch split; gradient groups by
+ *    hx_sched_build_groups.
+ * hexic's search completes its skeletons with the same routine, so every
+ * plan it can return lies in this space: a hexic plan faster than this one
+ * is a bug in one of the two.
+ *
+ * Symmetry: devices of one machine are interchangeable (same GPU, same
+ * links), so a structure is a list of per-machine device counts. Machines
+ * that are twins (same GPU type, count and own link, and the same links to
+ * every other machine) are interchangeable too: used counts are enumerated
+ * non-increasing over twins, and structures are reduced to a canonical form
+ * (twin machines and pipelines sorted) and skipped when seen before. Both
+ * only drop structures that are relabelings of one kept, whose simulated
+ * times are equal.
+ *
+ * Pruning, sound against the simulator: a structure is skipped when
+ * B / sum_i(1 / c_i) is no better than the best simulated plan so far, c_i
+ * being pipeline i's least possible per-sequence bottleneck (per-stage costs
+ * per sequence at the largest micro-batch size, no recompute, exact layer
+ * split without memory limits: costs are affine in the micro-batch size, so
+ * no setting does better); a completed setting is simulated only when
+ * hx_sim_lower_bound is below the best. Two passes: the first finds the
+ * structures of best bound and simulates them, so the second prunes against
+ * a good incumbent from its start. Both bounds are checked against every
+ * simulation (an internal error if one is ever above it). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ir/cost.h"
@@ -19,11 +46,15 @@
 #include "../ir/sim.h"
 #include "sched.h"
 
-enum { MAXN = HX_EXHAUSTIVE_MAX_DEVICES, KEEP = 8 };
+enum { MAXN = HX_EXHAUSTIVE_MAX_DEVICES, SEEDS = 48 };
+
+/* Relative slack for comparing a bound with a simulated time: the two sum
+ * the same durations in different orders. */
+#define BOUND_SLACK 1e-9
 
 /* Devices per machine: a vector over the cluster's nodes. */
 struct vec {
-  int c[MAXN];
+  unsigned char c[MAXN];
 };
 
 struct seqs {              /* every stage sequence of one pipeline vector */
@@ -34,20 +65,44 @@ struct seqs {              /* every stage sequence of one pipeline vector */
   int nstage_vecs, cap_vecs;
 };
 
+/* One structure: pipelines (vectors) and the stage sequence of each. */
+struct structure {
+  int npipes;
+  struct vec pipes[MAXN];
+  int choice[MAXN];
+  double bound;
+};
+
+/* Canonical forms already seen (only built when the cluster has twins). */
+struct seen_set {
+  uint64_t *hash;
+  unsigned char **key; /* key[0] = length */
+  int cap, n;
+};
+
 struct ex {
   struct hx_ctx *ctx;
   struct hx_arena *a;
   int nnodes;
   struct vec all;
+  int twin_of[MAXN];       /* the lowest-numbered twin of each machine */
+  bool has_twins;
   struct seqs *memo;
   int nmemo, cap_memo;
-  /* current structure */
-  struct vec pipes[MAXN];
-  int npipes;
-  int choice[MAXN];        /* sequence index per pipeline */
-  struct hx_plan *best[KEEP];
-  int nbest;
-  long structures;
+  struct structure cur;
+  /* settings */
+  int nsettings;
+  int64_t mbs[HX_SCHED_MAX_SETTINGS];
+  bool recompute[HX_SCHED_MAX_SETTINGS];
+  int64_t largest_mbs;
+  /* pass state */
+  bool seeding;            /* pass 1: collect seeds; pass 2: price */
+  struct structure seeds[SEEDS];
+  int nseeds;
+  struct seen_set seen;
+  struct hx_plan *best;    /* in e->a */
+  double best_s;
+  long structures, completed, simulated;
 };
 
 static int vsum(const struct vec *v, int n) {
@@ -95,7 +150,7 @@ static void stage_rec(struct ex *e, struct seqs *q, struct vec *left, struct vec
       return;
     cur[len] = *part;
     for (int i = 0; i < e->nnodes; i++)
-      left->c[i] -= part->c[i];
+      left->c[i] = (unsigned char)(left->c[i] - part->c[i]);
     if (vsum(left, e->nnodes) == 0) {
       seq_push(e, q, cur, len + 1);
     } else {
@@ -103,11 +158,11 @@ static void stage_rec(struct ex *e, struct seqs *q, struct vec *left, struct vec
       stage_rec(e, q, left, cur, len + 1, &next, 0);
     }
     for (int i = 0; i < e->nnodes; i++)
-      left->c[i] += part->c[i];
+      left->c[i] = (unsigned char)(left->c[i] + part->c[i]);
     return;
   }
   for (int k = 0; k <= left->c[node]; k++) {
-    part->c[node] = k;
+    part->c[node] = (unsigned char)k;
     stage_rec(e, q, left, cur, len, part, node + 1);
   }
   part->c[node] = 0;
@@ -133,66 +188,329 @@ static struct seqs *sequences(struct ex *e, const struct vec *pipe) {
   return q;
 }
 
-/* ---- materialising and pricing ---------------------------------------------- */
+/* ---- twins and canonical forms ---------------------------------------------- */
 
-/* Keeps p (allocated in a short-lived arena) among the KEEP best, copied. */
-static void keep_best(struct ex *e, const struct hx_plan *p) {
-  if (!p)
-    return;
-  int at = e->nbest;
-  while (at > 0 && p->sim.iteration_s < e->best[at - 1]->sim.iteration_s)
-    at--;
-  if (at >= KEEP)
-    return;
-  struct hx_plan *kept = hx_plan_copy(e->a, p);
-  kept->sim.iteration_s = p->sim.iteration_s;
-  for (int i = (e->nbest < KEEP ? e->nbest : KEEP - 1); i > at; i--)
-    e->best[i] = e->best[i - 1];
-  e->best[at] = kept;
-  if (e->nbest < KEEP)
-    e->nbest++;
+static bool same_links(const struct hx_cluster *c, int da, int db, int dk) {
+  return hx_bw(c, da, dk) == hx_bw(c, db, dk) && hx_bw(c, dk, da) == hx_bw(c, dk, db) &&
+         hx_lat(c, da, dk) == hx_lat(c, db, dk) && hx_lat(c, dk, da) == hx_lat(c, dk, db);
 }
 
-static void price_structure(struct ex *e) {
-  struct hx_ctx *ctx = e->ctx;
-  const struct hx_cluster *c = &ctx->cluster;
-  /* every structure's candidates live in their own arena: only the few
-   * kept are copied out, so memory stays flat over 1e5 structures */
-  struct hx_arena tmp;
-  hx_arena_init(&tmp);
-  struct hx_plan *sk = hx_plan_new(&tmp, c->ndevices, e->npipes);
+/* Whether swapping machines a and b maps the cluster onto itself. */
+static bool twins(const struct hx_cluster *c, int a, int b) {
+  const struct hx_node *na = &c->nodes[a], *nb = &c->nodes[b];
+  if (na->gpu_type != nb->gpu_type || na->gpus != nb->gpus || na->bandwidth != nb->bandwidth ||
+      na->latency != nb->latency)
+    return false;
+  int da = na->first_device, db = nb->first_device;
+  if (hx_bw(c, da, db) != hx_bw(c, db, da) || hx_lat(c, da, db) != hx_lat(c, db, da))
+    return false;
+  for (int k = 0; k < c->nnodes; k++)
+    if (k != a && k != b && !same_links(c, da, db, c->nodes[k].first_device))
+      return false;
+  return true;
+}
+
+static void find_twins(struct ex *e) {
+  const struct hx_cluster *c = &e->ctx->cluster;
+  for (int i = 0; i < e->nnodes; i++) {
+    e->twin_of[i] = i;
+    for (int j = 0; j < i && e->twin_of[i] == i; j++)
+      if (e->twin_of[j] == j && twins(c, j, i)) {
+        e->twin_of[i] = j;
+        e->has_twins = true;
+      }
+  }
+}
+
+/* The stage rows of the current structure, pipeline by pipeline. */
+struct rows {
+  int nrows, npipes;
+  int first[MAXN], len[MAXN]; /* per pipeline: its rows */
+  struct vec row[MAXN];
+};
+
+static int block_cmp(const struct rows *r, int p, int q, int nn) {
+  if (r->len[p] != r->len[q])
+    return r->len[p] > r->len[q] ? -1 : 1;
+  for (int k = 0; k < r->len[p]; k++) {
+    int c = memcmp(r->row[r->first[p] + k].c, r->row[r->first[q] + k].c, (size_t)nn);
+    if (c)
+      return c > 0 ? -1 : 1;
+  }
+  return 0;
+}
+
+/* Column of machine j compared with column of machine k (descending). */
+static int column_cmp(const struct rows *r, int j, int k) {
+  for (int i = 0; i < r->nrows; i++)
+    if (r->row[i].c[j] != r->row[i].c[k])
+      return r->row[i].c[j] > r->row[i].c[k] ? -1 : 1;
+  return 0;
+}
+
+static void swap_columns(struct rows *r, int j, int k) {
+  for (int i = 0; i < r->nrows; i++) {
+    unsigned char t = r->row[i].c[j];
+    r->row[i].c[j] = r->row[i].c[k];
+    r->row[i].c[k] = t;
+  }
+}
+
+/* Twin machines' columns in descending order (insertion sort within each
+ * twin class: a relabeling of twins, so the same plan up to symmetry). */
+static void sort_twin_columns(const struct ex *e, struct rows *r) {
+  for (int rep = 0; rep < e->nnodes; rep++) {
+    if (e->twin_of[rep] != rep)
+      continue;
+    int m[MAXN], n = 0;
+    for (int j = rep; j < e->nnodes; j++)
+      if (e->twin_of[j] == rep)
+        m[n++] = j;
+    for (int i = 1; i < n; i++)
+      for (int k = i; k > 0 && column_cmp(r, m[k - 1], m[k]) > 0; k--)
+        swap_columns(r, m[k - 1], m[k]);
+  }
+}
+
+static void sort_pipelines(const struct ex *e, struct rows *r) {
+  struct rows out = *r;
+  int order[MAXN];
+  for (int p = 0; p < r->npipes; p++) {
+    int at = p;
+    while (at > 0 && block_cmp(r, order[at - 1], p, e->nnodes) > 0) {
+      order[at] = order[at - 1];
+      at--;
+    }
+    order[at] = p;
+  }
+  int n = 0;
+  for (int p = 0; p < r->npipes; p++) {
+    out.first[p] = n;
+    out.len[p] = r->len[order[p]];
+    for (int k = 0; k < r->len[order[p]]; k++)
+      out.row[n++] = r->row[r->first[order[p]] + k];
+  }
+  *r = out;
+}
+
+/* A canonical key of the current structure: key[0] its length. Sorting twin
+ * columns and pipelines alternately is not a perfect canonical form, but
+ * every step is a symmetry, so equal keys mean equivalent structures. */
+static void canonical_key(struct ex *e, unsigned char *key) {
+  struct rows r = {0};
+  r.npipes = e->cur.npipes;
+  for (int i = 0; i < e->cur.npipes; i++) {
+    struct seqs *q = sequences(e, &e->cur.pipes[i]);
+    r.first[i] = r.nrows;
+    r.len[i] = q->len[e->cur.choice[i]];
+    for (int s = 0; s < r.len[i]; s++)
+      r.row[r.nrows++] = q->stages[q->at[e->cur.choice[i]] + s];
+  }
+  for (int round = 0; round < 3; round++) {
+    sort_twin_columns(e, &r);
+    sort_pipelines(e, &r);
+  }
+  int n = 1;
+  key[n++] = (unsigned char)r.npipes;
+  for (int p = 0; p < r.npipes; p++)
+    key[n++] = (unsigned char)r.len[p];
+  for (int i = 0; i < r.nrows; i++)
+    for (int j = 0; j < e->nnodes; j++)
+      key[n++] = r.row[i].c[j];
+  key[0] = (unsigned char)n;
+}
+
+static uint64_t key_hash(const unsigned char *key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < key[0]; i++) {
+    h ^= key[i];
+    h *= 0x100000001b3ull;
+  }
+  return h ^ (h >> 31);
+}
+
+/* True when key was seen before; records it otherwise. */
+static bool seen_before(struct ex *e, const unsigned char *key) {
+  struct seen_set *s = &e->seen;
+  if (2 * (s->n + 1) > s->cap) {
+    int cap = s->cap ? 2 * s->cap : 4096;
+    uint64_t *hash = HX_NEW_ARRAY(e->a, uint64_t, cap);
+    unsigned char **keys = HX_NEW_ARRAY(e->a, unsigned char *, cap);
+    for (int i = 0; i < s->cap; i++) {
+      if (!s->key[i])
+        continue;
+      int at = (int)(s->hash[i] & (uint64_t)(cap - 1));
+      while (keys[at])
+        at = (at + 1) & (cap - 1);
+      keys[at] = s->key[i];
+      hash[at] = s->hash[i];
+    }
+    s->hash = hash;
+    s->key = keys;
+    s->cap = cap;
+  }
+  uint64_t h = key_hash(key);
+  for (int at = (int)(h & (uint64_t)(s->cap - 1));; at = (at + 1) & (s->cap - 1)) {
+    if (!s->key[at]) {
+      s->key[at] = HX_NEW_ARRAY(e->a, unsigned char, key[0]);
+      memcpy(s->key[at], key, key[0]);
+      s->hash[at] = h;
+      s->n++;
+      return false;
+    }
+    if (s->hash[at] == h && !memcmp(s->key[at], key, key[0]))
+      return true;
+  }
+}
+
+/* ---- skeletons, bounds, simulation ----------------------------------------- */
+
+/* The skeleton of structure st in arena a: each stage's devices are the
+ * lowest unused ones of each machine it spans. */
+static struct hx_plan *skeleton(struct ex *e, struct hx_arena *a, const struct structure *st) {
+  const struct hx_cluster *c = &e->ctx->cluster;
+  struct hx_plan *sk = hx_plan_new(a, c->ndevices, st->npipes);
   sk->strategy = "exhaustive";
-  sk->schedule = ctx->train.schedule;
-  int next[MAXN]; /* next unused device index inside each node */
-  memset(next, 0, sizeof next);
-  int ranks[MAXN];
-  for (int i = 0; i < e->npipes; i++) {
-    struct seqs *q = sequences(e, &e->pipes[i]);
-    const struct vec *st = q->stages + q->at[e->choice[i]];
-    int ns = q->len[e->choice[i]];
-    hx_pipeline_init(&tmp, &sk->pipelines[i], ns);
+  sk->schedule = e->ctx->train.schedule;
+  int next[MAXN] = {0}, ranks[MAXN];
+  for (int i = 0; i < st->npipes; i++) {
+    struct seqs *q = sequences(e, &st->pipes[i]);
+    const struct vec *stages = q->stages + q->at[st->choice[i]];
+    int ns = q->len[st->choice[i]];
+    hx_pipeline_init(a, &sk->pipelines[i], ns);
     for (int s = 0; s < ns; s++) {
       int n = 0;
       for (int node = 0; node < e->nnodes; node++)
-        for (int k = 0; k < st[s].c[node]; k++)
+        for (int k = 0; k < stages[s].c[node]; k++)
           ranks[n++] = c->nodes[node].first_device + next[node]++;
-      hx_stage_init(&tmp, &sk->pipelines[i].stages[s], ranks, n, 0, 0, false);
+      hx_stage_init(a, &sk->pipelines[i].stages[s], ranks, n, 0, 0, false);
     }
   }
-  e->structures++;
-  keep_best(e, hx_sched_complete(ctx, &tmp, sk));
+  return sk;
+}
+
+/* Forward + backward seconds per sequence of stage s holding n layers, at
+ * the largest micro-batch size and without recompute: the least any setting
+ * can cost (per-micro-batch costs are affine in its size, intercepts >= 0). */
+static double per_sequence_s(const struct ex *e, struct hx_stage st, bool first, bool last,
+                             int n) {
+  st.layer_begin = 0;
+  st.layer_end = n;
+  st.recompute = false;
+  int64_t mbs = e->largest_mbs;
+  return (hx_stage_fwd_s(e->ctx, &st, first, last, mbs) +
+          hx_stage_bwd_s(e->ctx, &st, first, last, mbs)) /
+         (double)mbs;
+}
+
+/* B / sum_i(1 / c_i): a lower bound on every setting's simulated time (the
+ * busiest stage of pipeline i computes n_i sequences, sum_i n_i = B). */
+static double structure_bound(struct ex *e, const struct hx_plan *sk) {
+  int L = (int)e->ctx->model.layers;
+  double rate = 0;
+  for (int i = 0; i < sk->npipelines; i++) {
+    const struct hx_pipeline *p = &sk->pipelines[i];
+    struct hx_stage_cost cost[MAXN];
+    int counts[MAXN];
+    for (int s = 0; s < p->nstages; s++) {
+      bool first = s == 0, last = s == p->nstages - 1;
+      double t0 = per_sequence_s(e, p->stages[s], first, last, 0);
+      cost[s].extra = t0;
+      cost[s].per_layer = per_sequence_s(e, p->stages[s], first, last, 1) - t0;
+      cost[s].max_layers = L;
+    }
+    double c = hx_sched_split_layers(cost, p->nstages, L, counts);
+    if (c <= 0)
+      return INFINITY; /* more stages than layers: never completes */
+    rate += 1.0 / c;
+  }
+  return (double)e->ctx->train.global_batch / rate;
+}
+
+static void check_bound(const char *what, double bound, double simulated) {
+  if (simulated < bound * (1 - BOUND_SLACK))
+    hx_internal_error("exhaustive planner: the %s lower bound %.9g s is above the simulated "
+                      "%.9g s",
+                      what, bound, simulated);
+}
+
+/* Every setting of the structure: completed, bounded, simulated when the
+ * bound leaves it a chance; the best kept in e->a. */
+static void price(struct ex *e, const struct structure *st) {
+  struct hx_ctx *ctx = e->ctx;
+  struct hx_arena tmp; /* per structure, so memory stays flat */
+  hx_arena_init(&tmp);
+  struct hx_plan *sk = skeleton(e, &tmp, st);
+  for (int k = 0; k < e->nsettings; k++) {
+    struct hx_plan *p = hx_sched_complete_setting(ctx, &tmp, sk, e->mbs[k], e->recompute[k]);
+    e->completed++;
+    if (!p)
+      continue;
+    double bound = hx_sim_lower_bound(ctx, p);
+    if (bound * (1 - BOUND_SLACK) >= e->best_s)
+      continue;
+    hx_sched_build_groups(ctx, &tmp, p);
+    hx_simulate(ctx, p, NULL);
+    e->simulated++;
+    if (!p->sim.valid)
+      continue;
+    check_bound("plan", bound, p->sim.iteration_s);
+    check_bound("structure", st->bound, p->sim.iteration_s);
+    if (p->sim.iteration_s < e->best_s) {
+      e->best_s = p->sim.iteration_s;
+      e->best = hx_plan_copy(e->a, p);
+    }
+  }
   hx_arena_free(&tmp);
 }
 
-/* Every combination of stage sequences of the chosen pipelines. */
+/* Pass 1 keeps the SEEDS structures of least bound (ties: the first). */
+static void keep_seed(struct ex *e) {
+  int at = e->nseeds;
+  while (at > 0 && e->cur.bound < e->seeds[at - 1].bound)
+    at--;
+  if (at >= SEEDS)
+    return;
+  int last = e->nseeds < SEEDS ? e->nseeds : SEEDS - 1;
+  for (int i = last; i > at; i--)
+    e->seeds[i] = e->seeds[i - 1];
+  e->seeds[at] = e->cur;
+  if (e->nseeds < SEEDS)
+    e->nseeds++;
+}
+
+static void visit_structure(struct ex *e) {
+  if (e->has_twins) {
+    unsigned char key[2 + MAXN + MAXN * MAXN];
+    canonical_key(e, key);
+    if (seen_before(e, key))
+      return;
+  }
+  e->structures++;
+  struct hx_arena tmp;
+  hx_arena_init(&tmp);
+  e->cur.bound = structure_bound(e, skeleton(e, &tmp, &e->cur));
+  hx_arena_free(&tmp);
+  if (e->seeding)
+    keep_seed(e);
+  else if (e->cur.bound * (1 - BOUND_SLACK) < e->best_s)
+    price(e, &e->cur);
+}
+
+/* Every combination of stage sequences of the chosen pipelines; equal
+ * pipeline vectors take non-decreasing sequence indices (the pipelines of
+ * a plan are a multiset). */
 static void choose_sequences(struct ex *e, int i) {
-  if (i == e->npipes) {
-    price_structure(e);
+  if (i == e->cur.npipes) {
+    visit_structure(e);
     return;
   }
-  struct seqs *q = sequences(e, &e->pipes[i]);
-  for (int k = 0; k < q->n; k++) {
-    e->choice[i] = k;
+  struct seqs *q = sequences(e, &e->cur.pipes[i]);
+  int from = 0;
+  if (i > 0 && !memcmp(&e->cur.pipes[i], &e->cur.pipes[i - 1], sizeof(struct vec)))
+    from = e->cur.choice[i - 1];
+  for (int k = from; k < q->n; k++) {
+    e->cur.choice[i] = k;
     choose_sequences(e, i + 1);
   }
 }
@@ -212,13 +530,13 @@ static void pipe_rec(struct ex *e, struct vec *left, struct vec *part, int node)
   if (node == e->nnodes) {
     if (vsum(part, e->nnodes) == 0)
       return;
-    if (e->npipes > 0 && vcmp(part, &e->pipes[e->npipes - 1], e->nnodes) > 0)
+    if (e->cur.npipes > 0 && vcmp(part, &e->cur.pipes[e->cur.npipes - 1], e->nnodes) > 0)
       return;
-    if (e->npipes >= e->ctx->train.global_batch)
+    if (e->cur.npipes >= e->ctx->train.global_batch)
       return;
-    e->pipes[e->npipes++] = *part;
+    e->cur.pipes[e->cur.npipes++] = *part;
     for (int i = 0; i < e->nnodes; i++)
-      left->c[i] -= part->c[i];
+      left->c[i] = (unsigned char)(left->c[i] - part->c[i]);
     if (vsum(left, e->nnodes) == 0) {
       choose_sequences(e, 0);
     } else {
@@ -226,18 +544,27 @@ static void pipe_rec(struct ex *e, struct vec *left, struct vec *part, int node)
       pipe_rec(e, left, &next, 0);
     }
     for (int i = 0; i < e->nnodes; i++)
-      left->c[i] += part->c[i];
-    e->npipes--;
+      left->c[i] = (unsigned char)(left->c[i] + part->c[i]);
+    e->cur.npipes--;
     return;
   }
   for (int k = left->c[node]; k >= 0; k--) {
-    part->c[node] = k;
+    part->c[node] = (unsigned char)k;
     pipe_rec(e, left, part, node + 1);
   }
   part->c[node] = 0;
 }
 
-/* Every used subset (per-machine counts), then its pipelines. */
+/* The nearest lower-numbered twin of machine `node`, or -1. */
+static int previous_twin(const struct ex *e, int node) {
+  for (int j = node - 1; j >= 0; j--)
+    if (e->twin_of[j] == e->twin_of[node])
+      return j;
+  return -1;
+}
+
+/* Every used subset (per-machine counts, non-increasing over twins), then
+ * its pipelines. */
 static void used_rec(struct ex *e, struct vec *used, int node) {
   if (node == e->nnodes) {
     if (vsum(used, e->nnodes) == 0)
@@ -246,10 +573,19 @@ static void used_rec(struct ex *e, struct vec *used, int node) {
     pipe_rec(e, &left, &part, 0);
     return;
   }
-  for (int k = e->all.c[node]; k >= 0; k--) {
-    used->c[node] = k;
+  int twin = previous_twin(e, node);
+  int most = twin >= 0 ? used->c[twin] : e->all.c[node];
+  for (int k = most; k >= 0; k--) {
+    used->c[node] = (unsigned char)k;
     used_rec(e, used, node + 1);
   }
+}
+
+static void enumerate(struct ex *e) {
+  e->seen = (struct seen_set){0};
+  e->structures = 0;
+  struct vec used = {{0}};
+  used_rec(e, &used, 0);
 }
 
 struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx) {
@@ -258,25 +594,41 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx) {
     return NULL;
   struct hx_arena scratch;
   hx_arena_init(&scratch);
-  struct ex e = {.ctx = ctx, .a = &scratch, .nnodes = c->nnodes};
+  struct ex *e = HX_NEW(&scratch, struct ex);
+  e->ctx = ctx;
+  e->a = &scratch;
+  e->nnodes = c->nnodes;
+  e->best_s = INFINITY;
   for (int i = 0; i < c->nnodes; i++)
-    e.all.c[i] = c->nodes[i].gpus;
-  struct vec used = {{0}};
-  used_rec(&e, &used, 0);
-  struct hx_plan *best = NULL;
-  for (int i = 0; i < e.nbest; i++) {
-    struct hx_plan *p = hx_plan_copy(&ctx->arena, e.best[i]);
-    hx_sched_build_groups(ctx, &ctx->arena, p);
-    p->description = hx_sprintf(&ctx->arena, "dp=%d, %ld structures", p->npipelines,
-                                e.structures);
-    hx_simulate(ctx, p, NULL);
-    if (p->sim.valid && (!best || p->sim.iteration_s < best->sim.iteration_s))
-      best = p;
+    e->all.c[i] = (unsigned char)c->nodes[i].gpus;
+  find_twins(e);
+  e->nsettings = hx_sched_settings(ctx, e->mbs, e->recompute);
+  for (int k = 0; k < e->nsettings; k++)
+    if (e->mbs[k] > e->largest_mbs)
+      e->largest_mbs = e->mbs[k];
+  if (ctx->baseline && !ctx->baseline->sim.valid)
+    hx_simulate(ctx, ctx->baseline, NULL);
+  if (ctx->baseline && ctx->baseline->sim.valid)
+    e->best_s = ctx->baseline->sim.iteration_s;
+  if (e->nsettings > 0) {
+    e->seeding = true;
+    enumerate(e);
+    for (int i = 0; i < e->nseeds; i++)
+      price(e, &e->seeds[i]);
+    e->seeding = false;
+    enumerate(e);
   }
-  hx_arena_free(&scratch);
-  if (ctx->baseline && (!best || ctx->baseline->sim.iteration_s <= best->sim.iteration_s)) {
+  struct hx_plan *best = NULL;
+  if (e->best) {
+    best = hx_plan_copy(&ctx->arena, e->best);
+    hx_sched_build_groups(ctx, &ctx->arena, best);
+    best->description = hx_sprintf(&ctx->arena, "dp=%d, %ld structures, %ld simulated",
+                                   best->npipelines, e->structures, e->simulated);
+    hx_simulate(ctx, best, NULL);
+  } else if (ctx->baseline && ctx->baseline->sim.valid) {
     best = hx_plan_copy(&ctx->arena, ctx->baseline);
     best->strategy = "symmetric";
   }
+  hx_arena_free(&scratch);
   return best;
 }

@@ -11,23 +11,8 @@
 #include "ir/sim.h"
 #include "passes/passes.h"
 
-static int failures;
+#include "tests/check.h"
 
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                 \
-      failures++;                                                                              \
-    }                                                                                          \
-  } while (0)
-
-static void check_near(const char *what, double got, double want, double rel, int line) {
-  if (!(fabs(got - want) <= rel * fabs(want) + 1e-15)) {
-    fprintf(stderr, "test_cost.c:%d: %s = %.17g, want %.17g\n", line, what, got, want);
-    failures++;
-  }
-}
-#define NEAR(got, want) check_near(#got, (got), (want), 1e-12, __LINE__)
 
 static void set_model(struct hx_ctx *ctx, int64_t layers, int64_t hidden, int64_t ffn, int64_t heads,
                       int64_t kv, int64_t vocab, int64_t seq) {

@@ -8,15 +8,7 @@
 #include "passes/frontend.h"
 #include "passes/passes.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                                          \
-  do {                                                                                                       \
-    if (!(cond)) {                                                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                             \
-      failures++;                                                                                            \
-    }                                                                                                        \
-  } while (0)
+#include "tests/check.h"
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b); }
 
