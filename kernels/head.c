@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/internal.h"
 #include "kernels/llama.h"
 
 long hxk_head_scratch_floats(const struct hxk_dims *d, long n) {
@@ -17,13 +18,7 @@ static double xent_rows(float *logits, const int32_t *targets, long rows,
   double total = 0.0;
   for (long t = 0; t < rows; t++) {
     float *row = logits + t * vocab;
-    float peak = row[0];
-    for (int j = 1; j < vocab; j++)
-      peak = row[j] > peak ? row[j] : peak;
-    double sum = 0.0;
-    for (int j = 0; j < vocab; j++)
-      sum += exp((double)row[j] - peak);
-    double lse = peak + log(sum);
+    double lse = hxk_log_sum_exp(row, vocab);
     total += lse - row[targets[t]];
     if (!to_grad)
       continue;

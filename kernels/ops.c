@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <math.h>
 
+#include "kernels/internal.h"
 #include "kernels/llama.h"
 
 void hxk_embedding_forward(float *out, const int32_t *tok, const float *emb,
@@ -161,8 +162,7 @@ void hxk_residual_backward(float *da, float *db, const float *dy, long n) {
   }
 }
 
-/* log sum_j exp(row_j), stable (max subtracted), summed in double. */
-static double log_sum_exp(const float *row, int vocab) {
+double hxk_log_sum_exp(const float *row, int vocab) {
   float peak = row[0];
   for (int j = 1; j < vocab; j++)
     peak = row[j] > peak ? row[j] : peak;
@@ -177,7 +177,7 @@ double hxk_cross_entropy_forward(const float *logits, const int32_t *targets,
   double total = 0.0;
   for (long t = 0; t < n; t++) {
     const float *row = logits + t * vocab;
-    total += log_sum_exp(row, vocab) - row[targets[t]];
+    total += hxk_log_sum_exp(row, vocab) - row[targets[t]];
   }
   return total * scale;
 }
@@ -188,7 +188,7 @@ void hxk_cross_entropy_backward(float *dlogits, const float *logits,
   for (long t = 0; t < n; t++) {
     const float *row = logits + t * vocab;
     float *drow = dlogits + t * vocab;
-    double lse = log_sum_exp(row, vocab);
+    double lse = hxk_log_sum_exp(row, vocab);
     for (int j = 0; j < vocab; j++)
       drow[j] += (float)(scale * exp((double)row[j] - lse));
     drow[targets[t]] -= (float)scale;
