@@ -63,9 +63,12 @@ for i, n in enumerate(sizes):
           % (i, name, n, rng.choice(["16 GB/s", "25 GB/s", "200 GB/s"])))
 print('network { bandwidth = %s; latency = 20 us }' % rng.choice(["1 Gbps", "10 Gbps", "25 GB/s"]))
 P
-  compare "random-8 seed $seed" "$tmp/m.hx" "$tmp/c.hx" yes
+  compare "random-8 seed $seed" "$tmp/m.hx" "$tmp/c.hx" yes | tee -a "$tmp/gaps"
   seed=$((seed + 1))
 done
+awk '{ g = $NF; if (g == "-") next; sub("%", "", g); g += 0; n++; s += g; if (g > m || n == 1) m = g;
+       if (g <= 2) w++ }
+     END { if (n) printf "gap to the exhaustive optimum over %d clusters: mean %+.2f%%, max %+.2f%%, %d within 2%%\n", n, s / n, m, w }' "$tmp/gaps"
 
 echo "== planner wall time, Llama-2-70B, four GPU types"
 for n in 8 64 512 1024 4096; do

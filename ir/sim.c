@@ -48,6 +48,9 @@ struct sim {
   const struct hx_ctx *ctx;
   const struct hx_plan *plan;
   bool zero_comm;
+  /* Lower-bound mode: grad_task adds each all-reduce's duration to its
+   * members' channel load instead of making a task. */
+  double *channel_load;
   struct hx_arena scratch;
   struct task *tasks;
   int ntasks, cap_tasks;
@@ -302,6 +305,11 @@ static void grad_task(struct sim *s, const int *ranks, int n, int layer, double 
   if (n <= 1)
     return;
   double dur = s->zero_comm ? 0 : hx_allreduce_s(&s->ctx->cluster, ranks, n, bytes);
+  if (s->channel_load) {
+    for (int k = 0; k < n; k++)
+      s->channel_load[ranks[k]] += dur;
+    return;
+  }
   int id = new_task(s, HX_EV_ALLREDUCE, dur, -1, -1);
   s->tasks[id].layer = layer == HEAD_LAYER ? -1 : layer;
   s->tasks[id].group = s->ngroups++;
@@ -810,8 +818,9 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
  * time in the schedule's order, a link carries one hop at a time, and a
  * micro-batch visits the stages in order forward and back. Gradient sync is
  * left out (it only delays optimizers), so the bound holds for any groups. */
-static double pipeline_lower_bound(const struct sim *s, const struct hx_pipeline *p) {
+static double pipeline_lower_bound(const struct sim *s, int i) {
   enum { STACK = 256 };
+  const struct hx_pipeline *p = &s->plan->pipelines[i];
   int n = p->nstages;
   double m = (double)p->micro_batches;
   if (n > STACK)
@@ -840,6 +849,11 @@ static double pipeline_lower_bound(const struct sim *s, const struct hx_pipeline
     double busy_end = fmax(head[si] + m * (t[si].fwd + t[si].bwd),
                            head[si] + round_trip + m * t[si].bwd + (m - fwd_before) * t[si].fwd);
     bound = fmax(bound, busy_end + fmax(opt[si], tail[si] + opt[0]));
+    /* the stage's devices all-reduce their gradients one after another on
+     * their channel, from the start of the last backward on, then step */
+    const struct hx_stage *st = &p->stages[si];
+    for (int k = 0; s->channel_load && k < st->ndevices; k++)
+      bound = fmax(bound, busy_end - t[si].bwd + s->channel_load[st->devices[k]] + opt[si]);
     if (si + 1 < n) {
       double h = t[si].hop_next;
       /* the forward link carries m hops, then the last micro-batch finishes
@@ -861,9 +875,26 @@ double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) 
   memset(&s, 0, sizeof s);
   s.ctx = ctx;
   s.plan = plan;
+  hx_arena_init(&s.scratch);
+  /* the gradient all-reduces each device takes part in, priced as
+   * build_grad_sync makes them */
+  s.channel_load = HX_NEW_ARRAY(&s.scratch, double, plan->ndevices);
+  s.rank_pipeline = HX_NEW_ARRAY(&s.scratch, int, plan->ndevices);
+  s.rank_stage = HX_NEW_ARRAY(&s.scratch, int, plan->ndevices);
+  for (int r = 0; r < plan->ndevices; r++)
+    s.rank_pipeline[r] = s.rank_stage[r] = -1;
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int si = 0; si < plan->pipelines[i].nstages; si++)
+      for (int k = 0; k < plan->pipelines[i].stages[si].ndevices; k++) {
+        int r = plan->pipelines[i].stages[si].devices[k];
+        s.rank_pipeline[r] = i;
+        s.rank_stage[r] = si;
+      }
+  build_grad_sync(&s);
   double bound = 0;
   for (int i = 0; i < plan->npipelines; i++)
-    bound = fmax(bound, pipeline_lower_bound(&s, &plan->pipelines[i]));
+    bound = fmax(bound, pipeline_lower_bound(&s, i));
+  hx_arena_free(&s.scratch);
   return bound;
 }
 

@@ -290,6 +290,26 @@ struct stage_list {
   int *first, *tp; /* index into the ordered device array, TP degree */
 };
 
+/* Orders an island's members (rank order on entry) as a chain that always
+ * steps to the remaining member with the fastest link from the last one
+ * (ties: the lowest rank). TP groups are cut from consecutive members, so on
+ * an island of several machines joined by a link faster than their own
+ * (a 25 GB/s network between PCIe machines) they pair devices of different
+ * machines; on one machine the order stays the rank order. */
+static void order_by_links(const struct hx_cluster *c, int *members, int n) {
+  for (int i = 1; i < n; i++) {
+    int pick = i;
+    for (int j = i + 1; j < n; j++) {
+      double bj = hx_bw(c, members[i - 1], members[j]), bp = hx_bw(c, members[i - 1], members[pick]);
+      if (bj > bp || (bj == bp && members[j] < members[pick]))
+        pick = j;
+    }
+    int t = members[pick];
+    memmove(members + i + 1, members + i, sizeof(int) * (size_t)(pick - i));
+    members[i] = t;
+  }
+}
+
 /* Appends the stages of one island (members[0..n), rank order) to list. */
 static void add_island_stages(const struct hx_ctx *ctx, const int *members, int n,
                               enum hx_tp_layout layout, struct stage_list *list, int base) {
@@ -378,6 +398,7 @@ bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
       for (int i = root; i < m; i++)
         if (island[i] == root)
           isl_members[im++] = members[i];
+      order_by_links(c, isl_members, im);
       memcpy(laid + nlaid, isl_members, sizeof(int) * (size_t)im);
       add_island_stages(ctx, isl_members, im, layout, &list, nlaid);
       nlaid += im;

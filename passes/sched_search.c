@@ -599,16 +599,21 @@ static void refine(struct search *s) {
 
 enum stage_op { OP_MERGE, OP_MOVE, OP_SPLIT, OP_DROP_STAGE, OP_DROP_PIPELINE, NOPS };
 
-/* Whether every device of a and b sits on one machine. */
-static bool one_machine(const struct hx_cluster *c, const struct hx_stage *a,
-                        const struct hx_stage *b) {
-  int node = c->devices[a->devices[0]].node;
-  for (int k = 0; k < a->ndevices; k++)
-    if (c->devices[a->devices[k]].node != node)
-      return false;
-  for (int k = 0; k < b->ndevices; k++)
-    if (c->devices[b->devices[k]].node != node)
-      return false;
+/* Whether a and b may form one TP group: every pair of their devices on one
+ * machine, or joined by a link at least as fast as both machines' own (as
+ * phase 2's islands). */
+static bool may_merge(const struct hx_cluster *c, const struct hx_stage *a,
+                      const struct hx_stage *b) {
+  for (int i = 0; i < a->ndevices; i++)
+    for (int j = 0; j < b->ndevices; j++) {
+      int x = a->devices[i], y = b->devices[j];
+      int nx = c->devices[x].node, ny = c->devices[y].node;
+      if (nx == ny)
+        continue;
+      double own = fmin(c->nodes[nx].bandwidth, c->nodes[ny].bandwidth);
+      if (fmin(hx_bw(c, x, y), hx_bw(c, y, x)) < own)
+        return false;
+    }
   return true;
 }
 
@@ -621,7 +626,7 @@ static bool op_applies(const struct search *s, const struct hx_plan *plan, int i
   case OP_MERGE:
     return from != to && a->ndevices + b->ndevices <= MAX_MERGE &&
            hx_sched_tp_legal(&ctx->model, a->ndevices + b->ndevices) &&
-           one_machine(&ctx->cluster, a, b);
+           may_merge(&ctx->cluster, a, b);
   case OP_MOVE:
     return from != to;
   case OP_SPLIT:

@@ -5,6 +5,9 @@ usage: check_plans.py CHECK HEXIC REPO
   determinism  two runs -> identical plan.json bytes and identical IR dumps
   baseline     hexic's plan is never slower than the symmetric baseline
   exhaustive   hexic within 2% of --strategy=exhaustive on 6-device clusters
+  oracle       hexic is never faster than --strategy=exhaustive (the exact
+               planner over a space that holds every plan hexic can return)
+               on seeded clusters of 5-6 devices, compared at full precision
   hexiseq      long-context-13b on hetero-64: plan.json devices carry seq and
                heads, baselines[] lists Ring, Ulysses and USP
   plan_tp      a --plan file whose TP degree does not divide the heads fails
@@ -137,6 +140,42 @@ def check_exhaustive(hexic, d):
     return None
 
 
+def plan_seconds(hexic, files, out, *args):
+    """(exit code, simulated iteration seconds from plan.json at full
+    precision, the plan's description)."""
+    p = subprocess.run([hexic, *files, "-o", out, *args], capture_output=True, text=True,
+                       timeout=600)
+    path = os.path.join(out, "plan.json")
+    if not os.path.exists(path):
+        return p.returncode, None, p.stderr
+    with open(path) as f:
+        plan = json.load(f)
+    return p.returncode, plan["simulated"]["iteration_s"], plan["description"]
+
+
+def check_oracle(hexic, d):
+    rng = random.Random(11)
+    done = 0
+    for i in range(6):
+        files = [write(d, "m%d.hx" % i, random_model(rng)),
+                 write(d, "c%d.hx" % i, random_cluster(rng, 6, exact=rng.choice([5, 6])))]
+        rc, h, why = plan_seconds(hexic, files, os.path.join(d, "h%d" % i))
+        rc2, e, why2 = plan_seconds(hexic, files, os.path.join(d, "e%d" % i),
+                                    "--strategy=exhaustive")
+        if h is None and e is None:
+            continue  # nothing fits either way
+        if h is None or e is None:
+            return "case %d: only one planner found a plan: %s / %s" % (i, why, why2)
+        done += 1
+        print("case %d: hexic %.9g s, exhaustive %.9g s (%s)" % (i, h, e, why2))
+        # the same simulator prices both: faster than the optimum is a bug
+        if h < e * (1 - 1e-12):
+            return "case %d: hexic %.12g s beats the exact planner's %.12g s" % (i, h, e)
+    if done < 4:
+        return "only %d cases fit" % done
+    return None
+
+
 def check_determinism(hexic, d, repo):
     rng = random.Random(2)
     cases = [[os.path.join(repo, "examples/models/llama2-7b.hx"),
@@ -185,6 +224,32 @@ def check_plan_tp(hexic, d):
     rc, _, err = run(hexic, files, "--plan=" + path)
     if rc == 0 or "tp 3" not in err:
         return "a plan with tp 3 for 8 heads was not refused (exit %d): %s" % (rc, err)
+    return check_plan_tp_kv(hexic, d)
+
+
+def check_plan_tp_kv(hexic, d):
+    """tp 4 divides 8 query heads but not 2 kv heads (kv heads are
+    replicated): a --plan file with it is accepted and simulated."""
+    files = [write(d, "mkv.hx", MODEL % (4, 1024, 2816, 8, 2, 1024, 8)),
+             write(d, "ckv.hx", 'gpu "G" { tflops = 100; memory = 80 GiB }\n'
+                   'node "n" { gpu = "G"; gpus = 4; bandwidth = 100 GB/s; latency = 2 us }\n')]
+    out = os.path.join(d, "outkv")
+    subprocess.run([hexic, *files, "-o", out], capture_output=True, timeout=600)
+    with open(os.path.join(out, "plan.json")) as f:
+        plan = json.load(f)
+    plan["pipelines"] = [{"micro_batches": 8, "micro_batch_size": 1, "stages": [
+        {"ranks": [0, 1, 2, 3], "tp": 4, "cp": 1, "hp": 1, "layers": [0, 4], "leader": 0,
+         "recompute": False}]}]
+    plan["groups"] = []
+    for dv in plan["devices"]:
+        dv["pipeline"], dv["stage"], dv["tp_rank"] = 0, 0, dv["rank"]
+        dv["heads"] = [2 * dv["rank"], 2 * dv["rank"] + 2]
+    path = write(d, "kv.json", json.dumps(plan))
+    rc, dump, err = run(hexic, files, "--plan=" + path)
+    if rc != 0:
+        return "a plan with tp 4 for 8 heads / 2 kv heads was refused (exit %d): %s" % (rc, err)
+    if times(dump)[0] is None or " tp 4 " not in dump:
+        return "the tp 4 plan was not simulated as given:\n" + dump
     return None
 
 
@@ -220,6 +285,8 @@ def main():
             why = check_baseline(hexic, d)
         elif check == "exhaustive":
             why = check_exhaustive(hexic, d)
+        elif check == "oracle":
+            why = check_oracle(hexic, d)
         elif check == "determinism":
             why = check_determinism(hexic, d, repo)
         elif check == "hexiseq":

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/cost.h"
 #include "ir/plan_util.h"
 #include "passes/passes.h"
 #include "passes/sched.h"
@@ -263,6 +264,60 @@ static void test_sync_groups(void) {
   check_sync(d, 2);
 }
 
+/* ---- embedding / head sync charged once ----------------------------------- */
+
+/* Pipelines of `nst` single-device stages each: across the layer -1 groups
+ * hx_sched_build_groups makes, the embedding and the head are each reduced
+ * exactly once, and their bytes are what the group's holds mask says. */
+static void check_holds(int npipes, int nst) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 12, 12);
+  const struct hx_model *m = &ctx.model;
+  double emb = hx_nonlayer_grad_bytes(&ctx, HX_HOLDS_EMBEDDING);
+  double head = hx_nonlayer_grad_bytes(&ctx, HX_HOLDS_HEAD);
+  CHECK(emb == 4.0 * (double)m->params_embedding);
+  CHECK(head == 4.0 * (double)(m->params_head + m->params_final_norm));
+  CHECK(hx_nonlayer_grad_bytes(&ctx, HX_HOLDS_EMBEDDING | HX_HOLDS_HEAD) == emb + head);
+  struct hx_plan *p = hx_plan_new(&ctx.arena, npipes * nst, npipes);
+  int rank = 0;
+  for (int i = 0; i < npipes; i++) {
+    hx_pipeline_init(&ctx.arena, &p->pipelines[i], nst);
+    for (int s = 0; s < nst; s++) {
+      int r = rank++;
+      hx_stage_init(&ctx.arena, &p->pipelines[i].stages[s], &r, 1, s * 4 / nst, (s + 1) * 4 / nst,
+                    false);
+    }
+    p->pipelines[i].micro_batch_size = 1;
+    p->pipelines[i].micro_batches = 8 / npipes;
+  }
+  hx_plan_fill_devices(&ctx.arena, p, m);
+  hx_sched_build_groups(&ctx, &ctx.arena, p);
+  int emb_groups = 0, head_groups = 0;
+  double bytes = 0;
+  for (int g = 0; g < p->ngroups; g++) {
+    const struct hx_group *gr = &p->groups[g];
+    if (gr->kind != HX_GROUP_GRAD || gr->layer_begin >= 0)
+      continue;
+    unsigned holds = hx_group_holds(p, gr);
+    CHECK(holds != 0);
+    emb_groups += (holds & HX_HOLDS_EMBEDDING) != 0;
+    head_groups += (holds & HX_HOLDS_HEAD) != 0;
+    bytes += hx_nonlayer_grad_bytes(&ctx, holds);
+    CHECK(gr->nranks == npipes);
+  }
+  CHECK(emb_groups == 1 && head_groups == 1);
+  CHECK(bytes == emb + head); /* neither is charged twice */
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_holds(void) {
+  check_holds(2, 2); /* embedding and head on different stages */
+  check_holds(3, 1); /* both on the one stage of each pipeline */
+  check_holds(2, 4);
+}
+
 /* ---- legal TP degrees -------------------------------------------------------- */
 
 /* One node of 8 equal GPUs joined by a fast link: phase 2 with every layout
@@ -316,6 +371,7 @@ int main(void) {
   test_batch_split();
   test_sync_groups();
   test_tp_degrees();
+  test_holds();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
