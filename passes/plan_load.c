@@ -1,6 +1,8 @@
 /* --plan=FILE and `hexic simulate`: reads a plan.json (as codegen/plan_json.c
  * writes it, perhaps edited by a person) and checks it against the model and
- * the cluster, reporting "plan.json:line:col: error: ..." for what is wrong. */
+ * the cluster, reporting "plan.json:line:col: error: ..." for what is wrong.
+ * The groups are read first: a stage whose ranks sit in cp_ring / hp_a2a
+ * groups is a HexiSeq stage, rebuilt by passes/plan_load_seq.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,7 @@
 #include "../ir/cost.h"
 #include "../ir/json.h"
 #include "../ir/plan_util.h"
-#include "passes.h"
+#include "plan_load.h"
 
 static const struct hx_source *read_source(struct hx_ctx *ctx, const char *path) {
   FILE *f = fopen(path, "rb");
@@ -55,14 +57,7 @@ static const struct hx_json *get_array(const struct hx_json *obj, const char *ke
   return NULL;
 }
 
-struct loader {
-  struct hx_ctx *ctx;
-  struct hx_plan *plan;
-  int *owner; /* per rank: whether some stage took it */
-  bool ok;
-};
-
-static bool load_ranks(struct loader *l, const struct hx_json *arr, int *ranks) {
+static bool load_ranks(struct hx_plan_loader *l, const struct hx_json *arr, int *ranks) {
   int n = l->ctx->cluster.ndevices;
   for (int k = 0; k < arr->nitems; k++) {
     int64_t r;
@@ -75,7 +70,7 @@ static bool load_ranks(struct loader *l, const struct hx_json *arr, int *ranks) 
   return true;
 }
 
-static bool load_stage(struct loader *l, const struct hx_json *js, struct hx_stage *st,
+static bool load_stage(struct hx_plan_loader *l, const struct hx_json *js, struct hx_stage *st,
                        int expect_begin) {
   struct hx_ctx *ctx = l->ctx;
   const struct hx_json *ranks = get_array(js, "ranks", 1), *layers = hx_json_get(js, "layers");
@@ -102,7 +97,10 @@ static bool load_stage(struct loader *l, const struct hx_json *js, struct hx_sta
       (hx_json_get(js, "hp") && !get_int(js, "hp", 1, ranks->nitems, &hp)) ||
       (hx_json_get(js, "leader") && !get_int(js, "leader", 0, ctx->cluster.ndevices - 1, &leader)))
     return false;
-  if (tp * cp * hp != ranks->nitems) {
+  /* A HexiSeq stage's all-to-all groups may differ in size: its layout
+   * (plan_load_seq.c) checks cp and hp; here only whole units of tp. */
+  if (hx_plan_load_is_seq_stage(l, r, ranks->nitems) ? ranks->nitems % tp != 0
+                                                     : tp * cp * hp != ranks->nitems) {
     hx_error(js->loc, "tp %lld x cp %lld x hp %lld must equal the %d ranks of the stage",
              (long long)tp, (long long)cp, (long long)hp, ranks->nitems);
     return false;
@@ -138,7 +136,8 @@ static bool load_stage(struct loader *l, const struct hx_json *js, struct hx_sta
   return true;
 }
 
-static bool load_pipeline(struct loader *l, const struct hx_json *js, struct hx_pipeline *p) {
+static bool load_pipeline(struct hx_plan_loader *l, const struct hx_json *js,
+                          struct hx_pipeline *p) {
   int64_t m, mbs;
   if (!get_int(js, "micro_batches", 1, 1 << 20, &m) ||
       !get_int(js, "micro_batch_size", 1, 1 << 20, &mbs))
@@ -163,54 +162,104 @@ static bool load_pipeline(struct loader *l, const struct hx_json *js, struct hx_
   return true;
 }
 
-static bool load_groups(struct loader *l, const struct hx_json *root) {
+/* An hp_a2a group's nranks x nranks split table, when the file has one
+ * (plan_load_seq.c fills a missing one from the layout and checks a given
+ * one against it). */
+static bool load_split_table(struct hx_plan_loader *l, const struct hx_json *js,
+                             struct hx_group *gr) {
+  const struct hx_json *t = hx_json_get(js, "split_table");
+  if (!t || gr->kind != HX_GROUP_HP_A2A)
+    return true;
+  long cells = (long)gr->nranks * gr->nranks;
+  if (t->kind != HX_JSON_ARRAY || t->nitems != cells) {
+    hx_error(t->loc, "'split_table' must be an array of %d x %d integers", gr->nranks, gr->nranks);
+    return false;
+  }
+  gr->split_table = HX_NEW_ARRAY(&l->ctx->arena, int64_t, cells);
+  for (long k = 0; k < cells; k++)
+    if (!hx_json_int(&t->items[k], 0, INT64_C(1) << 52, &gr->split_table[k])) {
+      hx_error(t->items[k].loc, "a split_table entry must be a non-negative integer");
+      return false;
+    }
+  return true;
+}
+
+static int group_kind_of(const struct hx_json *kind) {
+  static const char *const kinds[] = {"tp", "grad", "unsplit", "cp_ring", "hp_a2a"};
+  int k = 0;
+  while (k < 5 && !(kind && kind->kind == HX_JSON_STRING && !strcmp(kind->string, kinds[k])))
+    k++;
+  return k < 5 ? k : -1;
+}
+
+static bool load_group(struct hx_plan_loader *l, const struct hx_json *js, struct hx_group *gr) {
+  const struct hx_json *kind = hx_json_get(js, "kind");
+  int k = group_kind_of(kind);
+  if (k < 0) {
+    hx_error(kind ? kind->loc : js->loc, "unknown group kind");
+    return false;
+  }
+  const struct hx_json *ranks = get_array(js, "ranks", 1), *layers = hx_json_get(js, "layers");
+  if (!ranks)
+    return false;
+  int64_t b = -1, e = -1, slice = 0, nslices = 1;
+  if (layers && layers->kind == HX_JSON_ARRAY && layers->nitems == 2) {
+    hx_json_int(&layers->items[0], -1, l->ctx->model.layers, &b);
+    hx_json_int(&layers->items[1], -1, l->ctx->model.layers, &e);
+  }
+  /* CP rings and HP groups reduce no weights: plan.json writes nslices 0 */
+  bool seq = k == HX_GROUP_CP_RING || k == HX_GROUP_HP_A2A;
+  if ((hx_json_get(js, "nslices") && !get_int(js, "nslices", seq ? 0 : 1, 1 << 20, &nslices)) ||
+      (hx_json_get(js, "slice") && !get_int(js, "slice", 0, nslices > 1 ? nslices - 1 : 0, &slice)))
+    return false;
+  gr->kind = (enum hx_group_kind)k;
+  gr->nranks = ranks->nitems;
+  gr->ranks = HX_NEW_ARRAY(&l->ctx->arena, int, ranks->nitems);
+  if (!load_ranks(l, ranks, gr->ranks))
+    return false;
+  gr->layer_begin = (int)b;
+  gr->layer_end = (int)e;
+  gr->slice = (int)slice;
+  gr->nslices = (int)nslices;
+  for (int r = 0; seq && r < gr->nranks; r++)
+    l->in_seq_group[gr->ranks[r]] = true;
+  return load_split_table(l, js, gr);
+}
+
+static bool load_groups(struct hx_plan_loader *l, const struct hx_json *root) {
   const struct hx_json *groups = hx_json_get(root, "groups");
   if (!groups || groups->kind != HX_JSON_ARRAY)
     return true;
-  static const char *const kinds[] = {"tp", "grad", "unsplit", "cp_ring", "hp_a2a"};
   struct hx_plan *p = l->plan;
   p->groups = HX_NEW_ARRAY(&l->ctx->arena, struct hx_group, groups->nitems);
+  l->group_js = HX_NEW_ARRAY(&l->ctx->arena, const struct hx_json *, groups->nitems);
   for (int g = 0; g < groups->nitems; g++) {
-    const struct hx_json *js = &groups->items[g], *kind = hx_json_get(js, "kind");
-    struct hx_group *gr = &p->groups[p->ngroups];
-    int k = 0;
-    while (k < 5 && !(kind && kind->kind == HX_JSON_STRING && !strcmp(kind->string, kinds[k])))
-      k++;
-    const struct hx_json *ranks = get_array(js, "ranks", 1), *layers = hx_json_get(js, "layers");
-    int64_t b = -1, e = -1, slice = 0, nslices = 1;
-    if (k == 5) {
-      hx_error(kind ? kind->loc : js->loc, "unknown group kind");
+    if (!load_group(l, &groups->items[g], &p->groups[g]))
       return false;
-    }
-    if (!ranks)
-      return false;
-    if (layers && layers->kind == HX_JSON_ARRAY && layers->nitems == 2) {
-      hx_json_int(&layers->items[0], -1, l->ctx->model.layers, &b);
-      hx_json_int(&layers->items[1], -1, l->ctx->model.layers, &e);
-    }
-    if ((hx_json_get(js, "nslices") && !get_int(js, "nslices", 1, 1 << 20, &nslices)) ||
-        (hx_json_get(js, "slice") && !get_int(js, "slice", 0, nslices - 1, &slice)))
-      return false;
-    gr->kind = (enum hx_group_kind)k;
-    gr->nranks = ranks->nitems;
-    gr->ranks = HX_NEW_ARRAY(&l->ctx->arena, int, ranks->nitems);
-    if (!load_ranks(l, ranks, gr->ranks))
-      return false;
-    gr->layer_begin = (int)b;
-    gr->layer_end = (int)e;
-    gr->slice = (int)slice;
-    gr->nslices = (int)nslices;
+    l->group_js[g] = &groups->items[g];
     p->ngroups++;
   }
   return true;
+}
+
+bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks, int n) {
+  for (int k = 0; k < n; k++)
+    if (l->in_seq_group[ranks[k]])
+      return true;
+  return false;
 }
 
 static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root) {
   const struct hx_json *pipes = get_array(root, "pipelines", 1);
   if (!pipes)
     return NULL;
-  struct loader l = {ctx, hx_plan_new(&ctx->arena, ctx->cluster.ndevices, pipes->nitems),
-                     HX_NEW_ARRAY(&ctx->arena, int, ctx->cluster.ndevices), true};
+  int n = ctx->cluster.ndevices;
+  struct hx_plan_loader l = {ctx,
+                             hx_plan_new(&ctx->arena, n, pipes->nitems),
+                             root,
+                             HX_NEW_ARRAY(&ctx->arena, int, n),
+                             HX_NEW_ARRAY(&ctx->arena, bool, n),
+                             NULL};
   l.plan->strategy = "file";
   const struct hx_json *desc = hx_json_get(root, "description");
   l.plan->description = desc && desc->kind == HX_JSON_STRING ? desc->string : NULL;
@@ -218,6 +267,9 @@ static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root)
   l.plan->schedule = sched && sched->kind == HX_JSON_STRING && !strcmp(sched->string, "gpipe")
                          ? HX_PP_GPIPE
                          : HX_PP_1F1B;
+  /* groups first: they say which stages are HexiSeq stages */
+  if (!load_groups(&l, root))
+    return NULL;
   for (int i = 0; i < pipes->nitems; i++)
     if (!load_pipeline(&l, &pipes->items[i], &l.plan->pipelines[i]))
       return NULL;
@@ -226,13 +278,13 @@ static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root)
              (long long)hx_plan_batch(l.plan), (long long)ctx->train.global_batch);
     return NULL;
   }
-  if (!load_groups(&l, root))
-    return NULL;
   hx_plan_fill_devices(&ctx->arena, l.plan, &ctx->model);
+  if (!hx_plan_load_seq(&l))
+    return NULL;
   return l.plan;
 }
 
-struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path) {
+static struct hx_plan *read_plan(struct hx_ctx *ctx, const char *path) {
   const struct hx_source *src = read_source(ctx, path);
   if (!src)
     return NULL;
@@ -243,9 +295,18 @@ struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path) {
     hx_error(root->loc, "a plan file holds one JSON object");
     return NULL;
   }
-  struct hx_plan *plan = load_plan(ctx, root);
-  if (!plan)
+  return load_plan(ctx, root);
+}
+
+struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path) {
+  struct hx_plan *plan = read_plan(ctx, path);
+  if (!plan) {
+    /* an unreadable or wrong plan file is an error in the input (exit 1),
+     * not "no feasible plan" (3, the schedule pass's code, kept below for a
+     * plan that does not fit memory) */
+    ctx->exit_code = HX_EXIT_INPUT;
     return NULL;
+  }
   double shortfall;
   int rank;
   if (!hx_plan_memory_fits(ctx, plan, &shortfall, &rank)) {

@@ -1,0 +1,75 @@
+#!/bin/sh
+# plan.json round trips (issue 7 item 1): a HexiSeq plan written by hexic is
+# read back by --plan=FILE and `hexic simulate` with every stage's layout,
+# device table and group tables rebuilt, and simulates to the same figures;
+# hand edits that break the CP/HP tables exit 1 with a located error; a plan
+# without sequence splits still round-trips unchanged.
+# usage: roundtrip.sh HEXIC SOURCE_DIR WORK_DIR
+set -u
+hexic=$1; src=$2; work=$3
+here=$(dirname "$0")
+fail=0
+check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+rm -rf "$work"; mkdir -p "$work"
+model=$src/examples/models/long-context-13b.hx
+c64=$src/examples/clusters/hetero-64.hx c128=$src/examples/clusters/hetero-128.hx
+
+# Code for CP/HP stages is refused on the CPU target (exit 2) after
+# plan.json is written: the round trip is about planning and simulation.
+"$hexic" "$model" "$c64" -o "$work/seq" --strategy=hexiseq > /dev/null 2> "$work/seq.err"
+check '[ $? -eq 2 ] && [ -s "$work/seq/plan.json" ]' "hexiseq plan on hetero-64 written"
+"$hexic" "$model" "$c64" -o "$work/auto" > /dev/null 2>&1
+check 'grep -q "\"strategy\": \"hexiseq\"" "$work/auto/plan.json"' "auto picks HexiSeq for 128K tokens"
+
+for plan in seq auto; do
+  "$hexic" "$model" "$c64" --plan="$work/$plan/plan.json" -o "$work/$plan-re" > /dev/null 2>&1
+  check '[ -s "$work/$plan-re/plan.json" ]' "--plan=FILE reads the $plan plan"
+  check 'python3 "$here/same_plan.py" "$work/$plan/plan.json" "$work/$plan-re/plan.json"' \
+    "$plan plan: same tables and figures after --plan"
+done
+
+# hexic simulate: exit 0 and the iteration time plan.json holds
+"$hexic" simulate "$work/seq/plan.json" "$model" "$c64" > "$work/sim.txt" 2> "$work/sim.err"
+check '[ $? -eq 0 ]' "hexic simulate accepts a HexiSeq plan"
+want=$(python3 -c 'import json,sys; print("iteration: %.3f s" % json.load(open(sys.argv[1]))["simulated"]["iteration_s"])' "$work/seq/plan.json")
+check 'grep -q "^$want" "$work/sim.txt"' "hexic simulate prints the plan's iteration time ($want)"
+
+# Ragged all-to-all groups and uneven heads (hetero-128 gets such a plan).
+"$hexic" "$model" "$c128" -o "$work/ragged" --strategy=hexiseq > /dev/null 2>&1
+"$hexic" "$model" "$c128" --plan="$work/ragged/plan.json" -o "$work/ragged-re" > /dev/null 2>&1
+check 'python3 "$here/same_plan.py" "$work/ragged/plan.json" "$work/ragged-re/plan.json" ragged' \
+  "ragged plan: same tables and figures after --plan"
+
+# Hand edits: exit 1, "FILE:LINE:COL: error: WHAT".
+refused() { # EDIT MESSAGE (a grep pattern)
+  edit=$1 msg=$2
+  python3 "$here/edit_plan.py" "$work/seq/plan.json" "$work/$edit.json" "$edit" || { fail=1; return; }
+  "$hexic" simulate "$work/$edit.json" "$model" "$c64" > /dev/null 2> "$work/$edit.err"
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -q "$edit.json:[0-9]*:[0-9]*: error: $msg" "$work/$edit.err"; then
+    echo "FAIL: $edit: want exit 1 and a located error matching '$msg', got exit $rc:"
+    cat "$work/$edit.err"
+    fail=1
+  fi
+}
+refused drop_range "cp ring of rank [0-9]* misses a token"
+refused dup_head "hp group of rank [0-9]* repeats a head"
+refused stage_rank_twice "rank [0-9]* is used twice"
+refused group_rank_twice "rank [0-9]* of this hp group appears twice"
+refused not_zigzag "rank [0-9]*'s token range \\[[0-9]*, [0-9]*) is not the next zig-zag chunk"
+refused split_table "split_table row 0 column 1 is"
+refused cp "'cp' of this stage must be"
+check 'grep -q "note: tokens \[[0-9]*, [0-9]*) are held by no rank" "$work/drop_range.err"' \
+  "the dropped tokens are named"
+
+# Without sequence splits: the reread plan writes the same plan.json, but
+# for its strategy ("file").
+m7=$src/examples/models/llama2-7b.hx cs=$src/examples/clusters/case-study.hx
+"$hexic" "$m7" "$cs" -o "$work/plain" > /dev/null
+"$hexic" "$m7" "$cs" --plan="$work/plain/plan.json" -o "$work/plain-re" > /dev/null
+check '[ $? -eq 0 ]' "a plain plan compiles from --plan"
+check '! grep -q "cp_ring\|hp_a2a" "$work/plain/plan.json"' "the plain plan has no CP/HP groups"
+check 'grep -v "\"strategy\"" "$work/plain/plan.json" > "$work/a.json" &&
+       grep -v "\"strategy\"" "$work/plain-re/plan.json" > "$work/b.json" && cmp -s "$work/a.json" "$work/b.json"' \
+  "a plain plan round-trips to the same plan.json"
+exit $fail
