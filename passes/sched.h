@@ -10,6 +10,7 @@
  *   sched_batch.c      micro-batches per pipeline, global batch exact
  *   sched_sync.c       asymmetric gradient-sync groups (lcm slicing)
  *   sched_search.c     the outer search over D_dp, k_i and the objective
+ *   sched_local.c      local search over structures on small clusters
  *   sched_exhaustive.c the exact planner for clusters of <= 8 devices
  *
  * Everything is deterministic: random choices come from a seeded splitmix64
@@ -190,6 +191,24 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
  * ctx->arena, simulated), the baseline included as a candidate; NULL when
  * nothing fits. */
 struct hx_plan *hx_sched_search(struct hx_ctx *ctx);
+
+/* Local search over structures (sched_local.c): hill-climbs from a
+ * completed plan over the structures one move away (split, merge or drop
+ * pipelines; merge, move, split or drop stages; move, swap, add or drop
+ * devices), each candidate skeleton priced by `price`: its score when that
+ * is below `beat`, else any value >= beat (INFINITY when nothing fits), so
+ * the caller may stop at a lower bound; *fresh false when the caller had it
+ * memoised. After the climb, `kicks` times: one or two random moves from the
+ * best structure and a climb again (iterated local search). budget counts
+ * fresh pricings. Returns the skeleton of the best structure reached (in a,
+ * devices relabelled canonically), NULL when none beats start. Clusters of
+ * at most HX_LOCAL_MAX_DEVICES devices (NULL on larger ones). */
+enum { HX_LOCAL_MAX_DEVICES = 16 };
+typedef double (*hx_sched_price_fn)(void *cookie, const struct hx_plan *skeleton, double beat,
+                                    bool *fresh);
+struct hx_plan *hx_sched_local_search(struct hx_ctx *ctx, struct hx_arena *a,
+                                      const struct hx_plan *start, int budget, int kicks,
+                                      hx_sched_price_fn price, void *cookie);
 
 /* The exact planner for clusters of at most HX_EXHAUSTIVE_MAX_DEVICES. NULL
  * when nothing fits. */

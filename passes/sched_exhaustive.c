@@ -27,16 +27,21 @@
  * only drop structures that are relabelings of one kept, whose simulated
  * times are equal.
  *
- * Pruning, sound against the simulator: a structure is skipped when
- * B / sum_i(1 / c_i) is no better than the best simulated plan so far, c_i
- * being pipeline i's least possible per-sequence bottleneck (per-stage costs
- * per sequence at the largest micro-batch size, no recompute, exact layer
- * split without memory limits: costs are affine in the micro-batch size, so
- * no setting does better); a completed setting is simulated only when
- * hx_sim_lower_bound is below the best. Two passes: the first finds the
- * structures of best bound and simulates them, so the second prunes against
- * a good incumbent from its start. Both bounds are checked against every
- * simulation (an internal error if one is ever above it). */
+ * Pruning, sound against the simulator: a structure is skipped when its
+ * bound (structure_bound: pipeline i computing n_i of the B sequences takes
+ * at least n_i * c_i, c_i its least possible per-sequence bottleneck, and at
+ * least W_i + (n_i - 1) * d_i, the fill of one micro-batch through every
+ * stage and hop before its last stage computes all n_i; costs are affine in
+ * the micro-batch size, so no setting does better) is no better than the
+ * best simulated plan so far; c, W and d are computed once per stage
+ * sequence, and whole subtrees of the enumeration are skipped when even
+ * their pipelines' best sequences cannot beat it. A completed setting is
+ * simulated only when hx_sim_lower_bound is below the best. Two passes: the
+ * first finds, per pipeline count, the structures of best bound and
+ * simulates them, so the second prunes against a good incumbent from its
+ * start. Both bounds are checked against every simulation (an internal
+ * error if one is ever above it).
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +51,7 @@
 #include "../ir/sim.h"
 #include "sched.h"
 
-enum { MAXN = HX_EXHAUSTIVE_MAX_DEVICES, SEEDS = 48 };
+enum { MAXN = HX_EXHAUSTIVE_MAX_DEVICES, SEEDS = 8 };
 
 /* Relative slack for comparing a bound with a simulated time: the two sum
  * the same durations in different orders. */
@@ -63,6 +68,10 @@ struct seqs {              /* every stage sequence of one pipeline vector */
   struct vec *stages;      /* n sequences, each `len[i]` stages at stages[at[i]] */
   int *at, *len;
   int nstage_vecs, cap_vecs;
+  double *cost;            /* per sequence: its pipeline's bound c (see
+                              pipeline_cost), <= 0 when it never completes */
+  double *work, *last;     /* per sequence: W and d of pipeline_cost */
+  double best_rate;        /* the largest 1 / cost over the sequences */
 };
 
 /* One structure: pipelines (vectors) and the stage sequence of each. */
@@ -89,6 +98,7 @@ struct ex {
   bool has_twins;
   struct seqs *memo;
   int nmemo, cap_memo;
+  int *memo_at;            /* by vec_index: index into memo, -1 when none */
   struct structure cur;
   /* settings */
   int nsettings;
@@ -97,8 +107,8 @@ struct ex {
   int64_t largest_mbs;
   /* pass state */
   bool seeding;            /* pass 1: collect seeds; pass 2: price */
-  struct structure seeds[SEEDS];
-  int nseeds;
+  struct structure seeds[MAXN + 1][SEEDS]; /* per pipeline count */
+  int nseeds[MAXN + 1];
   struct seen_set seen;
   struct hx_plan *best;    /* in e->a */
   double best_s;
@@ -168,10 +178,23 @@ static void stage_rec(struct ex *e, struct seqs *q, struct vec *left, struct vec
   part->c[node] = 0;
 }
 
+static void sequence_costs(struct ex *e, struct seqs *q);
+
+/* A pipeline vector's number in mixed radix (machine i has all.c[i] + 1
+ * digits): the structures ask for their pipelines' sequences millions of
+ * times, so the lookup is an index, not a search. */
+static int vec_index(const struct ex *e, const struct vec *v) {
+  int at = 0;
+  for (int i = 0; i < e->nnodes; i++)
+    at = at * (e->all.c[i] + 1) + v->c[i];
+  return at;
+}
+
 static struct seqs *sequences(struct ex *e, const struct vec *pipe) {
-  for (int i = 0; i < e->nmemo; i++)
-    if (!memcmp(&e->memo[i].key, pipe, sizeof *pipe))
-      return &e->memo[i];
+  int *slot = &e->memo_at[vec_index(e, pipe)];
+  if (*slot >= 0)
+    return &e->memo[*slot];
+  *slot = e->nmemo;
   if (e->nmemo == e->cap_memo) {
     int cap = e->cap_memo ? 2 * e->cap_memo : 32;
     struct seqs *m = HX_NEW_ARRAY(e->a, struct seqs, cap);
@@ -185,6 +208,7 @@ static struct seqs *sequences(struct ex *e, const struct vec *pipe) {
   q->key = *pipe;
   struct vec left = *pipe, part = {{0}}, cur[MAXN];
   stage_rec(e, q, &left, cur, 0, &part, 0);
+  sequence_costs(e, q);
   return q;
 }
 
@@ -403,28 +427,137 @@ static double per_sequence_s(const struct ex *e, struct hx_stage st, bool first,
          (double)mbs;
 }
 
-/* B / sum_i(1 / c_i): a lower bound on every setting's simulated time (the
- * busiest stage of pipeline i computes n_i sequences, sum_i n_i = B). */
-static double structure_bound(struct ex *e, const struct hx_plan *sk) {
-  int L = (int)e->ctx->model.layers;
-  double rate = 0;
-  for (int i = 0; i < sk->npipelines; i++) {
-    const struct hx_pipeline *p = &sk->pipelines[i];
-    struct hx_stage_cost cost[MAXN];
-    int counts[MAXN];
-    for (int s = 0; s < p->nstages; s++) {
-      bool first = s == 0, last = s == p->nstages - 1;
-      double t0 = per_sequence_s(e, p->stages[s], first, last, 0);
-      cost[s].extra = t0;
-      cost[s].per_layer = per_sequence_s(e, p->stages[s], first, last, 1) - t0;
-      cost[s].max_layers = L;
+/* The bounds of one stage sequence, from per-sequence stage costs p_s (at
+ * the largest micro-batch size, no recompute: the least any setting costs
+ * per sequence) with every stage holding at least one layer:
+ *   c  the least possible bottleneck max_s p_s (the exact min-max layer
+ *      split, no memory limits), -1 when the split fails;
+ *   W  the least possible sum_s p_s plus both ways of every hop (one
+ *      micro-batch passes every stage and link; a hop at one sequence, with
+ *      the cheapest leaders, is the least any micro-batch size costs);
+ *   d  the least possible p of the last stage.
+ * The devices are the lowest of each machine: machine-mates cost the same,
+ * so these depend on the sequence alone and are computed once per sequence,
+ * not per structure. */
+/* The cheapest hop from stage a to stage b at one sequence, over every
+ * choice of the two leaders (hx_sched_set_leaders picks some pair). */
+static double least_hop_s(const struct ex *e, struct hx_stage *a, struct hx_stage *b) {
+  double best = INFINITY;
+  int la = a->leader, lb = b->leader;
+  for (int i = 0; i < a->ndevices; i++)
+    for (int j = 0; j < b->ndevices; j++) {
+      a->leader = a->devices[i];
+      b->leader = b->devices[j];
+      best = fmin(best, hx_hop_s(e->ctx, a, b, 1));
     }
-    double c = hx_sched_split_layers(cost, p->nstages, L, counts);
-    if (c <= 0)
-      return INFINITY; /* more stages than layers: never completes */
-    rate += 1.0 / c;
+  a->leader = la;
+  b->leader = lb;
+  return best;
+}
+
+static double pipeline_cost(struct ex *e, struct hx_arena *a, const struct vec *stages, int ns,
+                            double *work, double *last) {
+  const struct hx_cluster *c = &e->ctx->cluster;
+  int L = (int)e->ctx->model.layers;
+  struct hx_stage_cost cost[MAXN];
+  int counts[MAXN], next[MAXN] = {0}, ranks[MAXN];
+  double least_per_layer = INFINITY;
+  struct hx_stage sts[MAXN];
+  *work = 0;
+  for (int s = 0; s < ns; s++) {
+    int n = 0;
+    for (int node = 0; node < e->nnodes; node++)
+      for (int k = 0; k < stages[s].c[node]; k++)
+        ranks[n++] = c->nodes[node].first_device + next[node]++;
+    struct hx_stage st;
+    hx_stage_init(a, &st, ranks, n, 0, 0, false);
+    sts[s] = st;
+    if (s > 0)
+      *work += 2 * least_hop_s(e, &sts[s - 1], &sts[s]);
+    bool first = s == 0, last_stage = s == ns - 1;
+    double t0 = per_sequence_s(e, st, first, last_stage, 0);
+    cost[s].extra = t0;
+    cost[s].per_layer = per_sequence_s(e, st, first, last_stage, 1) - t0;
+    cost[s].max_layers = L;
+    *work += t0 + cost[s].per_layer;
+    least_per_layer = fmin(least_per_layer, cost[s].per_layer);
   }
-  return (double)e->ctx->train.global_batch / rate;
+  /* the layers beyond one per stage go where they cost least; affine costs
+   * take their least at an end of the range */
+  int spare = L - ns;
+  *work += spare > 0 ? fmin(0, least_per_layer * spare) + fmax(0, least_per_layer) * spare : 0;
+  const struct hx_stage_cost *z = &cost[ns - 1];
+  *last = fmin(z->extra + z->per_layer, z->extra + z->per_layer * (spare > 0 ? spare + 1 : 1));
+  return hx_sched_split_layers(cost, ns, L, counts);
+}
+
+static void sequence_costs(struct ex *e, struct seqs *q) {
+  struct hx_arena tmp;
+  hx_arena_init(&tmp);
+  int n = q->n > 0 ? q->n : 1;
+  q->cost = HX_NEW_ARRAY(e->a, double, n);
+  q->work = HX_NEW_ARRAY(e->a, double, n);
+  q->last = HX_NEW_ARRAY(e->a, double, n);
+  q->best_rate = 0;
+  for (int k = 0; k < q->n; k++) {
+    q->cost[k] = pipeline_cost(e, &tmp, q->stages + q->at[k], q->len[k], &q->work[k], &q->last[k]);
+    if (q->cost[k] > 0 && 1.0 / q->cost[k] > q->best_rate)
+      q->best_rate = 1.0 / q->cost[k];
+  }
+  hx_arena_free(&tmp);
+}
+
+/* Sequences pipeline i can take within T seconds: n with n * c <= T (its
+ * busiest stage computes all of them) and W + (n - 1) * d <= T (its last
+ * stage starts after one micro-batch passed the others, then computes all);
+ * 0 when not even one fits. */
+static double capacity(double T, double c, double W, double d) {
+  if (T < c || T < W)
+    return 0;
+  double n = T / c;
+  if (d > 0)
+    n = fmin(n, (T - W) / d + 1);
+  return n;
+}
+
+/* A lower bound on every setting's simulated time. Pipeline i computing n_i
+ * sequences (sum_i n_i = B, n_i >= 1) takes at least n_i * c_i (the busiest
+ * stage) and W_i + (n_i - 1) * d_i (micro-batches of b >= 1 sequences:
+ * the last stage starts after the first micro-batch went through the
+ * others, costing at least W_i - d_i, then computes all n_i; the micro-batch
+ * costs are affine in b with intercepts >= 0, so b sequences cost at least b
+ * times the per-sequence cost at the largest size). The least T at which the
+ * pipelines can take all B sequences is found by bisection; the infeasible
+ * end is returned. Without the fill term this is B / sum_i(1 / c_i), which
+ * starts the bracket (and decides alone when it already prunes). */
+static double structure_bound(struct ex *e, const struct structure *st) {
+  double B = (double)e->ctx->train.global_batch, rate = 0, lo = 0, hi = 0;
+  double c[MAXN], W[MAXN], d[MAXN];
+  for (int i = 0; i < st->npipes; i++) {
+    struct seqs *q = sequences(e, &st->pipes[i]);
+    int k = st->choice[i];
+    c[i] = q->cost[k];
+    if (c[i] <= 0)
+      return INFINITY; /* more stages than layers: never completes */
+    W[i] = q->work[k];
+    d[i] = q->last[k];
+    rate += 1.0 / c[i];
+    lo = fmax(lo, fmax(c[i], W[i]));
+    hi = fmax(hi, fmax(B * c[i], W[i] + (B - 1) * d[i]));
+  }
+  lo = fmax(lo, B / rate);
+  if (lo * (1 - BOUND_SLACK) >= e->best_s && !e->seeding)
+    return lo;
+  for (int iter = 0; iter < 48 && hi > lo * (1 + 1e-12); iter++) {
+    double mid = 0.5 * (lo + hi), n = 0;
+    for (int i = 0; i < st->npipes; i++)
+      n += capacity(mid, c[i], W[i], d[i]);
+    if (n >= B)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return lo;
 }
 
 static void check_bound(const char *what, double bound, double simulated) {
@@ -464,19 +597,24 @@ static void price(struct ex *e, const struct structure *st) {
   hx_arena_free(&tmp);
 }
 
-/* Pass 1 keeps the SEEDS structures of least bound (ties: the first). */
+/* Pass 1 keeps, for each pipeline count, the SEEDS structures of least bound
+ * (ties: the first). Per count, because the bound ignores the gradient sync:
+ * the least bounds overall are many-pipeline plans that a slow network makes
+ * slow, and a good incumbent early is what lets pass 2 prune. */
 static void keep_seed(struct ex *e) {
-  int at = e->nseeds;
-  while (at > 0 && e->cur.bound < e->seeds[at - 1].bound)
+  struct structure *seeds = e->seeds[e->cur.npipes];
+  int *nseeds = &e->nseeds[e->cur.npipes];
+  int at = *nseeds;
+  while (at > 0 && e->cur.bound < seeds[at - 1].bound)
     at--;
   if (at >= SEEDS)
     return;
-  int last = e->nseeds < SEEDS ? e->nseeds : SEEDS - 1;
+  int last = *nseeds < SEEDS ? *nseeds : SEEDS - 1;
   for (int i = last; i > at; i--)
-    e->seeds[i] = e->seeds[i - 1];
-  e->seeds[at] = e->cur;
-  if (e->nseeds < SEEDS)
-    e->nseeds++;
+    seeds[i] = seeds[i - 1];
+  seeds[at] = e->cur;
+  if (*nseeds < SEEDS)
+    (*nseeds)++;
 }
 
 static void visit_structure(struct ex *e) {
@@ -487,31 +625,47 @@ static void visit_structure(struct ex *e) {
       return;
   }
   e->structures++;
-  struct hx_arena tmp;
-  hx_arena_init(&tmp);
-  e->cur.bound = structure_bound(e, skeleton(e, &tmp, &e->cur));
-  hx_arena_free(&tmp);
+  e->cur.bound = structure_bound(e, &e->cur);
   if (e->seeding)
     keep_seed(e);
   else if (e->cur.bound * (1 - BOUND_SLACK) < e->best_s)
     price(e, &e->cur);
 }
 
+/* Whether no structure completing the current one from pipeline i on can
+ * be kept: pipelines 0..i-1 run at `rate` sequences per second at best, the
+ * others at most at their best sequence's rate, so every completion's bound
+ * is at least B / (rate + their best rates). Nothing is skipped that
+ * visit_structure would keep (the factor 2 * BOUND_SLACK covers the other
+ * order of summation), so the result is the same, only found sooner. */
+static bool subtree_hopeless(struct ex *e, int i, double rate) {
+  for (int j = i; j < e->cur.npipes; j++)
+    rate += sequences(e, &e->cur.pipes[j])->best_rate;
+  double bound = (double)e->ctx->train.global_batch / rate * (1 - 2 * BOUND_SLACK);
+  if (e->seeding)
+    return e->nseeds[e->cur.npipes] == SEEDS &&
+           bound >= e->seeds[e->cur.npipes][SEEDS - 1].bound;
+  return bound >= e->best_s;
+}
+
 /* Every combination of stage sequences of the chosen pipelines; equal
  * pipeline vectors take non-decreasing sequence indices (the pipelines of
- * a plan are a multiset). */
-static void choose_sequences(struct ex *e, int i) {
+ * a plan are a multiset). `rate`: the sum of 1 / c of pipelines 0..i-1. */
+static void choose_sequences(struct ex *e, int i, double rate) {
   if (i == e->cur.npipes) {
     visit_structure(e);
     return;
   }
+  if (subtree_hopeless(e, i, rate))
+    return;
   struct seqs *q = sequences(e, &e->cur.pipes[i]);
   int from = 0;
   if (i > 0 && !memcmp(&e->cur.pipes[i], &e->cur.pipes[i - 1], sizeof(struct vec)))
     from = e->cur.choice[i - 1];
   for (int k = from; k < q->n; k++) {
     e->cur.choice[i] = k;
-    choose_sequences(e, i + 1);
+    /* a sequence that never completes bounds nothing below: no pruning */
+    choose_sequences(e, i + 1, q->cost[k] > 0 ? rate + 1.0 / q->cost[k] : INFINITY);
   }
 }
 
@@ -538,7 +692,7 @@ static void pipe_rec(struct ex *e, struct vec *left, struct vec *part, int node)
     for (int i = 0; i < e->nnodes; i++)
       left->c[i] = (unsigned char)(left->c[i] - part->c[i]);
     if (vsum(left, e->nnodes) == 0) {
-      choose_sequences(e, 0);
+      choose_sequences(e, 0, 0);
     } else {
       struct vec next = {{0}};
       pipe_rec(e, left, &next, 0);
@@ -599,8 +753,14 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx) {
   e->a = &scratch;
   e->nnodes = c->nnodes;
   e->best_s = INFINITY;
-  for (int i = 0; i < c->nnodes; i++)
+  int nvecs = 1;
+  for (int i = 0; i < c->nnodes; i++) {
     e->all.c[i] = (unsigned char)c->nodes[i].gpus;
+    nvecs *= c->nodes[i].gpus + 1;
+  }
+  e->memo_at = HX_NEW_ARRAY(&scratch, int, nvecs);
+  for (int i = 0; i < nvecs; i++)
+    e->memo_at[i] = -1;
   find_twins(e);
   e->nsettings = hx_sched_settings(ctx, e->mbs, e->recompute);
   for (int k = 0; k < e->nsettings; k++)
@@ -613,8 +773,9 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx) {
   if (e->nsettings > 0) {
     e->seeding = true;
     enumerate(e);
-    for (int i = 0; i < e->nseeds; i++)
-      price(e, &e->seeds[i]);
+    for (int np = 1; np <= MAXN; np++)
+      for (int i = 0; i < e->nseeds[np]; i++)
+        price(e, &e->seeds[np][i]);
     e->seeding = false;
     enumerate(e);
   }

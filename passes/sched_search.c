@@ -57,14 +57,20 @@ struct budgets {
   int variants;      /* stage orders tried with one group per machine */
   int refine_steps;  /* device moves tried, over all refined candidates */
   int polish_moves;  /* stage moves tried per polished candidate */
+  int climb_pricings; /* structures priced per local search */
+  int climb_kicks;    /* random restarts of the local search */
 };
 
 static struct budgets budgets_for(int ndevices) {
+  /* the local search's neighbourhoods and simulations grow with the
+   * cluster: fewer kicks past 8 devices keep 16 under a second */
+  if (ndevices <= 8)
+    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 4000, 64};
   if (ndevices <= SMALL_CLUSTER)
-    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600};
+    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 1500, 16};
   if (ndevices <= 512)
-    return (struct budgets){3, 4, 2, 2, 24, 80};
-  return (struct budgets){2, 4, 2, 1, 12, 40};
+    return (struct budgets){3, 4, 2, 2, 24, 80, 0, 0};
+  return (struct budgets){2, 4, 2, 1, 12, 40, 0, 0};
 }
 
 /* ---- memo: int keys -> values -------------------------------------------- */
@@ -144,13 +150,21 @@ struct search {
   struct hx_plan *top[TOP];   /* best by score, ascending */
   struct hx_sched_split *top_split[TOP];
   int ntop;
+  /* Small clusters: the best plan of each pipeline count, starting points
+   * for the local search besides the top (they differ most from it). */
+  struct hx_plan *best_by_dp[HX_LOCAL_MAX_DEVICES + 1];
+  struct hx_sched_split *best_by_dp_split[HX_LOCAL_MAX_DEVICES + 1];
   long evaluated;
   struct memo groupings;      /* (kmode, devices) -> struct hx_sched_grouping */
   struct memo skeletons;      /* stage lists -> completed plan (or none) */
+  struct memo scores;         /* stage lists -> simulated time (local search) */
   int *keybuf;                /* scratch for keys */
   double start, deadline, last_progress;
   bool out_of_time;
   double ema[2];              /* per objective: moving average of best score */
+  int nsettings;              /* hx_sched_settings, for complete_by_simulation */
+  int64_t mbs[HX_SCHED_MAX_SETTINGS];
+  bool recompute[HX_SCHED_MAX_SETTINGS];
 };
 
 static double now_s(void) {
@@ -170,15 +184,36 @@ static void progress(struct search *s) {
           s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->start);
 }
 
-/* Ranks a completed plan: the simulator on small clusters, else the
- * estimate hx_sched_complete left in sim.iteration_s. */
-static void score(struct search *s, struct hx_plan *p) {
-  if (!p || !s->sim_score)
-    return;
-  hx_sched_build_groups(s->ctx, s->a, p);
-  hx_simulate(s->ctx, p, NULL);
-  if (!p->sim.valid)
-    p->sim.iteration_s = INFINITY;
+/* Small clusters: every (micro-batch size, recompute) setting completed and
+ * simulated unless its lower bound cannot beat the best so far; the fastest
+ * simulated one. The estimate that hx_sched_complete ranks settings by can
+ * prefer a setting the simulator does not (it ignores the overlap of the
+ * gradient sync), and the simulator is what the plan is judged by. Settings
+ * that cannot beat `beat` are not simulated: NULL when none does. */
+static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena *a,
+                                              const struct hx_plan *sk, double beat) {
+  struct hx_plan *best = NULL;
+  double best_s = beat;
+  for (int k = 0; k < s->nsettings; k++) {
+    struct hx_plan *p = hx_sched_complete_setting(s->ctx, a, sk, s->mbs[k], s->recompute[k]);
+    if (!p || hx_sim_lower_bound(s->ctx, p) >= best_s)
+      continue;
+    hx_sched_build_groups(s->ctx, a, p);
+    hx_simulate(s->ctx, p, NULL);
+    if (p->sim.valid && p->sim.iteration_s < best_s) {
+      best = p;
+      best_s = p->sim.iteration_s;
+    }
+  }
+  return best;
+}
+
+/* A completed plan, ranked: by the simulator on small clusters, else by the
+ * estimate hx_sched_complete leaves in sim.iteration_s. */
+static struct hx_plan *complete_and_score(struct search *s, const struct hx_plan *sk) {
+  if (s->sim_score)
+    return complete_by_simulation(s, s->a, sk, INFINITY);
+  return hx_sched_complete(s->ctx, s->a, sk);
 }
 
 /* Keeps plan among the TOP best by score; ties keep the earlier one. */
@@ -190,6 +225,11 @@ static void consider(struct search *s, struct hx_plan *p, struct hx_sched_split 
     if (s->top[i] == p) /* polish may reach a plan already kept */
       return;
   double t = p->sim.iteration_s;
+  int dp = p->npipelines;
+  if (dp <= HX_LOCAL_MAX_DEVICES && (!s->best_by_dp[dp] || t < s->best_by_dp[dp]->sim.iteration_s)) {
+    s->best_by_dp[dp] = p;
+    s->best_by_dp_split[dp] = split;
+  }
   int at = s->ntop;
   while (at > 0 && t < s->top[at - 1]->sim.iteration_s)
     at--;
@@ -229,8 +269,7 @@ static struct hx_plan *complete(struct search *s, const struct hx_plan *sk, bool
   *fresh = !e->set;
   if (e->set)
     return e->value;
-  struct hx_plan *p = hx_sched_complete(s->ctx, s->a, sk);
-  score(s, p);
+  struct hx_plan *p = complete_and_score(s, sk);
   e->value = p;
   e->set = true;
   return p;
@@ -796,6 +835,73 @@ static void polish_top(struct search *s) {
   }
 }
 
+/* ---- local search over structures (small clusters) -------------------------- */
+
+/* What the local search learnt of a structure: its simulated time, or (not
+ * exact) a time it cannot beat. */
+struct score {
+  double t;
+  bool exact;
+};
+
+/* The local search's pricing: the simulated time only, memoised apart from
+ * the completed plans (the climbs price tens of thousands of structures; the
+ * few they keep are completed again by complete()). A structure that cannot
+ * beat `beat` is remembered as such, without simulating all its settings. */
+static double price_skeleton(void *cookie, const struct hx_plan *skeleton, double beat,
+                             bool *fresh) {
+  struct search *s = cookie;
+  int n = skeleton_key(skeleton, s->keybuf);
+  struct memo_entry *e = memo_get(s->a, &s->scores, s->keybuf, n);
+  struct score *sc = e->value;
+  *fresh = !sc || (!sc->exact && sc->t < beat);
+  if (!*fresh)
+    return sc->t;
+  if (!sc)
+    e->value = sc = HX_NEW(s->a, struct score);
+  e->set = true;
+  struct hx_arena tmp;
+  hx_arena_init(&tmp);
+  struct hx_plan *p = complete_by_simulation(s, &tmp, skeleton, beat);
+  sc->exact = p != NULL || beat == INFINITY;
+  sc->t = p ? p->sim.iteration_s : beat;
+  hx_arena_free(&tmp);
+  return sc->t;
+}
+
+/* Climbs from each of the best plans and from the best plan of each
+ * pipeline count (a snapshot: the lists change as the climbs find better
+ * plans) with sched_local.c's moves. */
+static void climb_top(struct search *s) {
+  if (!s->sim_score || s->ctx->cluster.ndevices > HX_LOCAL_MAX_DEVICES)
+    return;
+  int n = 0;
+  struct hx_plan *start[TOP + HX_LOCAL_MAX_DEVICES + 1];
+  struct hx_sched_split *split[TOP + HX_LOCAL_MAX_DEVICES + 1];
+  for (int i = 0; i < s->ntop; i++, n++) {
+    start[n] = s->top[i];
+    split[n] = s->top_split[i];
+  }
+  for (int dp = 1; dp <= HX_LOCAL_MAX_DEVICES; dp++) {
+    bool in_top = false;
+    for (int i = 0; i < s->ntop; i++)
+      in_top = in_top || s->top[i] == s->best_by_dp[dp];
+    if (s->best_by_dp[dp] && !in_top) {
+      start[n] = s->best_by_dp[dp];
+      split[n++] = s->best_by_dp_split[dp];
+    }
+  }
+  for (int i = 0; i < n && !s->out_of_time; i++) {
+    struct hx_plan *sk = hx_sched_local_search(s->ctx, s->a, start[i], s->b.climb_pricings,
+                                               s->b.climb_kicks, price_skeleton, s);
+    bool fresh;
+    struct hx_plan *p = sk ? complete(s, sk, &fresh) : NULL;
+    if (p)
+      consider(s, p, split[i]);
+    progress(s);
+  }
+}
+
 /* ---- choosing -------------------------------------------------------------- */
 
 static struct hx_plan *finish(struct search *s) {
@@ -827,6 +933,7 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   hx_arena_init(&scratch);
   struct search s = {.ctx = ctx, .a = &scratch, .tau = hx_sched_tau()};
   s.b = budgets_for(ctx->cluster.ndevices);
+  s.nsettings = hx_sched_settings(ctx, s.mbs, s.recompute);
   s.sim_score = ctx->cluster.ndevices <= SIM_SCORE_MAX;
   s.rng.state = 0x4865786953636c65ull; /* fixed: same inputs, same plan */
   s.keybuf = HX_NEW_ARRAY(&scratch, int, longest_key(ctx));
@@ -840,6 +947,7 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
     explore_pool(&s, &pools[i]);
   refine(&s);
   polish_top(&s);
+  climb_top(&s);
   struct hx_plan *best = finish(&s);
   hx_arena_free(&scratch);
   if (s.out_of_time)
