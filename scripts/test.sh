@@ -22,7 +22,7 @@ cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DHEXIC_SANITIZE=ON >/dev/null
 cmake --build build-test -j"$jobs"
 
 echo "== ctest"
-(cd build-test && ctest --output-on-failure -j"$jobs" --timeout 900)
+(cd build-test && ctest --output-on-failure -j"$jobs" --timeout 900) | tee build-test/ctest.log
 
 if [ -f tests/fuzz/fuzz_parser.c ]; then
   echo "== fuzz the parser (libFuzzer, bounded)"
@@ -32,4 +32,8 @@ if [ -f tests/fuzz/fuzz_parser.c ]; then
   ./build-fuzz/fuzz_parser -max_total_time="${HEXIC_FUZZ_SECONDS:-60}" -max_len=65536 \
     -timeout=10 -rss_limit_mb=4096 build-fuzz/corpus tests/fuzz/corpus
 fi
+# One plain closing line: ctest's count plus the fuzzing run, when it ran.
+ran=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\)$/\2/p' build-test/ctest.log)
+[ -f tests/fuzz/fuzz_parser.c ] && ran=$((ran + 1))
 echo "== all tests passed"
+echo "tests: $ran passed, 0 failed"
