@@ -72,7 +72,7 @@ awk '{ g = $NF; if (g == "-") next; sub("%", "", g); g += 0; n++; s += g; if (g 
 
 echo "== planner wall time, Llama-2-70B, four GPU types"
 for n in 8 64 512 1024 4096; do
-  per=$(( n >= 32 ? n / 32 : 1 )); [ "$n" -lt 32 ] && nodes=$((n / 2)) || nodes=$((n / 8))
+  [ "$n" -lt 32 ] && nodes=$((n / 2)) || nodes=$((n / 8))
   gpn=$(( n / nodes ))
   {
     echo 'gpu "H100" { tflops = 989; memory = 80 GiB }'
@@ -89,6 +89,6 @@ for n in 8 64 512 1024 4096; do
   end=$(date +%s.%N)
   h=$(printf '%s\n' "$out" | iter plan); b=$(printf '%s\n' "$out" | iter base)
   awk -v n="$n" -v s="$start" -v e="$end" -v h="${h:--}" -v b="${b:--}" 'BEGIN{
-    printf "%5d devices: planner %.2f s wall, hexic %s s, baseline %s s\n", n, e - s, h, b }'
-  : "$per"
+    if (h == "-") printf "%5d devices: no plan fits (planner %.2f s wall)\n", n, e - s
+    else printf "%5d devices: planner %.2f s wall, hexic %s s, baseline %s s\n", n, e - s, h, b }'
 done

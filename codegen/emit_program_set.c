@@ -9,15 +9,9 @@
 #include "../ir/plan_util.h"
 #include "emit_programs.h"
 
-/* The emitter receives a const context but allocates from its arena like
- * every other pass; the arena is the one mutable part it touches. */
-static struct hx_arena *arena_of(const struct hx_ctx *ctx) {
-  return (struct hx_arena *)&ctx->arena;
-}
-
 static void number_ranks(struct program_set *set) {
   const struct hx_plan *plan = set->plan;
-  struct hx_arena *a = arena_of(set->ctx);
+  struct hx_arena *a = hx_prog_arena(set);
   set->world_of_device = HX_NEW_ARRAY(a, int, plan->ndevices);
   set->nranks = 0;
   for (int d = 0; d < plan->ndevices; d++)
@@ -50,7 +44,7 @@ static int *split_bounds(struct hx_arena *a, int n, int parts) {
 }
 
 static void place_tp(struct program_set *set, struct hx_prog_rank *r) {
-  struct hx_arena *a = arena_of(set->ctx);
+  struct hx_arena *a = hx_prog_arena(set);
   const struct hx_stage *st = r->st;
   r->tp_group = HX_NEW_ARRAY(a, int, st->tp);
   for (int k = 0; k < st->tp; k++) {
@@ -69,7 +63,7 @@ static int stage_leader(const struct program_set *set, const struct hx_pipeline 
 }
 
 static void place_ranks(struct program_set *set) {
-  int64_t *first = HX_NEW_ARRAY(arena_of(set->ctx), int64_t, set->plan->npipelines + 1);
+  int64_t *first = HX_NEW_ARRAY(hx_prog_arena(set), int64_t, set->plan->npipelines + 1);
   for (int p = 0; p < set->plan->npipelines; p++) {
     const struct hx_pipeline *pl = &set->plan->pipelines[p];
     first[p + 1] = first[p] + pl->micro_batch_size * pl->micro_batches;
@@ -119,7 +113,7 @@ static void build_schedule(const struct program_set *set, struct hx_prog_rank *r
     if (warmup > m_total)
       warmup = m_total;
   }
-  r->steps = HX_NEW_ARRAY(arena_of(set->ctx), struct hx_prog_step, 6 * m_total);
+  r->steps = HX_NEW_ARRAY(hx_prog_arena(set), struct hx_prog_step, 6 * m_total);
   for (int m = 0; m < warmup; m++)
     add_forward(r, m, PHASE_WARMUP);
   for (int i = 0; i < m_total - warmup; i++) {
@@ -157,7 +151,7 @@ static struct hx_prog_group *new_group(struct program_set *set, struct group_lis
                                        unsigned parts, int capacity) {
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 32;
-    struct hx_prog_group *items = HX_NEW_ARRAY(arena_of(set->ctx), struct hx_prog_group, cap);
+    struct hx_prog_group *items = HX_NEW_ARRAY(hx_prog_arena(set), struct hx_prog_group, cap);
     if (l->n)
       memcpy(items, l->items, (size_t)l->n * sizeof *items);
     l->items = items;
@@ -165,7 +159,7 @@ static struct hx_prog_group *new_group(struct program_set *set, struct group_lis
   }
   struct hx_prog_group *g = &l->items[l->n++];
   *g = (struct hx_prog_group){parts, -1, -1, 0, 0, 0, 0, 0, 0, 0, NULL};
-  g->ranks = HX_NEW_ARRAY(arena_of(set->ctx), int, capacity);
+  g->ranks = HX_NEW_ARRAY(hx_prog_arena(set), int, capacity);
   return g;
 }
 
@@ -287,7 +281,7 @@ static bool same_ranks(const struct hx_prog_group *a, const struct hx_prog_group
 static void add_kv_groups(struct program_set *set, struct group_list *l,
                           const struct hx_stage **st, int begin, int end) {
   int K = (int)set->ctx->model.kv_heads, cap = max_stage_ranks(set->plan);
-  struct hx_prog_group next = {.ranks = HX_NEW_ARRAY(arena_of(set->ctx), int, cap)};
+  struct hx_prog_group next = {.ranks = HX_NEW_ARRAY(hx_prog_arena(set), int, cap)};
   for (int j = 0; j < K;) {
     struct hx_prog_group *g = new_group(set, l, PART_KV, cap);
     kv_holders(set, st, j, g);
@@ -332,8 +326,8 @@ static void merge_range(struct group_list *l, int first) {
 
 static void add_layer_groups(struct program_set *set, struct group_list *l) {
   const struct hx_plan *plan = set->plan;
-  const struct hx_stage **st = HX_NEW_ARRAY(arena_of(set->ctx), const struct hx_stage *,
-                                            plan->npipelines);
+  const struct hx_stage **st =
+      HX_NEW_ARRAY(hx_prog_arena(set), const struct hx_stage *, plan->npipelines);
   for (int begin = 0, layers = (int)set->ctx->model.layers; begin < layers;) {
     int end = segment(plan, begin, st), first = l->n;
     struct hx_prog_group *norms = new_group(set, l, PART_NORMS, max_stage_ranks(plan));
@@ -354,8 +348,8 @@ static void add_layer_groups(struct program_set *set, struct group_list *l) {
  * from one derivation, checked against the plan's. */
 static bool plan_slices_agree(const struct program_set *set, const struct hx_group *pg) {
   const struct hx_plan *plan = set->plan;
-  const struct hx_stage **st = HX_NEW_ARRAY(arena_of(set->ctx), const struct hx_stage *,
-                                            plan->npipelines);
+  const struct hx_stage **st =
+      HX_NEW_ARRAY(hx_prog_arena(set), const struct hx_stage *, plan->npipelines);
   if (pg->layer_begin < 0 || pg->layer_end > set->ctx->model.layers ||
       segment(plan, pg->layer_begin, st) != pg->layer_end || pg->nranks != plan->npipelines)
     return false;

@@ -69,6 +69,12 @@ struct program_set {
   char fingerprint[17];         /* FNV-1a 64 of everything the ranks must agree on, hex */
 };
 
+/* The emitters receive a const context but allocate from its arena like
+ * every other pass; the arena is the one mutable part they touch. */
+static inline struct hx_arena *hx_prog_arena(const struct program_set *set) {
+  return (struct hx_arena *)&set->ctx->arena;
+}
+
 /* Fills set from the plan (arena memory). */
 void hx_build_program_set(const struct hx_ctx *ctx, const struct hx_plan *plan,
                           struct program_set *set);

@@ -62,7 +62,7 @@ static void comment_rank_list(FILE *f, const char *indent, const char *label, co
 /* "group 3: layers [0, 2): norms, heads [0, 2), ffn [0, 88), kv [0, 1)". */
 static const char *group_label(const struct program_set *set, const struct hx_prog_group *g,
                                int id) {
-  struct hx_arena *a = (struct hx_arena *)&set->ctx->arena;
+  struct hx_arena *a = hx_prog_arena(set);
   const char *text = hx_sprintf(a, "group %d:", id);
   const char *sep = " ";
   if (g->parts & PART_TOK_EMB)
@@ -87,8 +87,7 @@ static const char *group_label(const struct program_set *set, const struct hx_pr
 static const char *device_description(const struct program_set *set, int world_rank) {
   const struct hx_cluster *c = &set->ctx->cluster;
   const struct hx_device *dev = &c->devices[set->ranks[world_rank].device];
-  return hx_sprintf((struct hx_arena *)&set->ctx->arena, "device %s (%s)", dev->name,
-                    c->gpus[dev->gpu_type].name);
+  return hx_sprintf(hx_prog_arena(set), "device %s (%s)", dev->name, c->gpus[dev->gpu_type].name);
 }
 
 static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
@@ -112,10 +111,10 @@ static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
   if (r->st->tp == 1)
     fprintf(f, " *   TP group: rank %d alone\n", w);
   else
-    comment_rank_list(f, "   ",
-                      hx_sprintf((struct hx_arena *)&set->ctx->arena,
-                                 "TP group (leader TP rank %d): ranks", r->leader_tp_rank),
-                      r->tp_group, r->st->tp);
+    comment_rank_list(
+        f, "   ",
+        hx_sprintf(hx_prog_arena(set), "TP group (leader TP rank %d): ranks", r->leader_tp_rank),
+        r->tp_group, r->st->tp);
   fprintf(f, " *   shard: query heads [%d, %d) of %lld, ffn columns [%d, %d) of %lld\n",
           r->head_bounds[r->tp_rank], r->head_bounds[r->tp_rank + 1], (long long)m->heads,
           r->ffn_bounds[r->tp_rank], r->ffn_bounds[r->tp_rank + 1], (long long)m->ffn);
@@ -128,8 +127,7 @@ static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
   for (int g = 0; g < set->ngroups; g++)
     if (hx_group_has_rank(&set->groups[g], w)) {
       const char *label = group_label(set, &set->groups[g], g);
-      comment_rank_list(f, "     ",
-                        hx_sprintf((struct hx_arena *)&set->ctx->arena, "%s; ranks", label),
+      comment_rank_list(f, "     ", hx_sprintf(hx_prog_arena(set), "%s; ranks", label),
                         set->groups[g].ranks, set->groups[g].nranks);
     }
   fprintf(f, " *   schedule: %s, %d activation slot%s; fp32 on CPU%s\n",
@@ -196,7 +194,7 @@ static void put_aligned(FILE *f, const struct aligned *a) {
 }
 
 static struct aligned new_aligned(const struct program_set *set, int capacity) {
-  struct hx_arena *a = (struct hx_arena *)&set->ctx->arena;
+  struct hx_arena *a = hx_prog_arena(set);
   return (struct aligned){0, HX_NEW_ARRAY(a, const char *, capacity),
                           HX_NEW_ARRAY(a, const char *, capacity)};
 }
@@ -204,7 +202,7 @@ static struct aligned new_aligned(const struct program_set *set, int capacity) {
 /* One table row per group, its label on the line above (a trailing comment
  * would push the row past the column limit). */
 static void emit_groups(const struct program_set *set, FILE *f, int w, int *count) {
-  struct hx_arena *arena = (struct hx_arena *)&set->ctx->arena;
+  struct hx_arena *arena = hx_prog_arena(set);
   int n = 0;
   for (int id = 0; id < set->ngroups; id++) {
     const struct hx_prog_group *g = &set->groups[id];
@@ -240,7 +238,7 @@ static void emit_groups(const struct program_set *set, FILE *f, int w, int *coun
 
 /* The stage's TP tables: its ranks and its query-head / ffn boundaries. */
 static void emit_tp_tables(const struct program_set *set, FILE *f, int w) {
-  struct hx_arena *arena = (struct hx_arena *)&set->ctx->arena;
+  struct hx_arena *arena = hx_prog_arena(set);
   const struct hx_prog_rank *r = &set->ranks[w];
   int tp = r->st->tp;
   struct aligned ranks = new_aligned(set, tp);
@@ -265,7 +263,7 @@ static void emit_schedule(const struct program_set *set, FILE *f, int w) {
   static const char *const ops[] = {"HX_RT_RECV_ACT",  "HX_RT_FORWARD",  "HX_RT_SEND_ACT",
                                     "HX_RT_RECV_GRAD", "HX_RT_BACKWARD", "HX_RT_SEND_GRAD"};
   static const char *const phases[] = {"warm-up", "steady 1F1B", "cool-down"};
-  struct hx_arena *arena = (struct hx_arena *)&set->ctx->arena;
+  struct hx_arena *arena = hx_prog_arena(set);
   const struct hx_prog_rank *r = &set->ranks[w];
   struct aligned table = new_aligned(set, r->nsteps + 2);
   for (int i = 0; i < r->nsteps; i++) {
@@ -303,8 +301,7 @@ static void emit_config(const struct program_set *set, FILE *f, int w, int ngrou
           "    .activation_slots = %d,\n    .first_sequence = %d,\n",
           (int)r->pl->micro_batch_size, (int)r->pl->micro_batches, r->activation_slots,
           r->first_sequence);
-  fprintf(f, "    .prev_leader = %d,\n    .next_leader = %d,\n    .counts_in_norm = %d,\n",
-          r->prev_leader, r->next_leader, r->pipeline == 0);
+  fprintf(f, "    .prev_leader = %d,\n    .next_leader = %d,\n", r->prev_leader, r->next_leader);
   fprintf(f, "    .model = &model,\n    .train = &train,\n    .ngroups = %d,\n", ngroups);
   fprintf(f, "    .groups = %s,\n", ngroups ? "groups" : "NULL");
   fprintf(f, "    .nops = %d,\n    .schedule = schedule,\n};\n\n", r->nsteps + 2);

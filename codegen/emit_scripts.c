@@ -61,7 +61,7 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "#   mpirun -np 1 ./rank_0000 ARGS : -np 1 ./rank_0001 ARGS : ...\n"
         "# usage: ./launch.sh [--hostfile FILE] [ARGS...]\n"
         "# ARGS go to every rank: --data FILE, --steps N, --checkpoint-dir DIR,\n"
-        "# --checkpoint-every N, --resume. Build first with `make`.\n"
+        "# --checkpoint-every N, --resume, --dump-weights FILE. Build first with `make`.\n"
         "set -uo pipefail\n"
         "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
         "mpirun_args=()\n"

@@ -4,12 +4,8 @@
 #include <math.h>
 
 #include "../ir/json.h"
+#include "../ir/plan_util.h"
 #include "codegen.h"
-
-static const char *group_kind_name(enum hx_group_kind k) {
-  static const char *const names[] = {"tp", "grad", "unsplit", "cp_ring", "hp_a2a"};
-  return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
-}
 
 static void write_ints(FILE *f, const int *v, int n) {
   fputc('[', f);
@@ -71,7 +67,7 @@ static void write_groups(const struct hx_plan *p, FILE *f) {
   fputs("  \"groups\": [", f);
   for (int g = 0; g < p->ngroups; g++) {
     const struct hx_group *gr = &p->groups[g];
-    fprintf(f, "%s\n    {\"kind\": \"%s\", \"ranks\": ", g ? "," : "", group_kind_name(gr->kind));
+    fprintf(f, "%s\n    {\"kind\": \"%s\", \"ranks\": ", g ? "," : "", hx_group_kind_name(gr->kind));
     write_ints(f, gr->ranks, gr->nranks);
     fprintf(f, ", \"layers\": [%d, %d], \"slice\": %d, \"nslices\": %d", gr->layer_begin,
             gr->layer_end, gr->slice, gr->nslices);

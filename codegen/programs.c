@@ -30,9 +30,9 @@ static const char clang_format_text[] =
  * is refused here rather than run wrongly. */
 static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st, int p, int s) {
   if (st->cp != 1 || st->hp != 1 || st->seq_layout) {
-    hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d), which "
+    hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d%s), which "
                    "the generated CPU programs do not run yet",
-                   p, s, st->cp, st->hp);
+                   p, s, st->cp, st->hp, st->seq_layout ? ", a HexiSeq layout" : "");
     return false;
   }
   if (st->tp < 1 || st->ndevices != st->tp || st->tp > ctx->model.heads) {
@@ -55,24 +55,12 @@ static bool plan_supported(const struct hx_ctx *ctx, const struct hx_plan *plan)
   return true;
 }
 
-static bool write_text_file(const char *dir, const char *name, const char *text, int mode) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    hx_error_plain("cannot write '%s': %s", path, strerror(errno));
-    return false;
-  }
-  fputs(text, f);
-  bool ok = fclose(f) == 0;
-  if (ok && mode)
-    ok = chmod(path, (mode_t)mode) == 0;
-  if (!ok)
-    hx_error_plain("cannot write '%s': %s", path, strerror(errno));
-  return ok;
+static void emit_clang_format(const struct program_set *set, FILE *f, int unused) {
+  (void)set, (void)unused;
+  fputs(clang_format_text, f);
 }
 
-/* Calls emit(set, f, arg) with f open on dir/name. */
+/* Calls emit(set, f, arg) with f open on dir/name; mode 0 keeps fopen's. */
 static bool write_file(const struct program_set *set, const char *dir, const char *name, int mode,
                        void (*emit)(const struct program_set *, FILE *, int), int arg) {
   char path[4096];
@@ -119,6 +107,6 @@ enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
   bool ok = write_file(&set, dir, "Makefile", 0, hx_emit_makefile, 0) &&
             write_file(&set, dir, "launch.sh", 0755, hx_emit_launch_script, 0) &&
             write_file(&set, dir, "slurm.sbatch", 0644, hx_emit_slurm_script, 0) &&
-            write_text_file(dir, ".clang-format", clang_format_text, 0);
+            write_file(&set, dir, ".clang-format", 0, emit_clang_format, 0);
   return ok ? HX_EXIT_OK : HX_EXIT_INPUT;
 }

@@ -1,5 +1,7 @@
 /* report.md (a table a person reads in a minute) and the summary lines on
  * stdout. Every figure comes from plan->sim and the cost model. */
+#include <math.h>
+
 #include "../ir/cost.h"
 #include "../ir/plan_util.h"
 #include "codegen.h"
@@ -22,13 +24,17 @@ static void stage_rows(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *
       bool first = s == 0, last = s == pl->nstages - 1;
       double t = hx_stage_fwd_s(ctx, st, first, last, pl->micro_batch_size) +
                  hx_stage_bwd_s(ctx, st, first, last, pl->micro_batch_size);
-      double cap = hx_stage_memory_capacity(&ctx->cluster, st);
+      /* the stage's neediest device against its smallest: the units of a
+       * context x head layout need different amounts */
+      double cap = hx_stage_memory_capacity(&ctx->cluster, st), need = 0;
+      for (int k = 0; k < st->ndevices; k++)
+        need = fmax(need, p->sim.peak_memory[st->devices[k]]);
       fprintf(f, "| %d | %d | ", i, s);
       stage_gpus(ctx, st, f);
       fprintf(f, " | %d | [%d, %d)%s | %lld x %lld | %.3f | %.1f / %.1f |\n", st->tp,
               st->layer_begin, st->layer_end, st->recompute ? " recompute" : "",
               (long long)pl->micro_batches, (long long)pl->micro_batch_size, t,
-              p->sim.peak_memory[st->devices[0]] / GIB, cap / GIB);
+              need / GIB, cap / GIB);
     }
   }
 }

@@ -7,9 +7,10 @@
 
 static void write_event(const struct hx_sim_event *e, FILE *f) {
   fputs("  {\"name\": ", f);
-  if (e->kind == HX_EV_ALLREDUCE)
-    fprintf(f, "\"all-reduce %s%d\"", e->layer < 0 ? "emb/head" : "layer ",
-            e->layer < 0 ? 0 : e->layer);
+  if (e->kind == HX_EV_ALLREDUCE && e->layer < 0)
+    fputs("\"all-reduce emb/head\"", f);
+  else if (e->kind == HX_EV_ALLREDUCE)
+    fprintf(f, "\"all-reduce layer %d\"", e->layer);
   else if (e->micro_batch >= 0)
     fprintf(f, "\"%s mb%d\"", hx_sim_event_name(e->kind), e->micro_batch);
   else

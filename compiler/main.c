@@ -1,6 +1,7 @@
 /* hexic: the driver. Parses the command line, runs the pass pipeline, and
  * maps the outcome to an exit code (see ir/diag.h). */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +36,13 @@ static const char usage_text[] =
     "exit status: 0 success, 1 errors in the input, 2 usage error, 3 no feasible\n"
     "plan, 70 internal error.\n";
 
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "hexic: error: ");
-  fprintf(stderr, fmt, arg);
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("hexic: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
   fprintf(stderr, "\n%s", usage_text);
   return HX_EXIT_USAGE;
 }
@@ -83,11 +88,9 @@ static bool parse_strategy(const char *s, enum hx_strategy *out) {
   return false;
 }
 
-/* Returns -1 when the command line is fine, else the exit code. */
+/* Fills opt (holding the defaults) from the command line. Returns -1 when
+ * the command line is fine, else the exit code. */
 static int parse_options(int argc, char **argv, struct hx_options *opt) {
-  opt->target = HX_TARGET_CPU;
-  opt->strategy = HX_STRAT_AUTO;
-  opt->search_budget_s = 30.0;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
@@ -144,7 +147,11 @@ static int parse_options(int argc, char **argv, struct hx_options *opt) {
   opt->inputs = (const char **)argv + optind;
   opt->ninputs = argc - optind;
   if (opt->ninputs == 0)
-    return usage_error("%s", "no input files");
+    return usage_error("no input files");
+  /* Otherwise the dump would silently never come. */
+  if (opt->print_after && !hx_pass_runs(opt, opt->print_after))
+    return usage_error("--print-after=%s: that pass does not run %s", opt->print_after,
+                       opt->check_only ? "under --check" : "without -o DIR");
   return -1;
 }
 
@@ -153,8 +160,7 @@ int main(int argc, char **argv) {
     return hx_simulate_command(argc - 1, argv + 1);
 
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  hx_ctx_init(&ctx);
   int rc = parse_options(argc, argv, &ctx.opt);
   if (rc < 0)
     rc = hx_run_pipeline(&ctx);

@@ -26,13 +26,33 @@ static const struct pass passes[] = {
 };
 enum { NPASSES = sizeof passes / sizeof passes[0] };
 
-const char *hx_pass_name(int i) { return i >= 0 && i < NPASSES ? passes[i].name : NULL; }
+void hx_ctx_init(struct hx_ctx *ctx) {
+  memset(ctx, 0, sizeof *ctx);
+  hx_arena_init(&ctx->arena);
+  ctx->opt.target = HX_TARGET_CPU;
+  ctx->opt.strategy = HX_STRAT_AUTO;
+  ctx->opt.search_budget_s = 30.0;
+}
 
-bool hx_pass_exists(const char *name) {
+static const struct pass *find_pass(const char *name) {
   for (int i = 0; i < NPASSES; i++)
     if (!strcmp(passes[i].name, name))
-      return true;
-  return false;
+      return &passes[i];
+  return NULL;
+}
+
+bool hx_pass_exists(const char *name) { return find_pass(name) != NULL; }
+
+static bool runs(const struct hx_options *opt, const struct pass *p) {
+  if (opt->check_only && !p->front_end)
+    return false;
+  /* Without -o there is nothing to write. */
+  return p->run != hx_pass_emit || opt->out_dir;
+}
+
+bool hx_pass_runs(const struct hx_options *opt, const char *name) {
+  const struct pass *p = find_pass(name);
+  return p && runs(opt, p);
 }
 
 static void verify_after(const struct hx_ctx *ctx, const struct pass *p) {
@@ -40,10 +60,8 @@ static void verify_after(const struct hx_ctx *ctx, const struct pass *p) {
   case DUMP_AST:
     break;
   case DUMP_MODEL_CLUSTER:
-    if (p->run != hx_pass_sema) {
-      hx_verify_model(ctx);
-      hx_verify_cluster(ctx);
-    }
+    hx_verify_model(ctx);
+    hx_verify_cluster(ctx);
     break;
   case DUMP_PLAN:
     if (ctx->plan)
@@ -81,10 +99,7 @@ int hx_run_pipeline(struct hx_ctx *ctx) {
   const struct pass *last = NULL;
   for (int i = 0; i < NPASSES; i++) {
     const struct pass *p = &passes[i];
-    if (ctx->opt.check_only && !p->front_end)
-      break;
-    /* Without -o there is nothing to write; --print-ir alone stops before emit. */
-    if (p->run == hx_pass_emit && !ctx->opt.out_dir)
+    if (!runs(&ctx->opt, p)) /* the passes that do not run are the last ones */
       break;
     if (!p->run(ctx) || hx_error_count() > 0) {
       if (ctx->exit_code != HX_EXIT_OK)

@@ -1,7 +1,6 @@
 /* `hexic simulate PLAN.json FILE...`: the ordinary pipeline with the plan
  * taken from PLAN.json (--plan), stopped before emit, then the summary. */
 #include <stdio.h>
-#include <string.h>
 
 #include "../ir/plan_util.h"
 #include "pipeline.h"
@@ -13,13 +12,10 @@ int hx_simulate_command(int argc, char **argv) {
     return HX_EXIT_USAGE;
   }
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  hx_ctx_init(&ctx);
   ctx.opt.plan_file = argv[1];
   ctx.opt.inputs = (const char **)argv + 2;
   ctx.opt.ninputs = argc - 2;
-  ctx.opt.target = HX_TARGET_CPU;
-  ctx.opt.search_budget_s = 30.0;
   int rc = hx_run_pipeline(&ctx);
   if (rc == HX_EXIT_OK)
     hx_print_summary(&ctx, stdout);

@@ -5,8 +5,6 @@
 #ifndef HX_PARSE_STATE_H
 #define HX_PARSE_STATE_H
 
-#include <stdbool.h>
-
 #include "ir/arena.h"
 #include "ir/ast.h"
 #include "ir/loc.h"
@@ -20,11 +18,9 @@ struct hx_parse_state {
   int line, col;
   int brace_depth, bracket_depth; /* newlines separate fields only inside braces */
   struct location open_brace;     /* of the block being parsed, for "to match this '{'" */
-  struct location open_bracket;
   /* Context for clang-like syntax messages. */
   const char *block_keyword;   /* keyword of the block being parsed */
   const char *last_field;      /* name of the field being parsed */
-  bool in_value;               /* between '=' and the end of the value */
   const char *last_token_text; /* text of the last identifier or string scanned */
   const char *prev_token_text; /* ... of the token before it (NULL if another kind) */
 };

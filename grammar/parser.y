@@ -125,7 +125,7 @@ items:
     %empty                              { $$.first = $$.last = NULL; }
   | items sep                           { $$ = $1; }
   | items field sep                     { $$ = append_field($1, $2); }
-  | items error sep                     { $$ = $1; ps->in_value = false; yyerrok; }
+  | items error sep                     { $$ = $1; yyerrok; }
   ;
 
 last:
@@ -136,8 +136,7 @@ last:
 sep: ';' | NL ;
 
 field:
-    field_name '=' { ps->in_value = true; } value
-                                        { $$ = new_field(ps, $1, &@1, $4); ps->in_value = false; }
+    field_name '=' value                { $$ = new_field(ps, $1, &@1, $3); }
   ;
 
 field_name:
@@ -161,21 +160,19 @@ list_items:
   ;
 %%
 
-static const char *const block_keywords[] = {"model", "train", "gpu", "node", "link", "network", "planner"};
-enum { NKEYWORDS = sizeof block_keywords / sizeof block_keywords[0] };
-
 static int keyword_index(const char *word) {
-  for (int i = 0; i < NKEYWORDS; i++)
-    if (!strcmp(word, block_keywords[i]))
+  for (int i = 0; i < HX_B_COUNT; i++)
+    if (!strcmp(word, hx_block_keywords[i]))
       return i;
   return -1;
 }
 
-/* How many names each block kind takes, in the order of block_keywords. */
-static const int names_wanted[] = {1, 0, 1, 1, 2, 0, 0};
+/* How many names each block kind takes. */
+static const int names_wanted[HX_B_COUNT] = {
+    [HX_B_MODEL] = 1, [HX_B_GPU] = 1, [HX_B_NODE] = 1, [HX_B_LINK] = 2,
+};
 
-static void report_names(const struct hx_parse_state *ps, const char *keyword, struct location kloc,
-                         const struct hx_names *names, int wanted) {
+static void report_names(const char *keyword, struct location kloc, const struct hx_names *names, int wanted) {
   struct location where = names->count > wanted ? names->loc[wanted < 2 ? wanted : 1] : kloc;
   if (wanted == 0)
     hx_error(where, "'%s' block takes no name", keyword);
@@ -183,7 +180,6 @@ static void report_names(const struct hx_parse_state *ps, const char *keyword, s
     hx_error(where, "'%s' block needs exactly one name: %s \"name\" { ... }", keyword, keyword);
   else
     hx_error(where, "'%s' block needs two node names: %s \"a\" \"b\" { ... }", keyword, keyword);
-  (void)ps;
 }
 
 static struct hx_block *new_block(struct hx_parse_state *ps, const char *keyword,
@@ -192,7 +188,7 @@ static struct hx_block *new_block(struct hx_parse_state *ps, const char *keyword
   int k = keyword_index(keyword);
   if (k < 0) {
     hx_error(where, "unknown block '%s'", hx_short_text(ps->arena, keyword));
-    const char *near = hx_nearest_name(keyword, block_keywords, NKEYWORDS);
+    const char *near = hx_nearest_name(keyword, hx_block_keywords, HX_B_COUNT);
     if (near)
       hx_note(where, "did you mean '%s'?", near);
     else
@@ -200,11 +196,11 @@ static struct hx_block *new_block(struct hx_parse_state *ps, const char *keyword
     return NULL;
   }
   if (names->count != names_wanted[k]) {
-    report_names(ps, keyword, where, names, names_wanted[k]);
+    report_names(keyword, where, names, names_wanted[k]);
     return NULL;
   }
   struct hx_block *b = HX_NEW(ps->arena, struct hx_block);
-  b->kind = (enum hx_block_kind)k; /* block_keywords follows enum hx_block_kind */
+  b->kind = (enum hx_block_kind)k;
   b->loc = where;
   if (names->count > 0) {
     b->name = names->name[0];
@@ -335,13 +331,16 @@ static struct expected expected_tokens(const yypcontext_t *yyctx) {
   return e;
 }
 
+/* The field and block being parsed, for messages ("?" when not known). */
 static const char *field_or_unknown(const struct hx_parse_state *ps) {
   return ps->last_field ? hx_short_text(ps->arena, ps->last_field) : "?";
 }
+static const char *block_or_unknown(const struct hx_parse_state *ps) {
+  return ps->block_keyword ? hx_short_text(ps->arena, ps->block_keyword) : "?";
+}
 
 static void unclosed_block(const struct hx_parse_state *ps, struct location at, const char *found) {
-  hx_error(at, "expected '}' to end the '%s' block, found %s",
-           ps->block_keyword ? hx_short_text(ps->arena, ps->block_keyword) : "?", found);
+  hx_error(at, "expected '}' to end the '%s' block, found %s", block_or_unknown(ps), found);
   hx_note(ps->open_brace, "to match this '{'");
 }
 
@@ -371,11 +370,9 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, yyscan_t scanner, st
     hx_error(at, "expected ';' or a newline after the value of '%s', found %s", field_or_unknown(ps),
              found);
   } else if (e.rbrace && e.ident) {
-    hx_error(at, "expected a field name or '}' in the '%s' block, found %s",
-             ps->block_keyword ? hx_short_text(ps->arena, ps->block_keyword) : "?", found);
+    hx_error(at, "expected a field name or '}' in the '%s' block, found %s", block_or_unknown(ps), found);
   } else if (e.lbrace) {
-    hx_error(at, "expected a name in double quotes or '{' after '%s', found %s",
-             ps->block_keyword ? hx_short_text(ps->arena, ps->block_keyword) : "?", found);
+    hx_error(at, "expected a name in double quotes or '{' after '%s', found %s", block_or_unknown(ps), found);
   } else {
     hx_error(at, "expected a block such as 'model \"name\" {', found %s", found);
   }

@@ -34,7 +34,7 @@ void hx_arena_free(struct hx_arena *a) {
 
 void *hx_alloc(struct hx_arena *a, size_t size) {
   size_t rounded = (size + 15u) & ~(size_t)15u;
-  if (rounded < size)
+  if (rounded < size || rounded > SIZE_MAX - sizeof(struct hx_arena_block))
     out_of_memory(size);
   struct hx_arena_block *b = a->head;
   if (!b || b->size - b->used < rounded) {
@@ -49,7 +49,6 @@ void *hx_alloc(struct hx_arena *a, size_t size) {
   }
   void *p = b->data + b->used;
   b->used += rounded;
-  a->used_bytes += rounded;
   memset(p, 0, rounded);
   return p;
 }

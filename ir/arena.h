@@ -9,7 +9,6 @@ struct hx_arena_block;
 
 struct hx_arena {
   struct hx_arena_block *head;
-  size_t used_bytes; /* total handed out, for --stats */
 };
 
 void hx_arena_init(struct hx_arena *a);

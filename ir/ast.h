@@ -54,8 +54,12 @@ enum hx_block_kind {
   HX_B_NODE,    /* node "name" { ... } */
   HX_B_LINK,    /* link "a" "b" { ... } */
   HX_B_NETWORK, /* network { ... } */
-  HX_B_PLANNER, /* planner { ... }: search settings */
+  HX_B_PLANNER, /* planner { ... }: reserved, rejected by sema */
+  HX_B_COUNT
 };
+/* The keyword of each block kind, indexed by enum hx_block_kind (the parser
+ * recognises blocks by this table; defined in grammar/parse_util.c). */
+extern const char *const hx_block_keywords[HX_B_COUNT];
 
 struct hx_block {
   enum hx_block_kind kind;

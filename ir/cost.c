@@ -97,30 +97,6 @@ double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, i
 
 static int nlayers(const struct hx_stage *st) { return st->layer_end - st->layer_begin; }
 
-double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
-                      int64_t mbs) {
-  if (st->seq_layout) {
-    struct hx_seq_stage_cost c = seq_cost(ctx, st, mbs, true);
-    return nlayers(st) * c.layer_fwd + (last ? c.head_fwd : 0) + (first ? c.embed_fwd : 0);
-  }
-  double flops =
-      hx_stage_fwd_flops(&ctx->model, st->layer_begin, st->layer_end, first, last,
-                         tokens_of(ctx, mbs));
-  int allreduces = 2 * nlayers(st) + (first ? 1 : 0);
-  return stage_compute_s(ctx, st, flops) + allreduces * tp_allreduce_s(ctx, st, mbs);
-}
-
-double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
-  if (st->seq_layout)
-    return seq_cost(ctx, st, mbs, true).layer_bwd;
-  double fwd = hx_layer_compute_s(ctx, st, mbs);
-  double comm = hx_layer_tp_comm_s(ctx, st, mbs);
-  double t = 2 * fwd + comm;
-  if (st->recompute)
-    t += fwd + comm;
-  return t;
-}
-
 double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   if (st->seq_layout)
     return seq_cost(ctx, st, mbs, true).head_bwd;
@@ -128,19 +104,48 @@ double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_
   return 2 * fwd;
 }
 
+void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                    int64_t mbs, bool with_comm, struct hx_stage_times *out) {
+  int nl = nlayers(st);
+  if (st->seq_layout) {
+    struct hx_seq_stage_cost c = seq_cost(ctx, st, mbs, with_comm);
+    out->fwd = nl * c.layer_fwd + (last ? c.head_fwd : 0) + (first ? c.embed_fwd : 0);
+    out->layer_bwd = c.layer_bwd;
+    out->head_bwd = last ? c.head_bwd : 0;
+  } else {
+    double ar = with_comm ? tp_allreduce_s(ctx, st, mbs) : 0; /* one TP all-reduce */
+    double lc = hx_layer_compute_s(ctx, st, mbs);
+    double flops =
+        hx_stage_fwd_flops(&ctx->model, st->layer_begin, st->layer_end, first, last,
+                           tokens_of(ctx, mbs));
+    /* 2 all-reduces per layer; 1 more for the vocab-parallel embedding */
+    out->fwd = stage_compute_s(ctx, st, flops) + (2 * nl + (first ? 1 : 0)) * ar;
+    /* The embedding's backward is a scatter-add: no FLOPs counted, like its
+     * forward; its vocab-parallel all-reduce is forward only. */
+    out->layer_bwd = 2 * lc + 2 * ar + (st->recompute ? lc + 2 * ar : 0);
+    out->head_bwd = last ? hx_head_bwd_s(ctx, st, mbs) : 0;
+  }
+  out->bwd = nl * out->layer_bwd + out->head_bwd;
+}
+
+double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                      int64_t mbs) {
+  struct hx_stage_times t;
+  hx_stage_times(ctx, st, first, last, mbs, true, &t);
+  return t.fwd;
+}
+
 double hx_stage_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                       int64_t mbs) {
-  /* The embedding's backward is a scatter-add: no FLOPs counted, like its
-   * forward; its vocab-parallel all-reduce is forward only. */
-  if (st->seq_layout) {
-    struct hx_seq_stage_cost c = seq_cost(ctx, st, mbs, true);
-    return nlayers(st) * c.layer_bwd + (last ? c.head_bwd : 0);
-  }
-  double t = nlayers(st) * hx_layer_bwd_s(ctx, st, mbs);
-  if (last)
-    t += hx_head_bwd_s(ctx, st, mbs);
-  (void)first;
-  return t;
+  struct hx_stage_times t;
+  hx_stage_times(ctx, st, first, last, mbs, true, &t);
+  return t.bwd;
+}
+
+double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  struct hx_stage_times t;
+  hx_stage_times(ctx, st, false, false, mbs, true, &t);
+  return t.layer_bwd;
 }
 
 int64_t hx_in_flight(enum hx_pp_schedule schedule, int stage_index, int nstages,
@@ -270,10 +275,6 @@ double hx_alltoall_s(const struct hx_cluster *c, const int *ranks, int n, double
   return ring_s(c, ranks, n, (n - 1.0) / n * bytes, n - 1.0);
 }
 
-double hx_allgather_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
-  return ring_s(c, ranks, n, (n - 1.0) / n * bytes, n - 1.0);
-}
-
 double hx_hop_bytes(const struct hx_ctx *ctx, int64_t mbs) {
   return (double)tokens_of(ctx, mbs) * (double)ctx->model.hidden * hx_elem_bytes(&ctx->train);
 }
@@ -307,17 +308,10 @@ int hx_best_leader(const struct hx_ctx *ctx, const struct hx_stage *from, const 
 
 /* ---- gradient synchronisation ------------------------------------------ */
 
-double hx_layer_grad_bytes(const struct hx_ctx *ctx, int tp) {
-  return (double)ctx->model.params_layer * 4.0 / tp;
-}
-
-/* fp32 gradient bytes of one decoder layer, or (layer -1) of the embedding,
- * final norm and LM head together. */
-static double grad_bytes_of_layer(const struct hx_ctx *ctx, int layer) {
-  const struct hx_model *m = &ctx->model;
-  if (layer < 0)
-    return 4.0 * (double)(m->params_embedding + m->params_head + m->params_final_norm);
-  return 4.0 * (double)m->params_layer;
+/* Gradient bytes of one decoder layer (4 each: Megatron all-reduces the
+ * fp32 main_grad). */
+static double layer_grad_bytes(const struct hx_ctx *ctx) {
+  return 4.0 * (double)ctx->model.params_layer;
 }
 
 double hx_nonlayer_grad_bytes(const struct hx_ctx *ctx, unsigned holds) {
@@ -330,14 +324,6 @@ double hx_nonlayer_grad_bytes(const struct hx_ctx *ctx, unsigned holds) {
   return 4.0 * params;
 }
 
-static bool group_covers(const struct hx_group *g, int layer) {
-  if (g->kind != HX_GROUP_GRAD && g->kind != HX_GROUP_UNSPLIT)
-    return false;
-  if (layer < 0)
-    return g->layer_begin < 0;
-  return g->layer_begin <= layer && layer < g->layer_end;
-}
-
 /* Adds to per_rank each member's time in the plan's own groups for `layer`;
  * false when the plan has none. GRAD groups carry 1/nslices of the layer's
  * gradient; UNSPLIT groups the norm gains (2 D values per layer). */
@@ -346,7 +332,7 @@ static bool grad_sync_from_groups(const struct hx_ctx *ctx, const struct hx_plan
   bool any = false;
   for (int g = 0; g < plan->ngroups; g++) {
     const struct hx_group *gr = &plan->groups[g];
-    if (!group_covers(gr, layer))
+    if (!hx_grad_group_covers(gr, layer))
       continue;
     any = true;
     double bytes;
@@ -356,7 +342,7 @@ static bool grad_sync_from_groups(const struct hx_ctx *ctx, const struct hx_plan
       bytes = hx_nonlayer_grad_bytes(ctx, hx_group_holds(plan, gr)) /
               (gr->nslices > 0 ? gr->nslices : 1);
     else
-      bytes = grad_bytes_of_layer(ctx, layer) / (gr->nslices > 0 ? gr->nslices : 1);
+      bytes = layer_grad_bytes(ctx) / (gr->nslices > 0 ? gr->nslices : 1);
     double t = hx_allreduce_s(&ctx->cluster, gr->ranks, gr->nranks, bytes);
     for (int i = 0; i < gr->nranks; i++)
       per_rank[gr->ranks[i]] += t;
@@ -364,60 +350,60 @@ static bool grad_sync_from_groups(const struct hx_ctx *ctx, const struct hx_plan
   return any;
 }
 
-/* The stage of pipeline p holding `layer`; -1 stands for the embedding (on
- * the first stage), INT_MAX for the final norm and LM head (on the last). */
-static const struct hx_stage *stage_holding(const struct hx_pipeline *p, int layer) {
-  if (layer < 0)
-    return &p->stages[0];
-  if (layer == INT_MAX)
-    return &p->stages[p->nstages - 1];
-  for (int s = 0; s < p->nstages; s++)
-    if (p->stages[s].layer_begin <= layer && layer < p->stages[s].layer_end)
-      return &p->stages[s];
-  return NULL;
+int64_t hx_grad_slicing(const struct hx_plan *plan, int layer, int *width) {
+  int64_t nslices = 1;
+  int n = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
+    if (st) {
+      nslices = hx_lcm(nslices, st->tp);
+      n += hx_stage_replicas(st);
+    }
+  }
+  *width = n;
+  return nslices;
 }
 
-enum { MAX_SLICE_GROUP = 4096 };
-
-/* The lcm slicing of plan.h for `bytes` of weights held by the stage that
- * holds `layer` in every pipeline, derived from the stages when the plan
- * carries no gradient groups (symmetric plans). */
-static void grad_sync_slices(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer,
-                             double bytes, double *per_rank) {
-  int64_t nslices = 1;
+void hx_grad_slice_ranks(const struct hx_plan *plan, int layer, int64_t nslices, int64_t k,
+                         int *ranks) {
+  int n = 0;
   for (int i = 0; i < plan->npipelines; i++) {
-    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
-    if (st)
-      nslices = hx_lcm(nslices, st->tp);
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
+    for (int j = 0; st && j < hx_stage_replicas(st); j++)
+      ranks[n++] = st->devices[j * st->tp + k * st->tp / nslices];
   }
-  int members[MAX_SLICE_GROUP];
+}
+
+/* The lcm slicing for `bytes` of the weights of `layer`, derived from the
+ * stages when the plan carries no gradient groups (symmetric plans). */
+static void grad_sync_slices(const struct hx_ctx *ctx, struct hx_arena *scratch,
+                             const struct hx_plan *plan, int layer, double bytes,
+                             double *per_rank) {
+  enum { STACK_MEMBERS = 256 };
+  int stack[STACK_MEMBERS], width;
+  int64_t nslices = hx_grad_slicing(plan, layer, &width);
+  int *members = width <= STACK_MEMBERS ? stack : HX_NEW_ARRAY(scratch, int, width);
   for (int64_t k = 0; k < nslices; k++) {
-    int n = 0;
-    for (int i = 0; i < plan->npipelines; i++) {
-      const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
-      /* a stage with a layout holds one replica of its weights per unit */
-      for (int j = 0; st && j < hx_stage_replicas(st) && n < MAX_SLICE_GROUP; j++)
-        members[n++] = st->devices[j * st->tp + k * st->tp / nslices];
-    }
-    double t = hx_allreduce_s(&ctx->cluster, members, n, bytes / (double)nslices);
-    for (int i = 0; i < n; i++)
+    hx_grad_slice_ranks(plan, layer, nslices, k, members);
+    double t = hx_allreduce_s(&ctx->cluster, members, width, bytes / (double)nslices);
+    for (int i = 0; i < width; i++)
       per_rank[members[i]] += t;
   }
 }
 
-static void grad_sync_derived(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer,
-                              double *per_rank) {
+static void grad_sync_derived(const struct hx_ctx *ctx, struct hx_arena *scratch,
+                              const struct hx_plan *plan, int layer, double *per_rank) {
   const struct hx_model *m = &ctx->model;
   if (layer >= 0) {
-    grad_sync_slices(ctx, plan, layer, grad_bytes_of_layer(ctx, layer), per_rank);
+    grad_sync_slices(ctx, scratch, plan, layer, layer_grad_bytes(ctx), per_rank);
     return;
   }
-  grad_sync_slices(ctx, plan, -1, 4.0 * (double)m->params_embedding, per_rank);
+  grad_sync_slices(ctx, scratch, plan, -1, 4.0 * (double)m->params_embedding, per_rank);
   /* A tied LM head's copy of tok_emb on a later stage is kept in step by
    * Megatron's first-last stage all-reduce, left out here (one extra vocab x
    * hidden reduce per iteration, across pipeline stages, not pipelines). */
   double head = (double)(m->params_final_norm + m->params_head);
-  grad_sync_slices(ctx, plan, INT_MAX, 4.0 * head, per_rank);
+  grad_sync_slices(ctx, scratch, plan, HX_LAYER_HEAD, 4.0 * head, per_rank);
 }
 
 int hx_stage_replicas(const struct hx_stage *st) {
@@ -445,7 +431,7 @@ double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan
   if (plan->ndevices > STACK_RANKS)
     per_rank = HX_NEW_ARRAY(&scratch, double, plan->ndevices);
   if (!grad_sync_from_groups(ctx, plan, layer, per_rank))
-    grad_sync_derived(ctx, plan, layer, per_rank);
+    grad_sync_derived(ctx, &scratch, plan, layer, per_rank);
   double busiest = 0;
   for (int r = 0; r < plan->ndevices; r++)
     if (per_rank[r] > busiest)
@@ -475,27 +461,34 @@ double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan) 
   return sum;
 }
 
-bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
-                         int *worst_rank) {
+bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
+                    double *shortfall, int *worst_rank) {
+  const struct hx_cluster *c = &ctx->cluster;
   double worst = -INFINITY;
   int worst_at = -1;
+  for (int r = 0; need && r < plan->ndevices; r++)
+    need[r] = 0;
   for (int i = 0; i < plan->npipelines; i++) {
     const struct hx_pipeline *p = &plan->pipelines[i];
     for (int s = 0; s < p->nstages; s++) {
       const struct hx_stage *st = &p->stages[s];
       bool first = s == 0, last = s == p->nstages - 1;
       int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
-      double need =
-          hx_stage_memory_bytes(ctx, st, first, last, p->micro_batch_size, keep);
+      double bytes = 0;
       for (int k = 0; k < st->ndevices; k++) {
-        const struct hx_cluster *c = &ctx->cluster;
-        if (st->seq_layout)
-          need = hx_seq_unit_memory_bytes(ctx, st, k / st->tp, first, last, p->micro_batch_size,
-                                          keep);
-        double have = (double)c->gpus[c->devices[st->devices[k]].gpu_type].memory_bytes;
-        if (need - have > worst) {
-          worst = need - have;
-          worst_at = st->devices[k];
+        /* a stage with a layout: each unit of tp devices has its own need */
+        if (k == 0 || (st->seq_layout && k % st->tp == 0))
+          bytes = st->seq_layout ? hx_seq_unit_memory_bytes(ctx, st, k / st->tp, first, last,
+                                                            p->micro_batch_size, keep)
+                                 : hx_stage_memory_bytes(ctx, st, first, last,
+                                                         p->micro_batch_size, keep);
+        int r = st->devices[k];
+        if (need)
+          need[r] = bytes;
+        double have = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
+        if (bytes - have > worst) {
+          worst = bytes - have;
+          worst_at = r;
         }
       }
     }
@@ -507,6 +500,11 @@ bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, d
   return worst_at >= 0 && worst <= 0;
 }
 
+bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
+                         int *worst_rank) {
+  return hx_plan_memory(ctx, plan, NULL, shortfall, worst_rank);
+}
+
 /* 1F1B and GPipe share the bubble term for a pipeline whose stages take
  * f_s + b_s: the slowest stage repeats m - 1 times, every stage (and hop)
  * once on the critical path. bwd[s] and hop[s] (to stage s + 1) are kept for
@@ -516,13 +514,14 @@ static double pipeline_estimate_s(const struct hx_ctx *ctx, const struct hx_pipe
   double slowest = 0, chain = 0;
   for (int s = 0; s < p->nstages; s++) {
     const struct hx_stage *st = &p->stages[s];
-    bool first = s == 0, last = s == p->nstages - 1;
-    double b = hx_stage_bwd_s(ctx, st, first, last, p->micro_batch_size);
-    double t = hx_stage_fwd_s(ctx, st, first, last, p->micro_batch_size) + b;
+    bool last = s == p->nstages - 1;
+    struct hx_stage_times times;
+    hx_stage_times(ctx, st, s == 0, last, p->micro_batch_size, true, &times);
+    double t = times.fwd + times.bwd;
     if (t > slowest)
       slowest = t;
     chain += t;
-    bwd[s] = b;
+    bwd[s] = times.bwd;
     hop[s] = last ? 0 : hx_hop_s(ctx, st, &p->stages[s + 1], p->micro_batch_size);
     chain += 2 * hop[s];
   }
@@ -533,7 +532,7 @@ static double pipeline_estimate_s(const struct hx_ctx *ctx, const struct hx_pipe
 static int next_boundary(const struct hx_plan *plan, int layer) {
   int next = INT_MAX;
   for (int i = 0; i < plan->npipelines; i++) {
-    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
     if (st && st->layer_end < next)
       next = st->layer_end;
   }
@@ -556,7 +555,7 @@ static void backward_ends(const struct hx_pipeline *p, double end, const double 
 /* Whether every pipeline starts a new stage at `layer`. */
 static bool aligned_boundary(const struct hx_plan *plan, int layer) {
   for (int i = 0; i < plan->npipelines; i++) {
-    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
     if (st && st->layer_begin != layer)
       return false;
   }

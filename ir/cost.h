@@ -73,9 +73,19 @@ double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool 
  * plus, when st->recompute, one more forward with its own all-reduces. */
 double hx_stage_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                       int64_t mbs);
-/* The same split per piece, for the simulator's per-layer backward of the
- * last micro-batch: backward time of the head part (last stage: final norm +
- * LM head + loss), of one decoder layer, and of the embedding (0 compute). */
+/* hx_stage_fwd_s, hx_stage_bwd_s and the per-layer split of the backward,
+ * priced in one call: the simulator and the closed-form estimate read them
+ * all. with_comm false prices every transfer inside the stage at 0 (the
+ * simulator's zero_comm). bwd = layers x layer_bwd + head_bwd; head_bwd is 0
+ * unless `last`. */
+struct hx_stage_times {
+  double fwd, layer_bwd, head_bwd, bwd;
+};
+void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                    int64_t mbs, bool with_comm, struct hx_stage_times *out);
+/* The backward split per piece (hx_stage_times gives both at once):
+ * backward time of the head part (last stage: final norm + LM head + loss)
+ * and of one decoder layer; the embedding's is 0 (a scatter-add). */
 double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 
@@ -119,8 +129,6 @@ double hx_broadcast_s(const struct hx_cluster *c, const int *ranks, int n, doubl
 /* All-to-all where each member holds `bytes` and keeps 1/n of it:
  * (n-1)/n * bytes / min_bw + (n-1) * max_lat; 0 when n <= 1. */
 double hx_alltoall_s(const struct hx_cluster *c, const int *ranks, int n, double bytes);
-/* Ring all-gather / reduce-scatter of a `bytes` buffer: half an all-reduce. */
-double hx_allgather_s(const struct hx_cluster *c, const int *ranks, int n, double bytes);
 /* Slowest bandwidth and largest latency over all pairs of ranks[0..n). */
 void hx_group_links(const struct hx_cluster *c, const int *ranks, int n, double *min_bw,
                     double *max_lat);
@@ -138,14 +146,21 @@ int hx_best_leader(const struct hx_ctx *ctx, const struct hx_stage *from, const 
 
 /* ---- gradient synchronisation ------------------------------------------ */
 
-/* Gradient bytes of one decoder layer on one member of a TP group of degree
- * tp (4 bytes each: Megatron all-reduces the fp32 main_grad). */
-double hx_layer_grad_bytes(const struct hx_ctx *ctx, int tp);
 /* fp32 gradient bytes of the weights outside the decoder layers that a
  * layer -1 group holding `holds` (HX_HOLDS_* mask) reduces: the embedding,
  * and/or the final norm and LM head. Each is charged to exactly one set of
  * groups. */
 double hx_nonlayer_grad_bytes(const struct hx_ctx *ctx, unsigned holds);
+/* plan.h's lcm slicing of the weights of `layer` (as hx_stage_holding
+ * takes it) for plans that carry no gradient groups: with TP degrees
+ * t_1..t_k of the stages holding it, nslices = lcm(t_i), and slice j is
+ * all-reduced among TP rank j*t_i/nslices of each weight replica (a stage
+ * with a layout holds one per unit). Returns nslices; *width gets the members
+ * of every slice. */
+int64_t hx_grad_slicing(const struct hx_plan *plan, int layer, int *width);
+/* The `width` members of slice k of nslices, into ranks. */
+void hx_grad_slice_ranks(const struct hx_plan *plan, int layer, int64_t nslices, int64_t k,
+                         int *ranks);
 /* Time to synchronise decoder layer `layer`'s gradients across the plan's
  * pipelines. Uses the plan's HX_GROUP_GRAD / HX_GROUP_UNSPLIT groups for that
  * layer when it has any; otherwise the lcm slicing of plan.h: with TP degrees
@@ -174,6 +189,10 @@ double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan);
  * fit) and *worst_rank that device (either may be NULL). */
 bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
                          int *worst_rank);
+/* The same check, and need[r] (when need is not NULL: plan->ndevices
+ * entries) what rank r needs at its peak, 0 for unused ranks. */
+bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
+                    double *shortfall, int *worst_rank);
 
 /* Closed-form iteration estimate for searches: per pipeline the 1F1B (or
  * GPipe) makespan (m - 1) * max_s(f_s + b_s) + sum_s(f_s + b_s + 2 hop_s);

@@ -39,6 +39,22 @@ struct hx_seq_layout *hx_seq_layout_new(struct hx_arena *a, int tp, int nunits, 
   return l;
 }
 
+struct hx_seq_layout *hx_seq_layout_grouped(struct hx_arena *a, int tp, int nunits, int ngroups,
+                                            const int *group_of) {
+  struct hx_seq_layout *l = hx_seq_layout_new(a, tp, nunits, ngroups);
+  int k = 0;
+  for (int g = 0; g < ngroups; g++) {
+    l->group_start[g] = k;
+    for (int u = 0; u < nunits; u++)
+      if (group_of[u] == g) {
+        l->order[k++] = u;
+        l->group_of[u] = g;
+      }
+  }
+  l->group_start[ngroups] = k;
+  return l;
+}
+
 #define COPY_INTO(dst, src, n) memcpy((dst), (src), sizeof *(src) * (size_t)(n))
 
 struct hx_seq_layout *hx_seq_layout_copy(struct hx_arena *a, const struct hx_seq_layout *src) {
@@ -127,6 +143,15 @@ int64_t hx_seq_group_tokens(const struct hx_seq_layout *l, int g) {
   for (int k = l->group_start[g]; k < l->group_start[g + 1]; k++)
     t += l->tokens[l->order[k]];
   return t;
+}
+
+int hx_seq_largest_group(const struct hx_seq_layout *l) {
+  int most = 0;
+  for (int g = 0; g < l->ngroups; g++) {
+    int n = l->group_start[g + 1] - l->group_start[g];
+    most = n > most ? n : most;
+  }
+  return most;
 }
 
 static int64_t group_front(const struct hx_seq_layout *l, int g) {
@@ -383,10 +408,9 @@ static double ring_attention_s(const struct ring_steps *r, int g, double per_pai
   return t;
 }
 
-double hx_seq_ring_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int u, int64_t mbs) {
+double hx_seq_ring_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int64_t mbs) {
   static _Thread_local struct ring_steps r; /* 160 KiB: off the stack */
   ring_prepare(ctx, l, mbs, 1, &r);
-  (void)u; /* the ring moves in lockstep: every unit waits for every step */
   return r.total;
 }
 
@@ -544,9 +568,9 @@ bool hx_seq_stage_memory_fits(const struct hx_ctx *ctx, const struct hx_stage *s
 int64_t hx_seq_unit_token_capacity(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
                                    bool first, bool last, int64_t mbs, int64_t in_flight) {
   const struct hx_seq_layout *l = st->seq_layout;
-  double fixed = hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight) -
-                 (double)l->tokens[u] * (double)mbs * act_bytes_per_token(ctx, st, last, in_flight);
   double per = (double)mbs * act_bytes_per_token(ctx, st, last, in_flight);
+  double fixed = hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight) -
+                 (double)l->tokens[u] * per;
   double room = l->unit_memory[u] - fixed;
   if (room <= 0 || per <= 0)
     return room > 0 ? ctx->model.seq_len : 0;

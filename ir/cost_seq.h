@@ -22,12 +22,18 @@
  * hidden size, hd the head size, e the element size (forward):
  *   other layers   n_u x (flops_layer_fwd - 2 D (T+1)) / (tp F_u) + 2 TP
  *                  all-reduces of n_u D e bytes in the unit
- *   attention      4 hd k_u P_g / F_u, P_g = sum over the group's tokens t of
- *                  (t + 1) (causal pairs); the pairs inside the group (own)
- *                  run first, the rest overlaps the K/V ring:
- *                  own + max(rest, ring_u)
- *   K/V ring       ring_u = (T - T_g) x 2 hd kvh_u e / ring_bw + (G-1) ring_lat,
- *                  kvh_u = K/V heads the device's query heads use (GQA)
+ *   attention      4 hd k_u / F_u per causal (query, key) pair of the
+ *                  group's tokens, its slowest unit setting the group's pace;
+ *                  the pairs against its own keys run first, the others
+ *                  overlap the K/V ring step by step: group g's attention is
+ *                  sum over steps s of max(its pairs against the block it got
+ *                  at step s - 1, transfer of step s + 1)
+ *   K/V ring       G - 1 lockstep steps; at step s the hop into group g
+ *                  carries group g - s's block: t tokens x 2 kvh hd e /
+ *                  hop_bw + hop_lat, kvh = the most K/V heads a unit of g
+ *                  reads (GQA); a step takes its slowest (block, hop). Rings
+ *                  of more than 16 groups are bounded instead: every step the
+ *                  slowest, all non-own pairs overlapping the whole ring
  *   all-to-all     ragged, per group: sender u sends n_u x (k_v + 2 kvh_v) hd e
  *                  to each v (Q, K, V in) and gets back n_u x k_w hd e from each
  *                  w (output): max over members of max(sent, received) /
@@ -68,6 +74,11 @@ struct hx_seq_layout {
 
 /* A layout of nunits units in ngroups groups, arrays allocated and zeroed. */
 struct hx_seq_layout *hx_seq_layout_new(struct hx_arena *a, int tp, int nunits, int ngroups);
+/* A layout whose units are grouped by group_of[u] in [0, ngroups): groups
+ * in ring order by index, a group's units by index; tokens, heads and links
+ * still zero. */
+struct hx_seq_layout *hx_seq_layout_grouped(struct hx_arena *a, int tp, int nunits, int ngroups,
+                                            const int *group_of);
 /* A deep copy (the search mutates copies). */
 struct hx_seq_layout *hx_seq_layout_copy(struct hx_arena *a, const struct hx_seq_layout *src);
 /* Fills the cached link and device figures for the stage's devices. */
@@ -83,6 +94,8 @@ struct hx_range hx_seq_device_heads(const struct hx_seq_layout *l, const struct 
                                     int tp_rank);
 /* Tokens of group g (sum over its units). */
 int64_t hx_seq_group_tokens(const struct hx_seq_layout *l, int g);
+/* Units of the largest group: a stage's hp. */
+int hx_seq_largest_group(const struct hx_seq_layout *l);
 
 /* Sum of (t + 1) over t in [begin, begin + len): the causal key count of
  * those queries. Exact in doubles up to 2^53 / T tokens. */
@@ -111,8 +124,9 @@ double hx_seq_stage_step_s(const struct hx_ctx *ctx, const struct hx_stage *st, 
 /* The ragged all-to-all time of group g for one sequence -> head exchange of
  * mbs sequences (Q, K, V in) plus the head -> sequence exchange (output). */
 double hx_seq_a2a_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int g, int64_t mbs);
-/* Unit u's K/V ring transfer for one forward of mbs sequences. */
-double hx_seq_ring_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int u, int64_t mbs);
+/* The K/V ring's transfer time for one forward of mbs sequences: the ring
+ * moves in lockstep, so every unit waits for every step. */
+double hx_seq_ring_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int64_t mbs);
 /* K/V heads that unit u's devices read (query heads grouped by GQA). */
 int64_t hx_seq_kv_heads_used(const struct hx_seq_layout *l, const struct hx_model *m, int u);
 

@@ -5,13 +5,13 @@
 #include <string.h>
 
 static FILE *diag_stream;
-static int errors, warnings;
+static int errors;
 static int last_printed = 1; /* whether the last error/warning was printed, for notes */
 
 void hx_diag_set_stream(FILE *f) { diag_stream = f; }
 
 void hx_diag_reset(void) {
-  errors = warnings = 0;
+  errors = 0;
   last_printed = 1;
 }
 
@@ -71,21 +71,26 @@ static void vreport(const char *kind, struct location loc, const char *fmt, va_l
   print_source_line(loc);
 }
 
-void hx_error(struct location loc, const char *fmt, ...) {
+/* Counts an error and prints it unless the limit was reached; the error that
+ * reaches the limit is followed by the "too many errors" line. */
+static void verror(struct location loc, const char *fmt, va_list ap) {
   errors++;
   last_printed = errors <= HX_MAX_ERRORS;
   if (!last_printed)
     return;
-  va_list ap;
-  va_start(ap, fmt);
   vreport("error", loc, fmt, ap);
-  va_end(ap);
   if (errors == HX_MAX_ERRORS)
     fprintf(out(), "hexic: fatal error: too many errors (%d), stopping\n", HX_MAX_ERRORS);
 }
 
+void hx_error(struct location loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  verror(loc, fmt, ap);
+  va_end(ap);
+}
+
 void hx_warning(struct location loc, const char *fmt, ...) {
-  warnings++;
   last_printed = errors < HX_MAX_ERRORS;
   if (!last_printed)
     return;
@@ -105,13 +110,9 @@ void hx_note(struct location loc, const char *fmt, ...) {
 }
 
 void hx_error_plain(const char *fmt, ...) {
-  errors++;
-  last_printed = errors <= HX_MAX_ERRORS;
-  if (!last_printed)
-    return;
   va_list ap;
   va_start(ap, fmt);
-  vreport("error", (struct location){0}, fmt, ap);
+  verror((struct location){0}, fmt, ap);
   va_end(ap);
 }
 
@@ -126,7 +127,6 @@ void hx_internal_error(const char *fmt, ...) {
 }
 
 int hx_error_count(void) { return errors; }
-int hx_warning_count(void) { return warnings; }
 int hx_too_many_errors(void) { return errors >= HX_MAX_ERRORS; }
 
 /* Levenshtein distance, capped: names are short identifiers. */

@@ -37,7 +37,6 @@ void hx_error_plain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void hx_internal_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int hx_error_count(void);
-int hx_warning_count(void);
 /* True once HX_MAX_ERRORS errors were reported: callers should stop early. */
 int hx_too_many_errors(void);
 

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "../passes/frontend.h"
 #include "../passes/passes.h"
 #include "units.h"
 
@@ -71,14 +72,9 @@ static void dump_value(const struct hx_value *v, FILE *f) {
   }
 }
 
-static const char *block_keyword(enum hx_block_kind k) {
-  static const char *const names[] = {"model", "train", "gpu", "node", "link", "network", "planner"};
-  return names[k];
-}
-
 void hx_dump_ast(const struct hx_ctx *ctx, FILE *f) {
   for (const struct hx_block *b = ctx->ast.first; b; b = b->next) {
-    fputs(block_keyword(b->kind), f);
+    fputs(hx_block_keywords[b->kind], f);
     if (b->name) {
       fputc(' ', f);
       dump_string(b->name, f);
@@ -118,16 +114,12 @@ static void dump_model_fields(const struct hx_model *m, FILE *f) {
 }
 
 static void dump_train(const struct hx_train *t, FILE *f) {
-  static const char *const precision[] = {"bf16", "fp32"};
-  static const char *const recompute[] = {"none", "full", "auto"};
-  static const char *const optimizer[] = {"adamw", "sgd"};
-  static const char *const schedule[] = {"1f1b", "gpipe"};
   fputs("train", f);
   dump_loc(t->loc, f);
   fprintf(f, "  global_batch %" PRId64 "\n  micro_batch %" PRId64 "%s\n", t->global_batch, t->micro_batch,
           t->micro_batch ? "" : " (the planner chooses)");
-  fprintf(f, "  precision %s\n  recompute %s\n  optimizer %s\n  schedule %s\n", precision[t->precision],
-          recompute[t->recompute], optimizer[t->optimizer], schedule[t->schedule]);
+  fprintf(f, "  precision %s\n  recompute %s\n  optimizer %s\n  schedule %s\n", hx_precision_names[t->precision],
+          hx_recompute_names[t->recompute], hx_optimizer_names[t->optimizer], hx_schedule_names[t->schedule]);
   fprintf(f, "  lr %.10g\n  beta1 %.10g\n  beta2 %.10g\n  eps %.10g\n  weight_decay %.10g\n  grad_clip %.10g\n", t->lr,
           t->beta1, t->beta2, t->eps, t->weight_decay, t->grad_clip);
   fprintf(f, "  warmup_steps %" PRId64 "\n  steps %" PRId64 "\n  seed %" PRId64 "\n", t->warmup_steps, t->steps,

@@ -1,6 +1,7 @@
 /* The stable text form of a plan (--print-after=baseline|schedule|simulate):
  * fixed field order, numbers printed with fixed precision, no pointers. */
 #include "../passes/passes.h"
+#include "plan_util.h"
 
 static void dump_stage(const struct hx_stage *st, int s, FILE *f) {
   fprintf(f, "    stage %d: layers [%d, %d) tp %d cp %d hp %d leader %d%s ranks [", s,
@@ -11,24 +12,8 @@ static void dump_stage(const struct hx_stage *st, int s, FILE *f) {
   fputs("]\n", f);
 }
 
-static const char *group_kind_name(enum hx_group_kind k) {
-  switch (k) {
-  case HX_GROUP_TP:
-    return "tp";
-  case HX_GROUP_GRAD:
-    return "grad";
-  case HX_GROUP_UNSPLIT:
-    return "unsplit";
-  case HX_GROUP_CP_RING:
-    return "cp_ring";
-  case HX_GROUP_HP_A2A:
-    return "hp_a2a";
-  }
-  return "?";
-}
-
 static void dump_group(const struct hx_group *g, FILE *f) {
-  fprintf(f, "  group %s layers [%d, %d) slice %d/%d ranks [", group_kind_name(g->kind),
+  fprintf(f, "  group %s layers [%d, %d) slice %d/%d ranks [", hx_group_kind_name(g->kind),
           g->layer_begin, g->layer_end, g->slice, g->nslices);
   for (int k = 0; k < g->nranks; k++)
     fprintf(f, "%s%d", k ? ", " : "", g->ranks[k]);

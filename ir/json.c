@@ -50,7 +50,12 @@ static void parse_value(struct reader *r, struct hx_json *v, int depth);
 
 static const char *parse_string(struct reader *r) {
   r->p++; /* the opening quote */
-  char *out = hx_alloc(r->a, (size_t)(r->end - r->p) + 1), *o = out;
+  /* size the copy by this string, not by the rest of the file: every key is
+   * a string, so that would make parsing quadratic in memory */
+  const char *q = r->p;
+  while (q < r->end && *q != '"')
+    q += *q == '\\' && q + 1 < r->end ? 2 : 1;
+  char *out = hx_alloc(r->a, (size_t)(q - r->p) + 1), *o = out;
   while (r->p < r->end && *r->p != '"') {
     unsigned char c = (unsigned char)*r->p;
     if (c < 0x20) {
@@ -187,9 +192,12 @@ static void parse_value(struct reader *r, struct hx_json *v, int depth) {
   } else if (c == '"') {
     v->kind = HX_JSON_STRING;
     v->string = parse_string(r);
-  } else if (literal(r, "true") || literal(r, "false")) {
+  } else if (literal(r, "true")) {
     v->kind = HX_JSON_BOOL;
-    v->boolean = r->p[-1] == 'e' && r->p[-2] == 'u';
+    v->boolean = true;
+  } else if (literal(r, "false")) {
+    v->kind = HX_JSON_BOOL;
+    v->boolean = false;
   } else if (literal(r, "null")) {
     v->kind = HX_JSON_NULL;
   } else {
@@ -227,10 +235,9 @@ bool hx_json_int(const struct hx_json *v, int64_t lo, int64_t hi, int64_t *out) 
 void hx_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p == '\n')
-      fputs("\\n", f);
+    const char *esc = strchr("\"\\\b\f\n\r\t", *p);
+    if (esc) /* the short escapes, which hx_json_parse reads back */
+      fprintf(f, "\\%c", "\"\\bfnrt"[esc - "\"\\\b\f\n\r\t"]);
     else if (*p < 0x20)
       fprintf(f, "\\u%04x", *p);
     else

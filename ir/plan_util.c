@@ -152,6 +152,41 @@ int hx_plan_used_devices(const struct hx_plan *plan) {
   return n;
 }
 
+const struct hx_stage *hx_stage_holding(const struct hx_pipeline *p, int layer) {
+  if (layer < 0)
+    return &p->stages[0];
+  if (layer == HX_LAYER_HEAD)
+    return &p->stages[p->nstages - 1];
+  for (int s = 0; s < p->nstages; s++)
+    if (p->stages[s].layer_begin <= layer && layer < p->stages[s].layer_end)
+      return &p->stages[s];
+  return NULL;
+}
+
+bool hx_grad_group_covers(const struct hx_group *g, int layer) {
+  if (g->kind != HX_GROUP_GRAD && g->kind != HX_GROUP_UNSPLIT)
+    return false;
+  if (layer < 0 || layer == HX_LAYER_HEAD)
+    return g->layer_begin < 0;
+  return g->layer_begin <= layer && layer < g->layer_end;
+}
+
+const char *hx_group_kind_name(enum hx_group_kind kind) {
+  switch (kind) {
+  case HX_GROUP_TP:
+    return "tp";
+  case HX_GROUP_GRAD:
+    return "grad";
+  case HX_GROUP_UNSPLIT:
+    return "unsplit";
+  case HX_GROUP_CP_RING:
+    return "cp_ring";
+  case HX_GROUP_HP_A2A:
+    return "hp_a2a";
+  }
+  return "?";
+}
+
 int64_t hx_gcd(int64_t a, int64_t b) {
   while (b) {
     int64_t t = a % b;

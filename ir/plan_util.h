@@ -3,6 +3,7 @@
 #ifndef HX_PLAN_UTIL_H
 #define HX_PLAN_UTIL_H
 
+#include <limits.h>
 #include <stdio.h>
 
 #include "arena.h"
@@ -33,6 +34,18 @@ unsigned hx_group_holds(const struct hx_plan *plan, const struct hx_group *g);
 int64_t hx_plan_batch(const struct hx_plan *plan);
 /* Number of devices some stage uses. */
 int hx_plan_used_devices(const struct hx_plan *plan);
+/* The stage of pipeline p that holds decoder layer `layer`; layer < 0 stands
+ * for the embedding (the first stage), HX_LAYER_HEAD for the final norm and
+ * LM head (the last stage). NULL when no stage holds the layer. */
+#define HX_LAYER_HEAD INT_MAX
+const struct hx_stage *hx_stage_holding(const struct hx_pipeline *p, int layer);
+/* Whether a gradient group (HX_GROUP_GRAD / UNSPLIT) reduces `layer`'s
+ * weights; layer < 0 and HX_LAYER_HEAD are the layer -1 groups. False for
+ * every other kind. */
+bool hx_grad_group_covers(const struct hx_group *g, int layer);
+/* A group kind as plan.json spells it ("tp", "grad", "unsplit", "cp_ring",
+ * "hp_a2a"); "?" for a value outside the enum. */
+const char *hx_group_kind_name(enum hx_group_kind kind);
 /* Greatest common divisor / least common multiple of positive ints. */
 int64_t hx_gcd(int64_t a, int64_t b);
 int64_t hx_lcm(int64_t a, int64_t b);

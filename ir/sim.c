@@ -10,11 +10,10 @@
 #include <string.h>
 
 #include "cost.h"
-#include "cost_seq.h"
 #include "plan_util.h"
 
 /* The head's slot in per-layer indices: after every decoder layer. */
-#define HEAD_LAYER INT_MAX
+#define HEAD_LAYER HX_LAYER_HEAD
 
 struct task {
   enum hx_sim_event_kind kind;
@@ -127,49 +126,21 @@ static int link_res(const struct sim *s, int gstage, bool backward) {
 }
 static int dp_res(const struct sim *s, int rank) { return 3 * s->nstages + rank; }
 
-/* Per-piece durations of a stage, priced once. */
+/* Per-piece durations of a stage (ir/cost.c), priced once, and its hop to
+ * the next stage. */
 struct stage_times {
   double fwd, layer_bwd, head_bwd, bwd, hop_next;
 };
 
-/* A stage with a context x head layout: lockstep per-layer costs from
- * ir/cost_seq.c (all-to-all and the ring inside each layer). */
-static struct stage_times seq_stage_times(const struct sim *s, const struct hx_pipeline *p,
-                                          int si) {
-  const struct hx_stage *st = &p->stages[si];
-  bool first = si == 0, last = si == p->nstages - 1;
-  struct hx_seq_stage_cost c;
-  hx_seq_stage_cost(s->ctx, st, p->micro_batch_size, !s->zero_comm, &c);
-  int nl = st->layer_end - st->layer_begin;
-  struct stage_times t;
-  t.fwd = nl * c.layer_fwd + (last ? c.head_fwd : 0) + (first ? c.embed_fwd : 0);
-  t.layer_bwd = c.layer_bwd;
-  t.head_bwd = last ? c.head_bwd : 0;
-  t.bwd = nl * t.layer_bwd + t.head_bwd;
-  t.hop_next =
-      last || s->zero_comm ? 0 : hx_hop_s(s->ctx, st, &p->stages[si + 1], p->micro_batch_size);
-  return t;
-}
-
 static struct stage_times stage_times(const struct sim *s, const struct hx_pipeline *p, int si) {
-  const struct hx_ctx *ctx = s->ctx;
   const struct hx_stage *st = &p->stages[si];
-  if (st->seq_layout)
-    return seq_stage_times(s, p, si);
-  bool first = si == 0, last = si == p->nstages - 1;
+  bool last = si == p->nstages - 1;
   int64_t mbs = p->micro_batch_size;
-  double comm = s->zero_comm ? 0 : 1;
-  int nl = st->layer_end - st->layer_begin;
-  double ar = comm * hx_layer_tp_comm_s(ctx, st, mbs) / 2; /* one TP all-reduce */
-  double lc = hx_layer_compute_s(ctx, st, mbs);
-  struct stage_times t;
-  double flops = hx_stage_fwd_flops(&ctx->model, st->layer_begin, st->layer_end, first, last,
-                                    mbs * ctx->model.seq_len);
-  t.fwd = flops / st->tp / hx_stage_min_flops(&ctx->cluster, st) + (2 * nl + first) * ar;
-  t.layer_bwd = 2 * lc + 2 * ar + (st->recompute ? lc + 2 * ar : 0);
-  t.head_bwd = last ? hx_head_bwd_s(ctx, st, mbs) : 0;
-  t.bwd = nl * t.layer_bwd + t.head_bwd;
-  t.hop_next = last ? 0 : comm * hx_hop_s(ctx, st, &p->stages[si + 1], mbs);
+  struct hx_stage_times c;
+  hx_stage_times(s->ctx, st, si == 0, last, mbs, !s->zero_comm, &c);
+  struct stage_times t = {c.fwd, c.layer_bwd, c.head_bwd, c.bwd, 0};
+  if (!last && !s->zero_comm)
+    t.hop_next = hx_hop_s(s->ctx, st, &p->stages[si + 1], mbs);
   return t;
 }
 
@@ -326,50 +297,15 @@ static void grad_task(struct sim *s, const int *ranks, int n, int layer, double 
   }
 }
 
-static const struct hx_stage *stage_holding(const struct hx_pipeline *p, int layer) {
-  if (layer < 0)
-    return &p->stages[0];
-  if (layer == HEAD_LAYER)
-    return &p->stages[p->nstages - 1];
-  for (int si = 0; si < p->nstages; si++)
-    if (p->stages[si].layer_begin <= layer && layer < p->stages[si].layer_end)
-      return &p->stages[si];
-  return NULL;
-}
-
 /* Symmetric form (plan.h's lcm slicing) when the plan has no groups. */
 static void derived_grad_tasks(struct sim *s, int layer, double bytes) {
-  const struct hx_plan *plan = s->plan;
-  int64_t nslices = 1;
-  for (int i = 0; i < plan->npipelines; i++) {
-    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
-    if (st)
-      nslices = hx_lcm(nslices, st->tp);
-  }
-  int replicas = 0;
-  for (int i = 0; i < plan->npipelines; i++) {
-    const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
-    replicas += st ? hx_stage_replicas(st) : 0;
-  }
-  int *ranks = HX_NEW_ARRAY(&s->scratch, int, replicas + 1);
+  int width;
+  int64_t nslices = hx_grad_slicing(s->plan, layer, &width);
+  int *ranks = HX_NEW_ARRAY(&s->scratch, int, width + 1);
   for (int64_t k = 0; k < nslices; k++) {
-    int n = 0;
-    for (int i = 0; i < plan->npipelines; i++) {
-      const struct hx_stage *st = stage_holding(&plan->pipelines[i], layer);
-      /* a stage with a layout keeps one replica of its weights per unit */
-      for (int j = 0; st && j < hx_stage_replicas(st); j++)
-        ranks[n++] = st->devices[j * st->tp + k * st->tp / nslices];
-    }
-    grad_task(s, ranks, n, layer, bytes / (double)nslices, false);
+    hx_grad_slice_ranks(s->plan, layer, nslices, k, ranks);
+    grad_task(s, ranks, width, layer, bytes / (double)nslices, false);
   }
-}
-
-static bool plan_group_covers(const struct hx_group *g, int layer) {
-  if (g->kind != HX_GROUP_GRAD && g->kind != HX_GROUP_UNSPLIT)
-    return false;
-  if (layer < 0 || layer == HEAD_LAYER)
-    return g->layer_begin < 0;
-  return g->layer_begin <= layer && layer < g->layer_end;
 }
 
 static bool plan_has_grad_groups(const struct hx_plan *plan) {
@@ -399,7 +335,7 @@ static void build_grad_sync(struct sim *s) {
     }
     for (int g = 0; g < plan->ngroups; g++) {
       const struct hx_group *gr = &plan->groups[g];
-      if (!plan_group_covers(gr, layer))
+      if (!hx_grad_group_covers(gr, layer))
         continue;
       /* Head-only groups start when the head's backward is done (their
        * members are last stages); groups holding the embedding run after
@@ -558,46 +494,6 @@ static bool run(struct sim *s) {
 
 /* ---- results ----------------------------------------------------------- */
 
-static int64_t max_in_flight(struct sim *s, enum hx_pp_schedule sched, int si, int nst, int m) {
-  int *order = stage_order(s, sched, si, nst, m);
-  int64_t live = 0, peak = 0;
-  for (int k = 0; k < 2 * m; k++) {
-    live += order[k] > 0 ? 1 : -1;
-    if (live > peak)
-      peak = live;
-  }
-  return peak;
-}
-
-static void fill_memory(struct sim *s, struct hx_plan *plan, struct hx_sim_options *opt) {
-  const struct hx_cluster *c = &s->ctx->cluster;
-  opt->memory_shortfall = -INFINITY;
-  opt->worst_rank = -1;
-  for (int r = 0; r < plan->ndevices; r++)
-    plan->sim.peak_memory[r] = 0;
-  for (int i = 0; i < plan->npipelines; i++) {
-    const struct hx_pipeline *p = &plan->pipelines[i];
-    for (int si = 0; si < p->nstages; si++) {
-      const struct hx_stage *st = &p->stages[si];
-      int64_t keep = max_in_flight(s, plan->schedule, si, p->nstages, (int)p->micro_batches);
-      double need = hx_stage_memory_bytes(s->ctx, st, si == 0, si == p->nstages - 1,
-                                          p->micro_batch_size, keep);
-      for (int k = 0; k < st->ndevices; k++) {
-        int r = st->devices[k];
-        if (st->seq_layout)
-          need = hx_seq_unit_memory_bytes(s->ctx, st, k / st->tp, si == 0, si == p->nstages - 1,
-                                          p->micro_batch_size, keep);
-        plan->sim.peak_memory[r] = need;
-        double have = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
-        if (need - have > opt->memory_shortfall) {
-          opt->memory_shortfall = need - have;
-          opt->worst_rank = r;
-        }
-      }
-    }
-  }
-}
-
 static void add_busy(struct hx_plan *plan, const struct hx_stage *st, double dur) {
   for (int k = 0; k < st->ndevices; k++)
     plan->sim.busy_s[st->devices[k]] += dur;
@@ -606,6 +502,10 @@ static void add_busy(struct hx_plan *plan, const struct hx_stage *st, double dur
 static void fill_figures(struct sim *s, struct hx_plan *plan) {
   struct hx_sim_result *r = &plan->sim;
   double pipe_end = 0, grad_end = 0, end = 0;
+  /* phase_busy: device-seconds of forward and backward; stage_busy: each
+   * flat stage's forward + backward time */
+  double phase_busy = 0, busiest = 0;
+  double *stage_busy = HX_NEW_ARRAY(&s->scratch, double, s->nstages);
   for (int d = 0; d < plan->ndevices; d++)
     r->busy_s[d] = 0;
   for (int id = 0; id < s->ntasks; id++) {
@@ -615,34 +515,18 @@ static void fill_figures(struct sim *s, struct hx_plan *plan) {
     if (t->kind == HX_EV_FORWARD || t->kind == HX_EV_BACKWARD) {
       if (t->end > pipe_end)
         pipe_end = t->end;
+      stage_busy[t->gstage] += t->dur;
+      phase_busy += t->dur * plan->pipelines[t->pipeline].stages[t->stage].ndevices;
     } else if (t->kind == HX_EV_ALLREDUCE && t->end > grad_end) {
       grad_end = t->end;
     }
     if (t->gstage >= 0)
       add_busy(plan, &plan->pipelines[t->pipeline].stages[t->stage], t->dur);
   }
-  double phase_busy = 0, busiest = 0;
-  int used = 0;
-  for (int id = 0; id < s->ntasks; id++) {
-    const struct task *t = &s->tasks[id];
-    if (t->kind == HX_EV_FORWARD || t->kind == HX_EV_BACKWARD)
-      phase_busy += t->dur * plan->pipelines[t->pipeline].stages[t->stage].ndevices;
-  }
-  for (int i = 0; i < plan->npipelines; i++)
-    for (int si = 0; si < plan->pipelines[i].nstages; si++) {
-      const struct hx_stage *st = &plan->pipelines[i].stages[si];
-      used += st->ndevices;
-      /* compute_s: the busiest stage's forward + backward time */
-      double busy = 0;
-      for (int id = 0; id < s->ntasks; id++) {
-        const struct task *t = &s->tasks[id];
-        if (t->pipeline == i && t->stage == si &&
-            (t->kind == HX_EV_FORWARD || t->kind == HX_EV_BACKWARD))
-          busy += t->dur;
-      }
-      if (busy > busiest)
-        busiest = busy;
-    }
+  /* compute_s: the busiest stage's forward + backward time */
+  for (int gs = 0; gs < s->nstages; gs++)
+    busiest = fmax(busiest, stage_busy[gs]);
+  int used = hx_plan_used_devices(plan);
   double sync_end = grad_end > pipe_end ? grad_end : pipe_end;
   r->iteration_s = end;
   r->pipeline_s = pipe_end;
@@ -723,14 +607,9 @@ static void record_events(struct sim *s, struct hx_sim_options *opt) {
 
 /* ---- entry ------------------------------------------------------------- */
 
-static void build(struct sim *s) {
+/* Where each rank sits, from the stages (plan->devices may not be filled). */
+static void map_ranks(struct sim *s) {
   const struct hx_plan *plan = s->plan;
-  s->stage_base = HX_NEW_ARRAY(&s->scratch, int, plan->npipelines + 1);
-  for (int i = 0; i < plan->npipelines; i++)
-    s->stage_base[i + 1] = s->stage_base[i] + plan->pipelines[i].nstages;
-  s->nstages = s->stage_base[plan->npipelines];
-  s->nres = 3 * s->nstages + plan->ndevices;
-  s->piece = HX_NEW_ARRAY(&s->scratch, int *, s->nstages);
   s->rank_pipeline = HX_NEW_ARRAY(&s->scratch, int, plan->ndevices);
   s->rank_stage = HX_NEW_ARRAY(&s->scratch, int, plan->ndevices);
   for (int r = 0; r < plan->ndevices; r++)
@@ -742,6 +621,17 @@ static void build(struct sim *s) {
         s->rank_pipeline[r] = i;
         s->rank_stage[r] = si;
       }
+}
+
+static void build(struct sim *s) {
+  const struct hx_plan *plan = s->plan;
+  s->stage_base = HX_NEW_ARRAY(&s->scratch, int, plan->npipelines + 1);
+  for (int i = 0; i < plan->npipelines; i++)
+    s->stage_base[i + 1] = s->stage_base[i] + plan->pipelines[i].nstages;
+  s->nstages = s->stage_base[plan->npipelines];
+  s->nres = 3 * s->nstages + plan->ndevices;
+  s->piece = HX_NEW_ARRAY(&s->scratch, int *, s->nstages);
+  map_ranks(s);
   s->last_task = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
   for (int i = 0; i < plan->npipelines; i++)
     build_pipeline(s, i);
@@ -797,7 +687,7 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
     if (opt->record_events && opt->arena)
       record_events(&s, opt);
   }
-  fill_memory(&s, plan, opt);
+  hx_plan_memory(ctx, plan, plan->sim.peak_memory, &opt->memory_shortfall, &opt->worst_rank);
   pairs_free(&s.deps);
   pairs_free(&s.uses);
   pairs_free(&s.members);
@@ -879,17 +769,7 @@ double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) 
   /* the gradient all-reduces each device takes part in, priced as
    * build_grad_sync makes them */
   s.channel_load = HX_NEW_ARRAY(&s.scratch, double, plan->ndevices);
-  s.rank_pipeline = HX_NEW_ARRAY(&s.scratch, int, plan->ndevices);
-  s.rank_stage = HX_NEW_ARRAY(&s.scratch, int, plan->ndevices);
-  for (int r = 0; r < plan->ndevices; r++)
-    s.rank_pipeline[r] = s.rank_stage[r] = -1;
-  for (int i = 0; i < plan->npipelines; i++)
-    for (int si = 0; si < plan->pipelines[i].nstages; si++)
-      for (int k = 0; k < plan->pipelines[i].stages[si].ndevices; k++) {
-        int r = plan->pipelines[i].stages[si].devices[k];
-        s.rank_pipeline[r] = i;
-        s.rank_stage[r] = si;
-      }
+  map_ranks(&s);
   build_grad_sync(&s);
   double bound = 0;
   for (int i = 0; i < plan->npipelines; i++)

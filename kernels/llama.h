@@ -48,8 +48,8 @@ struct hxk_dims {
   double rope_theta;
 };
 
-/* Fills head_dim from dim/heads and checks the shape; returns false (and
- * leaves *d untouched otherwise) when it is not a valid Llama shape. */
+/* Checks the shape and fills head_dim from dim/heads; returns false, leaving
+ * *d untouched, when it is not a valid Llama shape. */
 bool hxk_dims_check(struct hxk_dims *d);
 
 /* ---------------------------------------------------------------------------
@@ -140,15 +140,15 @@ void hxk_param_slice(const struct hxk_dims *d, const struct hxk_shard *s,
 /* splitmix64 of the spec (uint64 arithmetic). */
 uint64_t hxk_splitmix64(uint64_t x);
 
-/* Writes rows [r0, r1) x columns [c0, c1) of the full tensor [rows, cols]
- * with id `tensor_id` into dst, packed row-major ([r1-r0, c1-c0]):
+/* Writes rows [r0, r1) x columns [c0, c1) of the full tensor [*, cols] with
+ * id `tensor_id` into dst, packed row-major ([r1-r0, c1-c0]):
  *   key = splitmix64(seed * 0x100000001B3 + id)
  *   u(n) = ((splitmix64(key + n) >> 11) + 0.5) * 2^-53
  *   full[i] = std * sqrt(-2 ln u(2i)) * cos(2 pi u(2i+1)),  i = r*cols + c.
  * Computed in double, rounded once to float; each element depends only on its
  * full index, so any split of a tensor initialises the same values bit for bit. */
-void hxk_init_tensor(float *dst, uint64_t seed, uint64_t tensor_id, long rows,
-                     long cols, long r0, long r1, long c0, long c1, double std);
+void hxk_init_tensor(float *dst, uint64_t seed, uint64_t tensor_id, long cols,
+                     long r0, long r1, long c0, long c1, double std);
 
 /* Initialises the shard's slice of parameter p (ones for norm gains,
  * hxk_init_tensor with the spec's id and std otherwise). */

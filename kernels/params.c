@@ -156,10 +156,8 @@ static double uniform_draw(uint64_t key, uint64_t n) {
   return ((double)(hxk_splitmix64(key + n) >> 11) + 0.5) * 0x1p-53;
 }
 
-void hxk_init_tensor(float *dst, uint64_t seed, uint64_t tensor_id, long rows,
-                     long cols, long r0, long r1, long c0, long c1,
-                     double std) {
-  (void)rows; /* the flat index only needs the row length */
+void hxk_init_tensor(float *dst, uint64_t seed, uint64_t tensor_id, long cols,
+                     long r0, long r1, long c0, long c1, double std) {
   const double two_pi = 6.283185307179586476925286766559;
   uint64_t key = hxk_splitmix64(seed * 0x100000001B3ull + tensor_id);
   long width = c1 - c0;
@@ -184,8 +182,8 @@ void hxk_init_param(float *dst, const struct hxk_dims *d,
       dst[i] = 1.0f;
     return;
   }
-  hxk_init_tensor(dst, seed, hxk_param_id(p, layer), rows, cols, r0, r1, c0,
-                  c1, hxk_param_std(p, d->layers));
+  hxk_init_tensor(dst, seed, hxk_param_id(p, layer), cols, r0, r1, c0, c1,
+                  hxk_param_std(p, d->layers));
 }
 
 long hxk_layer_param_floats(const struct hxk_dims *d,

@@ -38,22 +38,35 @@ static void report_ambiguous(const struct hx_cluster *c, int earlier, int later,
           hx_short_text(a, c->nodes[i].name));
 }
 
-/* Applies one link to every node pair it names. Cost: the pairs it covers,
- * which over all links is at most nnodes^2 plus nlinks * nnodes. */
+/* A node a link end names, and whether by its replica name. */
+struct covered {
+  int node;
+  bool specific;
+};
+
+static int covered_nodes(const struct hx_cluster *c, const char *name, struct covered *out) {
+  int n = 0;
+  for (int i = 0; i < c->nnodes; i++)
+    if (covers(&c->nodes[i], name, &out[n].specific))
+      out[n++].node = i;
+  return n;
+}
+
+/* Applies one link to every node pair it names. Cost: a scan of the nodes
+ * for each end, then the pairs it covers. ends_a and ends_b are scratch
+ * space for nnodes entries each. */
 static void apply_link(const struct hx_cluster *c, int li, struct pair_choice *choice, bool *reported,
-                       struct hx_arena *a) {
+                       struct covered *ends_a, struct covered *ends_b, struct hx_arena *a) {
   const struct hx_link *l = &c->links[li];
   int nn = c->nnodes;
-  for (int i = 0; i < nn; i++) {
-    bool spec_i;
-    if (!covers(&c->nodes[i], l->a, &spec_i))
-      continue;
-    for (int j = 0; j < nn; j++) {
-      bool spec_j;
-      if (j == i || !covers(&c->nodes[j], l->b, &spec_j))
+  int na = covered_nodes(c, l->a, ends_a), nb = covered_nodes(c, l->b, ends_b);
+  for (int x = 0; x < na; x++)
+    for (int y = 0; y < nb; y++) {
+      int i = ends_a[x].node, j = ends_b[y].node;
+      if (i == j)
         continue;
       struct pair_choice *p = &choice[(long)i * nn + j], *q = &choice[(long)j * nn + i];
-      int spec = (int)spec_i + (int)spec_j;
+      int spec = (int)ends_a[x].specific + (int)ends_b[y].specific;
       if (p->link >= 0 && p->link != li && p->specificity == spec) {
         if (!reported[li])
           report_ambiguous(c, p->link, li, i, j, a);
@@ -65,7 +78,6 @@ static void apply_link(const struct hx_cluster *c, int li, struct pair_choice *c
         *q = *p;
       }
     }
-  }
 }
 
 struct reported_pair {
@@ -93,8 +105,10 @@ static struct pair_choice *choose_node_pairs(struct hx_ctx *ctx) {
   for (long k = 0; k < (long)nn * nn; k++)
     choice[k] = (struct pair_choice){c->has_network ? NETWORK : NO_LINK, -1};
   bool *reported = HX_NEW_ARRAY(&ctx->arena, bool, c->nlinks);
+  struct covered *ends_a = HX_NEW_ARRAY(&ctx->arena, struct covered, nn);
+  struct covered *ends_b = HX_NEW_ARRAY(&ctx->arena, struct covered, nn);
   for (int li = 0; li < c->nlinks && !hx_too_many_errors(); li++)
-    apply_link(c, li, choice, reported, &ctx->arena);
+    apply_link(c, li, choice, reported, ends_a, ends_b, &ctx->arena);
   struct reported_pair seen[HX_MAX_ERRORS + 1];
   int nseen = 0;
   for (int i = 0; i < nn && !hx_too_many_errors(); i++)

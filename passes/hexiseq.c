@@ -55,13 +55,10 @@ bool hx_hexiseq_needed(const struct hx_ctx *ctx) {
       int dp = n / (tp * pp);
       if (ctx->train.global_batch % dp)
         continue;
-      for (int r = 0; r < 2; r++) {
-        if (ctx->train.recompute != HX_RECOMPUTE_AUTO &&
-            (r == 1) != (ctx->train.recompute == HX_RECOMPUTE_FULL))
-          continue;
-        if (shape_fits(ctx, dp, tp, pp, r == 1, &weights_fit))
+      for (int r = 0; r < 2; r++)
+        if (hx_sched_recompute_allowed(ctx, r == 1) &&
+            shape_fits(ctx, dp, tp, pp, r == 1, &weights_fit))
           return false;
-      }
     }
   return weights_fit;
 }
@@ -357,8 +354,7 @@ static int enumerate_frames(struct search *s, struct frame_score *out) {
     for (int pp = 1; pp * tp <= n; pp++)
       for (int dp = 1; dp * pp * tp <= n; dp++)
         for (int r = 0; r < 2 && count < MAX_FRAMES; r++) {
-          if (ctx->train.recompute != HX_RECOMPUTE_AUTO &&
-              (r == 1) != (ctx->train.recompute == HX_RECOMPUTE_FULL))
+          if (!hx_sched_recompute_allowed(ctx, r == 1))
             continue;
           struct hx_arena a;
           hx_arena_init(&a);
@@ -392,9 +388,10 @@ static void pick_frames(struct frame_score *fs, int n) {
 }
 
 /* Which frames to refine: those whose best baseline is within
- * FRAME_SLACK of the best frame's (an asymmetric layout gains up to ~1.7x
- * over its frame's symmetric one, never much more), the best one always,
- * and no more than a fixed amount of work. Refining a cell costs about
+ * FRAME_SLACK of the best frame's (a frame whose symmetric layouts are more
+ * than twice as slow would need its asymmetric layout to gain more than 2x;
+ * bench/hexiseq_bench.sh measures at most ~1.6x over the best baseline), the
+ * best one always, and no more than a fixed amount of work. Refining a cell costs about
  * rounds x moves x one pricing, each growing with the cell's units, so a
  * frame costs ~ (all its units) x (units per cell); the budget counts that.
  * A count, not a clock: the same inputs always refine the same frames. */
@@ -491,9 +488,11 @@ struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
     if (kinds[k] && (!plan || kinds[k]->sim.iteration_s < plan->sim.iteration_s))
       plan = hx_seq_plan_copy(&ctx->arena, kinds[k]); /* sim figures copied too */
   if (!plan) {
+    /* full recompute was tried already unless the train block rules it out */
     hx_error_plain("no context x head parallel layout fits in memory over %d devices for "
-                   "%lld-token sequences; try recompute = full or more devices",
-                   ctx->cluster.ndevices, (long long)ctx->model.seq_len);
+                   "%lld-token sequences; try %smore devices",
+                   ctx->cluster.ndevices, (long long)ctx->model.seq_len,
+                   hx_sched_recompute_allowed(ctx, true) ? "" : "recompute = full or ");
     return NULL;
   }
   plan->strategy = "hexiseq";

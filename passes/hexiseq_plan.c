@@ -135,15 +135,6 @@ struct hx_seq_layout *hx_seq_symmetric_layout(struct hx_arena *a, const struct h
 
 /* ---- plans ------------------------------------------------------------- */
 
-static int largest_group(const struct hx_seq_layout *l) {
-  int most = 0;
-  for (int g = 0; g < l->ngroups; g++) {
-    int n = l->group_start[g + 1] - l->group_start[g];
-    most = n > most ? n : most;
-  }
-  return most;
-}
-
 static void fill_unit_devices(struct hx_arena *a, const struct hx_ctx *ctx, struct hx_plan *plan,
                               const struct hx_stage *st, int i, int s) {
   const struct hx_seq_layout *l = st->seq_layout;
@@ -226,7 +217,7 @@ struct hx_plan *hx_seq_plan_build(struct hx_arena *a, const struct hx_ctx *ctx,
       hx_stage_init(a, st, f->cell[i * f->pp + s], f->units * f->tp, begin, end, f->recompute);
       st->tp = f->tp;
       st->cp = l->ngroups;
-      st->hp = largest_group(l);
+      st->hp = hx_seq_largest_group(l);
       st->seq_layout = l;
       fill_unit_devices(a, ctx, plan, st, i, s);
       stage_groups(a, plan, st);

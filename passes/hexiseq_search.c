@@ -139,25 +139,6 @@ static void capped_apportion(const double *w, const int64_t *cap, int n, int64_t
   }
 }
 
-static struct hx_seq_layout *grouped_layout(struct hx_arena *a, const struct hx_ctx *ctx,
-                                            const struct hx_stage *st, const int *group_of,
-                                            int ngroups) {
-  int units = st->ndevices / st->tp;
-  struct hx_seq_layout *l = hx_seq_layout_new(a, st->tp, units, ngroups);
-  int k = 0;
-  for (int g = 0; g < ngroups; g++) {
-    l->group_start[g] = k;
-    for (int u = 0; u < units; u++)
-      if (group_of[u] == g) {
-        l->order[k++] = u;
-        l->group_of[u] = g;
-      }
-  }
-  l->group_start[ngroups] = k;
-  hx_seq_layout_links(ctx, st->devices, l);
-  return l;
-}
-
 /* Heads by compute inside every group. */
 static void split_heads(struct hx_arena *a, const struct hx_ctx *ctx, struct hx_seq_layout *l) {
   int64_t share = ctx->model.heads / l->tp;
@@ -210,7 +191,9 @@ struct hx_seq_layout *hx_seq_rule_layout(struct hx_arena *a, const struct hx_ctx
                                          const struct hx_stage *st, const int *group_of,
                                          int ngroups, enum hx_seq_rule rule, bool first, bool last,
                                          int64_t mbs, int64_t in_flight) {
-  struct hx_seq_layout *l = grouped_layout(a, ctx, st, group_of, ngroups);
+  struct hx_seq_layout *l =
+      hx_seq_layout_grouped(a, st->tp, st->ndevices / st->tp, ngroups, group_of);
+  hx_seq_layout_links(ctx, st->devices, l);
   split_heads(a, ctx, l);
   split_tokens_by_groups(a, ctx, l, rule == HX_SPLIT_SQRT);
   hx_seq_zigzag(l);

@@ -29,37 +29,35 @@ static char *read_file(const char *path, size_t *len_out) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return NULL;
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
+  char *buf = NULL;
+  size_t cap = 0, len = 0;
+  int err = 0;
   for (;;) {
-    if (!buf) {
-      errno = ENOMEM;
-      break;
-    }
     if (len == cap) {
-      char *bigger = realloc(buf, cap * 2);
+      size_t bigger_cap = cap ? cap * 2 : 1 << 16;
+      char *bigger = realloc(buf, bigger_cap);
       if (!bigger) {
-        free(buf);
-        buf = NULL;
-        continue;
+        err = ENOMEM;
+        break;
       }
       buf = bigger;
-      cap *= 2;
+      cap = bigger_cap;
     }
+    errno = 0;
     size_t got = fread(buf + len, 1, cap - len, f);
     len += got;
-    if (got == 0)
+    if (got == 0) {
+      if (ferror(f)) /* a directory: EISDIR */
+        err = errno ? errno : EIO;
       break;
+    }
   }
-  if (buf && ferror(f)) {
-    int saved = errno ? errno : EIO;
-    free(buf);
-    buf = NULL;
-    errno = saved;
-  }
-  int saved = errno;
   fclose(f);
-  errno = saved;
+  if (err) {
+    free(buf);
+    errno = err;
+    return NULL;
+  }
   *len_out = len;
   return buf;
 }
@@ -74,10 +72,9 @@ bool hx_pass_parse(struct hx_ctx *ctx) {
   for (int i = 0; i < ctx->opt.ninputs; i++) {
     const char *path = ctx->opt.inputs[i];
     size_t len = 0;
-    errno = 0;
     char *data = read_file(path, &len);
     if (!data) {
-      hx_error_plain("cannot read '%s': %s", path, strerror(errno ? errno : EIO));
+      hx_error_plain("cannot read '%s': %s", path, strerror(errno));
       continue;
     }
     hx_add_source(ctx, path, data, len);

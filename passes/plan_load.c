@@ -26,9 +26,15 @@ static const struct hx_source *read_source(struct hx_ctx *ctx, const char *path)
     if (n == cap)
       buf = realloc(buf, cap *= 2);
   }
-  fclose(f);
   if (!buf)
     hx_internal_error("out of memory reading %s", path);
+  bool failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    hx_error_plain("cannot read %s: %s", path, strerror(errno));
+    free(buf);
+    return NULL;
+  }
   struct hx_source *src = HX_NEW(&ctx->arena, struct hx_source);
   src->name = hx_strdup(&ctx->arena, path);
   src->text = hx_strndup(&ctx->arena, buf, n);
@@ -184,28 +190,36 @@ static bool load_split_table(struct hx_plan_loader *l, const struct hx_json *js,
   return true;
 }
 
+/* The group kind plan.json names (hx_group_kind_name), -1 for none. */
 static int group_kind_of(const struct hx_json *kind) {
-  static const char *const kinds[] = {"tp", "grad", "unsplit", "cp_ring", "hp_a2a"};
-  int k = 0;
-  while (k < 5 && !(kind && kind->kind == HX_JSON_STRING && !strcmp(kind->string, kinds[k])))
-    k++;
-  return k < 5 ? k : -1;
+  if (!kind || kind->kind != HX_JSON_STRING)
+    return -1;
+  for (int k = HX_GROUP_TP; k <= HX_GROUP_HP_A2A; k++)
+    if (!strcmp(kind->string, hx_group_kind_name((enum hx_group_kind)k)))
+      return k;
+  return -1;
 }
 
 static bool load_group(struct hx_plan_loader *l, const struct hx_json *js, struct hx_group *gr) {
   const struct hx_json *kind = hx_json_get(js, "kind");
   int k = group_kind_of(kind);
   if (k < 0) {
-    hx_error(kind ? kind->loc : js->loc, "unknown group kind");
+    hx_error(kind ? kind->loc : js->loc,
+             "'kind' of a group must be \"tp\", \"grad\", \"unsplit\", \"cp_ring\" or "
+             "\"hp_a2a\"");
     return false;
   }
   const struct hx_json *ranks = get_array(js, "ranks", 1), *layers = hx_json_get(js, "layers");
   if (!ranks)
     return false;
+  /* without 'layers' a group is one of the embedding/head weights' (-1, -1) */
   int64_t b = -1, e = -1, slice = 0, nslices = 1;
-  if (layers && layers->kind == HX_JSON_ARRAY && layers->nitems == 2) {
-    hx_json_int(&layers->items[0], -1, l->ctx->model.layers, &b);
-    hx_json_int(&layers->items[1], -1, l->ctx->model.layers, &e);
+  if (layers && (layers->kind != HX_JSON_ARRAY || layers->nitems != 2 ||
+                 !hx_json_int(&layers->items[0], -1, l->ctx->model.layers, &b) ||
+                 !hx_json_int(&layers->items[1], b, l->ctx->model.layers, &e))) {
+    hx_error(layers->loc, "'layers' of a group must be [begin, end) within -1..%lld",
+             (long long)l->ctx->model.layers);
+    return false;
   }
   /* CP rings and HP groups reduce no weights: plan.json writes nslices 0 */
   bool seq = k == HX_GROUP_CP_RING || k == HX_GROUP_HP_A2A;

@@ -65,6 +65,17 @@ struct hx_sched_graph *hx_sched_graph_build(struct hx_arena *a, const struct hx_
                                             const int *rep, const double *compute, int n,
                                             enum hx_edge_objective obj);
 
+/* Above this many devices the complete device graph (n^2 edges) gets slow
+ * to build and check: phases 1 and 2 then make each machine one vertex. */
+enum { HX_SCHED_DEVICE_GRAPH_MAX = 128 };
+
+/* The vertices phases 1 and 2 partition devices[0..n) by: each device, or
+ * (n > HX_SCHED_DEVICE_GRAPH_MAX) each run of consecutive devices on one
+ * machine. Vertex v stands for devices[first[v] .. first[v] + count[v]),
+ * rep[v] = devices[first[v]]. Returns how many vertices. */
+int hx_sched_vertices(const struct hx_cluster *c, const int *devices, int n, int *first,
+                      int *count, int *rep);
+
 /* Partitions g into nparts parts (part[v] in [0, nparts)) with part weights
  * proportional to target (NULL: equal). Validates the graph first and aborts
  * with an internal error naming the defect if it is bad; checks METIS's
@@ -100,6 +111,11 @@ enum hx_tp_layout {
  * heads (even head shards; kv heads are replicated when tp does not divide
  * them). */
 bool hx_sched_tp_legal(const struct hx_model *m, int tp);
+
+/* Whether devices a and b may share a TP group: the same machine, or
+ * machines joined by a link at least as fast as both machines' own (TP over
+ * a slower link would stall every layer). */
+bool hx_sched_may_share_tp(const struct hx_cluster *c, int a, int b);
 
 /* How many group orders phase 2 can offer (the best distinct top-tau paths). */
 enum { HX_SCHED_ORDERS = 4 };
@@ -222,6 +238,10 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx);
  * setting fits memory. The skeleton's stages carry devices and tp only. */
 struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
                                   const struct hx_plan *skeleton);
+
+/* Whether the train block's recompute setting allows full recompute (full)
+ * or none (!full): `auto` allows both. */
+bool hx_sched_recompute_allowed(const struct hx_ctx *ctx, bool full);
 
 /* The (micro-batch size, recompute) settings hx_sched_complete tries, in its
  * order: the train block's micro_batch or every power of two dividing the

@@ -123,6 +123,11 @@ struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a
   return p;
 }
 
+bool hx_sched_recompute_allowed(const struct hx_ctx *ctx, bool full) {
+  return ctx->train.recompute == HX_RECOMPUTE_AUTO ||
+         full == (ctx->train.recompute == HX_RECOMPUTE_FULL);
+}
+
 int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute) {
   int64_t B = ctx->train.global_batch, fixed = ctx->train.micro_batch;
   int n = 0;
@@ -130,12 +135,10 @@ int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute) {
     if (B % size)
       continue;
     for (int r = 0; r < 2 && n < HX_SCHED_MAX_SETTINGS; r++) {
-      bool full = r == 1;
-      if (ctx->train.recompute != HX_RECOMPUTE_AUTO &&
-          full != (ctx->train.recompute == HX_RECOMPUTE_FULL))
+      if (!hx_sched_recompute_allowed(ctx, r == 1))
         continue;
       mbs[n] = size;
-      recompute[n++] = full;
+      recompute[n++] = r == 1;
     }
   }
   return n;

@@ -63,7 +63,6 @@ struct vec {
 };
 
 struct seqs {              /* every stage sequence of one pipeline vector */
-  struct vec key;
   int n, cap;
   struct vec *stages;      /* n sequences, each `len[i]` stages at stages[at[i]] */
   int *at, *len;
@@ -112,7 +111,7 @@ struct ex {
   struct seen_set seen;
   struct hx_plan *best;    /* in e->a */
   double best_s;
-  long structures, completed, simulated;
+  long structures, simulated;
 };
 
 static int vsum(const struct vec *v, int n) {
@@ -205,7 +204,6 @@ static struct seqs *sequences(struct ex *e, const struct vec *pipe) {
   }
   struct seqs *q = &e->memo[e->nmemo++];
   memset(q, 0, sizeof *q);
-  q->key = *pipe;
   struct vec left = *pipe, part = {{0}}, cur[MAXN];
   stage_rec(e, q, &left, cur, 0, &part, 0);
   sequence_costs(e, q);
@@ -427,18 +425,6 @@ static double per_sequence_s(const struct ex *e, struct hx_stage st, bool first,
          (double)mbs;
 }
 
-/* The bounds of one stage sequence, from per-sequence stage costs p_s (at
- * the largest micro-batch size, no recompute: the least any setting costs
- * per sequence) with every stage holding at least one layer:
- *   c  the least possible bottleneck max_s p_s (the exact min-max layer
- *      split, no memory limits), -1 when the split fails;
- *   W  the least possible sum_s p_s plus both ways of every hop (one
- *      micro-batch passes every stage and link; a hop at one sequence, with
- *      the cheapest leaders, is the least any micro-batch size costs);
- *   d  the least possible p of the last stage.
- * The devices are the lowest of each machine: machine-mates cost the same,
- * so these depend on the sequence alone and are computed once per sequence,
- * not per structure. */
 /* The cheapest hop from stage a to stage b at one sequence, over every
  * choice of the two leaders (hx_sched_set_leaders picks some pair). */
 static double least_hop_s(const struct ex *e, struct hx_stage *a, struct hx_stage *b) {
@@ -455,6 +441,18 @@ static double least_hop_s(const struct ex *e, struct hx_stage *a, struct hx_stag
   return best;
 }
 
+/* The bounds of one stage sequence, from per-sequence stage costs p_s (at
+ * the largest micro-batch size, no recompute: the least any setting costs
+ * per sequence) with every stage holding at least one layer:
+ *   c  the least possible bottleneck max_s p_s (the exact min-max layer
+ *      split, no memory limits), -1 when the split fails;
+ *   W  the least possible sum_s p_s plus both ways of every hop (one
+ *      micro-batch passes every stage and link; a hop at one sequence, with
+ *      the cheapest leaders, is the least any micro-batch size costs);
+ *   d  the least possible p of the last stage.
+ * The devices are the lowest of each machine: machine-mates cost the same,
+ * so these depend on the sequence alone and are computed once per sequence,
+ * not per structure. */
 static double pipeline_cost(struct ex *e, struct hx_arena *a, const struct vec *stages, int ns,
                             double *work, double *last) {
   const struct hx_cluster *c = &e->ctx->cluster;
@@ -576,7 +574,6 @@ static void price(struct ex *e, const struct structure *st) {
   struct hx_plan *sk = skeleton(e, &tmp, st);
   for (int k = 0; k < e->nsettings; k++) {
     struct hx_plan *p = hx_sched_complete_setting(ctx, &tmp, sk, e->mbs[k], e->recompute[k]);
-    e->completed++;
     if (!p)
       continue;
     double bound = hx_sim_lower_bound(ctx, p);

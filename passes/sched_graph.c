@@ -54,8 +54,6 @@ static int64_t find_edge(const struct hx_sched_graph *g, const bool *sorted, int
 static const char *check_vertex(const struct hx_sched_graph *g, const bool *sorted_rows, int v) {
   if (g->vwgt[v] <= 0 || g->vwgt[v] > MAX_WEIGHT)
     return "vertex weight not in [1, 1e6]";
-  if (g->xadj[v + 1] < g->xadj[v])
-    return "xadj not increasing";
   bool sorted = sorted_rows[v];
   for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
     int64_t u = g->adjncy[e];
@@ -95,6 +93,22 @@ const char *hx_sched_graph_check(const struct hx_sched_graph *g) {
     why = check_vertex(g, sorted, v);
   free(sorted);
   return why;
+}
+
+int hx_sched_vertices(const struct hx_cluster *c, const int *devices, int n, int *first,
+                      int *count, int *rep) {
+  bool by_node = n > HX_SCHED_DEVICE_GRAPH_MAX;
+  int nv = 0;
+  for (int i = 0; i < n; i++) {
+    bool join = by_node && nv > 0 && c->devices[devices[i]].node == c->devices[rep[nv - 1]].node;
+    if (!join) {
+      first[nv] = i;
+      rep[nv] = devices[i];
+      count[nv++] = 0;
+    }
+    count[nv - 1]++;
+  }
+  return nv;
 }
 
 /* Scales x in [lo, hi] into an integer in [1, MAX_WEIGHT], monotone. */

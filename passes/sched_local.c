@@ -52,7 +52,6 @@ struct ls_plan {
 
 struct ls {
   struct hx_ctx *ctx;
-  struct hx_arena *a;
   hx_sched_price_fn price;
   void *cookie;
   int budget; /* fresh pricings left */
@@ -250,6 +249,20 @@ static int used_count(const struct ls_plan *lp) {
   return n;
 }
 
+/* used[r] set for every device r the structure uses. */
+static void mark_used(const struct ls_plan *lp, bool used[MAXD]) {
+  for (int i = 0; i < lp->np; i++)
+    for (int s = 0; s < lp->p[i].nst; s++)
+      for (int k = 0; k < lp->p[i].st[s].n; k++)
+        used[lp->p[i].st[s].dev[k]] = true;
+}
+
+/* Takes stage s of pipeline i out; normalize() closes the gap. */
+static void remove_stage(struct ls_plan *lp, int i, int s) {
+  for (int k = 0; k < lp->p[i].st[s].n; k++)
+    lp->p[i].st[s].dev[k] = -1;
+}
+
 /* ---- device moves ----------------------------------------------------------- */
 
 /* Whether device k of a stage is the first of its machine there (devices of
@@ -315,10 +328,7 @@ static bool add_unused(struct ls *l) {
   if (used_count(&l->cur) >= c->ndevices)
     return false;
   bool used[MAXD] = {false};
-  for (int i = 0; i < l->cur.np; i++)
-    for (int s = 0; s < l->cur.p[i].nst; s++)
-      for (int k = 0; k < l->cur.p[i].st[s].n; k++)
-        used[l->cur.p[i].st[s].dev[k]] = true;
+  mark_used(&l->cur, used);
   for (int node = 0; node < c->nnodes; node++)
     for (int r = c->nodes[node].first_device; r < c->nodes[node].first_device + c->nodes[node].gpus;
          r++)
@@ -341,13 +351,10 @@ static bool add_unused_everywhere(struct ls *l) {
   if (cur.np < 2 || used_count(&cur) + cur.np > c->ndevices)
     return false;
   bool used[MAXD] = {false};
+  mark_used(&cur, used);
   int shortest = MAXD;
-  for (int i = 0; i < cur.np; i++) {
+  for (int i = 0; i < cur.np; i++)
     shortest = cur.p[i].nst < shortest ? cur.p[i].nst : shortest;
-    for (int s = 0; s < cur.p[i].nst; s++)
-      for (int k = 0; k < cur.p[i].st[s].n; k++)
-        used[cur.p[i].st[s].dev[k]] = true;
-  }
   for (int node = 0; node < c->nnodes; node++) {
     int unused[MAXD], n = 0;
     for (int k = 0; k < c->nodes[node].gpus; k++)
@@ -432,8 +439,7 @@ static bool merge_stages(struct ls *l) {
           struct ls_stage *into = &nb.p[j].st[t];
           memcpy(into->dev + into->n, a->dev, sizeof(int) * (size_t)a->n);
           into->n += a->n;
-          for (int k = 0; k < a->n; k++)
-            nb.p[i].st[s].dev[k] = -1;
+          remove_stage(&nb, i, s);
           if (try_plan(l, &nb))
             return true;
         }
@@ -450,8 +456,7 @@ static bool relocate_stages(struct ls *l) {
             continue; /* where it is */
           struct ls_plan nb = cur;
           struct ls_stage st = nb.p[i].st[s];
-          for (int k = 0; k < st.n; k++)
-            nb.p[i].st[s].dev[k] = -1;
+          remove_stage(&nb, i, s);
           insert_stage(&nb, j, at, &st);
           if (try_plan(l, &nb))
             return true;
@@ -474,8 +479,7 @@ static bool split_or_drop_stages(struct ls *l) {
           return true;
       }
       struct ls_plan nb = cur;
-      for (int k = 0; k < st->n; k++)
-        nb.p[i].st[s].dev[k] = -1;
+      remove_stage(&nb, i, s);
       normalize(&nb);
       if (nb.np > 0 && try_plan(l, &nb))
         return true;
@@ -647,7 +651,6 @@ struct hx_plan *hx_sched_local_search(struct hx_ctx *ctx, struct hx_arena *a,
     return NULL;
   struct ls *l = HX_NEW(a, struct ls); /* large: keep it off the stack */
   l->ctx = ctx;
-  l->a = a;
   l->price = price_fn;
   l->cookie = cookie;
   l->budget = budget;

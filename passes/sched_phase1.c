@@ -11,31 +11,9 @@
 
 #include "sched.h"
 
-/* Above this many devices the complete device graph (n^2 edges) gets slow to
- * build and check; nodes are the vertices then. */
-enum { DEVICE_GRAPH_MAX = 128 };
-
 static int cmp_int(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   return (x > y) - (x < y);
-}
-
-/* Vertices of the pool: single devices, or (large pools) the runs of the
- * pool's devices on one machine. Returns how many. */
-static int pool_vertices(const struct hx_cluster *c, const int *pool, int npool, int *first,
-                         int *count, int *rep) {
-  bool by_node = npool > DEVICE_GRAPH_MAX;
-  int n = 0;
-  for (int i = 0; i < npool; i++) {
-    bool join = by_node && n > 0 && c->devices[pool[i]].node == c->devices[rep[n - 1]].node;
-    if (!join) {
-      first[n] = i;
-      rep[n] = pool[i];
-      count[n++] = 0;
-    }
-    count[n - 1]++;
-  }
-  return n;
 }
 
 struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, const int *pool,
@@ -46,7 +24,7 @@ struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, c
     return NULL;
   int *first = HX_NEW_ARRAY(a, int, npool), *count = HX_NEW_ARRAY(a, int, npool);
   int *rep = HX_NEW_ARRAY(a, int, npool);
-  int n = pool_vertices(c, pool, npool, first, count, rep);
+  int n = hx_sched_vertices(c, pool, npool, first, count, rep);
   if (n < npipelines) /* fewer machines than pipelines: devices as vertices */
     for (n = 0; n < npool; n++) {
       first[n] = n;

@@ -33,32 +33,26 @@ int hx_sched_tau(void) {
 
 /* ---- groups -------------------------------------------------------------- */
 
-enum { DEVICE_GRAPH_MAX = 128 };
-
 /* Group of each device (index into devices[]), by METIS into k parts. Large
  * pipelines are partitioned by machine, as phase 1 does. */
 static void make_groups(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
                         uint64_t seed, int *group) {
   const struct hx_cluster *c = &ctx->cluster;
-  /* units: single devices, or runs of devices on one machine */
-  int *unit_of = HX_NEW_ARRAY(a, int, n), *rep = HX_NEW_ARRAY(a, int, n);
-  double *compute = HX_NEW_ARRAY(a, double, n);
-  int nunits = 0;
-  for (int i = 0; i < n; i++) {
-    bool join = n > DEVICE_GRAPH_MAX && i > 0 &&
-                c->devices[devices[i]].node == c->devices[devices[i - 1]].node;
-    if (!join)
-      rep[nunits++] = devices[i];
-    unit_of[i] = nunits - 1;
-    compute[nunits - 1] += hx_device_flops(c, devices[i]);
-  }
-  if (k > nunits)
-    k = nunits;
-  int *part = HX_NEW_ARRAY(a, int, nunits);
-  struct hx_sched_graph *g = hx_sched_graph_build(a, c, rep, compute, nunits, HX_EDGES_BANDWIDTH);
+  int *first = HX_NEW_ARRAY(a, int, n), *count = HX_NEW_ARRAY(a, int, n);
+  int *rep = HX_NEW_ARRAY(a, int, n);
+  int nv = hx_sched_vertices(c, devices, n, first, count, rep);
+  double *compute = HX_NEW_ARRAY(a, double, nv);
+  for (int v = 0; v < nv; v++)
+    for (int i = first[v]; i < first[v] + count[v]; i++)
+      compute[v] += hx_device_flops(c, devices[i]);
+  if (k > nv)
+    k = nv;
+  int *part = HX_NEW_ARRAY(a, int, nv);
+  struct hx_sched_graph *g = hx_sched_graph_build(a, c, rep, compute, nv, HX_EDGES_BANDWIDTH);
   hx_sched_partition(a, g, k, NULL, seed, part);
-  for (int i = 0; i < n; i++)
-    group[i] = part[unit_of[i]];
+  for (int v = 0; v < nv; v++)
+    for (int i = first[v]; i < first[v] + count[v]; i++)
+      group[i] = part[v];
 }
 
 /* ---- islands ------------------------------------------------------------- */
@@ -69,7 +63,7 @@ static int find_root(int *parent, int x) {
   return x;
 }
 
-static bool may_share_tp(const struct hx_cluster *c, int a, int b) {
+bool hx_sched_may_share_tp(const struct hx_cluster *c, int a, int b) {
   int na = c->devices[a].node, nb = c->devices[b].node;
   if (na == nb)
     return true;
@@ -92,7 +86,7 @@ static void make_islands(const struct hx_cluster *c, const int *members, int n, 
     if (!run_start(c, members, i))
       continue;
     for (int j = i + 1; j < n; j++)
-      if (run_start(c, members, j) && may_share_tp(c, members[i], members[j])) {
+      if (run_start(c, members, j) && hx_sched_may_share_tp(c, members[i], members[j])) {
         int ri = find_root(island, i), rj = find_root(island, j);
         if (ri != rj)
           island[ri > rj ? ri : rj] = ri < rj ? ri : rj;

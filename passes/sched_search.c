@@ -18,7 +18,9 @@
  * not completed again. The best few candidates get a move refinement of
  * their device split and a polish of stage-level moves (merge two stages
  * into one TP group, move a stage, split one, drop a stage, drop a
- * pipeline), then the event simulator picks among them and the symmetric
+ * pipeline, put a machine's idle devices into a pipeline); on clusters of
+ * at most HX_LOCAL_MAX_DEVICES the local search of sched_local.c climbs
+ * from them; then the event simulator picks among them and the symmetric
  * baseline.
  *
  * Scores: on small clusters (<= SIM_SCORE_MAX devices) every candidate is
@@ -45,8 +47,9 @@
 #include "sched.h"
 
 enum { TOP = 4, MAX_MERGE = 8, MAX_STAGES = 256 };
-/* Clusters up to this size rank candidates by simulation and get the full
- * search; larger ones use the estimate and smaller budgets. */
+/* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation,
+ * larger ones by the estimate; up to SMALL_CLUSTER they get the full
+ * budgets, beyond it smaller ones. */
 enum { SIM_SCORE_MAX = 16, SMALL_CLUSTER = 64 };
 
 /* Budgets (candidates), by cluster size. */
@@ -638,21 +641,14 @@ static void refine(struct search *s) {
 
 enum stage_op { OP_MERGE, OP_MOVE, OP_SPLIT, OP_DROP_STAGE, OP_DROP_PIPELINE, NOPS };
 
-/* Whether a and b may form one TP group: every pair of their devices on one
- * machine, or joined by a link at least as fast as both machines' own (as
- * phase 2's islands). */
+/* Whether a and b may form one TP group: every pair of their devices may
+ * share one (as phase 2's islands). */
 static bool may_merge(const struct hx_cluster *c, const struct hx_stage *a,
                       const struct hx_stage *b) {
   for (int i = 0; i < a->ndevices; i++)
-    for (int j = 0; j < b->ndevices; j++) {
-      int x = a->devices[i], y = b->devices[j];
-      int nx = c->devices[x].node, ny = c->devices[y].node;
-      if (nx == ny)
-        continue;
-      double own = fmin(c->nodes[nx].bandwidth, c->nodes[ny].bandwidth);
-      if (fmin(hx_bw(c, x, y), hx_bw(c, y, x)) < own)
+    for (int j = 0; j < b->ndevices; j++)
+      if (!hx_sched_may_share_tp(c, a->devices[i], b->devices[j]))
         return false;
-    }
   return true;
 }
 

@@ -11,6 +11,7 @@
 
 #include "../grammar/parse_state.h"
 #include "../ir/units.h"
+#include "frontend.h"
 #include "passes.h"
 
 /* ---------------------------------------------------------------- schema */
@@ -40,10 +41,12 @@ struct field_spec {
 #define MAX_DEVICES 4096
 #define MAX_GPUS_PER_NODE 1024
 
-static const char *const precisions[] = {"bf16", "fp32", NULL};
-static const char *const recomputes[] = {"none", "full", "auto", NULL};
-static const char *const optimizers[] = {"adamw", "sgd", NULL};
-static const char *const schedules[] = {"1f1b", "gpipe", NULL};
+/* Indexed by the enums of ir/model.h (get_choice returns the index). */
+const char *const hx_precision_names[] = {[HX_PREC_BF16] = "bf16", [HX_PREC_FP32] = "fp32", NULL};
+const char *const hx_recompute_names[] = {[HX_RECOMPUTE_NONE] = "none", [HX_RECOMPUTE_FULL] = "full",
+                                          [HX_RECOMPUTE_AUTO] = "auto", NULL};
+const char *const hx_optimizer_names[] = {[HX_OPT_ADAMW] = "adamw", [HX_OPT_SGD] = "sgd", NULL};
+const char *const hx_schedule_names[] = {[HX_PP_1F1B] = "1f1b", [HX_PP_GPIPE] = "gpipe", NULL};
 
 enum { M_LAYERS, M_HIDDEN, M_FFN, M_HEADS, M_KV_HEADS, M_VOCAB, M_SEQ_LEN, M_ROPE_THETA, M_NORM_EPS,
        M_TIE, M_COUNT };
@@ -66,10 +69,10 @@ enum { TR_GLOBAL_BATCH, TR_MICRO_BATCH, TR_PRECISION, TR_RECOMPUTE, TR_OPTIMIZER
 static const struct field_spec train_fields[TR_COUNT] = {
     {"global_batch", T_INT, true, 1, MAX_BATCH, false, NULL},
     {"micro_batch", T_INT, false, 0, MAX_BATCH, false, NULL},
-    {"precision", T_ENUM, false, 0, 0, false, precisions},
-    {"recompute", T_ENUM, false, 0, 0, false, recomputes},
-    {"optimizer", T_ENUM, false, 0, 0, false, optimizers},
-    {"schedule", T_ENUM, false, 0, 0, false, schedules},
+    {"precision", T_ENUM, false, 0, 0, false, hx_precision_names},
+    {"recompute", T_ENUM, false, 0, 0, false, hx_recompute_names},
+    {"optimizer", T_ENUM, false, 0, 0, false, hx_optimizer_names},
+    {"schedule", T_ENUM, false, 0, 0, false, hx_schedule_names},
     {"lr", T_REAL, false, 0, 1e3, true, NULL},
     {"beta1", T_REAL, false, 0, 0.999999, false, NULL},
     {"beta2", T_REAL, false, 0, 0.999999999, false, NULL},
@@ -108,6 +111,11 @@ static const struct field_spec link_fields[L_COUNT] = {
     {"latency", T_TIME, false, 0, 3600, false, NULL},
 };
 
+#define MAX_BLOCK_FIELDS 32 /* collect_fields' scratch space */
+_Static_assert(M_COUNT <= MAX_BLOCK_FIELDS && TR_COUNT <= MAX_BLOCK_FIELDS && G_COUNT <= MAX_BLOCK_FIELDS &&
+                   N_COUNT <= MAX_BLOCK_FIELDS && L_COUNT <= MAX_BLOCK_FIELDS,
+               "a block has more fields than collect_fields holds");
+
 /* ---------------------------------------------------------- field access */
 
 struct sema {
@@ -117,17 +125,12 @@ struct sema {
 
 static const char *shorten(struct sema *s, const char *text) { return hx_short_text(s->arena, text); }
 
-static const char *block_kind_name(enum hx_block_kind k) {
-  static const char *const names[] = {"model", "train", "gpu", "node", "link", "network", "planner"};
-  return names[k];
-}
-
 /* Fills found[] (indexed like specs) from the block's fields, reporting
  * unknown and duplicate fields, then missing required ones. */
 static void collect_fields(struct sema *s, const struct hx_block *b, const struct field_spec *specs,
                            int nspecs, const struct hx_field **found) {
-  const char *names[32];
-  bool suggested[32]; /* a typo already pointed at it: "missing" would repeat that */
+  const char *names[MAX_BLOCK_FIELDS];
+  bool suggested[MAX_BLOCK_FIELDS]; /* a typo already pointed at it: "missing" would repeat that */
   for (int i = 0; i < nspecs; i++) {
     names[i] = specs[i].name;
     found[i] = NULL;
@@ -139,7 +142,7 @@ static void collect_fields(struct sema *s, const struct hx_block *b, const struc
       if (!strcmp(f->name, specs[i].name))
         idx = i;
     if (idx < 0) {
-      hx_error(f->loc, "unknown field '%s' in a %s block", shorten(s, f->name), block_kind_name(b->kind));
+      hx_error(f->loc, "unknown field '%s' in a %s block", shorten(s, f->name), hx_block_keywords[b->kind]);
       const char *near = hx_nearest_name(f->name, names, nspecs);
       if (near) {
         hx_note(f->loc, "did you mean '%s'?", near);
@@ -149,7 +152,7 @@ static void collect_fields(struct sema *s, const struct hx_block *b, const struc
       continue;
     }
     if (found[idx]) {
-      hx_error(f->loc, "duplicate field '%s'", f->name);
+      hx_error(f->loc, "duplicate field '%s'", shorten(s, f->name));
       hx_note(found[idx]->loc, "previous definition is here");
       continue;
     }
@@ -168,10 +171,10 @@ static void collect_fields(struct sema *s, const struct hx_block *b, const struc
     return;
   const char *what = nmissing > 1 ? "fields" : "field";
   if (b->name)
-    hx_error(b->loc, "%s \"%s\" is missing the %s %s", block_kind_name(b->kind), shorten(s, b->name), what,
+    hx_error(b->loc, "%s \"%s\" is missing the %s %s", hx_block_keywords[b->kind], shorten(s, b->name), what,
              missing);
   else
-    hx_error(b->loc, "%s block is missing the %s %s", block_kind_name(b->kind), what, missing);
+    hx_error(b->loc, "%s block is missing the %s %s", hx_block_keywords[b->kind], what, missing);
 }
 
 static const char *wanted_text(const struct field_spec *spec) {
@@ -214,10 +217,9 @@ static enum hx_unit_kind unit_of(enum field_type t) {
   return t == T_BYTES ? HX_UNIT_BYTES : t == T_BANDWIDTH ? HX_UNIT_BANDWIDTH : t == T_TIME ? HX_UNIT_TIME : HX_UNIT_NONE;
 }
 
-static bool check_units(struct sema *s, const struct hx_field *f, const struct field_spec *spec) {
+static bool check_units(const struct hx_field *f, const struct field_spec *spec) {
   const struct hx_value *v = &f->value;
   enum hx_unit_kind want = unit_of(spec->type);
-  (void)s;
   if (v->unit == want)
     return true;
   if (want == HX_UNIT_NONE)
@@ -256,7 +258,7 @@ static bool get_number(struct sema *s, const struct hx_field *f, const struct fi
     hx_error(v->loc, "'%s' wants %s, not %s", spec->name, wanted_text(spec), value_text(s, v));
     return false;
   }
-  if (!check_units(s, f, spec))
+  if (!check_units(f, spec))
     return false;
   if (v->overflow) {
     hx_error(v->loc, "'%s' is out of range: the number does not fit %s", spec->name,
@@ -315,18 +317,18 @@ static int get_choice(struct sema *s, const struct hx_field *f, const struct fie
   int n = 0;
   while (choices[n])
     n++;
-  char list[128] = "";
-  for (int i = 0; i < n; i++) {
-    strcat(list, i == 0 ? "" : i == n - 1 ? " or " : ", ");
-    strcat(list, choices[i]);
-  }
-  if (v->kind != HX_V_IDENT && v->kind != HX_V_STRING) {
+  bool is_name = v->kind == HX_V_IDENT || v->kind == HX_V_STRING;
+  for (int i = 0; i < n && is_name; i++)
+    if (!strcmp(v->text, choices[i]))
+      return i;
+  /* "a, b or c" for the message. */
+  const char *list = "";
+  for (int i = 0; i < n; i++)
+    list = hx_sprintf(s->arena, "%s%s%s", list, i == 0 ? "" : i == n - 1 ? " or " : ", ", choices[i]);
+  if (!is_name) {
     hx_error(v->loc, "'%s' wants %s, not %s", spec->name, list, value_text(s, v));
     return dflt;
   }
-  for (int i = 0; i < n; i++)
-    if (!strcmp(v->text, choices[i]))
-      return i;
   hx_error(v->loc, "'%s' must be %s, not '%s'", spec->name, list, shorten(s, v->text));
   const char *near = hx_nearest_name(v->text, choices, n);
   if (near)
@@ -757,14 +759,15 @@ static const struct hx_block *first_block(const struct hx_ast *ast, enum hx_bloc
   return NULL;
 }
 
-/* model, train and network come once; the second is the error. */
+/* model and train come once; the second is the error (a second network
+ * block is reported by build_network). */
 static void check_singletons(struct sema *s) {
   static const enum hx_block_kind once[] = {HX_B_MODEL, HX_B_TRAIN};
   for (size_t i = 0; i < sizeof once / sizeof once[0]; i++) {
     const struct hx_block *first = first_block(&s->ctx->ast, once[i]);
     for (const struct hx_block *b = first ? first->next : NULL; b; b = b->next)
       if (b->kind == once[i]) {
-        hx_error(b->loc, "a second %s block: one compilation trains one model", block_kind_name(b->kind));
+        hx_error(b->loc, "a second %s block: one compilation trains one model", hx_block_keywords[b->kind]);
         hx_note(first->loc, "previous definition is here");
       }
   }
@@ -789,10 +792,11 @@ bool hx_pass_sema(struct hx_ctx *ctx) {
   int before = hx_error_count();
   check_singletons(&s);
   check_missing(&s);
+  const struct hx_block *model = first_block(&ctx->ast, HX_B_MODEL), *train = first_block(&ctx->ast, HX_B_TRAIN);
   for (const struct hx_block *b = ctx->ast.first; b; b = b->next) {
-    if (b->kind == HX_B_MODEL && b == first_block(&ctx->ast, HX_B_MODEL))
+    if (b == model)
       build_model(&s, b);
-    else if (b->kind == HX_B_TRAIN && b == first_block(&ctx->ast, HX_B_TRAIN))
+    else if (b == train)
       build_train(&s, b);
     else if (b->kind == HX_B_PLANNER)
       hx_error(b->loc, "planner blocks are not supported; choose the search with --strategy and --search-budget");

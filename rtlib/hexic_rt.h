@@ -100,7 +100,6 @@ struct hx_rt_rank_config {
   int activation_slots;         /* micro-batches in flight at once: m uses slot m % slots */
   int first_sequence;           /* this pipeline's first index j in the global batch */
   int prev_leader, next_leader; /* world ranks; -1 at the pipeline's ends */
-  int counts_in_norm;           /* pipeline 0: its gradients enter the global norm */
   const struct hx_rt_model *model;
   const struct hx_rt_train *train;
   int ngroups;

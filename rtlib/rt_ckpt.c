@@ -657,32 +657,32 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
     fprintf(stderr, "hexic-rt: rank %d: error: checkpoint: %s\n", rank, err);
   if (!all_agree(comm, ok))
     return false;
-  uint64_t mine[2] = {0, 0};
-  ok = hx_rt_ckpt_write_rank(dir, rank, fingerprint, st, &mine[0], &mine[1], err, sizeof err);
+  uint64_t size = 0, sum = 0;
+  ok = hx_rt_ckpt_write_rank(dir, rank, fingerprint, st, &size, &sum, err, sizeof err);
   hx_rt_progress();
   if (!ok)
     fprintf(stderr, "hexic-rt: rank %d: error: checkpoint: %s\n", rank, err);
-  uint64_t *all = rank == 0 ? malloc(sizeof *all * 2 * (size_t)nranks) : NULL;
-  hx_rt_mpi_check(MPI_Gather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, 0, comm),
-                  "MPI_Gather (checkpoint)");
+  uint64_t *sizes = NULL, *sums = NULL; /* the gathers' receive buffers, on rank 0 only */
+  if (rank == 0) {
+    sizes = malloc(sizeof *sizes * (size_t)nranks);
+    sums = malloc(sizeof *sums * (size_t)nranks);
+    if (!sizes || !sums)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint: out of memory gathering %d checksums", nranks);
+  }
+  hx_rt_mpi_check(MPI_Gather(&size, 1, MPI_UINT64_T, sizes, 1, MPI_UINT64_T, 0, comm),
+                  "MPI_Gather (checkpoint sizes)");
+  hx_rt_mpi_check(MPI_Gather(&sum, 1, MPI_UINT64_T, sums, 1, MPI_UINT64_T, 0, comm),
+                  "MPI_Gather (checkpoint checksums)");
   /* The manifest is written only once every rank file is durable. */
   bool written = all_agree(comm, ok);
   if (written && rank == 0) {
-    uint64_t *sizes = malloc(sizeof *sizes * (size_t)nranks);
-    uint64_t *sums = malloc(sizeof *sums * (size_t)nranks);
-    written = all && sizes && sums;
-    for (int r = 0; written && r < nranks; r++) {
-      sizes[r] = all[2 * r];
-      sums[r] = all[2 * r + 1];
-    }
-    written = written && hx_rt_ckpt_write_manifest(dir, st->step, nranks, fingerprint, sizes, sums,
-                                                   err, sizeof err);
+    written =
+        hx_rt_ckpt_write_manifest(dir, st->step, nranks, fingerprint, sizes, sums, err, sizeof err);
     if (!written)
       fprintf(stderr, "hexic-rt: rank 0: error: checkpoint manifest: %s\n", err);
-    free(sizes);
-    free(sums);
   }
-  free(all);
+  free(sizes);
+  free(sums);
   int flag = written;
   hx_rt_mpi_check(MPI_Bcast(&flag, 1, MPI_INT, 0, comm), "MPI_Bcast (checkpoint)");
   hx_rt_progress();

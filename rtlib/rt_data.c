@@ -11,12 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-uint64_t hx_rt_splitmix64(uint64_t x) {
-  uint64_t z = x + UINT64_C(0x9E3779B97F4A7C15);
-  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-  return z ^ (z >> 31);
-}
+#include "kernels/llama.h"
 
 /* Files are little-endian whatever the host: decode byte by byte. */
 static uint32_t le16_at(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
@@ -30,7 +25,7 @@ uint32_t hx_rt_data_token(const struct hx_rt_data *d, int64_t k) {
   if (d->kind == HX_DATA_KIND_SYNTHETIC)
     /* The spec writes splitmix64(seed ^ 0x5EED + k); read as C (+ binds
      * tighter than ^) that is seed ^ (0x5EED + k), as the reference reads it. */
-    return (uint32_t)(hx_rt_splitmix64(d->seed ^ (UINT64_C(0x5EED) + (uint64_t)k)) %
+    return (uint32_t)(hxk_splitmix64(d->seed ^ (UINT64_C(0x5EED) + (uint64_t)k)) %
                       (uint64_t)d->vocab);
   const unsigned char *p = d->tokens;
   return d->kind == HX_DATA_KIND_SHARD_U32 ? le32_at(p + 4 * k) : le16_at(p + 2 * k);

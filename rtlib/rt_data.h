@@ -7,7 +7,8 @@
  *   magic 20240801 / version 7 with uint32 tokens;
  * - a raw file of little-endian uint16 tokens with no header;
  * - nothing (data absent): the synthetic stream
- *   tok[k] = splitmix64(seed ^ (0x5EED + k)) mod V with N = 1<<20 (the spec's
+ *   tok[k] = splitmix64(seed ^ (0x5EED + k)) mod V (hxk_splitmix64, the one
+ *   parameter initialisation uses) with N = 1<<20 (the spec's
  *   `seed ^ 0x5EED + k` with C precedence).
  * Every token is checked against the vocabulary when the stream is opened.
  *
@@ -55,9 +56,6 @@ struct hx_rt_data {
   void *map;          /* the whole mapping; NULL when synthetic */
   size_t map_size;
 };
-
-/* splitmix64 of the spec (shared by data and initialisation). */
-uint64_t hx_rt_splitmix64(uint64_t x);
 
 /* Opens path (NULL or "": the synthetic stream of seed) and checks it: magic,
  * version, that the file holds the header's token count, that N > seq_len + 1

@@ -192,10 +192,12 @@ static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
   if (step < 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot resume from '%s'", a->checkpoint_dir);
   e->step = step;
-  if (e->cfg->rank == 0)
-    hx_rt_log_banner(step > 0 ? "resuming at step %lld from %s"
-                              : "no complete checkpoint at step %lld in %s: fresh start",
-                     (long long)step, a->checkpoint_dir);
+  if (e->cfg->rank != 0)
+    return;
+  if (step > 0)
+    hx_rt_log_banner("resuming at step %lld from %s", (long long)step, a->checkpoint_dir);
+  else
+    hx_rt_log_banner("no complete checkpoint in %s: fresh start", a->checkpoint_dir);
 }
 
 static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {

@@ -1,9 +1,8 @@
 /* --dump-weights FILE: the full, unsharded parameters after training, for
  * comparing any plan with one device.
  *
- * Every rank of pipeline 0 sends rank 0 the pieces it owns — one copy of each
- * element: TP rank 0's copy of what every TP rank holds whole, the owner's
- * copy of a replicated kv head (rt_owned_kv), tok_emb from the first stage —
+ * Every rank sends rank 0 the pieces it owns — one copy of each element over
+ * the world, rt_for_each_owned's rule (ranks outside pipeline 0 send none) —
  * as records (tensor, layer, rows [r0, r1), columns [c0, c1)) plus the packed
  * values. Rank 0 places them into the model, checks that every element was
  * written exactly once, and writes FILE: the tensors in docs/model-spec.md's
@@ -20,15 +19,17 @@
 enum { REC_INTS = 6 }; /* tensor, layer, r0, r1, c0, c1 */
 
 struct pieces {
+  const float *weights; /* the rank's flat parameter buffer */
   int nrec, cap_rec;
   int *rec;
   long nfloats, cap_floats;
   float *vals;
 };
 
-static void add_piece(struct pieces *p, enum hxk_param t, int layer, long r0, long r1, long c0,
-                      long c1, const float *src) {
-  long n = (r1 - r0) * (c1 - c0);
+/* rt_for_each_owned's visitor: one record and its values. */
+static void add_piece(void *arg, const struct rt_piece *piece) {
+  struct pieces *p = arg;
+  long n = (piece->r1 - piece->r0) * (piece->c1 - piece->c0);
   if (n <= 0)
     return;
   if (p->nrec == p->cap_rec) {
@@ -42,49 +43,10 @@ static void add_piece(struct pieces *p, enum hxk_param t, int layer, long r0, lo
   if (!p->rec || !p->vals)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory gathering the weights");
   int *r = p->rec + (size_t)p->nrec++ * REC_INTS;
-  r[0] = (int)t, r[1] = layer, r[2] = (int)r0, r[3] = (int)r1, r[4] = (int)c0, r[5] = (int)c1;
-  memcpy(p->vals + p->nfloats, src, (size_t)n * sizeof(float));
+  r[0] = (int)piece->t, r[1] = piece->layer, r[2] = (int)piece->r0, r[3] = (int)piece->r1,
+  r[4] = (int)piece->c0, r[5] = (int)piece->c1;
+  memcpy(p->vals + p->nfloats, p->weights + piece->off, (size_t)n * sizeof(float));
   p->nfloats += n;
-}
-
-static void add_whole(struct pieces *p, const struct rt_exec *e, enum hxk_param t, long off) {
-  long rows, cols;
-  hxk_param_shape(&e->dims, t, &rows, &cols);
-  add_piece(p, t, 0, 0, rows, 0, cols, e->p.w + off);
-}
-
-static void collect_layers(struct pieces *p, const struct rt_exec *e) {
-  bool lead = e->cfg->tp_rank == 0;
-  long row = (long)e->dims.head_dim * e->dims.dim;
-  int kb, ke;
-  rt_owned_kv(e, &kb, &ke);
-  for (int l = 0; l < e->p.nlayers; l++)
-    for (int t = 0; t < HXK_LAYER_NPARAMS; t++) {
-      long r0, r1, c0, c1, off = rt_layer_tensor(e, l, (enum hxk_param)t);
-      hxk_param_slice(&e->dims, &e->shard, (enum hxk_param)t, &r0, &r1, &c0, &c1);
-      if ((t == HXK_ATTN_NORM || t == HXK_MLP_NORM) && !lead)
-        continue;
-      if (t == HXK_WK || t == HXK_WV) { /* rows are kv heads; keep the owned ones */
-        off += (kb - e->shard.kv_begin) * row;
-        r0 = (long)kb * e->dims.head_dim;
-        r1 = ke > kb ? (long)ke * e->dims.head_dim : r0;
-      }
-      add_piece(p, (enum hxk_param)t, e->cfg->layer_begin + l, r0, r1, c0, c1, e->p.w + off);
-    }
-}
-
-static void collect(struct pieces *p, const struct rt_exec *e) {
-  const struct hx_rt_rank_config *c = e->cfg;
-  if (c->pipeline != 0)
-    return;
-  bool lead = c->tp_rank == 0;
-  if (e->p.tok_emb >= 0 && lead && c->has_embedding)
-    add_whole(p, e, HXK_TOK_EMB, e->p.tok_emb);
-  collect_layers(p, e);
-  if (e->p.final_norm >= 0 && lead)
-    add_whole(p, e, HXK_FINAL_NORM, e->p.final_norm);
-  if (e->p.lm_head >= 0 && lead)
-    add_whole(p, e, HXK_LM_HEAD, e->p.lm_head);
 }
 
 /* Offset of tensor t of layer l in the full model, spec order. */
@@ -153,8 +115,8 @@ static int *displacements(const int *counts, int n) {
 }
 
 void rt_dump_weights(const struct rt_exec *e, const char *path) {
-  struct pieces mine = {0};
-  collect(&mine, e);
+  struct pieces mine = {.weights = e->p.w};
+  rt_for_each_owned(e, add_piece, &mine);
   if (mine.nfloats > INT_MAX / 2)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "--dump-weights is for small models (this rank holds %ld)",
                 mine.nfloats);

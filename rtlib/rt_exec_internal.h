@@ -77,18 +77,33 @@ struct rt_exec {
   struct rt_sync *syncs; /* one per cfg->groups entry */
   float *pack;           /* the largest group's packed gradient */
   struct rt_runs replicated; /* tensors every TP rank holds whole: zeroed off TP rank 0 */
-  struct rt_runs in_norm;    /* what this rank adds to the global gradient norm */
+  struct rt_runs in_norm;    /* what this rank adds to the global norm: rt_for_each_owned */
 };
 
 /* rt_exec_params.c */
 void rt_params_init(struct rt_exec *e);
-void rt_params_lists(struct rt_exec *e);
-void rt_owned_kv(const struct rt_exec *e, int *begin, int *end);
 double rt_grad_sumsq_for_norm(const struct rt_exec *e);
 int rt_ckpt_tensors(const struct rt_exec *e, struct hx_rt_ckpt_tensor *out);
 
 /* Layer tensor t of local layer l: offset into the flat buffers. */
 long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t);
+
+/* A piece of one tensor this rank holds: rows [r0, r1) x columns [c0, c1) of
+ * the full tensor, stored packed from offset off of the flat buffers. */
+struct rt_piece {
+  enum hxk_param t;
+  int layer; /* global layer; 0 for tok_emb, final_norm, lm_head */
+  long off, r0, r1, c0, c1;
+};
+typedef void (*rt_piece_fn)(void *arg, const struct rt_piece *piece);
+
+/* One copy of every parameter over the world, the rule both the global
+ * gradient norm and the weight dump follow: pipeline 0 only (after the sync
+ * every pipeline holds the same values); of what every TP rank holds whole,
+ * TP rank 0's copy; of a kv head a TP split replicates, the copy of the rank
+ * holding its first query head; tok_emb from the first stage (a tied copy on
+ * a last stage is a duplicate). Visits this rank's share in spec order. */
+void rt_for_each_owned(const struct rt_exec *e, rt_piece_fn visit, void *arg);
 
 /* rt_exec_sync.c */
 void rt_runs_add(struct rt_runs *r, long off, long n);

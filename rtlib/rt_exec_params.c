@@ -79,33 +79,11 @@ static void init_values(struct rt_exec *e) {
   }
 }
 
-void rt_params_init(struct rt_exec *e) {
-  lay_out(e);
-  struct rt_params *p = &e->p;
-  p->w = rt_calloc((size_t)p->n, sizeof(float));
-  p->g = rt_calloc((size_t)p->n, sizeof(float));
-  p->m = rt_calloc((size_t)p->n, sizeof(float));
-  p->v = rt_calloc((size_t)p->n, sizeof(float));
-  p->decay = rt_calloc((size_t)p->n, 1); /* norm gains stay 0: no decay */
-  bind(e);
-  init_values(e);
-  rt_params_lists(e);
-}
-
 long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t) {
   long off = e->p.layers + (long)l * e->p.layer_floats;
   for (int k = 0; k < (int)t; k++)
     off += hxk_layer_param_floats(&e->dims, &e->shard, (enum hxk_param)k);
   return off;
-}
-
-/* The kv heads this rank counts in the norm and writes in a dump: a kv head
- * that a TP split replicates belongs to the rank holding its first query
- * head, so each is counted once. */
-void rt_owned_kv(const struct rt_exec *e, int *begin, int *end) {
-  int group = e->dims.heads / e->dims.kv_heads;
-  *begin = (e->shard.q_begin + group - 1) / group;
-  *end = e->shard.kv_end;
 }
 
 /* Tensors held whole by every TP rank with identical gradients. */
@@ -125,44 +103,68 @@ static void list_replicated(struct rt_exec *e) {
     rt_runs_add(r, p->lm_head, vd);
 }
 
-/* One copy of every parameter over the world: pipeline 0 only (after the
- * sync every pipeline holds the same values); of the replicated tensors TP
- * rank 0's copy; of a replicated kv head its owner's; and tok_emb from the
- * first stage (a tied copy on a last stage is a duplicate). */
-static void list_in_norm(struct rt_exec *e) {
-  const struct rt_params *p = &e->p;
-  struct rt_runs *r = &e->in_norm;
-  if (!e->cfg->counts_in_norm)
-    return;
-  bool lead = e->cfg->tp_rank == 0;
-  long vd = (long)e->dims.vocab * e->dims.dim, row = (long)e->dims.head_dim * e->dims.dim;
-  if (p->tok_emb >= 0 && lead && e->cfg->has_embedding)
-    rt_runs_add(r, p->tok_emb, vd);
-  int kb, ke;
-  rt_owned_kv(e, &kb, &ke);
-  for (int l = 0; l < p->nlayers; l++)
-    for (int t = 0; t < HXK_LAYER_NPARAMS; t++) {
-      long off = rt_layer_tensor(e, l, (enum hxk_param)t);
-      long n = hxk_layer_param_floats(&e->dims, &e->shard, (enum hxk_param)t);
-      if (t == HXK_ATTN_NORM || t == HXK_MLP_NORM) {
-        if (lead)
-          rt_runs_add(r, off, n);
-      } else if (t == HXK_WK || t == HXK_WV) {
-        if (ke > kb)
-          rt_runs_add(r, off + (kb - e->shard.kv_begin) * row, (ke - kb) * row);
-      } else {
-        rt_runs_add(r, off, n);
-      }
-    }
-  if (p->final_norm >= 0 && lead)
-    rt_runs_add(r, p->final_norm, e->dims.dim);
-  if (p->lm_head >= 0 && lead)
-    rt_runs_add(r, p->lm_head, vd);
+static void visit_whole(const struct rt_exec *e, enum hxk_param t, long off, rt_piece_fn visit,
+                        void *arg) {
+  struct rt_piece piece = {t, 0, off, 0, 0, 0, 0};
+  hxk_param_shape(&e->dims, t, &piece.r1, &piece.c1);
+  visit(arg, &piece);
 }
 
-void rt_params_lists(struct rt_exec *e) {
+void rt_for_each_owned(const struct rt_exec *e, rt_piece_fn visit, void *arg) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  const struct rt_params *p = &e->p;
+  if (c->pipeline != 0)
+    return;
+  bool lead = c->tp_rank == 0;
+  if (p->tok_emb >= 0 && lead && c->has_embedding)
+    visit_whole(e, HXK_TOK_EMB, p->tok_emb, visit, arg);
+  /* A replicated kv head belongs to the rank holding its first query head. */
+  int group = e->dims.heads / e->dims.kv_heads;
+  int kv_first = (e->shard.q_begin + group - 1) / group, kv_end = e->shard.kv_end;
+  long hd = e->dims.head_dim;
+  for (int l = 0; l < p->nlayers; l++)
+    for (int t = 0; t < HXK_LAYER_NPARAMS; t++) {
+      struct rt_piece piece = {(enum hxk_param)t,
+                               c->layer_begin + l,
+                               rt_layer_tensor(e, l, (enum hxk_param)t),
+                               0,
+                               0,
+                               0,
+                               0};
+      hxk_param_slice(&e->dims, &e->shard, piece.t, &piece.r0, &piece.r1, &piece.c0, &piece.c1);
+      if ((t == HXK_ATTN_NORM || t == HXK_MLP_NORM) && !lead)
+        continue;
+      if (t == HXK_WK || t == HXK_WV) { /* rows are kv heads: keep the owned ones */
+        if (kv_end <= kv_first)
+          continue;
+        piece.off += (kv_first - e->shard.kv_begin) * hd * e->dims.dim;
+        piece.r0 = kv_first * hd;
+        piece.r1 = kv_end * hd;
+      }
+      visit(arg, &piece);
+    }
+  if (p->final_norm >= 0 && lead)
+    visit_whole(e, HXK_FINAL_NORM, p->final_norm, visit, arg);
+  if (p->lm_head >= 0 && lead)
+    visit_whole(e, HXK_LM_HEAD, p->lm_head, visit, arg);
+}
+
+static void add_to_norm(void *arg, const struct rt_piece *piece) {
+  rt_runs_add(arg, piece->off, (piece->r1 - piece->r0) * (piece->c1 - piece->c0));
+}
+
+void rt_params_init(struct rt_exec *e) {
+  lay_out(e);
+  struct rt_params *p = &e->p;
+  p->w = rt_calloc((size_t)p->n, sizeof(float));
+  p->g = rt_calloc((size_t)p->n, sizeof(float));
+  p->m = rt_calloc((size_t)p->n, sizeof(float));
+  p->v = rt_calloc((size_t)p->n, sizeof(float));
+  p->decay = rt_calloc((size_t)p->n, 1); /* norm gains stay 0: no decay */
+  bind(e);
+  init_values(e);
   list_replicated(e);
-  list_in_norm(e);
+  rt_for_each_owned(e, add_to_norm, &e->in_norm);
 }
 
 double rt_grad_sumsq_for_norm(const struct rt_exec *e) {

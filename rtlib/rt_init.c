@@ -69,8 +69,6 @@ void hx_rt_mpi_check(int rc, const char *what) {
 
 void hx_rt_progress(void) { atomic_store(&g_last_progress_ns, monotonic_ns()); }
 
-double hx_rt_timeout_s(void) { return g_timeout_s; }
-
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

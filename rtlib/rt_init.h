@@ -82,9 +82,6 @@ void hx_rt_progress(void);
 void hx_rt_watchdog_stop(void);
 void hx_rt_watchdog_start(void);
 
-/* The watchdog bound in seconds in force (from HEXIC_TIMEOUT_S). */
-double hx_rt_timeout_s(void);
-
 /* Prints "hexic-rt: rank R: error: <message>" to stderr and aborts the whole
  * job (MPI_Abort when MPI is up, exit otherwise) with code. */
 _Noreturn void hx_rt_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2,10 +2,9 @@
  * optimizer step. Everything goes to stdout and is flushed at once, so lines
  * from the ranks of one job never interleave mid-line under mpirun.
  *
- * The step line is printed ONCE per step by whichever rank holds the global
- * loss (the last stage's leader of pipeline 0 after the loss reduce, or rank 0
- * when the executor reduces to rank 0): the caller decides, these functions
- * print unconditionally. */
+ * These functions print unconditionally; the caller picks the rank. The
+ * executor all-reduces the loss, so every rank holds it, and prints the step
+ * line once per step, on world rank 0 (rt_exec.c). */
 #ifndef HX_RT_LOG_H
 #define HX_RT_LOG_H
 

@@ -43,7 +43,7 @@ start=$(date +%s.%N)
 build/demo/launch.sh --data "$root/build/demo-data/text.bin" --steps "$steps" |
   tee build/demo-data/train.log | awk -v n="$steps" '/^step/ { k++; if (k <= 3 || k % 25 == 0 || k == n) print; next } { print }'
 awk '/^step/ { l[++k] = $5 } END {
-       if (k < 20) exit 1
+       if (k < 20) { printf "== %d steps: too few to compare the first and last 10 losses\n", k; exit }
        for (i = 1; i <= 10; i++) { a += l[i]; b += l[k - 10 + i] }
        printf "== loss: mean of the first 10 steps %.3f, of the last 10 %.3f\n", a / 10, b / 10 }' \
   build/demo-data/train.log

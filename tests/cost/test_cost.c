@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ir/cost.h"
+#include "ir/json.h"
 #include "ir/plan_util.h"
 #include "ir/sim.h"
 #include "passes/passes.h"
@@ -284,11 +285,94 @@ static void test_sim_events(void) {
   hx_arena_free(&ctx.arena);
 }
 
+
+/* hx_stage_times prices the pieces the simulator and the estimate read:
+ * forward and backward equal hx_stage_fwd_s / hx_stage_bwd_s, the backward
+ * is layers x layer + head, and with_comm false drops exactly the TP
+ * all-reduces (2 per layer forward and backward, 1 for the embedding, 2 more
+ * per recomputed layer). */
+static void test_stage_times(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 4, 1e-3, 24, 1e9, 1e-5);
+  int ranks[2] = {0, 1};
+  struct hx_stage st;
+  hx_stage_init(&ctx.arena, &st, ranks, 2, 0, 3, false);
+  double ar = hx_allreduce_s(&ctx.cluster, ranks, 2, hx_hop_bytes(&ctx, 2));
+  CHECK(ar > 0);
+  for (int rc = 0; rc < 2; rc++) {
+    st.recompute = rc == 1;
+    struct hx_stage_times t, c;
+    hx_stage_times(&ctx, &st, true, true, 2, true, &t);
+    hx_stage_times(&ctx, &st, true, true, 2, false, &c);
+    CHECK(t.fwd == hx_stage_fwd_s(&ctx, &st, true, true, 2));
+    CHECK(t.bwd == hx_stage_bwd_s(&ctx, &st, true, true, 2));
+    CHECK(t.layer_bwd == hx_layer_bwd_s(&ctx, &st, 2));
+    CHECK(t.head_bwd == hx_head_bwd_s(&ctx, &st, 2));
+    NEAR(t.bwd, 3 * t.layer_bwd + t.head_bwd);
+    NEAR(t.fwd - c.fwd, (2 * 3 + 1) * ar);
+    NEAR(t.layer_bwd - c.layer_bwd, (rc ? 4 : 2) * ar);
+    NEAR(c.layer_bwd, (rc ? 3 : 2) * hx_layer_compute_s(&ctx, &st, 2));
+    hx_stage_times(&ctx, &st, false, false, 2, true, &t);
+    CHECK(t.head_bwd == 0);
+  }
+  hx_arena_free(&ctx.arena);
+}
+
+/* hx_plan_memory: per rank what its stage needs, 0 for an unused rank, and
+ * the same verdict as hx_plan_memory_fits. */
+static void test_plan_memory(void) {
+  struct hx_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  hx_arena_init(&ctx.arena);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 3, 1e-3, 24, 1e9, 1e-5);
+  struct hx_plan *p = simple_plan(&ctx, 1, 2, 3); /* ranks 0 and 1; 2 unused */
+  double need[3] = {-1, -1, -1}, short1, short2;
+  int worst1, worst2;
+  bool fits = hx_plan_memory(&ctx, p, need, &short1, &worst1);
+  CHECK(fits == hx_plan_memory_fits(&ctx, p, &short2, &worst2));
+  CHECK(fits && short1 == short2 && worst1 == worst2);
+  NEAR(need[0], hx_stage_memory_bytes(&ctx, &p->pipelines[0].stages[0], true, false, 1, 2));
+  NEAR(need[1], hx_stage_memory_bytes(&ctx, &p->pipelines[0].stages[1], false, true, 1, 1));
+  CHECK(need[2] == 0);
+  NEAR(short1, fmax(need[0], need[1]) - 24 * 1073741824.0);
+  hx_arena_free(&ctx.arena);
+}
+
+/* Every string hx_json_string writes, hx_json_parse reads back unchanged
+ * (plan.json carries device, GPU and node names from the cluster file). */
+static void test_json_strings(void) {
+  const char *names[] = {"plain", "quote \" backslash \\ slash /", "tab\tcr\rlf\nbs\bff\f", ""};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    if (!f)
+      continue;
+    hx_json_string(f, names[i]);
+    fclose(f);
+    struct hx_arena a;
+    hx_arena_init(&a);
+    struct hx_source src = {"strings.json", buf, (long)len};
+    struct hx_json *v = hx_json_parse(&a, &src);
+    CHECK(v && v->kind == HX_JSON_STRING && !strcmp(v->string, names[i]));
+    hx_arena_free(&a);
+    free(buf);
+  }
+}
+
 int main(void) {
   test_llama_params();
   test_flops_and_activations();
   test_memory();
   test_comm();
+  test_stage_times();
+  test_plan_memory();
+  test_json_strings();
   test_sim_one_device();
   test_sim_pipeline_closed_form(HX_PP_1F1B);
   test_sim_pipeline_closed_form(HX_PP_GPIPE);

@@ -27,6 +27,14 @@ expect 1 "a directory" -- "$hexic" --check examples
 grep -q "hexic: error: cannot read 'examples': Is a directory" /tmp/hx_cli_err.$$ ||
   { echo "FAIL: directory message"; cat /tmp/hx_cli_err.$$; fail=1; }
 expect 2 "unknown pass" -- "$hexic" --print-after=nosuch examples/models/tiny.hx
+grep -q "unknown pass 'nosuch' in --print-after" /tmp/hx_cli_err.$$ || { echo "FAIL: unknown pass not named"; fail=1; }
+# A dump after a pass that will not run is a usage error, not silence.
+expect 2 "--print-after past --check" -- "$hexic" --check --print-after=schedule examples/models/tiny.hx
+grep -q "^hexic: error: --print-after=schedule: that pass does not run under --check$" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: --check --print-after=schedule message"; cat /tmp/hx_cli_err.$$; fail=1; }
+expect 2 "--print-after=emit without -o" -- "$hexic" --print-after=emit examples/models/tiny.hx
+grep -q "^hexic: error: --print-after=emit: that pass does not run without -o DIR$" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: --print-after=emit message"; cat /tmp/hx_cli_err.$$; fail=1; }
 expect 0 "blocks spread over files" -- "$hexic" --check examples/models/tiny.hx examples/clusters/cpu8.hx
 # The same input twice gives the same bytes.
 "$hexic" --print-after=cluster-table examples/models/llama2-13b.hx examples/clusters/case-study.hx >/tmp/hx_cli_a.$$

@@ -24,6 +24,17 @@ struct buf {
   size_t len;
 };
 
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) {
+    fprintf(stderr, "FAIL: out of memory allocating %zu bytes\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+enum { EXAMPLE_MAX = 1 << 20 };
+
 static struct buf read_example(const char *dir, const char *name) {
   char path[512];
   snprintf(path, sizeof path, "%s/examples/%s/%s.hx", HEXIC_SOURCE_DIR, dir, name);
@@ -32,14 +43,18 @@ static struct buf read_example(const char *dir, const char *name) {
     perror(path);
     exit(1);
   }
-  struct buf b = {malloc(1 << 20), 0};
-  b.len = fread(b.data, 1, 1 << 20, f);
+  struct buf b = {xmalloc(EXAMPLE_MAX + 1), 0};
+  b.len = fread(b.data, 1, EXAMPLE_MAX + 1, f);
   fclose(f);
+  if (b.len > EXAMPLE_MAX) { /* a truncated example would still "pass" */
+    fprintf(stderr, "FAIL: %s is larger than %d bytes\n", path, EXAMPLE_MAX);
+    exit(1);
+  }
   return b;
 }
 
 static struct buf concat(struct buf a, struct buf b) {
-  struct buf c = {malloc(a.len + b.len + 1), a.len + b.len};
+  struct buf c = {xmalloc(a.len + b.len + 1), a.len + b.len};
   memcpy(c.data, a.data, a.len);
   memcpy(c.data + a.len, b.data, b.len);
   return c;
@@ -57,7 +72,7 @@ static size_t pick(size_t n) { return n ? (size_t)(next_random() % n) : 0; }
 /* Returns a malloc'd mutant of in. */
 static struct buf mutate(struct buf in, int kind) {
   size_t extra = kind == 5 ? (size_t)(1 << 20) + 16 : in.len + 16;
-  struct buf out = {malloc(in.len + extra), in.len};
+  struct buf out = {xmalloc(in.len + extra), in.len};
   memcpy(out.data, in.data, in.len);
   size_t at = pick(in.len);
   switch (kind) {
@@ -125,7 +140,10 @@ static int check_one(const char *name, struct buf b, FILE *diag, bool must_pass)
   return 1;
 }
 
-static int run_input(const char *name, struct buf input, FILE *diag, int *mutants, int *rejected) {
+/* first and second concatenated, then its mutants. */
+static int run_input(const char *name, struct buf first, struct buf second, FILE *diag, int *mutants,
+                     int *rejected) {
+  struct buf input = concat(first, second);
   int failed = check_one(name, input, diag, true);
   for (int m = 0; m < MUTANTS_PER_INPUT; m++) {
     int kind = m < 7 ? m : (int)pick(7);
@@ -142,6 +160,7 @@ static int run_input(const char *name, struct buf input, FILE *diag, int *mutant
       fprintf(stderr, "  (mutation kind %d)\n", kind);
     free(mut.data);
   }
+  free(input.data);
   return failed;
 }
 
@@ -156,16 +175,12 @@ int main(void) {
   struct buf tiny = read_example("models", "tiny"), cpu8 = read_example("clusters", "cpu8");
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     struct buf m = read_example("models", models[i]);
-    struct buf both = concat(m, cpu8);
-    failed += run_input(models[i], both, diag, &mutants, &rejected);
-    free(both.data);
+    failed += run_input(models[i], m, cpu8, diag, &mutants, &rejected);
     free(m.data);
   }
   for (size_t i = 0; i < sizeof clusters / sizeof clusters[0]; i++) {
     struct buf c = read_example("clusters", clusters[i]);
-    struct buf both = concat(tiny, c);
-    failed += run_input(clusters[i], both, diag, &mutants, &rejected);
-    free(both.data);
+    failed += run_input(clusters[i], tiny, c, diag, &mutants, &rejected);
     free(c.data);
   }
   free(tiny.data);
@@ -173,6 +188,10 @@ int main(void) {
   hx_diag_set_stream(NULL);
   fclose(diag);
   regfree(&located_error);
+  if (rejected == 0) { /* the mutations must reach the checks at all */
+    fprintf(stderr, "FAIL: no mutant was rejected\n");
+    failed++;
+  }
   printf("%d mutants, %d rejected with located errors, %d failures\n", mutants, rejected, failed);
   return failed ? 1 : 0;
 }

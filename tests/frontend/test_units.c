@@ -1,9 +1,12 @@
-/* Unit tests: unit scaling and number literals (ir/units.c), and the
- * device-to-device bandwidth/latency table (passes/cluster_table.c). */
+/* Unit tests: unit scaling and number literals (ir/units.c), the
+ * device-to-device bandwidth/latency table (passes/cluster_table.c), and the
+ * scanner's size limit (grammar/lexer.l). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "grammar/parse_state.h"
 #include "ir/units.h"
 #include "passes/frontend.h"
 #include "passes/passes.h"
@@ -109,10 +112,30 @@ static void test_table(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* A source longer than flex's int length is refused before scanning (the
+ * text is never read, so a short buffer stands in for it). */
+static void test_too_large(void) {
+  FILE *devnull = fopen("/dev/null", "w");
+  CHECK(devnull != NULL);
+  hx_diag_set_stream(devnull);
+  hx_diag_reset();
+  struct hx_arena a;
+  hx_arena_init(&a);
+  struct hx_source src = {"big.hx", "model", (long)INT_MAX};
+  struct hx_ast ast = {NULL, NULL};
+  hx_parse_file(&a, &src, &ast);
+  CHECK(hx_error_count() == 1 && ast.first == NULL);
+  hx_arena_free(&a);
+  hx_diag_set_stream(NULL);
+  if (devnull)
+    fclose(devnull);
+}
+
 int main(void) {
   test_unit_table();
   test_literals();
   test_table();
+  test_too_large();
   if (failures)
     fprintf(stderr, "%d check(s) failed\n", failures);
   return failures ? 1 : 0;

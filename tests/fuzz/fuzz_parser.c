@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ir/diag.h"
 #include "passes/frontend.h"
@@ -14,6 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static FILE *devnull;
   if (!devnull) {
     devnull = fopen("/dev/null", "w");
+    if (!devnull) {
+      perror("/dev/null");
+      abort();
+    }
     hx_diag_set_stream(devnull);
   }
   hx_check_buffer("fuzz.hx", (const char *)data, size);

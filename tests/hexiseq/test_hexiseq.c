@@ -16,7 +16,6 @@
 
 #include "tests/check.h"
 
-
 static void set_model(struct hx_ctx *ctx, int64_t layers, int64_t hidden, int64_t heads,
                       int64_t kv, int64_t seq) {
   struct hx_model *m = &ctx->model;
@@ -123,7 +122,7 @@ static void test_alltoall_closed_form(void) {
    * out: n x 2 heads x hd x e from each of 3 */
   double in = n * 3 * (2 + 2 * 2) * hd * e, out = 3 * n * 2 * hd * e;
   NEAR(hx_seq_a2a_s(&ctx, l, 0, 1), (in + out) / 100e9 + 2 * 3 * 1e-6);
-  CHECK(hx_seq_ring_s(&ctx, l, 0, 1) == 0); /* one group: no ring */
+  CHECK(hx_seq_ring_s(&ctx, l, 1) == 0); /* one group: no ring */
   hx_arena_free(&ctx.arena);
 }
 
@@ -139,7 +138,7 @@ static void test_ring_closed_form(void) {
   int ranks[] = {0, 1, 2, 3};
   struct hx_seq_layout *l = hx_seq_symmetric_layout(&ctx.arena, &ctx, ranks, 1, 4, 1);
   double kv_bytes = 3072.0 * 2 * 2 * 64 * 2; /* tokens x (K, V) x kv heads x hd x e */
-  NEAR(hx_seq_ring_s(&ctx, l, 2, 1), kv_bytes / 10e9 + 3 * 1e-5);
+  NEAR(hx_seq_ring_s(&ctx, l, 1), kv_bytes / 10e9 + 3 * 1e-5);
   CHECK(hx_seq_a2a_s(&ctx, l, 1, 1) == 0);
   /* compute-bound ring: layer forward = other + own + rest when the ring hides */
   struct hx_stage st = seq_stage(&ctx, l, ranks, 4, 2);
@@ -171,7 +170,7 @@ static void test_ring_per_step(void) {
     l->tokens[u] = tokens[u];
   hx_seq_zigzag(l);
   double kvb = 2.0 * 2 * 64 * 2; /* K and V x 2 kv heads x hd x bf16, per token */
-  NEAR(hx_seq_ring_s(&ctx, l, 0, 1), 800 * kvb / 10e9 + 3 * 1e-5);
+  NEAR(hx_seq_ring_s(&ctx, l, 1), 800 * kvb / 10e9 + 3 * 1e-5);
   struct hx_stage st = seq_stage(&ctx, l, ranks, 4, 2);
   struct hx_seq_stage_cost c;
   hx_seq_stage_cost(&ctx, &st, 1, false, &c);
@@ -204,17 +203,7 @@ static struct hx_seq_layout *random_layout(struct hx_ctx *ctx, const int *ranks,
   int *group_of = HX_NEW_ARRAY(&ctx->arena, int, units);
   for (int u = 0; u < units; u++)
     group_of[u] = u < ngroups ? u : below(ngroups);
-  struct hx_seq_layout *l = hx_seq_layout_new(&ctx->arena, tp, units, ngroups);
-  int k = 0;
-  for (int g = 0; g < ngroups; g++) {
-    l->group_start[g] = k;
-    for (int u = 0; u < units; u++)
-      if (group_of[u] == g) {
-        l->order[k++] = u;
-        l->group_of[u] = g;
-      }
-  }
-  l->group_start[ngroups] = k;
+  struct hx_seq_layout *l = hx_seq_layout_grouped(&ctx->arena, tp, units, ngroups, group_of);
   int64_t left = ctx->model.seq_len, share = ctx->model.heads / tp;
   for (int u = 0; u < units; u++) {
     l->tokens[u] = u + 1 == units ? left : 1 + below((int)(left - (units - u - 1)) / 2 + 1);

@@ -75,8 +75,8 @@ static void test_shards(void) {
   check_split(q3, f3, 3);
   /* an arbitrary rectangle of tok_emb */
   float *whole = kc_alloc(50 * 16), part[7 * 5];
-  hxk_init_tensor(whole, 9, 0, 50, 16, 0, 50, 0, 16, 0.02);
-  hxk_init_tensor(part, 9, 0, 50, 16, 40, 47, 3, 8, 0.02);
+  hxk_init_tensor(whole, 9, 0, 16, 0, 50, 0, 16, 0.02);
+  hxk_init_tensor(part, 9, 0, 16, 40, 47, 3, 8, 0.02);
   for (int r = 0; r < 7; r++)
     KC_CHECK(memcmp(part + r * 5, whole + (40 + r) * 16 + 3,
                     5 * sizeof *part) == 0,
@@ -89,9 +89,9 @@ static void test_shards(void) {
 static void test_statistics(void) {
   long n = 256 * 256;
   float *a = kc_alloc(n), *b = kc_alloc(n), *c = kc_alloc(n);
-  hxk_init_tensor(a, 1, 0, 256, 256, 0, 256, 0, 256, 0.02);
-  hxk_init_tensor(b, 2, 0, 256, 256, 0, 256, 0, 256, 0.02);
-  hxk_init_tensor(c, 1, 17, 256, 256, 0, 256, 0, 256, 0.02);
+  hxk_init_tensor(a, 1, 0, 256, 0, 256, 0, 256, 0.02);
+  hxk_init_tensor(b, 2, 0, 256, 0, 256, 0, 256, 0.02);
+  hxk_init_tensor(c, 1, 17, 256, 0, 256, 0, 256, 0.02);
   double sum = 0.0, sumsq = 0.0;
   for (long i = 0; i < n; i++)
     sum += a[i], sumsq += (double)a[i] * a[i];

@@ -35,6 +35,10 @@ elif edit == "split_table":
     hp[0]["split_table"][1] += 1
 elif edit == "cp":
     stage0["cp"] += 1
+elif edit == "group_layers":  # end before begin
+    hp[0]["layers"] = [3, 1]
+elif edit == "group_kind":
+    hp[0]["kind"] = "hp"
 else:
     sys.exit("unknown edit " + edit)
 

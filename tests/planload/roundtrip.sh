@@ -59,6 +59,8 @@ refused group_rank_twice "rank [0-9]* of this hp group appears twice"
 refused not_zigzag "rank [0-9]*'s token range \\[[0-9]*, [0-9]*) is not the next zig-zag chunk"
 refused split_table "split_table row 0 column 1 is"
 refused cp "'cp' of this stage must be"
+refused group_layers "'layers' of a group must be \\[begin, end) within -1..[0-9]*"
+refused group_kind "'kind' of a group must be \"tp\""
 check 'grep -q "note: tokens \[[0-9]*, [0-9]*) are held by no rank" "$work/drop_range.err"' \
   "the dropped tokens are named"
 

@@ -140,16 +140,24 @@ def check_exhaustive(hexic, d):
     return None
 
 
-def plan_seconds(hexic, files, out, *args):
-    """(exit code, simulated iteration seconds from plan.json at full
-    precision, the plan's description)."""
+def plan_json(hexic, files, out, *args):
+    """Runs hexic -o OUT: (the finished process, plan.json as read, or None
+    when hexic wrote none)."""
     p = subprocess.run([hexic, *files, "-o", out, *args], capture_output=True, text=True,
                        timeout=600)
     path = os.path.join(out, "plan.json")
     if not os.path.exists(path):
-        return p.returncode, None, p.stderr
+        return p, None
     with open(path) as f:
-        plan = json.load(f)
+        return p, json.load(f)
+
+
+def plan_seconds(hexic, files, out, *args):
+    """(exit code, simulated iteration seconds from plan.json at full
+    precision, the plan's description)."""
+    p, plan = plan_json(hexic, files, out, *args)
+    if plan is None:
+        return p.returncode, None, p.stderr
     return p.returncode, plan["simulated"]["iteration_s"], plan["description"]
 
 
@@ -203,10 +211,9 @@ def check_plan_tp(hexic, d):
     files = [write(d, "m.hx", MODEL % (4, 1024, 2816, 8, 8, 1024, 8)),
              write(d, "c.hx", 'gpu "G" { tflops = 100; memory = 80 GiB }\n'
                    'node "n" { gpu = "G"; gpus = 3; bandwidth = 100 GB/s; latency = 2 us }\n')]
-    out = os.path.join(d, "out")
-    subprocess.run([hexic, *files, "-o", out], capture_output=True, timeout=600)
-    with open(os.path.join(out, "plan.json")) as f:
-        plan = json.load(f)
+    p, plan = plan_json(hexic, files, os.path.join(d, "out"))
+    if plan is None:
+        return "no plan.json for the 3-GPU cluster (exit %d): %s" % (p.returncode, p.stderr)
     # every degree hexic proposed divides the heads
     for p in plan["pipelines"]:
         for st in p["stages"]:
@@ -233,10 +240,9 @@ def check_plan_tp_kv(hexic, d):
     files = [write(d, "mkv.hx", MODEL % (4, 1024, 2816, 8, 2, 1024, 8)),
              write(d, "ckv.hx", 'gpu "G" { tflops = 100; memory = 80 GiB }\n'
                    'node "n" { gpu = "G"; gpus = 4; bandwidth = 100 GB/s; latency = 2 us }\n')]
-    out = os.path.join(d, "outkv")
-    subprocess.run([hexic, *files, "-o", out], capture_output=True, timeout=600)
-    with open(os.path.join(out, "plan.json")) as f:
-        plan = json.load(f)
+    p, plan = plan_json(hexic, files, os.path.join(d, "outkv"))
+    if plan is None:
+        return "no plan.json for the 4-GPU cluster (exit %d): %s" % (p.returncode, p.stderr)
     plan["pipelines"] = [{"micro_batches": 8, "micro_batch_size": 1, "stages": [
         {"ranks": [0, 1, 2, 3], "tp": 4, "cp": 1, "hp": 1, "layers": [0, 4], "leader": 0,
          "recompute": False}]}]
@@ -256,15 +262,11 @@ def check_plan_tp_kv(hexic, d):
 def check_hexiseq(hexic, d, repo):
     files = [os.path.join(repo, "examples/models/long-context-13b.hx"),
              os.path.join(repo, "examples/clusters/hetero-64.hx")]
-    out = os.path.join(d, "seq")
-    p = subprocess.run([hexic, *files, "-o", out], capture_output=True, text=True, timeout=600)
-    path = os.path.join(out, "plan.json")
+    p, plan = plan_json(hexic, files, os.path.join(d, "seq"))
     # exit 2: the CPU programs do not run context parallelism yet; the plan
     # is written first all the same
-    if p.returncode not in (0, 2) or not os.path.exists(path):
+    if p.returncode not in (0, 2) or plan is None:
         return "exit %d, no plan.json: %s" % (p.returncode, p.stderr)
-    with open(path) as f:
-        plan = json.load(f)
     used = [dv for dv in plan["devices"] if dv.get("pipeline", -1) >= 0]
     if not used or any("seq" not in dv or "heads" not in dv for dv in used):
         return "devices without seq/heads"

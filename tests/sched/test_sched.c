@@ -1,7 +1,8 @@
 /* Unit tests of the HexiScale scheduler's phases: METIS graph validation,
  * the exact layer split (against brute force), the exact batch split, the
- * gradient-sync slices for mixed TP degrees, and the legal TP degrees phase 2
- * proposes. The IR is filled by hand (no front end). */
+ * gradient-sync slices for mixed TP degrees, the embedding and head
+ * gradients reduced exactly once, and the legal TP degrees phase 2 proposes.
+ * The IR is filled by hand (no front end). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,15 +13,7 @@
 #include "passes/passes.h"
 #include "passes/sched.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                 \
-      failures++;                                                                              \
-    }                                                                                          \
-  } while (0)
+#include "tests/check.h"
 
 /* ---- graph validation ------------------------------------------------------ */
 
