@@ -192,13 +192,18 @@ static void grouped_candidates(struct cell_search *cs, struct hx_arena *a, int u
   int isl = islands(cs->ctx, cs->st.devices, cs->st.tp, units);
   int *counts = HX_NEW_ARRAY(a, int, units);
   int ncounts = group_counts(units, isl, counts);
-  int *group_of = HX_NEW_ARRAY(a, int, units);
+  int *group_of = HX_NEW_ARRAY(a, int, units), *by_compute_of = HX_NEW_ARRAY(a, int, units);
   for (int i = 0; i < ncounts; i++) {
     int g = counts[i];
-    hx_seq_partition(a, cs->ctx, cs->st.devices, cs->st.tp, units, g, group_of);
-    for (int rule = 0; rule < HX_SPLIT_RULES; rule++)
-      consider(cs, hx_seq_rule_layout(a, cs->ctx, &cs->st, group_of, g, (enum hx_seq_rule)rule,
-                                      cs->first, cs->last, 1, cs->in_flight));
+    hx_seq_partition(a, cs->ctx, cs->st.devices, cs->st.tp, units, g, group_of, by_compute_of);
+    /* groups of equal compute too where they differ: between units joined
+     * by equally fast links (nodes over one network) size says little */
+    bool balanced_only = !memcmp(group_of, by_compute_of, sizeof *group_of * (size_t)units);
+    for (int pass = 0; pass < (balanced_only ? 1 : 2); pass++)
+      for (int rule = 0; rule < HX_SPLIT_RULES; rule++)
+        consider(cs, hx_seq_rule_layout(a, cs->ctx, &cs->st, pass ? by_compute_of : group_of, g,
+                                        (enum hx_seq_rule)rule, cs->first, cs->last, 1,
+                                        cs->in_flight));
   }
 }
 

@@ -85,9 +85,14 @@ struct hx_plan *hx_seq_plan_copy(struct hx_arena *a, const struct hx_plan *src);
 enum hx_seq_rule { HX_SPLIT_COMPUTE, HX_SPLIT_SQRT, HX_SPLIT_MEMORY, HX_SPLIT_RULES };
 
 /* Groups the units of a stage (ranks as in a frame cell) into ngroups
- * all-to-all groups along fast links (METIS, fixed seed); group_of[u]. */
+ * all-to-all groups along fast links, two ways, both by the shared METIS
+ * wrapper hx_sched_partition (fixed seed): group_of[u] with groups of equal
+ * size (METIS's empty or undersized groups filled from the largest ones by
+ * the units that keep the most bandwidth inside groups, sizes differing by
+ * at most one), by_compute_of[u] with groups of about equal compute (the
+ * wrapper's refill only). The search tries both. */
 void hx_seq_partition(struct hx_arena *a, const struct hx_ctx *ctx, const int *ranks, int tp,
-                      int units, int ngroups, int *group_of);
+                      int units, int ngroups, int *group_of, int *by_compute_of);
 
 /* A layout from a grouping and a split rule: group token totals by the
  * rule, tokens inside a group by compute, heads by compute. */

@@ -1,87 +1,157 @@
 /* The HexiSeq scheduler's stages 1-3 on one pipeline stage: METIS groups,
  * capability splits, coordinate descent (see hexiseq.h). */
 #include <math.h>
-#include <metis.h>
 #include <string.h>
 
 #include "../ir/cost.h"
 #include "hexiseq.h"
+#include "sched.h"
 
 /* ---- stage 1: all-to-all groups along fast links ------------------------ */
 
 enum { METIS_SEED = 7 };
 
-/* The complete graph over the units, edges weighted by bandwidth between
- * their first devices (scaled into [1, 1e6]) so METIS keeps fast links
- * inside groups; equal vertex weights make groups of equal size. */
-static void metis_groups(struct hx_arena *a, const struct hx_ctx *ctx, const int *ranks, int tp,
-                         int units, int ngroups, int *group_of) {
-  idx_t n = units, ncon = 1, nparts = ngroups, cut = 0;
-  idx_t *xadj = HX_NEW_ARRAY(a, idx_t, units + 1);
-  idx_t *adj = HX_NEW_ARRAY(a, idx_t, (long)units * (units - 1));
-  idx_t *wgt = HX_NEW_ARRAY(a, idx_t, (long)units * (units - 1));
-  idx_t *part = HX_NEW_ARRAY(a, idx_t, units);
-  double top = 0;
+/* Bandwidth between units u and v: their first devices (TP rank 0), the
+ * faster direction, so the matrix is symmetric as METIS needs. */
+static double *unit_bandwidths(struct hx_arena *a, const struct hx_ctx *ctx, const int *ranks,
+                               int tp, int units) {
+  double *bw = HX_NEW_ARRAY(a, double, (long)units * units);
   for (int u = 0; u < units; u++)
     for (int v = 0; v < units; v++)
-      if (u != v)
-        top = fmax(top, hx_bw(&ctx->cluster, ranks[u * tp], ranks[v * tp]));
-  long e = 0;
+      if (u != v) {
+        int du = ranks[u * tp], dv = ranks[v * tp];
+        bw[(long)u * units + v] = fmax(hx_bw(&ctx->cluster, du, dv), hx_bw(&ctx->cluster, dv, du));
+      }
+  return bw;
+}
+
+/* The complete graph over the units for hx_sched_partition, edges the
+ * bandwidth scaled linearly into [1, 1e6] so METIS keeps the fast links
+ * inside groups; vertex weights equal (groups of equal size) or, with
+ * flops, each unit's compute (groups of equal compute). */
+static struct hx_sched_graph *unit_graph(struct hx_arena *a, const double *bw, const double *flops,
+                                         int units) {
+  struct hx_sched_graph *g = HX_NEW(a, struct hx_sched_graph);
+  long nedges = (long)units * (units - 1);
+  g->nvertices = units;
+  g->xadj = HX_NEW_ARRAY(a, int64_t, units + 1);
+  g->adjncy = HX_NEW_ARRAY(a, int64_t, nedges);
+  g->adjwgt = HX_NEW_ARRAY(a, int64_t, nedges);
+  g->vwgt = HX_NEW_ARRAY(a, int64_t, units);
+  double top = 0, strongest = 0;
+  for (long i = 0; i < (long)units * units; i++)
+    top = fmax(top, bw[i]);
+  for (int u = 0; flops && u < units; u++)
+    strongest = fmax(strongest, flops[u]);
+  int64_t e = 0;
   for (int u = 0; u < units; u++) {
-    xadj[u] = (idx_t)e;
+    /* 1000 for the strongest unit: resolution enough, far from overflow */
+    int64_t vw = flops ? (int64_t)llround(1000.0 * flops[u] / strongest) : 1;
+    g->vwgt[u] = vw < 1 ? 1 : vw;
+    g->xadj[u] = e;
     for (int v = 0; v < units; v++) {
       if (u == v)
         continue;
-      double w = hx_bw(&ctx->cluster, ranks[u * tp], ranks[v * tp]) / top * 1e6;
-      adj[e] = v;
-      wgt[e++] = w < 1 ? 1 : (idx_t)w;
+      double w = top > 0 ? bw[(long)u * units + v] / top * 1e6 : 1;
+      g->adjncy[e] = v;
+      g->adjwgt[e++] = w < 1 ? 1 : (int64_t)w;
     }
   }
-  xadj[units] = (idx_t)e;
-  idx_t options[METIS_NOPTIONS];
-  METIS_SetDefaultOptions(options);
-  options[METIS_OPTION_SEED] = METIS_SEED;
-  options[METIS_OPTION_NUMBERING] = 0;
-  int rc = METIS_PartGraphKway(&n, &ncon, xadj, adj, NULL, NULL, wgt, &nparts, NULL, NULL,
-                               options, &cut, part);
-  if (rc != METIS_OK)
-    hx_internal_error("METIS failed (%d) partitioning %d units into %d groups", rc, units, ngroups);
-  for (int u = 0; u < units; u++)
-    group_of[u] = (int)part[u];
+  g->xadj[units] = e;
+  return g;
 }
 
-/* METIS may leave a part empty: the largest part gives it its last unit. */
-static void fill_empty_groups(int units, int ngroups, int *group_of) {
-  for (int g = 0; g < ngroups; g++) {
-    int size = 0, largest = 0, largest_size = -1;
-    for (int q = 0; q < ngroups; q++) {
-      int n = 0;
-      for (int u = 0; u < units; u++)
-        n += group_of[u] == q;
-      if (q == g)
-        size = n;
-      if (n > largest_size) {
-        largest_size = n;
-        largest = q;
-      }
+/* Each unit's compute: its slowest device's FLOP/s (a TP group's pace). */
+static double *unit_compute(struct hx_arena *a, const struct hx_ctx *ctx, const int *ranks, int tp,
+                            int units) {
+  double *flops = HX_NEW_ARRAY(a, double, units);
+  for (int u = 0; u < units; u++) {
+    flops[u] = INFINITY;
+    for (int k = 0; k < tp; k++)
+      flops[u] = fmin(flops[u], hx_device_flops(&ctx->cluster, ranks[u * tp + k]));
+  }
+  return flops;
+}
+
+/* link[u * ngroups + g]: unit u's summed bandwidth to the units of group g
+ * (itself excluded). */
+static double *group_links(struct hx_arena *a, const double *bw, int units, int ngroups,
+                           const int *group_of) {
+  double *link = HX_NEW_ARRAY(a, double, (long)units * ngroups);
+  for (int u = 0; u < units; u++)
+    for (int v = 0; v < units; v++)
+      link[(long)u * ngroups + group_of[v]] += bw[(long)u * units + v];
+  return link;
+}
+
+/* The unit of a largest group whose move into group `to` keeps the most
+ * bandwidth inside groups: most bandwidth to `to`'s units minus to the
+ * units it leaves; ties to the lower unit. */
+static int unit_to_move(const double *link, const int *size, int units, int ngroups,
+                        const int *group_of, int to) {
+  int most = 0, pick = -1;
+  double pick_gain = 0;
+  for (int g = 0; g < ngroups; g++)
+    most = size[g] > most ? size[g] : most;
+  for (int u = 0; u < units; u++) {
+    int from = group_of[u];
+    if (size[from] != most)
+      continue;
+    double gain = link[(long)u * ngroups + to] - link[(long)u * ngroups + from];
+    if (pick < 0 || gain > pick_gain) {
+      pick = u;
+      pick_gain = gain;
     }
-    for (int u = units - 1; size == 0 && u >= 0; u--)
-      if (group_of[u] == largest) {
-        group_of[u] = g;
-        size = 1;
-      }
+  }
+  return pick;
+}
+
+/* METIS balances only approximately and on small graphs leaves groups empty
+ * (8 units into 4 groups: two groups of 4); refilling those one unit at a
+ * time gives groups of 3, 1, 3, 1, and a stage's lockstep pays for its
+ * largest all-to-all group. So units move from the largest groups to the
+ * smallest (lowest index first) until sizes differ by at most one, each
+ * move the unit that keeps the most bandwidth inside groups: a too-large
+ * island is split along its fast links. */
+static void balance_groups(struct hx_arena *a, const double *bw, int units, int ngroups,
+                           int *group_of) {
+  int *size = HX_NEW_ARRAY(a, int, ngroups);
+  for (int u = 0; u < units; u++)
+    size[group_of[u]]++;
+  double *link = group_links(a, bw, units, ngroups, group_of);
+  for (;;) {
+    int small = 0, large = 0;
+    for (int g = 1; g < ngroups; g++) {
+      small = size[g] < size[small] ? g : small;
+      large = size[g] > size[large] ? g : large;
+    }
+    if (size[large] - size[small] <= 1)
+      return;
+    int u = unit_to_move(link, size, units, ngroups, group_of, small);
+    int from = group_of[u];
+    for (int v = 0; v < units; v++) {
+      link[(long)v * ngroups + from] -= bw[(long)v * units + u];
+      link[(long)v * ngroups + small] += bw[(long)v * units + u];
+    }
+    size[from]--;
+    size[small]++;
+    group_of[u] = small;
   }
 }
 
 void hx_seq_partition(struct hx_arena *a, const struct hx_ctx *ctx, const int *ranks, int tp,
-                      int units, int ngroups, int *group_of) {
+                      int units, int ngroups, int *group_of, int *by_compute_of) {
   if (ngroups <= 1 || ngroups >= units) {
     for (int u = 0; u < units; u++)
-      group_of[u] = ngroups <= 1 ? 0 : u;
+      group_of[u] = by_compute_of[u] = ngroups <= 1 ? 0 : u;
     return;
   }
-  metis_groups(a, ctx, ranks, tp, units, ngroups, group_of);
-  fill_empty_groups(units, ngroups, group_of);
+  double *bw = unit_bandwidths(a, ctx, ranks, tp, units);
+  hx_sched_partition(a, unit_graph(a, bw, NULL, units), ngroups, NULL, METIS_SEED, group_of);
+  balance_groups(a, bw, units, ngroups, group_of);
+  double *flops = unit_compute(a, ctx, ranks, tp, units);
+  hx_sched_partition(a, unit_graph(a, bw, flops, units), ngroups, NULL, METIS_SEED,
+                     by_compute_of);
 }
 
 /* ---- stage 2: capability splits ----------------------------------------- */

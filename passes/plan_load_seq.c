@@ -463,15 +463,6 @@ static bool check_shape(const struct hx_stage *st, const struct hx_json *st_js,
   return true;
 }
 
-static int largest_group(const struct hx_seq_layout *l) {
-  int most = 0;
-  for (int g = 0; g < l->ngroups; g++) {
-    int n = l->group_start[g + 1] - l->group_start[g];
-    most = n > most ? n : most;
-  }
-  return most;
-}
-
 static bool load_stage_layout(struct seq_loader *s, struct hx_stage *st,
                               const struct hx_json *st_js) {
   if (s->ctx->model.kv_heads % st->tp) {
@@ -484,7 +475,7 @@ static bool load_stage_layout(struct seq_loader *s, struct hx_stage *st,
   struct hx_seq_layout *l = rebuild_layout(s, st);
   if (!l || !check_stage_devices(s, st, l) || !check_stage_groups(s, st, l))
     return false;
-  int largest = largest_group(l);
+  int largest = hx_seq_largest_group(l);
   if (!check_shape(st, st_js, l, largest))
     return false;
   hx_seq_layout_links(s->ctx, st->devices, l);

@@ -264,6 +264,43 @@ static void test_random_coverage(void) {
 
 /* ---- the scheduler against the baselines -------------------------------- */
 
+/* ---- stage 1: all-to-all groups ---------------------------------------- */
+
+/* Two nodes of four, units of one device, interleaved in the stage: whatever
+ * METIS leaves empty, four groups come out as pairs on one node each (the
+ * fast links), the same every call, and the compute grouping has no empty
+ * group. */
+static void test_partition_balanced(void) {
+  struct hx_ctx ctx;
+  init(&ctx);
+  int types[] = {0, 1};
+  double tf[] = {900, 300}, mem[] = {80, 80};
+  set_model(&ctx, 8, 2048, 16, 16, 1 << 17);
+  set_cluster(&ctx, 2, 4, types, tf, mem, 2, 300e9, 25e9, 5e-6);
+  int ranks[] = {0, 4, 1, 5, 2, 6, 3, 7};
+  for (int ngroups = 2; ngroups <= 4; ngroups++) {
+    int group_of[8], again[8], by_compute[8], size[8] = {0}, nonempty[8] = {0};
+    hx_seq_partition(&ctx.arena, &ctx, ranks, 1, 8, ngroups, group_of, by_compute);
+    hx_seq_partition(&ctx.arena, &ctx, ranks, 1, 8, ngroups, again, by_compute);
+    CHECK(!memcmp(group_of, again, sizeof group_of));
+    for (int u = 0; u < 8; u++) {
+      CHECK(group_of[u] >= 0 && group_of[u] < ngroups);
+      CHECK(by_compute[u] >= 0 && by_compute[u] < ngroups);
+      size[group_of[u]]++;
+      nonempty[by_compute[u]] = 1;
+    }
+    for (int g = 0; g < ngroups; g++) {
+      CHECK(size[g] == 8 / ngroups || size[g] == 8 / ngroups + 1);
+      CHECK(nonempty[g]);
+    }
+    for (int u = 0; u < 8 && ngroups != 3; u++)
+      for (int v = 0; v < 8; v++)
+        if (group_of[u] == group_of[v])
+          CHECK(ranks[u] / 4 == ranks[v] / 4); /* 2 and 4 groups: inside nodes */
+  }
+  hx_arena_free(&ctx.arena);
+}
+
 static double best_baseline_s(const struct hx_plan *p) {
   double best = INFINITY;
   for (int i = 0; i < p->nbaselines; i++)
@@ -416,6 +453,7 @@ int main(void) {
   test_ring_closed_form();
   test_ring_per_step();
   test_random_coverage();
+  test_partition_balanced();
   test_needed();
   test_homogeneous();
   test_heterogeneous();

@@ -10,35 +10,51 @@ p = json.load(open(sys.argv[1]))
 edit = sys.argv[3]
 devs = p["devices"]
 assert all(d["rank"] == i for i, d in enumerate(devs)), "devices in rank order"
-stage0 = p["pipelines"][0]["stages"][0]
 hp = [g for g in p["groups"] if g["kind"] == "hp_a2a"]
+stages = [st for pl in p["pipelines"] for st in pl["stages"]]
+
+
+def unit_group(st):
+    """An hp group of stage st with >= 2 members, all first devices (TP rank
+    0) of the stage's units: two units that split one sequence and one TP
+    head share. None when the stage has no such group (no seq layout, or
+    every group a single unit)."""
+    if "cp" not in st:
+        return None
+    firsts = set(st["ranks"][::st["tp"]])
+    return next((g for g in hp if len(g["ranks"]) >= 2 and set(g["ranks"]) <= firsts), None)
+
+
+# the first stage (any pipeline) with a seq layout and such a group: the
+# scheduler decides which stages and groups those are, so look, not assume
+stage0, group = next(((st, unit_group(st)) for st in stages if unit_group(st)), (None, None))
+assert group, "no stage with an hp group of two or more units"
+other = next((st for st in stages if st is not stage0), None)
 tp, ranks = stage0["tp"], stage0["ranks"]
-# the first two members of the first stage's first hp group: first devices
-# (TP rank 0) of two units that split one sequence and one TP head share
-group = next(g for g in hp if g["ranks"][0] == ranks[0])
 r0, r1 = group["ranks"][0], group["ranks"][1]
 
 if edit == "drop_range":      # a token range held by nobody
     del devs[r1]["seq"][-1]
 elif edit == "dup_head":      # two ranks of one hp group with the same heads
     devs[r1]["heads"] = list(devs[r0]["heads"])
-elif edit == "stage_rank_twice":
-    p["pipelines"][0]["stages"][1]["ranks"][0] = r0
+elif edit == "stage_rank_twice":  # r0 in a second stage as well
+    assert other, "a plan of one stage"
+    other["ranks"][0] = r0
 elif edit == "group_rank_twice":
-    hp[0]["ranks"][1] = hp[0]["ranks"][0]
+    group["ranks"][1] = group["ranks"][0]
 elif edit == "not_zigzag":    # every token once, but not the zig-zag chunks
     u0, u1 = ranks.index(r0), ranks.index(r1)
     for t in range(tp):
         a, b = devs[ranks[u0 + t]], devs[ranks[u1 + t]]
         a["seq"], b["seq"] = b["seq"], a["seq"]
 elif edit == "split_table":
-    hp[0]["split_table"][1] += 1
+    group["split_table"][1] += 1
 elif edit == "cp":
     stage0["cp"] += 1
 elif edit == "group_layers":  # end before begin
-    hp[0]["layers"] = [3, 1]
+    group["layers"] = [3, 1]
 elif edit == "group_kind":
-    hp[0]["kind"] = "hp"
+    group["kind"] = "hp"
 else:
     sys.exit("unknown edit " + edit)
 
