@@ -5,12 +5,17 @@
 # nodes), Llama-2-13B and 70B shapes at 128K-1M tokens, global batch 8.
 # Prints hexic against each baseline, the average and best speed-up over the
 # best symmetric baseline, and the scheduler's wall time at 128 and 1024 GPUs.
-# usage: bench/hexiseq_bench.sh BUILD_DIR [quick]
+# usage: bench/hexiseq_bench.sh [BUILD_DIR [quick]]   (default: build-bench, built Release)
 set -u
-build=${1:?usage: hexiseq_bench.sh BUILD_DIR [quick]}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-}
 quick=${2:-}
-bench=$build/tests/hexiseq_bench
-[ -x "$bench" ] || bench=$build/hexiseq_bench
+if [ -z "$build" ]; then
+  build=$root/build-bench
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
+  cmake --build "$build" -j2 --target hexiseq_bench >/dev/null
+fi
+bench=$build/hexiseq_bench
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

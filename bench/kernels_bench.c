@@ -2,9 +2,9 @@
  * heads 4, kv 2, vocab 256, seq 64, 8 sequences) on one CPU process, with the
  * kernels of kernels/llama.h. Not a test: it prints milliseconds per step.
  *
- *   gcc -O2 -std=gnu11 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread \
- *       bench/kernels_bench.c kernels/ *.c -lopenblas -lm -o /tmp/kbench
- *   OPENBLAS_NUM_THREADS=1 /tmp/kbench [steps] [recompute 0|1]
+ *   cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF
+ *   cmake --build build-bench --target kernels_bench
+ *   OPENBLAS_NUM_THREADS=1 build-bench/kernels_bench [steps] [recompute 0|1]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>

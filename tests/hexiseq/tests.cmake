@@ -1,13 +1,11 @@
 # HexiSeq planning and simulation (issue 7): the CP/HP cost model, the
 # baselines and the scheduler, called from C (test_hexiseq), and the bench
-# driver (bench/hexiseq_bench.sh runs it on the paper-like settings).
+# driver in quick mode (bench/hexiseq_bench.sh runs it on the paper-like settings).
 add_executable(test_hexiseq ${HX_TESTS_DIR}/hexiseq/test_hexiseq.c)
 target_link_libraries(test_hexiseq PRIVATE hexic_core)
 add_test(NAME hexiseq_unit COMMAND test_hexiseq)
 set_tests_properties(hexiseq_unit PROPERTIES TIMEOUT 120 LABELS hexiseq)
 
-add_executable(hexiseq_bench ${CMAKE_SOURCE_DIR}/bench/hexiseq_bench.c)
-target_link_libraries(hexiseq_bench PRIVATE hexic_core)
 add_test(NAME hexiseq_bench_small COMMAND sh ${HX_TESTS_DIR}/hexiseq/bench_small.sh
   $<TARGET_FILE:hexiseq_bench> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/hexiseq_bench_work)
 set_tests_properties(hexiseq_bench_small PROPERTIES TIMEOUT 120 LABELS hexiseq)
