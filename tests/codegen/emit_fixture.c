@@ -21,18 +21,13 @@
 
 #include "codegen/codegen.h"
 
+#include "tests/fixture.h"
+
 enum { MAX_STAGES = 16, MAX_PIPELINES = 16 };
 
 static void set_model(struct hx_ctx *ctx, bool tied, bool heads6) {
+  fx_model(ctx, "tiny", 4, 64, 176, 4, 2, 256, 64);
   struct hx_model *m = &ctx->model;
-  m->name = "tiny";
-  m->layers = 4;
-  m->hidden = 64;
-  m->ffn = 176;
-  m->heads = 4;
-  m->kv_heads = 2;
-  m->vocab = 256;
-  m->seq_len = 64;
   m->rope_theta = 10000.0;
   m->norm_eps = 1e-5;
   m->tie_embeddings = tied;
@@ -135,8 +130,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   bool tied = false, cp = false, heads6 = false;
   for (int i = 3; i < argc; i++) {
     tied |= !strcmp(argv[i], "--tied");

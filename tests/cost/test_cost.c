@@ -12,25 +12,13 @@
 #include "ir/sim.h"
 #include "passes/passes.h"
 
-#include "tests/check.h"
+#include "tests/fixture.h"
 
 
 static void set_model(struct hx_ctx *ctx, int64_t layers, int64_t hidden, int64_t ffn, int64_t heads,
                       int64_t kv, int64_t vocab, int64_t seq) {
-  struct hx_model *m = &ctx->model;
-  m->name = "test";
-  m->layers = layers;
-  m->hidden = hidden;
-  m->ffn = ffn;
-  m->heads = heads;
-  m->kv_heads = kv;
-  m->vocab = vocab;
-  m->seq_len = seq;
-  ctx->has_model = ctx->has_train = true;
-  ctx->train.precision = HX_PREC_BF16;
-  ctx->train.optimizer = HX_OPT_ADAMW;
-  ctx->train.global_batch = 8;
-  CHECK(hx_pass_model_stats(ctx));
+  fx_model(ctx, "test", layers, hidden, ffn, heads, kv, vocab, seq);
+  fx_train(ctx, HX_RECOMPUTE_NONE, 8);
 }
 
 /* ndev devices of one GPU type, one node per `per_node` devices; bandwidth
@@ -62,8 +50,7 @@ static void set_cluster(struct hx_ctx *ctx, int ndev, double tflops, double mem_
 
 static void test_llama_params(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 32, 4096, 11008, 32, 32, 32000, 4096);
   CHECK(ctx.model.params_total == 6738415616LL);
   set_model(&ctx, 40, 5120, 13824, 40, 40, 32000, 4096);
@@ -78,8 +65,7 @@ static void test_llama_params(void) {
 
 static void test_flops_and_activations(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   /* A small GQA model: D 64, F 176, H 8, K 2 (kv 16), V 100, T 32. */
   set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
   const struct hx_model *m = &ctx.model;
@@ -102,8 +88,7 @@ static void test_flops_and_activations(void) {
 
 static void test_memory(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
   set_cluster(&ctx, 4, 100, 24, 1e9, 0);
   int ranks[2] = {0, 1};
@@ -131,8 +116,7 @@ static void test_memory(void) {
 
 static void test_comm(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_cluster(&ctx, 4, 100, 24, 1e9, 1e-5);
   /* make pair (2,3) the slow link */
   ctx.cluster.bandwidth[2 * 4 + 3] = ctx.cluster.bandwidth[3 * 4 + 2] = 5e8;
@@ -169,8 +153,7 @@ static struct hx_plan *simple_plan(struct hx_ctx *ctx, int npipes, int nstages, 
 
 static void test_sim_one_device(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
   set_cluster(&ctx, 1, 1e-3, 24, 1e9, 1e-5);
   struct hx_plan *p = simple_plan(&ctx, 1, 1, 5);
@@ -196,8 +179,7 @@ static void test_sim_one_device(void) {
  * (m + p - 1)(tf + tb) for the pipeline phase; GPipe the same makespan. */
 static void test_sim_pipeline_closed_form(enum hx_pp_schedule sched) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 8, 64, 176, 8, 2, 100, 32);
   ctx.model.flops_head_fwd = 0;
   set_cluster(&ctx, 4, 1e-3, 24, 1e9, 1e-5);
@@ -223,8 +205,7 @@ static void test_sim_pipeline_closed_form(enum hx_pp_schedule sched) {
  * the recurrence finish_k = max(ready_k, finish_{k-1}) + allreduce_k. */
 static void test_sim_data_parallel(double bw) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
   set_cluster(&ctx, 2, 1e-3, 24, bw, 1e-5);
   int m = 3;
@@ -256,8 +237,7 @@ static void test_sim_data_parallel(double bw) {
 
 static void test_sim_events(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
   set_cluster(&ctx, 4, 1e-3, 24, 1e9, 1e-5);
   struct hx_plan *p = simple_plan(&ctx, 2, 2, 3);
@@ -293,8 +273,7 @@ static void test_sim_events(void) {
  * per recomputed layer). */
 static void test_stage_times(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
   set_cluster(&ctx, 4, 1e-3, 24, 1e9, 1e-5);
   int ranks[2] = {0, 1};
@@ -325,8 +304,7 @@ static void test_stage_times(void) {
  * the same verdict as hx_plan_memory_fits. */
 static void test_plan_memory(void) {
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
   set_cluster(&ctx, 3, 1e-3, 24, 1e9, 1e-5);
   struct hx_plan *p = simple_plan(&ctx, 1, 2, 3); /* ranks 0 and 1; 2 unused */

@@ -14,73 +14,12 @@
 #include "passes/hexiseq.h"
 #include "passes/passes.h"
 
-#include "tests/check.h"
+#include "tests/fixture.h"
 
 static void set_model(struct hx_ctx *ctx, int64_t layers, int64_t hidden, int64_t heads,
                       int64_t kv, int64_t seq) {
-  struct hx_model *m = &ctx->model;
-  m->name = "test";
-  m->layers = layers;
-  m->hidden = hidden;
-  m->ffn = hidden * 8 / 3;
-  m->heads = heads;
-  m->kv_heads = kv;
-  m->vocab = 32000;
-  m->seq_len = seq;
-  ctx->has_model = ctx->has_train = true;
-  ctx->train.precision = HX_PREC_BF16;
-  ctx->train.optimizer = HX_OPT_ADAMW;
-  ctx->train.recompute = HX_RECOMPUTE_FULL;
-  ctx->train.global_batch = 4;
-  CHECK(hx_pass_model_stats(ctx));
-}
-
-/* nnodes nodes of `per_node` GPUs; node n has type types[n] of (tflops,
- * memory GiB); bw_in inside a node, bw_out between, latency lat. */
-static void set_cluster(struct hx_ctx *ctx, int nnodes, int per_node, const int *types,
-                        const double *tflops, const double *mem_gib, int ntypes, double bw_in,
-                        double bw_out, double lat) {
-  struct hx_cluster *c = &ctx->cluster;
-  struct hx_arena *a = &ctx->arena;
-  c->ngpus = ntypes;
-  c->gpus = HX_NEW_ARRAY(a, struct hx_gpu_type, ntypes);
-  for (int t = 0; t < ntypes; t++) {
-    c->gpus[t].name = hx_sprintf(a, "T%d", t);
-    c->gpus[t].tflops = tflops[t];
-    c->gpus[t].memory_bytes = (int64_t)(mem_gib[t] * 1073741824.0);
-    c->gpus[t].efficiency = 1.0;
-    c->gpus[t].mem_bandwidth = 2e12;
-  }
-  int n = nnodes * per_node;
-  c->nnodes = nnodes;
-  c->nodes = HX_NEW_ARRAY(a, struct hx_node, nnodes);
-  c->ndevices = n;
-  c->devices = HX_NEW_ARRAY(a, struct hx_device, n);
-  c->bandwidth = HX_NEW_ARRAY(a, double, (long)n * n);
-  c->latency = HX_NEW_ARRAY(a, double, (long)n * n);
-  for (int k = 0; k < nnodes; k++) {
-    c->nodes[k].name = hx_sprintf(a, "n%d", k);
-    c->nodes[k].gpu_type = types[k];
-    c->nodes[k].gpus = per_node;
-    c->nodes[k].first_device = k * per_node;
-  }
-  for (int r = 0; r < n; r++) {
-    c->devices[r].rank = r;
-    c->devices[r].name = hx_sprintf(a, "g:%d", r);
-    c->devices[r].node = r / per_node;
-    c->devices[r].gpu_type = types[r / per_node];
-    c->devices[r].local_index = r % per_node;
-    for (int q = 0; q < n; q++) {
-      bool same = q / per_node == r / per_node;
-      c->bandwidth[(long)r * n + q] = r == q ? 0 : same ? bw_in : bw_out;
-      c->latency[(long)r * n + q] = r == q ? 0 : lat;
-    }
-  }
-}
-
-static void init(struct hx_ctx *ctx) {
-  memset(ctx, 0, sizeof *ctx);
-  hx_arena_init(&ctx->arena);
+  fx_model(ctx, "test", layers, hidden, hidden * 8 / 3, heads, kv, 32000, seq);
+  fx_train(ctx, HX_RECOMPUTE_FULL, 4);
 }
 
 /* ---- closed forms ------------------------------------------------------ */
@@ -109,11 +48,11 @@ static struct hx_stage seq_stage(struct hx_ctx *ctx, struct hx_seq_layout *l, co
  * of the output: (n (k + 2 kvh) hd e) x 3/4 x 4... written out. */
 static void test_alltoall_closed_form(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   set_model(&ctx, 2, 512, 8, 8, 4096);
   int types[] = {0};
   double tf[] = {100}, mem[] = {80};
-  set_cluster(&ctx, 1, 4, types, tf, mem, 1, 100e9, 10e9, 1e-6);
+  fx_cluster(&ctx, 1, 4, types, tf, mem, 1, 100e9, 10e9, 1e-6);
   int ranks[] = {0, 1, 2, 3};
   struct hx_seq_layout *l = hx_seq_symmetric_layout(&ctx.arena, &ctx, ranks, 1, 1, 4);
   CHECK(l && l->heads[0] == 2 && l->tokens[0] == 1024);
@@ -130,11 +69,11 @@ static void test_alltoall_closed_form(void) {
  * for all heads, over the network link, 3 latency steps. */
 static void test_ring_closed_form(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   set_model(&ctx, 2, 512, 8, 2, 4096);
   int types[] = {0, 0, 0, 0};
   double tf[] = {100}, mem[] = {80};
-  set_cluster(&ctx, 4, 1, types, tf, mem, 1, 100e9, 10e9, 1e-5);
+  fx_cluster(&ctx, 4, 1, types, tf, mem, 1, 100e9, 10e9, 1e-5);
   int ranks[] = {0, 1, 2, 3};
   struct hx_seq_layout *l = hx_seq_symmetric_layout(&ctx.arena, &ctx, ranks, 1, 4, 1);
   double kv_bytes = 3072.0 * 2 * 2 * 64 * 2; /* tokens x (K, V) x kv heads x hd x e */
@@ -158,11 +97,11 @@ static void test_ring_closed_form(void) {
  * the group's causal pairs exactly. */
 static void test_ring_per_step(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   set_model(&ctx, 2, 512, 8, 2, 1000);
   int types[] = {0, 0};
   double tf[] = {100}, mem[] = {80};
-  set_cluster(&ctx, 2, 2, types, tf, mem, 1, 100e9, 10e9, 1e-5);
+  fx_cluster(&ctx, 2, 2, types, tf, mem, 1, 100e9, 10e9, 1e-5);
   int ranks[] = {0, 1, 2, 3};
   struct hx_seq_layout *l = hx_seq_symmetric_layout(&ctx.arena, &ctx, ranks, 1, 4, 1);
   int64_t tokens[] = {400, 200, 200, 200};
@@ -190,47 +129,15 @@ static void test_ring_per_step(void) {
 /* ---- coverage on random layouts ----------------------------------------- */
 
 static uint64_t rng = 88172645463325252ULL;
-static int below(int n) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (int)(rng % (uint64_t)n);
-}
-
-static struct hx_seq_layout *random_layout(struct hx_ctx *ctx, const int *ranks, int tp,
-                                           int units) {
-  int ngroups = 1 + below(units);
-  int *group_of = HX_NEW_ARRAY(&ctx->arena, int, units);
-  for (int u = 0; u < units; u++)
-    group_of[u] = u < ngroups ? u : below(ngroups);
-  struct hx_seq_layout *l = hx_seq_layout_grouped(&ctx->arena, tp, units, ngroups, group_of);
-  int64_t left = ctx->model.seq_len, share = ctx->model.heads / tp;
-  for (int u = 0; u < units; u++) {
-    l->tokens[u] = u + 1 == units ? left : 1 + below((int)(left - (units - u - 1)) / 2 + 1);
-    left -= l->tokens[u];
-    l->first[u] = below((int)l->tokens[u] + 1);
-  }
-  for (int g = 0; g < ngroups; g++) {
-    int64_t h = share;
-    for (int x = l->group_start[g]; x < l->group_start[g + 1]; x++) {
-      int u = l->order[x];
-      l->heads[u] = x + 1 == l->group_start[g + 1] ? (int)h : below((int)h + 1);
-      h -= l->heads[u];
-    }
-  }
-  hx_seq_layout_links(ctx, ranks, l);
-  return l;
-}
-
 static void test_random_coverage(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   set_model(&ctx, 4, 512, 16, 4, 1000); /* seq not a power of two on purpose */
   int types[] = {0, 0, 0, 0};
   double tf[] = {100}, mem[] = {80};
-  set_cluster(&ctx, 4, 4, types, tf, mem, 1, 100e9, 10e9, 1e-6);
+  fx_cluster(&ctx, 4, 4, types, tf, mem, 1, 100e9, 10e9, 1e-6);
   for (int trial = 0; trial < 200; trial++) {
-    int tp = 1 << below(3), pp = 1 + below(2), dp = 1 + below(2);
+    int tp = 1 << fx_below(&rng, 3), pp = 1 + fx_below(&rng, 2), dp = 1 + fx_below(&rng, 2);
     if (16 % (tp * pp * dp))
       continue;
     ctx.train.global_batch = dp * 2;
@@ -241,7 +148,7 @@ static void test_random_coverage(void) {
       continue;
     const struct hx_seq_layout **ls = HX_NEW_ARRAY(&ctx.arena, const struct hx_seq_layout *, dp * pp);
     for (int c = 0; c < dp * pp; c++)
-      ls[c] = random_layout(&ctx, f->cell[c], tp, f->units);
+      ls[c] = fx_random_layout(&ctx, &rng, f->cell[c], tp, f->units);
     struct hx_plan *p = hx_seq_plan_build(&ctx.arena, &ctx, f, ls, "hexiseq", "random");
     const char *why = hx_seq_check_plan(&ctx.arena, &ctx, p);
     if (why)
@@ -272,11 +179,11 @@ static void test_random_coverage(void) {
  * group. */
 static void test_partition_balanced(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   int types[] = {0, 1};
   double tf[] = {900, 300}, mem[] = {80, 80};
   set_model(&ctx, 8, 2048, 16, 16, 1 << 17);
-  set_cluster(&ctx, 2, 4, types, tf, mem, 2, 300e9, 25e9, 5e-6);
+  fx_cluster(&ctx, 2, 4, types, tf, mem, 2, 300e9, 25e9, 5e-6);
   int ranks[] = {0, 4, 1, 5, 2, 6, 3, 7};
   for (int ngroups = 2; ngroups <= 4; ngroups++) {
     int group_of[8], again[8], by_compute[8], size[8] = {0}, nonempty[8] = {0};
@@ -324,11 +231,11 @@ static struct hx_plan *schedule(struct hx_ctx *ctx) {
  * never slower). */
 static void test_homogeneous(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   set_model(&ctx, 8, 2048, 16, 16, 65536);
   int types[] = {0, 0};
   double tf[] = {300}, mem[] = {40};
-  set_cluster(&ctx, 2, 8, types, tf, mem, 1, 300e9, 25e9, 5e-6);
+  fx_cluster(&ctx, 2, 8, types, tf, mem, 1, 300e9, 25e9, 5e-6);
   struct hx_plan *p = schedule(&ctx);
   if (p) {
     double b = best_baseline_s(p);
@@ -344,11 +251,11 @@ static void test_homogeneous(void) {
  * baseline, and the fast GPUs hold more tokens. */
 static void test_heterogeneous(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   set_model(&ctx, 8, 2048, 16, 16, 131072);
   int types[] = {0, 1, 2};
   double tf[] = {989, 312, 362}, mem[] = {80, 80, 48};
-  set_cluster(&ctx, 3, 8, types, tf, mem, 3, 400e9, 25e9, 5e-6);
+  fx_cluster(&ctx, 3, 8, types, tf, mem, 3, 400e9, 25e9, 5e-6);
   struct hx_plan *p = schedule(&ctx);
   if (p) {
     double b = best_baseline_s(p);
@@ -373,11 +280,11 @@ static void test_heterogeneous(void) {
  * more; the plan stays exact (every layer once, in order). */
 static void test_uneven_layers(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   set_model(&ctx, 16, 2048, 16, 16, 65536);
   int types[] = {0, 1};
   double tf[] = {989, 312}, mem[] = {80, 80};
-  set_cluster(&ctx, 2, 8, types, tf, mem, 2, 400e9, 25e9, 5e-6);
+  fx_cluster(&ctx, 2, 8, types, tf, mem, 2, 400e9, 25e9, 5e-6);
   struct hx_plan *p = schedule(&ctx);
   if (p) {
     printf("uneven layers: hexic %.4f s, best baseline %.4f s (%s)\n", p->sim.iteration_s,
@@ -407,11 +314,11 @@ static void test_deterministic(void) {
   double t0 = 0;
   for (int run = 0; run < 2; run++) {
     struct hx_ctx ctx;
-    init(&ctx);
+    fx_init(&ctx);
     set_model(&ctx, 8, 2048, 16, 16, 131072);
     int types[] = {0, 1, 2};
     double tf[] = {989, 312, 362}, mem[] = {80, 80, 48};
-    set_cluster(&ctx, 3, 8, types, tf, mem, 3, 400e9, 25e9, 5e-6);
+    fx_cluster(&ctx, 3, 8, types, tf, mem, 3, 400e9, 25e9, 5e-6);
     CHECK(hx_pass_baseline(&ctx));
     struct hx_plan *p = hx_hexiseq_schedule(&ctx);
     CHECK(p != NULL);
@@ -436,11 +343,11 @@ static void test_deterministic(void) {
 
 static void test_needed(void) {
   struct hx_ctx ctx;
-  init(&ctx);
+  fx_init(&ctx);
   int types[] = {0, 0};
   double tf[] = {300}, mem[] = {40};
   set_model(&ctx, 8, 2048, 16, 16, 2048);
-  set_cluster(&ctx, 2, 8, types, tf, mem, 1, 300e9, 25e9, 5e-6);
+  fx_cluster(&ctx, 2, 8, types, tf, mem, 1, 300e9, 25e9, 5e-6);
   CHECK(!hx_hexiseq_needed(&ctx)); /* short sequences fit whole */
   set_model(&ctx, 8, 2048, 16, 16, 4 << 20);
   CHECK(hx_hexiseq_needed(&ctx)); /* 4M tokens do not */

@@ -15,119 +15,22 @@
 #include "passes/hexiseq.h"
 #include "passes/passes.h"
 
-#include "tests/check.h"
+#include "tests/fixture.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-static int below(int n) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (int)(rng % (uint64_t)n);
-}
 
 static void set_model(struct hx_ctx *ctx) {
-  struct hx_model *m = &ctx->model;
-  m->name = "roundtrip";
-  m->layers = 4;
-  m->hidden = 512;
-  m->ffn = 1365;
-  m->heads = 16;
-  m->kv_heads = 4;
-  m->vocab = 32000;
-  m->seq_len = 1000; /* not a power of two on purpose */
-  ctx->has_model = ctx->has_train = true;
-  ctx->train.precision = HX_PREC_BF16;
-  ctx->train.optimizer = HX_OPT_ADAMW;
-  ctx->train.recompute = HX_RECOMPUTE_FULL;
-  ctx->train.global_batch = 4;
-  CHECK(hx_pass_model_stats(ctx));
+  fx_model(ctx, "roundtrip", 4, 512, 1365, 16, 4, 32000, 1000); /* seq not a power of two */
+  fx_train(ctx, HX_RECOMPUTE_FULL, 4);
 }
 
-/* Four nodes of four GPUs, two types, fast links inside a node. */
+/* Four nodes of four GPUs, two types alternating, fast links inside a node. */
 static void set_cluster(struct hx_ctx *ctx) {
-  struct hx_cluster *c = &ctx->cluster;
-  struct hx_arena *a = &ctx->arena;
-  enum { NODES = 4, PER_NODE = 4, N = NODES * PER_NODE };
-  c->ngpus = 2;
-  c->gpus = HX_NEW_ARRAY(a, struct hx_gpu_type, 2);
-  for (int t = 0; t < 2; t++) {
-    c->gpus[t].name = t ? "slow" : "fast";
-    c->gpus[t].tflops = t ? 100 : 300;
-    c->gpus[t].memory_bytes = (int64_t)80 << 30;
-    c->gpus[t].efficiency = 1.0;
-    c->gpus[t].mem_bandwidth = 2e12;
-  }
-  c->nnodes = NODES;
-  c->nodes = HX_NEW_ARRAY(a, struct hx_node, NODES);
-  c->ndevices = N;
-  c->devices = HX_NEW_ARRAY(a, struct hx_device, N);
-  c->bandwidth = HX_NEW_ARRAY(a, double, N *N);
-  c->latency = HX_NEW_ARRAY(a, double, N *N);
-  for (int k = 0; k < NODES; k++) {
-    c->nodes[k].name = hx_sprintf(a, "n%d", k);
-    c->nodes[k].gpu_type = k % 2;
-    c->nodes[k].gpus = PER_NODE;
-    c->nodes[k].first_device = k * PER_NODE;
-  }
-  for (int r = 0; r < N; r++) {
-    c->devices[r].rank = r;
-    c->devices[r].name = hx_sprintf(a, "g:%d", r);
-    c->devices[r].node = r / PER_NODE;
-    c->devices[r].gpu_type = (r / PER_NODE) % 2;
-    c->devices[r].local_index = r % PER_NODE;
-    for (int q = 0; q < N; q++) {
-      bool same = q / PER_NODE == r / PER_NODE;
-      c->bandwidth[r * N + q] = r == q ? 0 : same ? 100e9 : 10e9;
-      c->latency[r * N + q] = r == q ? 0 : 1e-6;
-    }
-  }
-}
-
-/* Random groups in random ring order; tokens (some units none), front
- * chunks anywhere in [0, tokens] (all-front and all-back included), heads
- * of each group's TP share split unevenly (some units none). */
-static struct hx_seq_layout *random_layout(struct hx_ctx *ctx, const int *ranks, int tp,
-                                           int units) {
-  int ngroups = 1 + below(units);
-  struct hx_seq_layout *l = hx_seq_layout_new(&ctx->arena, tp, units, ngroups);
-  int *group_of = HX_NEW_ARRAY(&ctx->arena, int, units),
-      *perm = HX_NEW_ARRAY(&ctx->arena, int, units);
-  for (int u = 0; u < units; u++) {
-    group_of[u] = u < ngroups ? u : below(ngroups);
-    perm[u] = u;
-  }
-  for (int u = units - 1; u > 0; u--) { /* ring order not the unit order */
-    int v = below(u + 1), t = perm[u];
-    perm[u] = perm[v];
-    perm[v] = t;
-  }
-  int k = 0;
-  for (int g = 0; g < ngroups; g++) {
-    l->group_start[g] = k;
-    for (int i = 0; i < units; i++)
-      if (group_of[perm[i]] == g) {
-        l->order[k++] = perm[i];
-        l->group_of[perm[i]] = g;
-      }
-  }
-  l->group_start[ngroups] = k;
-  int64_t left = ctx->model.seq_len, share = ctx->model.heads / tp;
-  for (int u = 0; u < units; u++) {
-    l->tokens[u] = u + 1 == units ? left : below((int)left / 2 + 1);
-    left -= l->tokens[u];
-    int pick = below(4); /* all front, all back, or anywhere between */
-    l->first[u] = pick == 0 ? 0 : pick == 1 ? l->tokens[u] : below((int)l->tokens[u] + 1);
-  }
-  for (int g = 0; g < ngroups; g++) {
-    int64_t h = share;
-    for (int x = l->group_start[g]; x < l->group_start[g + 1]; x++) {
-      int u = l->order[x];
-      l->heads[u] = x + 1 == l->group_start[g + 1] ? (int)h : below((int)h + 1);
-      h -= l->heads[u];
-    }
-  }
-  hx_seq_layout_links(ctx, ranks, l);
-  return l;
+  int types[] = {0, 1, 0, 1};
+  double tf[] = {300, 100}, mem[] = {80, 80};
+  fx_cluster(ctx, 4, 4, types, tf, mem, 2, 100e9, 10e9, 1e-6);
+  ctx->cluster.gpus[0].name = "fast";
+  ctx->cluster.gpus[1].name = "slow";
 }
 
 static bool same_layout(const struct hx_seq_layout *a, const struct hx_seq_layout *b,
@@ -209,14 +112,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   struct hx_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  hx_arena_init(&ctx.arena);
+  fx_init(&ctx);
   set_model(&ctx);
   set_cluster(&ctx);
   const char *path = hx_sprintf(&ctx.arena, "%s/plan.json", argv[1]);
   int done = 0;
   for (int trial = 0; trial < 120; trial++) {
-    int tp = 1 << below(3), pp = 1 + below(2), dp = 1 + below(2);
+    int tp = 1 << fx_below(&rng, 3), pp = 1 + fx_below(&rng, 2), dp = 1 + fx_below(&rng, 2);
     ctx.train.global_batch = dp * 2;
     struct hx_seq_frame *f =
         hx_seq_frame_new(&ctx.arena, &ctx, dp, tp, pp, trial % 3 == 0, trial % 2);
@@ -225,7 +127,7 @@ int main(int argc, char **argv) {
     const struct hx_seq_layout **ls =
         HX_NEW_ARRAY(&ctx.arena, const struct hx_seq_layout *, dp *pp);
     for (int c = 0; c < dp * pp; c++)
-      ls[c] = random_layout(&ctx, f->cell[c], tp, f->units);
+      ls[c] = fx_random_layout(&ctx, &rng, f->cell[c], tp, f->units);
     struct hx_plan *p = hx_seq_plan_build(&ctx.arena, &ctx, f, ls, "hexiseq", "random");
     CHECK(hx_seq_check_plan(&ctx.arena, &ctx, p) == NULL);
     round_trip(&ctx, p, path, trial);
