@@ -5,6 +5,7 @@
 #define HX_RT_TEST_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/check.h"
@@ -18,7 +19,15 @@
     }                                                                                              \
   } while (0)
 
-static int rt_test_finish(const char *name) {
+/* Removes a test's scratch directory (made by mkdtemp under /tmp). */
+static inline void rt_test_remove_dir(const char *dir) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static inline int rt_test_finish(const char *name) {
   if (failures) {
     fprintf(stderr, "%s: %d check(s) failed\n", name, failures);
     return 1;

@@ -212,9 +212,6 @@ int main(void) {
   test_truncated_file_skipped();
   test_incomplete_skipped();
   test_rewrite_same_step();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", dir);
+  rt_test_remove_dir(dir);
   return rt_test_finish("test_rt_ckpt");
 }

@@ -241,9 +241,6 @@ int main(void) {
   test_offsets();
   test_sequences_and_plans();
   test_synthetic();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", tmpdir);
+  rt_test_remove_dir(tmpdir);
   return rt_test_finish("test_rt_data");
 }
