@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "passes/hexiseq.h"
+#include "passes/hexiseq/hexiseq.h"
 #include "passes/passes.h"
 
 static double now_s(void) {

@@ -1,6 +1,6 @@
 /* Forward + backward time of the tiny model (layers 4, hidden 64, ffn 176,
  * heads 4, kv 2, vocab 256, seq 64, 8 sequences) on one CPU process, with the
- * kernels of kernels/llama.h. Not a test: it prints milliseconds per step.
+ * kernels of kernels/cpu/llama.h. Not a test: it prints milliseconds per step.
  *
  *   cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF
  *   cmake --build build-bench --target kernels_bench
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 
 enum { NSEQ = 8 };
 

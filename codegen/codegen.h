@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "../ir/hexic.h"
+#include "ir/hexic.h"
 
 /* plan.json: the plan, its simulated figures and the baseline (README documents it). */
 bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f);
@@ -18,5 +18,9 @@ bool hx_emit_trace(const struct hx_ctx *ctx, FILE *f);
  * generation does not support (with an error printed), or HX_EXIT_INPUT when
  * a file cannot be written. */
 enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir);
+
+/* The few summary lines printed on stdout: plan, iteration time, tokens/s,
+ * MFU, speed-up over the baseline. */
+void hx_print_summary(const struct hx_ctx *ctx, FILE *f);
 
 #endif

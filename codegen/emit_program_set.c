@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir/plan_util.h"
+#include "ir/plan_util.h"
 #include "emit_programs.h"
 
 static void number_ranks(struct program_set *set) {

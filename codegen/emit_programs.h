@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "../ir/hexic.h"
+#include "ir/hexic.h"
 
 /* The rtlib op kinds, as the generated code spells them. */
 enum hx_prog_op { OP_RECV_ACT, OP_FORWARD, OP_SEND_ACT, OP_RECV_GRAD, OP_BACKWARD, OP_SEND_GRAD };

@@ -1,10 +1,10 @@
 /* plan.json: the plan, its simulated figures and the baseline. The layout is
- * documented in README.md; passes/plan_load.c reads it back. Deterministic:
+ * documented in README.md; passes/planload/plan_load.c reads it back. Deterministic:
  * fixed key order, numbers through hx_json_number. */
 #include <math.h>
 
-#include "../ir/json.h"
-#include "../ir/plan_util.h"
+#include "ir/text/json.h"
+#include "ir/plan_util.h"
 #include "codegen.h"
 
 static void write_ints(FILE *f, const int *v, int n) {

@@ -2,8 +2,8 @@
  * stdout. Every figure comes from plan->sim and the cost model. */
 #include <math.h>
 
-#include "../ir/cost.h"
-#include "../ir/plan_util.h"
+#include "passes/cost/cost.h"
+#include "ir/plan_util.h"
 #include "codegen.h"
 
 static const double GIB = 1073741824.0;

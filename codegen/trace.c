@@ -1,8 +1,8 @@
 /* trace.json: the simulated iteration in Chrome Trace Event format (loads in
  * Perfetto and chrome://tracing): one process, one track (tid) per device,
  * named by metadata events; complete events ("ph": "X") in microseconds. */
-#include "../ir/json.h"
-#include "../ir/sim.h"
+#include "ir/text/json.h"
+#include "passes/cost/cost.h"
 #include "codegen.h"
 
 static void write_event(const struct hx_sim_event *e, FILE *f) {

@@ -1,7 +1,8 @@
 /* The one visible list of passes. Read top to bottom: that is what hexic does. */
-#include "pipeline.h"
-
 #include <string.h>
+
+#include "ir/text/dump.h"
+#include "pipeline.h"
 
 /* What a pass's dump shows (--print-after=NAME). */
 enum dump_kind { DUMP_AST, DUMP_MODEL_CLUSTER, DUMP_PLAN };

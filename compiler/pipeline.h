@@ -1,7 +1,7 @@
 #ifndef HX_PIPELINE_H
 #define HX_PIPELINE_H
 
-#include "../passes/passes.h"
+#include "passes/passes.h"
 
 /* Zeroes ctx, starts its arena (free it with hx_arena_free) and sets the
  * option defaults: --target=cpu, --strategy=auto, --search-budget=30. */

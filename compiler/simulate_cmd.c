@@ -2,7 +2,8 @@
  * taken from PLAN.json (--plan), stopped before emit, then the summary. */
 #include <stdio.h>
 
-#include "../ir/plan_util.h"
+#include "codegen/codegen.h"
+#include "ir/plan_util.h"
 #include "pipeline.h"
 #include "simulate_cmd.h"
 

@@ -27,7 +27,7 @@ struct hx_range {
   int64_t begin, end; /* [begin, end) */
 };
 
-/* A stage's context x head parallel layout (ir/cost_seq.h); NULL when the
+/* A stage's context x head parallel layout (passes/cost/cost.h); NULL when the
  * stage runs every sequence whole (cp = hp = 1). */
 struct hx_seq_layout;
 

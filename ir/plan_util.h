@@ -50,25 +50,4 @@ const char *hx_group_kind_name(enum hx_group_kind kind);
 int64_t hx_gcd(int64_t a, int64_t b);
 int64_t hx_lcm(int64_t a, int64_t b);
 
-/* ---- symmetric plans and infeasibility (passes/baseline.c) ---------------
- * A Megatron-style plan over all devices: rank r = (pp_i * dp + dp_i) * tp +
- * tp_i (TP innermost, then DP, then PP), equal layers per stage, equal
- * micro-batches per pipeline. NULL when the shape is not legal (tp crosses a
- * node or does not divide the heads, pp does not divide the layers, the batch
- * does not split). */
-struct hx_plan *hx_symmetric_plan(struct hx_ctx *ctx, int dp, int tp, int pp, int64_t mbs,
-                                  bool recompute);
-/* Reports (hx_error_plain) that no plan fits: the smallest memory shortfall
- * over every symmetric shape, on which device, and what would help. */
-void hx_report_no_plan(struct hx_ctx *ctx);
-
-/* Reads and checks a plan.json (passes/plan_load.c); NULL after reporting
- * located errors, or when the plan does not fit memory. */
-struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path);
-
-/* ---- outputs (codegen/report.c) ----------------------------------------- */
-/* The few summary lines printed on stdout: plan, iteration time, tokens/s,
- * MFU, speed-up over the baseline. */
-void hx_print_summary(const struct hx_ctx *ctx, FILE *f);
-
 #endif

@@ -14,9 +14,8 @@
  * simulator models by itself. */
 #include <math.h>
 
-#include "../ir/cost.h"
-#include "../ir/plan_util.h"
-#include "../ir/sim.h"
+#include "passes/cost/cost.h"
+#include "ir/plan_util.h"
 #include "passes.h"
 
 static bool tp_inside_nodes(const struct hx_cluster *c, int tp) {

@@ -6,7 +6,7 @@
  * pair, is an input error. */
 #include <string.h>
 
-#include "../grammar/parse_state.h"
+#include "grammar/parse_state.h"
 #include "passes.h"
 
 enum { NO_LINK = -1, NETWORK = -2 };

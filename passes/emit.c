@@ -4,8 +4,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../codegen/codegen.h"
-#include "../ir/plan_util.h"
+#include "codegen/codegen.h"
+#include "ir/plan_util.h"
 #include "passes.h"
 
 static bool write_file(struct hx_ctx *ctx, const char *name,

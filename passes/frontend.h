@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "../ir/hexic.h"
+#include "ir/hexic.h"
 
 /* Runs parse, sema and cluster-table on one in-memory file, named name in
  * diagnostics, with a fresh context and arena; resets the diagnostic counts
@@ -18,12 +18,5 @@ struct hx_source *hx_add_source(struct hx_ctx *ctx, const char *name, const char
 
 /* Parses ctx->sources[i] into ctx->ast (no file reading). */
 bool hx_parse_sources(struct hx_ctx *ctx);
-
-/* The names the train block's enumerations are written with, indexed by the
- * enums of ir/model.h, NULL-terminated (defined in passes/sema.c). */
-extern const char *const hx_precision_names[];
-extern const char *const hx_recompute_names[];
-extern const char *const hx_optimizer_names[];
-extern const char *const hx_schedule_names[];
 
 #endif

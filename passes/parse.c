@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../grammar/parse_state.h"
+#include "grammar/parse_state.h"
 #include "frontend.h"
 #include "passes.h"
 

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "../ir/hexic.h"
+#include "ir/hexic.h"
 
 /* Front end */
 bool hx_pass_parse(struct hx_ctx *ctx);         /* files -> AST (grammar/) */
@@ -19,6 +19,18 @@ bool hx_pass_baseline(struct hx_ctx *ctx);      /* best symmetric (Megatron) pla
 bool hx_pass_schedule(struct hx_ctx *ctx);      /* the asymmetric plan */
 bool hx_pass_simulate(struct hx_ctx *ctx);      /* event simulation of the chosen plan */
 
+/* ---- symmetric plans and infeasibility (baseline.c) ------------------------
+ * A Megatron-style plan over all devices: rank r = (pp_i * dp + dp_i) * tp +
+ * tp_i (TP innermost, then DP, then PP), equal layers per stage, equal
+ * micro-batches per pipeline. NULL when the shape is not legal (tp crosses a
+ * node or does not divide the heads, pp does not divide the layers, the batch
+ * does not split). */
+struct hx_plan *hx_symmetric_plan(struct hx_ctx *ctx, int dp, int tp, int pp, int64_t mbs,
+                                  bool recompute);
+/* Reports (hx_error_plain) that no plan fits: the smallest memory shortfall
+ * over every symmetric shape, on which device, and what would help. */
+void hx_report_no_plan(struct hx_ctx *ctx);
+
 /* Output */
 bool hx_pass_emit(struct hx_ctx *ctx);          /* plan.json, report, trace, per-rank code */
 
@@ -27,11 +39,5 @@ bool hx_pass_emit(struct hx_ctx *ctx);          /* plan.json, report, trace, per
 void hx_verify_model(const struct hx_ctx *ctx);
 void hx_verify_cluster(const struct hx_ctx *ctx);
 void hx_verify_plan(const struct hx_ctx *ctx, const struct hx_plan *plan);
-
-/* Stable textual dumps used by --print-ir / --print-after and golden tests. */
-void hx_dump_ast(const struct hx_ctx *ctx, FILE *f);
-void hx_dump_model(const struct hx_ctx *ctx, FILE *f);
-void hx_dump_cluster(const struct hx_ctx *ctx, FILE *f);
-void hx_dump_plan(const struct hx_ctx *ctx, const struct hx_plan *plan, FILE *f);
 
 #endif

@@ -3,20 +3,18 @@
  *  - --strategy=symmetric: the best symmetric (Megatron) plan;
  *  - --strategy=exhaustive: the exact planner (clusters of <= 8 devices);
  *  - --strategy=hexiseq, or `auto` when one sequence's activations keep every
- *    symmetric shape out of memory: the HexiSeq planner (passes/hexiseq.c),
+ *    symmetric shape out of memory: the HexiSeq planner (passes/hexiseq/hexiseq.c),
  *    asymmetric context x head parallelism inside a DP/TP/PP frame; it makes
  *    ctx->baseline the best of Ring / Ulysses / USP / symmetric;
- *  - otherwise the HexiScale search (passes/sched_search.c), which keeps the
+ *  - otherwise the HexiScale search (passes/schedule/sched_search.c), which keeps the
  *    symmetric baseline as a candidate, so hexic is never slower than it.
  * When nothing fits, the run ends with exit 3 and the smallest memory
  * shortfall found (HexiSeq reports its own reason). */
-#include "../ir/plan_util.h"
-#include "hexiseq.h"
+#include "ir/plan_util.h"
+#include "passes/hexiseq/hexiseq.h"
+#include "passes/planload/plan_load.h"
 #include "passes.h"
-#include "sched.h"
-
-/* Defined in passes/plan_load.c. */
-struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path);
+#include "passes/schedule/sched.h"
 
 static struct hx_plan *symmetric_plan(struct hx_ctx *ctx) {
   if (!ctx->baseline)

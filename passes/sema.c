@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../grammar/parse_state.h"
-#include "../ir/units.h"
+#include "grammar/parse_state.h"
+#include "ir/units.h"
 #include "frontend.h"
 #include "passes.h"
+#include "ir/text/dump.h"
 
 /* ---------------------------------------------------------------- schema */
 
@@ -40,13 +41,6 @@ struct field_spec {
 /* The device table is ndevices^2 doubles twice: 4096 devices is 256 MiB. */
 #define MAX_DEVICES 4096
 #define MAX_GPUS_PER_NODE 1024
-
-/* Indexed by the enums of ir/model.h (get_choice returns the index). */
-const char *const hx_precision_names[] = {[HX_PREC_BF16] = "bf16", [HX_PREC_FP32] = "fp32", NULL};
-const char *const hx_recompute_names[] = {[HX_RECOMPUTE_NONE] = "none", [HX_RECOMPUTE_FULL] = "full",
-                                          [HX_RECOMPUTE_AUTO] = "auto", NULL};
-const char *const hx_optimizer_names[] = {[HX_OPT_ADAMW] = "adamw", [HX_OPT_SGD] = "sgd", NULL};
-const char *const hx_schedule_names[] = {[HX_PP_1F1B] = "1f1b", [HX_PP_GPIPE] = "gpipe", NULL};
 
 enum { M_LAYERS, M_HIDDEN, M_FFN, M_HEADS, M_KV_HEADS, M_VOCAB, M_SEQ_LEN, M_ROPE_THETA, M_NORM_EPS,
        M_TIE, M_COUNT };

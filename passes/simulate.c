@@ -1,6 +1,6 @@
 /* simulate: one simulated iteration of the chosen plan and of the baseline,
  * into plan->sim (the figures every output prints). */
-#include "../ir/sim.h"
+#include "passes/cost/cost.h"
 #include "passes.h"
 
 bool hx_pass_simulate(struct hx_ctx *ctx) {

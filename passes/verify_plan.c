@@ -1,10 +1,10 @@
 /* Plan invariants every later pass relies on. A violation is a bug in the
  * planner that built the plan (exit 70), never a user error: plans read from
- * a file are checked with located errors by passes/plan_load.c first. */
+ * a file are checked with located errors by passes/planload/plan_load.c first. */
 #include <stdlib.h>
 
-#include "../ir/cost_seq.h"
-#include "../ir/plan_util.h"
+#include "passes/cost/cost.h"
+#include "ir/plan_util.h"
 #include "passes.h"
 
 static void verify_stage(const struct hx_ctx *ctx, const struct hx_plan *plan, int i, int s,

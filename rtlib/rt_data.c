@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 
 /* Files are little-endian whatever the host: decode byte by byte. */
 static uint32_t le16_at(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "hexic_rt.h"
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 #include "rt_ckpt.h"
 #include "rt_data.h"
 

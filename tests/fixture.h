@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ir/cost_seq.h"
+#include "passes/cost/cost.h"
 #include "passes/passes.h"
 
 #include "tests/check.h"

@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/cost.h"
-#include "ir/json.h"
+#include "passes/cost/cost.h"
+#include "ir/text/json.h"
 #include "ir/plan_util.h"
-#include "ir/sim.h"
 #include "passes/passes.h"
 
 #include "tests/fixture.h"

@@ -7,11 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/cost.h"
-#include "ir/cost_seq.h"
+#include "passes/cost/cost.h"
 #include "ir/plan_util.h"
-#include "ir/sim.h"
-#include "passes/hexiseq.h"
+#include "passes/hexiseq/hexiseq.h"
 #include "passes/passes.h"
 
 #include "tests/fixture.h"

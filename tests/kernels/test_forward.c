@@ -3,7 +3,7 @@
  * its forward; this proves the forwards compute the spec). Tolerance: 1e-5
  * relative to max(1, |ref|), float against double. */
 #include "kcheck.h"
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 
 static struct hxk_dims dims = {.dim = 24, .ffn = 8, .heads = 6, .kv_heads = 2,
                                .vocab = 8, .seq_len = 9, .layers = 1,

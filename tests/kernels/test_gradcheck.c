@@ -1,4 +1,4 @@
-/* Finite-difference gradient check of every backward in kernels/llama.h.
+/* Finite-difference gradient check of every backward in kernels/cpu/llama.h.
  *
  * Each case defines a scalar loss L(inputs) = sum_i r_i out_i (r fixed random;
  * for cross-entropy and the head, the returned loss itself), accumulated in
@@ -10,7 +10,7 @@
  * 1e-2): float forwards make the difference noisy at about 1e-5 of |L| / h.
  * A negative control checks that a 1% error in a gradient is caught. */
 #include "kcheck.h"
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 
 #define KC_SAMPLES 48
 #define FD_STEP 1e-2f

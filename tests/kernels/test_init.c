@@ -3,7 +3,7 @@
  * equal bit for bit to the slice of the full tensor, sane statistics, norm
  * gains all ones, the flat layout and the decay mask. */
 #include "kcheck.h"
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 
 static struct hxk_dims dims = {.dim = 16, .ffn = 40, .heads = 4,
                                .kv_heads = 2, .vocab = 50, .seq_len = 8,

@@ -14,7 +14,7 @@
 #include <pthread.h>
 
 #include "kcheck.h"
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 
 static struct hxk_dims dims = {.dim = 24, .ffn = 20, .heads = 6,
                                .kv_heads = 2, .vocab = 8, .seq_len = 7,

@@ -1,7 +1,7 @@
 /* AdamW, clipping and the lr schedule against values worked out by hand
  * (the arithmetic is in the comments). */
 #include "kcheck.h"
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 
 /* lr 0.1, beta1 0.9, beta2 0.95, eps 1e-8, weight_decay 0.1, w0 = 1.
  * Step 0, g = 0.5: m = 0.05, v = 0.0125, m^ = 0.5, v^ = 0.25,

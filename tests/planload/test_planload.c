@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "ir/cost_seq.h"
+#include "passes/cost/cost.h"
 #include "ir/plan_util.h"
-#include "ir/sim.h"
-#include "passes/hexiseq.h"
+#include "passes/hexiseq/hexiseq.h"
 #include "passes/passes.h"
+#include "passes/planload/plan_load.h"
 
 #include "tests/fixture.h"
 

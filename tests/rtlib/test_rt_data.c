@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/llama.h"
+#include "kernels/cpu/llama.h"
 #include "rt_test.h"
 #include "rtlib/rt_data.h"
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/cost.h"
+#include "passes/cost/cost.h"
 #include "ir/plan_util.h"
 #include "passes/passes.h"
-#include "passes/sched.h"
+#include "passes/schedule/sched.h"
 
 #include "tests/check.h"
 

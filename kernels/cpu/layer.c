@@ -1,0 +1,261 @@
+/* One decoder layer (a TP shard of it), forward and backward, composed from
+ * the single kernels. Buffers are carved out of caller memory by one cursor
+ * routine, so the size functions and the users can never disagree. */
+#include <string.h>
+
+#include "llama.h"
+
+/* Shapes of one call: tokens and the shard's widths. */
+struct layer_shape {
+  long n;       /* tokens = nseq * seq_len */
+  int dim, hd;  /* D, head_dim */
+  int nq, nkv;  /* local query / kv heads */
+  int qw, kvw;  /* nq*hd, nkv*hd */
+  int nf;       /* local ffn columns */
+  int seq_len;
+};
+
+static struct layer_shape shape_of(const struct hxk_layer_ctx *ctx,
+                                   long nseq) {
+  const struct hxk_dims *d = ctx->dims;
+  const struct hxk_shard *s = ctx->shard;
+  struct layer_shape sh;
+  sh.n = nseq * d->seq_len;
+  sh.dim = d->dim;
+  sh.hd = d->head_dim;
+  sh.nq = s->q_end - s->q_begin;
+  sh.nkv = s->kv_end - s->kv_begin;
+  sh.qw = sh.nq * sh.hd;
+  sh.kvw = sh.nkv * sh.hd;
+  sh.nf = s->ffn_end - s->ffn_begin;
+  sh.seq_len = d->seq_len;
+  return sh;
+}
+
+/* Hands out consecutive slices of a buffer; with a NULL base it only counts,
+ * which is how the *_floats() functions measure. */
+struct cursor {
+  float *base;
+  long used;
+};
+
+static float *take(struct cursor *c, long n) {
+  float *at = c->base ? c->base + c->used : NULL;
+  c->used += n;
+  return at;
+}
+
+/* Everything the backward reads, in forward order. */
+struct layer_acts {
+  float *x, *rstd1, *a, *q, *k, *v, *lse, *o;
+  float *x1, *rstd2, *m, *gate, *up, *h;
+};
+
+static struct layer_acts carve_acts(struct cursor *c,
+                                    const struct layer_shape *sh) {
+  struct layer_acts a;
+  long n = sh->n;
+  a.x = take(c, n * sh->dim);
+  a.rstd1 = take(c, n);
+  a.a = take(c, n * sh->dim);
+  a.q = take(c, n * sh->qw);
+  a.k = take(c, n * sh->kvw);
+  a.v = take(c, n * sh->kvw);
+  a.lse = take(c, n * sh->nq);
+  a.o = take(c, n * sh->qw);
+  a.x1 = take(c, n * sh->dim);
+  a.rstd2 = take(c, n);
+  a.m = take(c, n * sh->dim);
+  a.gate = take(c, n * sh->nf);
+  a.up = take(c, n * sh->nf);
+  a.h = take(c, n * sh->nf);
+  return a;
+}
+
+/* Scratch: [full activations when recomputing] + forward temporaries +
+ * backward temporaries, each its own region so a recomputing backward can
+ * run the forward without clobbering its own buffers. */
+struct layer_scratch {
+  struct layer_acts full;  /* recompute mode only */
+  float *partial;          /* [n, D]: a row-parallel output before all-reduce */
+  float *attn;             /* hxk_attention_scratch_floats */
+  float *dx1, *dm, *da;    /* [n, D] */
+  float *dh, *dgate, *dup; /* [n, nf] */
+  float *dout_attn, *dq;   /* [n, nq*hd] */
+  float *dk, *dv;          /* [n, nkv*hd] */
+};
+
+static struct layer_scratch carve_scratch(struct cursor *c,
+                                          const struct hxk_layer_ctx *ctx,
+                                          const struct layer_shape *sh) {
+  struct layer_scratch s;
+  memset(&s.full, 0, sizeof s.full);
+  if (ctx->recompute)
+    s.full = carve_acts(c, sh);
+  long n = sh->n;
+  s.partial = take(c, n * sh->dim);
+  s.attn = take(c, hxk_attention_scratch_floats(sh->seq_len));
+  s.dx1 = take(c, n * sh->dim);
+  s.dm = take(c, n * sh->dim);
+  s.da = take(c, n * sh->dim);
+  s.dh = take(c, n * sh->nf);
+  s.dgate = take(c, n * sh->nf);
+  s.dup = take(c, n * sh->nf);
+  s.dout_attn = take(c, n * sh->qw);
+  s.dq = take(c, n * sh->qw);
+  s.dk = take(c, n * sh->kvw);
+  s.dv = take(c, n * sh->kvw);
+  return s;
+}
+
+long hxk_layer_acts_floats(const struct hxk_layer_ctx *ctx, long nseq) {
+  struct layer_shape sh = shape_of(ctx, nseq);
+  if (ctx->recompute)
+    return sh.n * sh.dim;
+  struct cursor c = {NULL, 0};
+  carve_acts(&c, &sh);
+  return c.used;
+}
+
+long hxk_layer_scratch_floats(const struct hxk_layer_ctx *ctx, long nseq) {
+  struct layer_shape sh = shape_of(ctx, nseq);
+  struct cursor c = {NULL, 0};
+  carve_scratch(&c, ctx, &sh);
+  return c.used;
+}
+
+static void allreduce(const struct hxk_layer_ctx *ctx, float *buf, long n) {
+  if (ctx->allreduce)
+    ctx->allreduce(buf, n, ctx->allreduce_arg);
+}
+
+static void zero(float *buf, long n) { memset(buf, 0, (size_t)n * sizeof *buf); }
+
+/* The forward into a full activation set `a` (a->x already holds the input). */
+static void forward_full(const struct hxk_layer_ctx *ctx,
+                         const struct hxk_layer_params *w,
+                         const struct layer_shape *sh, struct layer_acts *a,
+                         float *out, const struct layer_scratch *s) {
+  const struct hxk_dims *d = ctx->dims;
+  long n = sh->n, nd = n * sh->dim;
+  long nseq = n / sh->seq_len;
+  /* attention block */
+  hxk_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, n, sh->dim,
+                      d->norm_eps);
+  hxk_linear_forward(a->q, a->a, w->wq, n, sh->dim, sh->qw, 0.0f);
+  hxk_linear_forward(a->k, a->a, w->wk, n, sh->dim, sh->kvw, 0.0f);
+  hxk_linear_forward(a->v, a->a, w->wv, n, sh->dim, sh->kvw, 0.0f);
+  hxk_rope_forward(a->q, ctx->rope, n, sh->nq, sh->hd, sh->seq_len);
+  hxk_rope_forward(a->k, ctx->rope, n, sh->nkv, sh->hd, sh->seq_len);
+  hxk_attention_forward(a->o, a->lse, a->q, a->k, a->v, ctx->kv_of, nseq,
+                        sh->seq_len, sh->nq, sh->nkv, sh->hd, s->attn);
+  hxk_linear_forward(s->partial, a->o, w->wo, n, sh->qw, sh->dim, 0.0f);
+  allreduce(ctx, s->partial, nd); /* row-parallel wo: sum the TP partials */
+  hxk_residual_forward(a->x1, a->x, s->partial, nd);
+  /* MLP block */
+  hxk_rmsnorm_forward(a->m, a->rstd2, a->x1, w->mlp_norm, n, sh->dim,
+                      d->norm_eps);
+  hxk_linear_forward(a->gate, a->m, w->w_gate, n, sh->dim, sh->nf, 0.0f);
+  hxk_linear_forward(a->up, a->m, w->w_up, n, sh->dim, sh->nf, 0.0f);
+  hxk_swiglu_forward(a->h, a->gate, a->up, n * sh->nf);
+  hxk_linear_forward(s->partial, a->h, w->w_down, n, sh->nf, sh->dim, 0.0f);
+  allreduce(ctx, s->partial, nd); /* row-parallel w_down */
+  hxk_residual_forward(out, a->x1, s->partial, nd);
+}
+
+void hxk_layer_forward(const struct hxk_layer_ctx *ctx,
+                       const struct hxk_layer_params *w, const float *x,
+                       float *out, float *acts, float *scratch, long nseq) {
+  struct layer_shape sh = shape_of(ctx, nseq);
+  struct cursor sc = {scratch, 0};
+  struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
+  struct layer_acts a;
+  if (ctx->recompute) {
+    a = s.full; /* kept: the input only; the rest is thrown away */
+    memcpy(acts, x, (size_t)(sh.n * sh.dim) * sizeof *x);
+  } else {
+    struct cursor ac = {acts, 0};
+    a = carve_acts(&ac, &sh);
+  }
+  memcpy(a.x, x, (size_t)(sh.n * sh.dim) * sizeof *x);
+  forward_full(ctx, w, &sh, &a, out, &s);
+}
+
+/* MLP half of the backward: from dx1 (= dout) to dx1 += d(mlp)/dx1. */
+static void backward_mlp(const struct hxk_layer_ctx *ctx,
+                         const struct hxk_layer_params *w,
+                         const struct hxk_layer_params *g,
+                         const struct layer_shape *sh,
+                         const struct layer_acts *a,
+                         const struct layer_scratch *s) {
+  long n = sh->n, nf_all = n * sh->nf;
+  zero(s->dh, nf_all);
+  zero(s->dgate, nf_all);
+  zero(s->dup, nf_all);
+  zero(s->dm, n * sh->dim);
+  hxk_linear_backward(s->dh, g->w_down, s->dx1, a->h, w->w_down, n, sh->nf,
+                      sh->dim);
+  hxk_swiglu_backward(s->dgate, s->dup, s->dh, a->gate, a->up, nf_all);
+  hxk_linear_backward(s->dm, g->w_gate, s->dgate, a->m, w->w_gate, n, sh->dim,
+                      sh->nf);
+  hxk_linear_backward(s->dm, g->w_up, s->dup, a->m, w->w_up, n, sh->dim,
+                      sh->nf);
+  allreduce(ctx, s->dm, n * sh->dim); /* column-parallel input gradient */
+  hxk_rmsnorm_backward(s->dx1, g->mlp_norm, s->dm, a->x1, w->mlp_norm,
+                       a->rstd2, n, sh->dim);
+}
+
+/* Attention half: from dx1 to dx (written). */
+static void backward_attention(const struct hxk_layer_ctx *ctx,
+                               const struct hxk_layer_params *w,
+                               const struct hxk_layer_params *g,
+                               const struct layer_shape *sh,
+                               const struct layer_acts *a,
+                               const struct layer_scratch *s, float *dx) {
+  long n = sh->n, nd = n * sh->dim;
+  long nseq = n / sh->seq_len;
+  zero(s->dout_attn, n * sh->qw);
+  zero(s->dq, n * sh->qw);
+  zero(s->dk, n * sh->kvw);
+  zero(s->dv, n * sh->kvw);
+  zero(s->da, nd);
+  hxk_linear_backward(s->dout_attn, g->wo, s->dx1, a->o, w->wo, n, sh->qw,
+                      sh->dim);
+  hxk_attention_backward(s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k, a->v,
+                         a->lse, ctx->kv_of, nseq, sh->seq_len, sh->nq,
+                         sh->nkv, sh->hd, s->attn);
+  hxk_rope_backward_inplace(s->dq, ctx->rope, n, sh->nq, sh->hd, sh->seq_len);
+  hxk_rope_backward_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd,
+                            sh->seq_len);
+  hxk_linear_backward(s->da, g->wq, s->dq, a->a, w->wq, n, sh->dim, sh->qw);
+  hxk_linear_backward(s->da, g->wk, s->dk, a->a, w->wk, n, sh->dim, sh->kvw);
+  hxk_linear_backward(s->da, g->wv, s->dv, a->a, w->wv, n, sh->dim, sh->kvw);
+  allreduce(ctx, s->da, nd); /* column-parallel input gradient */
+  memcpy(dx, s->dx1, (size_t)nd * sizeof *dx); /* residual path */
+  hxk_rmsnorm_backward(dx, g->attn_norm, s->da, a->x, w->attn_norm, a->rstd1,
+                       n, sh->dim);
+}
+
+void hxk_layer_backward(const struct hxk_layer_ctx *ctx,
+                        const struct hxk_layer_params *w,
+                        const struct hxk_layer_params *g, const float *dout,
+                        float *dx, const float *acts, float *scratch,
+                        long nseq) {
+  struct layer_shape sh = shape_of(ctx, nseq);
+  struct cursor sc = {scratch, 0};
+  struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
+  struct layer_acts a;
+  if (ctx->recompute) {
+    a = s.full;
+    memcpy(a.x, acts, (size_t)(sh.n * sh.dim) * sizeof *acts);
+    /* The recomputed output is not needed: park it in dx, written below. */
+    forward_full(ctx, w, &sh, &a, dx, &s);
+  } else {
+    /* The activations are only read; the cast lets one carve serve both. */
+    struct cursor ac = {(float *)acts, 0};
+    a = carve_acts(&ac, &sh);
+  }
+  memcpy(s.dx1, dout, (size_t)(sh.n * sh.dim) * sizeof *dout);
+  backward_mlp(ctx, w, g, &sh, &a, &s);
+  backward_attention(ctx, w, g, &sh, &a, &s, dx);
+}

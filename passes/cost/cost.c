@@ -1,0 +1,632 @@
+#include "cost.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "ir/plan_util.h"
+
+/* ---- sizes ------------------------------------------------------------- */
+
+double hx_elem_bytes(const struct hx_train *train) {
+  return train->precision == HX_PREC_FP32 ? 4.0 : 2.0;
+}
+
+double hx_state_bytes_per_param(const struct hx_train *train) {
+  bool adam = train->optimizer == HX_OPT_ADAMW;
+  if (train->precision == HX_PREC_FP32)
+    return adam ? 16.0 : 8.0; /* weight, grad (+ m, v) */
+  return adam ? 18.0 : 10.0;  /* bf16 weight, fp32 grad, fp32 master (+ m, v) */
+}
+
+double hx_optimizer_traffic_per_param(const struct hx_train *train) {
+  bool adam = train->optimizer == HX_OPT_ADAMW;
+  if (train->precision == HX_PREC_FP32)
+    return adam ? 28.0 : 12.0; /* read w g m v, write w m v | read w g, write w */
+  return adam ? 30.0 : 14.0;   /* + the bf16 copy of the weight written */
+}
+
+/* ---- per stage --------------------------------------------------------- */
+
+int64_t hx_stage_params(const struct hx_model *m, int layer_begin, int layer_end, bool first,
+                        bool last) {
+  int64_t p = (int64_t)(layer_end - layer_begin) * m->params_layer;
+  if (first)
+    p += m->params_embedding;
+  if (last) {
+    p += m->params_final_norm + m->params_head;
+    if (m->tie_embeddings && !first)
+      p += m->params_embedding; /* the LM head's own copy of tok_emb */
+  }
+  return p;
+}
+
+double hx_stage_fwd_flops(const struct hx_model *m, int layer_begin, int layer_end, bool first,
+                          bool last, int64_t tokens) {
+  double per_token = (double)(layer_end - layer_begin) * m->flops_layer_fwd;
+  if (first)
+    per_token += m->flops_embedding_fwd;
+  if (last)
+    per_token += m->flops_head_fwd;
+  return per_token * (double)tokens;
+}
+
+double hx_stage_min_flops(const struct hx_cluster *c, const struct hx_stage *st) {
+  double slowest = INFINITY;
+  for (int i = 0; i < st->ndevices; i++) {
+    double f = hx_device_flops(c, st->devices[i]);
+    if (f < slowest)
+      slowest = f;
+  }
+  return slowest;
+}
+
+static int64_t tokens_of(const struct hx_ctx *ctx, int64_t mbs) { return mbs * ctx->model.seq_len; }
+
+/* Compute seconds of `flops` spread over the stage's TP group. */
+static double stage_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, double flops) {
+  return flops / st->tp / hx_stage_min_flops(&ctx->cluster, st);
+}
+
+/* Stages with a context x head layout are priced by passes/cost/cost_seq.c. */
+static struct hx_seq_stage_cost seq_cost(const struct hx_ctx *ctx, const struct hx_stage *st,
+                                         int64_t mbs, bool with_comm) {
+  struct hx_seq_stage_cost c;
+  hx_seq_stage_cost(ctx, st, mbs, with_comm, &c);
+  return c;
+}
+
+double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->seq_layout)
+    return seq_cost(ctx, st, mbs, false).layer_fwd;
+  return stage_compute_s(ctx, st, ctx->model.flops_layer_fwd * (double)tokens_of(ctx, mbs));
+}
+
+/* One TP all-reduce of a micro-batch's activations (mbs x T x D elements). */
+static double tp_allreduce_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->tp <= 1)
+    return 0;
+  return hx_allreduce_s(&ctx->cluster, st->devices, st->tp, hx_hop_bytes(ctx, mbs));
+}
+
+double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->seq_layout) /* all of the layer's communication: TP, all-to-all, exposed ring */
+    return seq_cost(ctx, st, mbs, true).layer_fwd - seq_cost(ctx, st, mbs, false).layer_fwd;
+  return 2 * tp_allreduce_s(ctx, st, mbs);
+}
+
+static int nlayers(const struct hx_stage *st) { return st->layer_end - st->layer_begin; }
+
+double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->seq_layout)
+    return seq_cost(ctx, st, mbs, true).head_bwd;
+  double fwd = stage_compute_s(ctx, st, ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs));
+  return 2 * fwd;
+}
+
+void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                    int64_t mbs, bool with_comm, struct hx_stage_times *out) {
+  int nl = nlayers(st);
+  if (st->seq_layout) {
+    struct hx_seq_stage_cost c = seq_cost(ctx, st, mbs, with_comm);
+    out->fwd = nl * c.layer_fwd + (last ? c.head_fwd : 0) + (first ? c.embed_fwd : 0);
+    out->layer_bwd = c.layer_bwd;
+    out->head_bwd = last ? c.head_bwd : 0;
+  } else {
+    double ar = with_comm ? tp_allreduce_s(ctx, st, mbs) : 0; /* one TP all-reduce */
+    double lc = hx_layer_compute_s(ctx, st, mbs);
+    double flops =
+        hx_stage_fwd_flops(&ctx->model, st->layer_begin, st->layer_end, first, last,
+                           tokens_of(ctx, mbs));
+    /* 2 all-reduces per layer; 1 more for the vocab-parallel embedding */
+    out->fwd = stage_compute_s(ctx, st, flops) + (2 * nl + (first ? 1 : 0)) * ar;
+    /* The embedding's backward is a scatter-add: no FLOPs counted, like its
+     * forward; its vocab-parallel all-reduce is forward only. */
+    out->layer_bwd = 2 * lc + 2 * ar + (st->recompute ? lc + 2 * ar : 0);
+    out->head_bwd = last ? hx_head_bwd_s(ctx, st, mbs) : 0;
+  }
+  out->bwd = nl * out->layer_bwd + out->head_bwd;
+}
+
+double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                      int64_t mbs) {
+  struct hx_stage_times t;
+  hx_stage_times(ctx, st, first, last, mbs, true, &t);
+  return t.fwd;
+}
+
+double hx_stage_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                      int64_t mbs) {
+  struct hx_stage_times t;
+  hx_stage_times(ctx, st, first, last, mbs, true, &t);
+  return t.bwd;
+}
+
+double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  struct hx_stage_times t;
+  hx_stage_times(ctx, st, false, false, mbs, true, &t);
+  return t.layer_bwd;
+}
+
+int64_t hx_in_flight(enum hx_pp_schedule schedule, int stage_index, int nstages,
+                     int64_t micro_batches) {
+  if (schedule == HX_PP_GPIPE)
+    return micro_batches;
+  int64_t keep = nstages - stage_index;
+  return keep < micro_batches ? keep : micro_batches;
+}
+
+double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                             bool last) {
+  double params =
+      (double)hx_stage_params(&ctx->model, st->layer_begin, st->layer_end, first, last);
+  return params / st->tp * hx_state_bytes_per_param(&ctx->train);
+}
+
+double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                          bool last, int64_t mbs, int64_t in_flight) {
+  if (st->seq_layout) /* the most any unit needs */
+    return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight) -
+           hx_stage_static_bytes(ctx, st, first, last) - HX_MEMORY_RESERVE_BYTES;
+  const struct hx_model *m = &ctx->model;
+  double tokens = (double)tokens_of(ctx, mbs);
+  double per_mb;
+  if (st->recompute)
+    per_mb = tokens * nlayers(st) * m->act_bytes_layer_recompute;
+  else
+    per_mb = tokens * nlayers(st) * m->act_bytes_layer;
+  double bytes = per_mb * (double)in_flight;
+  if (st->recompute && nlayers(st) > 0)
+    bytes += tokens * m->act_bytes_layer; /* the layer being recomputed */
+  if (last)
+    bytes += tokens * m->act_bytes_head; /* logits live for one micro-batch only */
+  (void)first;
+  return bytes / st->tp;
+}
+
+double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                             bool last, int64_t mbs, int64_t in_flight) {
+  if (st->seq_layout) {
+    double most = 0;
+    for (int u = 0; u < st->seq_layout->nunits; u++)
+      most = fmax(most, hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight));
+    return most;
+  }
+  return hx_stage_static_bytes(ctx, st, first, last) +
+         hx_stage_act_bytes(ctx, st, first, last, mbs, in_flight) + HX_MEMORY_RESERVE_BYTES;
+}
+
+double hx_stage_memory_capacity(const struct hx_cluster *c, const struct hx_stage *st) {
+  double least = INFINITY;
+  for (int i = 0; i < st->ndevices; i++) {
+    double m = (double)c->gpus[c->devices[st->devices[i]].gpu_type].memory_bytes;
+    if (m < least)
+      least = m;
+  }
+  return least;
+}
+
+/* Bytes per second the optimizer streams on one device. */
+static double optimizer_bandwidth(const struct hx_cluster *c, int rank) {
+  const struct hx_gpu_type *g = &c->gpus[c->devices[rank].gpu_type];
+  if (g->mem_bandwidth > 0)
+    return g->mem_bandwidth;
+  return g->tflops * 1e12 / HX_ASSUMED_FLOPS_PER_BYTE;
+}
+
+double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                            bool last) {
+  double params =
+      (double)hx_stage_params(&ctx->model, st->layer_begin, st->layer_end, first, last) / st->tp;
+  double bytes = params * hx_optimizer_traffic_per_param(&ctx->train);
+  double slowest = 0;
+  for (int i = 0; i < st->ndevices; i++) {
+    double t = bytes / optimizer_bandwidth(&ctx->cluster, st->devices[i]);
+    if (t > slowest)
+      slowest = t;
+  }
+  return slowest;
+}
+
+/* ---- communication ----------------------------------------------------- */
+
+void hx_group_links(const struct hx_cluster *c, const int *ranks, int n, double *min_bw,
+                    double *max_lat) {
+  double bw = INFINITY, lat = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (ranks[i] == ranks[j])
+        continue;
+      double b = hx_bw(c, ranks[i], ranks[j]), l = hx_lat(c, ranks[i], ranks[j]);
+      if (b < bw)
+        bw = b;
+      if (l > lat)
+        lat = l;
+    }
+  *min_bw = bw;
+  *max_lat = lat;
+}
+
+double hx_p2p_s(const struct hx_cluster *c, int a, int b, double bytes) {
+  if (a == b)
+    return 0;
+  return hx_lat(c, a, b) + bytes / hx_bw(c, a, b);
+}
+
+/* steps x max latency + volume / min bandwidth over the group. */
+static double ring_s(const struct hx_cluster *c, const int *ranks, int n, double volume,
+                     double steps) {
+  if (n <= 1)
+    return 0;
+  double bw, lat;
+  hx_group_links(c, ranks, n, &bw, &lat);
+  return steps * lat + volume / bw;
+}
+
+double hx_allreduce_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
+  return ring_s(c, ranks, n, 2.0 * (n - 1) / n * bytes, 2.0 * (n - 1));
+}
+
+double hx_broadcast_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
+  return ring_s(c, ranks, n, bytes, n - 1.0);
+}
+
+double hx_alltoall_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
+  return ring_s(c, ranks, n, (n - 1.0) / n * bytes, n - 1.0);
+}
+
+double hx_hop_bytes(const struct hx_ctx *ctx, int64_t mbs) {
+  return (double)tokens_of(ctx, mbs) * (double)ctx->model.hidden * hx_elem_bytes(&ctx->train);
+}
+
+static double hop_with_leader(const struct hx_ctx *ctx, int from_leader, const struct hx_stage *to,
+                              int to_leader, double bytes) {
+  return hx_p2p_s(&ctx->cluster, from_leader, to_leader, bytes) +
+         hx_broadcast_s(&ctx->cluster, to->devices, to->ndevices, bytes);
+}
+
+double hx_hop_s(const struct hx_ctx *ctx, const struct hx_stage *from, const struct hx_stage *to,
+                int64_t mbs) {
+  if (from->seq_layout || to->seq_layout)
+    return hx_seq_hop_s(ctx, from, to, mbs);
+  return hop_with_leader(ctx, from->leader, to, to->leader, hx_hop_bytes(ctx, mbs));
+}
+
+int hx_best_leader(const struct hx_ctx *ctx, const struct hx_stage *from, const struct hx_stage *to,
+                   int64_t mbs) {
+  double bytes = hx_hop_bytes(ctx, mbs), best_s = INFINITY;
+  int best = to->devices[0];
+  for (int i = 0; i < to->ndevices; i++) {
+    double t = hop_with_leader(ctx, from->leader, to, to->devices[i], bytes);
+    if (t < best_s) {
+      best_s = t;
+      best = to->devices[i];
+    }
+  }
+  return best;
+}
+
+/* ---- gradient synchronisation ------------------------------------------ */
+
+/* Gradient bytes of one decoder layer (4 each: Megatron all-reduces the
+ * fp32 main_grad). */
+static double layer_grad_bytes(const struct hx_ctx *ctx) {
+  return 4.0 * (double)ctx->model.params_layer;
+}
+
+double hx_nonlayer_grad_bytes(const struct hx_ctx *ctx, unsigned holds) {
+  const struct hx_model *m = &ctx->model;
+  double params = 0;
+  if (holds & HX_HOLDS_EMBEDDING)
+    params += (double)m->params_embedding;
+  if (holds & HX_HOLDS_HEAD)
+    params += (double)(m->params_head + m->params_final_norm);
+  return 4.0 * params;
+}
+
+/* Adds to per_rank each member's time in the plan's own groups for `layer`;
+ * false when the plan has none. GRAD groups carry 1/nslices of the layer's
+ * gradient; UNSPLIT groups the norm gains (2 D values per layer). */
+static bool grad_sync_from_groups(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer,
+                                  double *per_rank) {
+  bool any = false;
+  for (int g = 0; g < plan->ngroups; g++) {
+    const struct hx_group *gr = &plan->groups[g];
+    if (!hx_grad_group_covers(gr, layer))
+      continue;
+    any = true;
+    double bytes;
+    if (gr->kind == HX_GROUP_UNSPLIT)
+      bytes = 4.0 * 2.0 * (double)ctx->model.hidden;
+    else if (layer < 0)
+      bytes = hx_nonlayer_grad_bytes(ctx, hx_group_holds(plan, gr)) /
+              (gr->nslices > 0 ? gr->nslices : 1);
+    else
+      bytes = layer_grad_bytes(ctx) / (gr->nslices > 0 ? gr->nslices : 1);
+    double t = hx_allreduce_s(&ctx->cluster, gr->ranks, gr->nranks, bytes);
+    for (int i = 0; i < gr->nranks; i++)
+      per_rank[gr->ranks[i]] += t;
+  }
+  return any;
+}
+
+int64_t hx_grad_slicing(const struct hx_plan *plan, int layer, int *width) {
+  int64_t nslices = 1;
+  int n = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
+    if (st) {
+      nslices = hx_lcm(nslices, st->tp);
+      n += hx_stage_replicas(st);
+    }
+  }
+  *width = n;
+  return nslices;
+}
+
+void hx_grad_slice_ranks(const struct hx_plan *plan, int layer, int64_t nslices, int64_t k,
+                         int *ranks) {
+  int n = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
+    for (int j = 0; st && j < hx_stage_replicas(st); j++)
+      ranks[n++] = st->devices[j * st->tp + k * st->tp / nslices];
+  }
+}
+
+/* The lcm slicing for `bytes` of the weights of `layer`, derived from the
+ * stages when the plan carries no gradient groups (symmetric plans). */
+static void grad_sync_slices(const struct hx_ctx *ctx, struct hx_arena *scratch,
+                             const struct hx_plan *plan, int layer, double bytes,
+                             double *per_rank) {
+  enum { STACK_MEMBERS = 256 };
+  int stack[STACK_MEMBERS], width;
+  int64_t nslices = hx_grad_slicing(plan, layer, &width);
+  int *members = width <= STACK_MEMBERS ? stack : HX_NEW_ARRAY(scratch, int, width);
+  for (int64_t k = 0; k < nslices; k++) {
+    hx_grad_slice_ranks(plan, layer, nslices, k, members);
+    double t = hx_allreduce_s(&ctx->cluster, members, width, bytes / (double)nslices);
+    for (int i = 0; i < width; i++)
+      per_rank[members[i]] += t;
+  }
+}
+
+static void grad_sync_derived(const struct hx_ctx *ctx, struct hx_arena *scratch,
+                              const struct hx_plan *plan, int layer, double *per_rank) {
+  const struct hx_model *m = &ctx->model;
+  if (layer >= 0) {
+    grad_sync_slices(ctx, scratch, plan, layer, layer_grad_bytes(ctx), per_rank);
+    return;
+  }
+  grad_sync_slices(ctx, scratch, plan, -1, 4.0 * (double)m->params_embedding, per_rank);
+  /* A tied LM head's copy of tok_emb on a later stage is kept in step by
+   * Megatron's first-last stage all-reduce, left out here (one extra vocab x
+   * hidden reduce per iteration, across pipeline stages, not pipelines). */
+  double head = (double)(m->params_final_norm + m->params_head);
+  grad_sync_slices(ctx, scratch, plan, HX_LAYER_HEAD, 4.0 * head, per_rank);
+}
+
+int hx_stage_replicas(const struct hx_stage *st) {
+  return st->seq_layout ? st->seq_layout->nunits : 1;
+}
+
+bool hx_plan_replicates_weights(const struct hx_plan *plan) {
+  if (plan->npipelines > 1)
+    return true;
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int s = 0; s < plan->pipelines[i].nstages; s++)
+      if (hx_stage_replicas(&plan->pipelines[i].stages[s]) > 1)
+        return true;
+  return false;
+}
+
+double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer) {
+  if (!hx_plan_replicates_weights(plan) || plan->ndevices <= 0)
+    return 0;
+  enum { STACK_RANKS = 1024 };
+  double stack[STACK_RANKS] = {0};
+  double *per_rank = stack;
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  if (plan->ndevices > STACK_RANKS)
+    per_rank = HX_NEW_ARRAY(&scratch, double, plan->ndevices);
+  if (!grad_sync_from_groups(ctx, plan, layer, per_rank))
+    grad_sync_derived(ctx, &scratch, plan, layer, per_rank);
+  double busiest = 0;
+  for (int r = 0; r < plan->ndevices; r++)
+    if (per_rank[r] > busiest)
+      busiest = per_rank[r];
+  hx_arena_free(&scratch);
+  return busiest;
+}
+
+/* ---- whole plans ------------------------------------------------------- */
+
+double hx_model_flops_per_iteration(const struct hx_ctx *ctx) {
+  const struct hx_model *m = &ctx->model;
+  double per_token = (double)m->layers * m->flops_layer_fwd + m->flops_head_fwd;
+  return 3.0 * per_token * (double)ctx->train.global_batch * (double)m->seq_len;
+}
+
+double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  double sum = 0;
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int s = 0; s < plan->pipelines[i].nstages; s++) {
+      const struct hx_stage *st = &plan->pipelines[i].stages[s];
+      for (int k = 0; k < st->ndevices; k++) {
+        const struct hx_cluster *c = &ctx->cluster;
+        sum += c->gpus[c->devices[st->devices[k]].gpu_type].tflops * 1e12;
+      }
+    }
+  return sum;
+}
+
+bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
+                    double *shortfall, int *worst_rank) {
+  const struct hx_cluster *c = &ctx->cluster;
+  double worst = -INFINITY;
+  int worst_at = -1;
+  for (int r = 0; need && r < plan->ndevices; r++)
+    need[r] = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    for (int s = 0; s < p->nstages; s++) {
+      const struct hx_stage *st = &p->stages[s];
+      bool first = s == 0, last = s == p->nstages - 1;
+      int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
+      double bytes = 0;
+      for (int k = 0; k < st->ndevices; k++) {
+        /* a stage with a layout: each unit of tp devices has its own need */
+        if (k == 0 || (st->seq_layout && k % st->tp == 0))
+          bytes = st->seq_layout ? hx_seq_unit_memory_bytes(ctx, st, k / st->tp, first, last,
+                                                            p->micro_batch_size, keep)
+                                 : hx_stage_memory_bytes(ctx, st, first, last,
+                                                         p->micro_batch_size, keep);
+        int r = st->devices[k];
+        if (need)
+          need[r] = bytes;
+        double have = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
+        if (bytes - have > worst) {
+          worst = bytes - have;
+          worst_at = r;
+        }
+      }
+    }
+  }
+  if (shortfall)
+    *shortfall = worst;
+  if (worst_rank)
+    *worst_rank = worst_at;
+  return worst_at >= 0 && worst <= 0;
+}
+
+bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
+                         int *worst_rank) {
+  return hx_plan_memory(ctx, plan, NULL, shortfall, worst_rank);
+}
+
+/* 1F1B and GPipe share the bubble term for a pipeline whose stages take
+ * f_s + b_s: the slowest stage repeats m - 1 times, every stage (and hop)
+ * once on the critical path. bwd[s] and hop[s] (to stage s + 1) are kept for
+ * the gradient sync estimate. */
+static double pipeline_estimate_s(const struct hx_ctx *ctx, const struct hx_pipeline *p,
+                                  double *bwd, double *hop) {
+  double slowest = 0, chain = 0;
+  for (int s = 0; s < p->nstages; s++) {
+    const struct hx_stage *st = &p->stages[s];
+    bool last = s == p->nstages - 1;
+    struct hx_stage_times times;
+    hx_stage_times(ctx, st, s == 0, last, p->micro_batch_size, true, &times);
+    double t = times.fwd + times.bwd;
+    if (t > slowest)
+      slowest = t;
+    chain += t;
+    bwd[s] = times.bwd;
+    hop[s] = last ? 0 : hx_hop_s(ctx, st, &p->stages[s + 1], p->micro_batch_size);
+    chain += 2 * hop[s];
+  }
+  return (double)(p->micro_batches - 1) * slowest + chain;
+}
+
+/* The next layer after `layer` where some pipeline starts a new stage. */
+static int next_boundary(const struct hx_plan *plan, int layer) {
+  int next = INT_MAX;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
+    if (st && st->layer_end < next)
+      next = st->layer_end;
+  }
+  return next;
+}
+
+/* Pipeline i's stage s finishes the last micro-batch's backward at
+ * ends[i][s]: that backward runs from the last stage to the first, so stage
+ * s ends it at the pipeline's end minus the backward and hops of the stages
+ * before it. */
+static void backward_ends(const struct hx_pipeline *p, double end, const double *bwd,
+                          const double *hop, double *ends) {
+  double before = 0;
+  for (int s = 0; s < p->nstages; s++) {
+    ends[s] = end - before;
+    before += bwd[s] + hop[s];
+  }
+}
+
+/* Whether every pipeline starts a new stage at `layer`. */
+static bool aligned_boundary(const struct hx_plan *plan, int layer) {
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_stage *st = hx_stage_holding(&plan->pipelines[i], layer);
+    if (st && st->layer_begin != layer)
+      return false;
+  }
+  return true;
+}
+
+/* When the last layer range's gradient all-reduce ends. The all-reduces run
+ * in layer order, last layer first, each when every pipeline's backward has
+ * freed the layer (the stage's last backward frees its layers from its last
+ * to its first) and its members' channels are free. Consecutive ranges share
+ * members unless every pipeline changes stage between them, so staggered
+ * stage boundaries chain the whole sync; aligned ones let stages sync in
+ * parallel. ranges[k]: one layer's sync in [bounds[k], bounds[k + 1]). */
+static double sync_chain_end_s(const struct hx_plan *plan, double *const *ends,
+                               double *const *bwds, const int *bounds, const double *ranges,
+                               int nranges) {
+  double busy = 0, latest = 0;
+  for (int k = nranges - 1; k >= 0; k--) {
+    if (k + 1 < nranges && aligned_boundary(plan, bounds[k + 1]))
+      busy = 0;
+    double ready = 0;
+    for (int i = 0; i < plan->npipelines; i++) {
+      const struct hx_pipeline *p = &plan->pipelines[i];
+      for (int s = 0; s < p->nstages; s++) {
+        const struct hx_stage *st = &p->stages[s];
+        if (st->layer_begin <= bounds[k] && bounds[k] < st->layer_end) {
+          int nl = st->layer_end - st->layer_begin;
+          double left = (double)(bounds[k] - st->layer_begin) / nl; /* of its backward */
+          ready = fmax(ready, ends[i][s] - bwds[i][s] * left);
+        }
+      }
+    }
+    busy = fmax(ready, busy) + (bounds[k + 1] - bounds[k]) * ranges[k];
+    latest = fmax(latest, busy);
+  }
+  return latest;
+}
+
+double hx_estimate_iteration_s(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  int layers = (int)ctx->model.layers, n = plan->npipelines;
+  double **ends = HX_NEW_ARRAY(&scratch, double *, n), **bwds = HX_NEW_ARRAY(&scratch, double *, n);
+  double pipes = 0, opt = 0;
+  for (int i = 0; i < n; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    double *hop = HX_NEW_ARRAY(&scratch, double, p->nstages);
+    bwds[i] = HX_NEW_ARRAY(&scratch, double, p->nstages);
+    ends[i] = HX_NEW_ARRAY(&scratch, double, p->nstages);
+    double t = pipeline_estimate_s(ctx, p, bwds[i], hop);
+    backward_ends(p, t, bwds[i], hop, ends[i]);
+    pipes = fmax(pipes, t);
+    for (int s = 0; s < p->nstages; s++)
+      opt = fmax(opt, hx_stage_optimizer_s(ctx, &p->stages[s], s == 0, s == p->nstages - 1));
+  }
+  double end = pipes;
+  if (hx_plan_replicates_weights(plan)) {
+    /* one layer's sync per range of layers where no pipeline changes stage */
+    int *bounds = HX_NEW_ARRAY(&scratch, int, layers + 2);
+    double *ranges = HX_NEW_ARRAY(&scratch, double, layers + 1);
+    int nranges = 0;
+    for (int l = 0; l < layers; nranges++) {
+      int next = next_boundary(plan, l);
+      bounds[nranges] = l;
+      ranges[nranges] = hx_grad_sync_layer_s(ctx, plan, l);
+      l = next > l && next <= layers ? next : layers;
+      bounds[nranges + 1] = l;
+    }
+    end = fmax(end, sync_chain_end_s(plan, ends, bwds, bounds, ranges, nranges));
+    /* the embedding and head weights: after the first stages' backward */
+    end += hx_grad_sync_layer_s(ctx, plan, -1);
+  }
+  hx_arena_free(&scratch);
+  return end + opt;
+}

@@ -1,0 +1,796 @@
+/* The discrete-event simulator (see cost.h for the model). Three steps: build
+ * the task graph of one iteration, run it with an event queue, then read the
+ * figures off the finished tasks. All scratch memory lives in a private arena
+ * freed before returning, so searches can call this as often as they like. */
+#include "cost.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/plan_util.h"
+
+/* The head's slot in per-layer indices: after every decoder layer. */
+#define HEAD_LAYER HX_LAYER_HEAD
+
+struct task {
+  enum hx_sim_event_kind kind;
+  double dur, start, end;
+  int ndeps;    /* dependencies not yet done */
+  bool started, done;
+  int pipeline, stage, micro_batch, layer;
+  int from, to; /* hop: sending and receiving leader */
+  int gstage;   /* flat stage index of compute tasks, -1 otherwise */
+  int group;    /* grad task: index into the member lists, -1 otherwise */
+};
+
+/* A growable list of int pairs (CSR input). */
+struct pairs {
+  int *a, *b;
+  int n, cap;
+};
+
+struct resource {
+  int *queue; /* task ids in the order they must run */
+  int n, next;
+  bool busy;
+};
+
+struct heap_item {
+  double time;
+  int task;
+};
+
+struct sim {
+  const struct hx_ctx *ctx;
+  const struct hx_plan *plan;
+  bool zero_comm;
+  /* Lower-bound mode: grad_task adds each all-reduce's duration to its
+   * members' channel load instead of making a task. */
+  double *channel_load;
+  struct hx_arena scratch;
+  struct task *tasks;
+  int ntasks, cap_tasks;
+  struct pairs deps;      /* (before, after) */
+  struct pairs uses;      /* (task, resource) in queue order */
+  struct pairs members;   /* (grad group, rank) */
+  struct pairs group_task; /* (grad group, its task) */
+  int ngroups;
+  int *rank_pipeline, *rank_stage; /* from the stages, -1 when unused */
+  int nres;
+  int *stage_base;        /* flat stage index of pipeline i's stage 0 */
+  int nstages;
+  int **piece;            /* per flat stage: task id of each layer's backward piece */
+  int *last_task;         /* per flat stage: the last compute task before the optimizer */
+  /* run time */
+  struct resource *res;
+  int *succ_start, *succ;
+  int *tres_start, *tres;
+  struct heap_item *heap;
+  int nheap;
+};
+
+/* ---- building ---------------------------------------------------------- */
+
+static void pairs_add(struct pairs *p, int a, int b) {
+  if (p->n == p->cap) {
+    p->cap = p->cap ? 2 * p->cap : 256;
+    p->a = realloc(p->a, sizeof(int) * (size_t)p->cap);
+    p->b = realloc(p->b, sizeof(int) * (size_t)p->cap);
+    if (!p->a || !p->b)
+      hx_internal_error("out of memory in the simulator");
+  }
+  p->a[p->n] = a;
+  p->b[p->n] = b;
+  p->n++;
+}
+
+static void pairs_free(struct pairs *p) {
+  free(p->a);
+  free(p->b);
+}
+
+static int new_task(struct sim *s, enum hx_sim_event_kind kind, double dur, int pipeline,
+                    int stage) {
+  if (s->ntasks == s->cap_tasks) {
+    s->cap_tasks = s->cap_tasks ? 2 * s->cap_tasks : 256;
+    s->tasks = realloc(s->tasks, sizeof *s->tasks * (size_t)s->cap_tasks);
+    if (!s->tasks)
+      hx_internal_error("out of memory in the simulator");
+  }
+  struct task *t = &s->tasks[s->ntasks];
+  memset(t, 0, sizeof *t);
+  t->kind = kind;
+  t->dur = dur;
+  t->pipeline = pipeline;
+  t->stage = stage;
+  t->micro_batch = t->layer = t->from = t->to = t->gstage = t->group = -1;
+  return s->ntasks++;
+}
+
+static void depend(struct sim *s, int before, int after) {
+  if (before >= 0 && after >= 0)
+    pairs_add(&s->deps, before, after);
+}
+
+/* Resource ids: flat stages first (compute), then two links per stage
+ * boundary slot (one per direction), then one DP channel per device. */
+static int compute_res(const struct sim *s, int gstage) {
+  (void)s;
+  return gstage;
+}
+static int link_res(const struct sim *s, int gstage, bool backward) {
+  return s->nstages + 2 * gstage + (backward ? 1 : 0);
+}
+static int dp_res(const struct sim *s, int rank) { return 3 * s->nstages + rank; }
+
+/* Per-piece durations of a stage (passes/cost/cost.c), priced once, and its hop to
+ * the next stage. */
+struct stage_times {
+  double fwd, layer_bwd, head_bwd, bwd, hop_next;
+};
+
+static struct stage_times stage_times(const struct sim *s, const struct hx_pipeline *p, int si) {
+  const struct hx_stage *st = &p->stages[si];
+  bool last = si == p->nstages - 1;
+  int64_t mbs = p->micro_batch_size;
+  struct hx_stage_times c;
+  hx_stage_times(s->ctx, st, si == 0, last, mbs, !s->zero_comm, &c);
+  struct stage_times t = {c.fwd, c.layer_bwd, c.head_bwd, c.bwd, 0};
+  if (!last && !s->zero_comm)
+    t.hop_next = hx_hop_s(s->ctx, st, &p->stages[si + 1], mbs);
+  return t;
+}
+
+/* The order a stage runs its micro-batches: +j+1 is forward j, -(j+1)
+ * backward j. 1F1B: p-s-1 warm-up forwards, then one forward one backward,
+ * then the remaining backwards; GPipe: every forward, then every backward. */
+static int *stage_order(struct sim *s, enum hx_pp_schedule sched, int si, int nst, int m) {
+  int *order = HX_NEW_ARRAY(&s->scratch, int, 2 * m);
+  int n = 0;
+  int warm = sched == HX_PP_GPIPE ? m : (nst - si - 1 < m ? nst - si - 1 : m);
+  for (int j = 0; j < warm; j++)
+    order[n++] = j + 1;
+  for (int j = 0; j < m - warm; j++) {
+    order[n++] = warm + j + 1;
+    order[n++] = -(j + 1);
+  }
+  for (int j = m - warm; j < m; j++)
+    order[n++] = -(j + 1);
+  return order;
+}
+
+struct pipe_tasks {
+  int *fwd, *bwd;       /* [stage * m + j]: compute tasks (bwd: the last piece) */
+  int *send_f, *send_b; /* hops out of stage s, forward to s+1 / backward to s-1 */
+};
+
+/* The last micro-batch's backward, split per layer so each layer's gradient
+ * sync can start as soon as that layer is done: head, layers end-1..begin,
+ * then the embedding (0 s). Returns the last piece. */
+static int backward_pieces(struct sim *s, int i, int si, int gs, int j, struct stage_times t) {
+  const struct hx_pipeline *p = &s->plan->pipelines[i];
+  const struct hx_stage *st = &p->stages[si];
+  int nl = st->layer_end - st->layer_begin;
+  int *piece = HX_NEW_ARRAY(&s->scratch, int, nl + 2);
+  s->piece[gs] = piece;
+  int prev = -1;
+  for (int k = -1; k <= nl; k++) {
+    double dur = k < 0 ? t.head_bwd : k < nl ? t.layer_bwd : 0;
+    int id = new_task(s, HX_EV_BACKWARD, dur, i, si);
+    s->tasks[id].micro_batch = j;
+    s->tasks[id].gstage = gs;
+    s->tasks[id].layer = k < 0 ? HEAD_LAYER : k < nl ? st->layer_end - 1 - k : -1;
+    pairs_add(&s->uses, id, compute_res(s, gs));
+    depend(s, prev, id);
+    piece[k + 1] = id;
+    prev = id;
+  }
+  return prev;
+}
+
+static int compute_task(struct sim *s, int i, int si, int gs, int step, struct stage_times t) {
+  int m = (int)s->plan->pipelines[i].micro_batches;
+  int j = step > 0 ? step - 1 : -step - 1;
+  if (step < 0 && j == m - 1)
+    return backward_pieces(s, i, si, gs, j, t);
+  int id = new_task(s, step > 0 ? HX_EV_FORWARD : HX_EV_BACKWARD, step > 0 ? t.fwd : t.bwd, i, si);
+  s->tasks[id].micro_batch = j;
+  s->tasks[id].gstage = gs;
+  pairs_add(&s->uses, id, compute_res(s, gs));
+  return id;
+}
+
+static int hop_task(struct sim *s, int i, int from_si, int to_si, int j, double dur) {
+  const struct hx_pipeline *p = &s->plan->pipelines[i];
+  bool backward = to_si < from_si;
+  int id = new_task(s, HX_EV_SEND, dur, i, from_si);
+  struct task *t = &s->tasks[id];
+  t->micro_batch = j;
+  t->from = p->stages[from_si].leader;
+  t->to = p->stages[to_si].leader;
+  pairs_add(&s->uses, id, link_res(s, s->stage_base[i] + from_si, backward));
+  return id;
+}
+
+static void build_pipeline(struct sim *s, int i) {
+  const struct hx_pipeline *p = &s->plan->pipelines[i];
+  int m = (int)p->micro_batches, nst = p->nstages;
+  struct pipe_tasks pt;
+  pt.fwd = HX_NEW_ARRAY(&s->scratch, int, nst * m);
+  pt.bwd = HX_NEW_ARRAY(&s->scratch, int, nst * m);
+  struct stage_times *times = HX_NEW_ARRAY(&s->scratch, struct stage_times, nst);
+  for (int si = 0; si < nst; si++) {
+    int gs = s->stage_base[i] + si;
+    times[si] = stage_times(s, p, si);
+    int *order = stage_order(s, s->plan->schedule, si, nst, m);
+    for (int k = 0; k < 2 * m; k++) {
+      int step = order[k];
+      int id = compute_task(s, i, si, gs, step, times[si]);
+      if (step > 0)
+        pt.fwd[si * m + step - 1] = id;
+      else
+        pt.bwd[si * m - step - 1] = id;
+      s->last_task[gs] = id;
+    }
+  }
+  /* Hops: forward s -> s+1 after F(s, j); backward s+1 -> s after B(s+1, j). */
+  for (int si = 0; si + 1 < nst; si++)
+    for (int j = 0; j < m; j++) {
+      double dur = times[si].hop_next;
+      int f = hop_task(s, i, si, si + 1, j, dur);
+      depend(s, pt.fwd[si * m + j], f);
+      depend(s, f, pt.fwd[(si + 1) * m + j]);
+      int b = hop_task(s, i, si + 1, si, j, dur);
+      depend(s, pt.bwd[(si + 1) * m + j], b);
+      /* the receiving backward: for the last micro-batch, its first piece */
+      int recv = j == m - 1 ? s->piece[s->stage_base[i] + si][0] : pt.bwd[si * m + j];
+      depend(s, b, recv);
+    }
+}
+
+/* The backward piece of `layer` on the stage that device `rank` serves, or -1. */
+static int piece_of(const struct sim *s, int rank, int layer) {
+  int pi = s->rank_pipeline[rank], si = s->rank_stage[rank];
+  if (pi < 0)
+    return -1;
+  const struct hx_pipeline *p = &s->plan->pipelines[pi];
+  const struct hx_stage *st = &p->stages[si];
+  int gs = s->stage_base[pi] + si;
+  int nl = st->layer_end - st->layer_begin;
+  if (layer == HEAD_LAYER)
+    return si == p->nstages - 1 ? s->piece[gs][0] : -1;
+  if (layer < 0)
+    return si == 0 ? s->piece[gs][nl + 1] : -1;
+  if (layer < st->layer_begin || layer >= st->layer_end)
+    return -1;
+  return s->piece[gs][1 + (st->layer_end - 1 - layer)];
+}
+
+/* One all-reduce task over ranks[0..n), after each member's piece of `layer`
+ * (or, for whole-stage groups, after the member's last backward piece). */
+static void grad_task(struct sim *s, const int *ranks, int n, int layer, double bytes,
+                      bool after_whole_backward) {
+  if (n <= 1)
+    return;
+  double dur = s->zero_comm ? 0 : hx_allreduce_s(&s->ctx->cluster, ranks, n, bytes);
+  if (s->channel_load) {
+    for (int k = 0; k < n; k++)
+      s->channel_load[ranks[k]] += dur;
+    return;
+  }
+  int id = new_task(s, HX_EV_ALLREDUCE, dur, -1, -1);
+  s->tasks[id].layer = layer == HEAD_LAYER ? -1 : layer;
+  s->tasks[id].group = s->ngroups++;
+  pairs_add(&s->group_task, s->tasks[id].group, id);
+  for (int k = 0; k < n; k++) {
+    int r = ranks[k];
+    pairs_add(&s->members, s->tasks[id].group, r);
+    pairs_add(&s->uses, id, dp_res(s, r));
+    int pi = s->rank_pipeline[r];
+    int before = after_whole_backward && pi >= 0
+                     ? s->last_task[s->stage_base[pi] + s->rank_stage[r]]
+                     : piece_of(s, r, layer);
+    depend(s, before, id);
+  }
+}
+
+/* Symmetric form (plan.h's lcm slicing) when the plan has no groups. */
+static void derived_grad_tasks(struct sim *s, int layer, double bytes) {
+  int width;
+  int64_t nslices = hx_grad_slicing(s->plan, layer, &width);
+  int *ranks = HX_NEW_ARRAY(&s->scratch, int, width + 1);
+  for (int64_t k = 0; k < nslices; k++) {
+    hx_grad_slice_ranks(s->plan, layer, nslices, k, ranks);
+    grad_task(s, ranks, width, layer, bytes / (double)nslices, false);
+  }
+}
+
+static bool plan_has_grad_groups(const struct hx_plan *plan) {
+  for (int g = 0; g < plan->ngroups; g++)
+    if (plan->groups[g].kind == HX_GROUP_GRAD || plan->groups[g].kind == HX_GROUP_UNSPLIT)
+      return true;
+  return false;
+}
+
+/* The gradient all-reduces, in the order the backward frees them (head, last
+ * layer ... first layer, embedding) so every device channel sees the same
+ * order and none waits on a later one. */
+static void build_grad_sync(struct sim *s) {
+  const struct hx_plan *plan = s->plan;
+  const struct hx_model *m = &s->ctx->model;
+  if (!hx_plan_replicates_weights(plan))
+    return;
+  bool own = plan_has_grad_groups(plan);
+  for (int64_t k = -1; k <= m->layers; k++) {
+    int layer = k < 0 ? HEAD_LAYER : k < m->layers ? (int)(m->layers - 1 - k) : -1;
+    double full = layer == HEAD_LAYER ? 4.0 * (double)(m->params_head + m->params_final_norm)
+                  : layer < 0        ? 4.0 * (double)m->params_embedding
+                                     : 4.0 * (double)m->params_layer;
+    if (!own) {
+      derived_grad_tasks(s, layer, full);
+      continue;
+    }
+    for (int g = 0; g < plan->ngroups; g++) {
+      const struct hx_group *gr = &plan->groups[g];
+      if (!hx_grad_group_covers(gr, layer))
+        continue;
+      /* Head-only groups start when the head's backward is done (their
+       * members are last stages); groups holding the embedding run after
+       * the whole backward of their members. Each weight is charged once. */
+      unsigned holds = hx_group_holds(plan, gr);
+      if (layer == HEAD_LAYER && holds != HX_HOLDS_HEAD)
+        continue;
+      if (layer < 0 && holds == HX_HOLDS_HEAD)
+        continue;
+      double bytes = gr->kind == HX_GROUP_UNSPLIT ? 4.0 * 2.0 * (double)m->hidden
+                     : layer < 0 || layer == HEAD_LAYER ? hx_nonlayer_grad_bytes(s->ctx, holds)
+                                                        : full;
+      if (gr->kind == HX_GROUP_GRAD && gr->nslices > 0)
+        bytes /= gr->nslices;
+      grad_task(s, gr->ranks, gr->nranks, layer, bytes, layer < 0);
+    }
+  }
+}
+
+/* Each stage's optimizer step: after its backward and every all-reduce one
+ * of its devices takes part in. */
+static void build_optimizer(struct sim *s) {
+  const struct hx_plan *plan = s->plan;
+  int *group_of_stage_seen = HX_NEW_ARRAY(&s->scratch, int, s->ngroups + 1);
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    for (int si = 0; si < p->nstages; si++) {
+      int gs = s->stage_base[i] + si;
+      double dur = hx_stage_optimizer_s(s->ctx, &p->stages[si], si == 0, si == p->nstages - 1);
+      int id = new_task(s, HX_EV_OPTIMIZER, dur, i, si);
+      s->tasks[id].gstage = gs;
+      pairs_add(&s->uses, id, compute_res(s, gs));
+      depend(s, s->last_task[gs], id);
+      for (int e = 0; e < s->members.n; e++) {
+        int r = s->members.b[e], g = s->members.a[e];
+        if (s->rank_pipeline[r] == i && s->rank_stage[r] == si && group_of_stage_seen[g] != id + 1) {
+          group_of_stage_seen[g] = id + 1;
+          depend(s, s->group_task.b[g], id);
+        }
+      }
+    }
+  }
+}
+
+/* ---- running ----------------------------------------------------------- */
+
+/* Compressed rows of (key, value) pairs, values in insertion order. */
+static void csr(struct sim *s, const struct pairs *p, int nkeys, bool by_a, int **start,
+                int **vals) {
+  int *st = HX_NEW_ARRAY(&s->scratch, int, nkeys + 1);
+  int *v = HX_NEW_ARRAY(&s->scratch, int, p->n);
+  const int *key = by_a ? p->a : p->b, *val = by_a ? p->b : p->a;
+  for (int e = 0; e < p->n; e++)
+    st[key[e] + 1]++;
+  for (int k = 0; k < nkeys; k++)
+    st[k + 1] += st[k];
+  int *fill = HX_NEW_ARRAY(&s->scratch, int, nkeys);
+  for (int e = 0; e < p->n; e++)
+    v[st[key[e]] + fill[key[e]]++] = val[e];
+  *start = st;
+  *vals = v;
+}
+
+static bool heap_less(const struct heap_item *x, const struct heap_item *y) {
+  return x->time < y->time || (x->time == y->time && x->task < y->task);
+}
+
+static void heap_push(struct sim *s, double time, int task) {
+  int i = s->nheap++;
+  s->heap[i].time = time;
+  s->heap[i].task = task;
+  while (i > 0 && heap_less(&s->heap[i], &s->heap[(i - 1) / 2])) {
+    struct heap_item tmp = s->heap[i];
+    s->heap[i] = s->heap[(i - 1) / 2];
+    s->heap[(i - 1) / 2] = tmp;
+    i = (i - 1) / 2;
+  }
+}
+
+static struct heap_item heap_pop(struct sim *s) {
+  struct heap_item top = s->heap[0];
+  s->heap[0] = s->heap[--s->nheap];
+  for (int i = 0;;) {
+    int l = 2 * i + 1, r = l + 1, m = i;
+    if (l < s->nheap && heap_less(&s->heap[l], &s->heap[m]))
+      m = l;
+    if (r < s->nheap && heap_less(&s->heap[r], &s->heap[m]))
+      m = r;
+    if (m == i)
+      break;
+    struct heap_item tmp = s->heap[i];
+    s->heap[i] = s->heap[m];
+    s->heap[m] = tmp;
+    i = m;
+  }
+  return top;
+}
+
+static void try_start(struct sim *s, int id, double now) {
+  struct task *t = &s->tasks[id];
+  if (t->started || t->ndeps > 0)
+    return;
+  for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++) {
+    const struct resource *r = &s->res[s->tres[k]];
+    if (r->busy || r->next >= r->n || r->queue[r->next] != id)
+      return;
+  }
+  for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++)
+    s->res[s->tres[k]].busy = true;
+  t->started = true;
+  t->start = now;
+  t->end = now + t->dur;
+  heap_push(s, t->end, id);
+}
+
+static void finish(struct sim *s, int id, double now) {
+  struct task *t = &s->tasks[id];
+  t->done = true;
+  for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++) {
+    struct resource *r = &s->res[s->tres[k]];
+    r->busy = false;
+    r->next++;
+    if (r->next < r->n)
+      try_start(s, r->queue[r->next], now);
+  }
+  for (int k = s->succ_start[id]; k < s->succ_start[id + 1]; k++) {
+    s->tasks[s->succ[k]].ndeps--;
+    try_start(s, s->succ[k], now);
+  }
+}
+
+/* Runs every task; false if some never ran (a cycle: a bug in the builder). */
+static bool run(struct sim *s) {
+  int *qstart, *qtask;
+  csr(s, &s->deps, s->ntasks, true, &s->succ_start, &s->succ);
+  csr(s, &s->uses, s->ntasks, true, &s->tres_start, &s->tres);
+  csr(s, &s->uses, s->nres, false, &qstart, &qtask);
+  s->res = HX_NEW_ARRAY(&s->scratch, struct resource, s->nres);
+  for (int r = 0; r < s->nres; r++) {
+    s->res[r].queue = qtask + qstart[r];
+    s->res[r].n = qstart[r + 1] - qstart[r];
+  }
+  for (int e = 0; e < s->deps.n; e++)
+    s->tasks[s->deps.b[e]].ndeps++;
+  s->heap = HX_NEW_ARRAY(&s->scratch, struct heap_item, s->ntasks + 1);
+  for (int id = 0; id < s->ntasks; id++)
+    try_start(s, id, 0.0);
+  int done = 0;
+  while (s->nheap > 0) {
+    struct heap_item e = heap_pop(s);
+    finish(s, e.task, e.time);
+    done++;
+  }
+  return done == s->ntasks;
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+static void add_busy(struct hx_plan *plan, const struct hx_stage *st, double dur) {
+  for (int k = 0; k < st->ndevices; k++)
+    plan->sim.busy_s[st->devices[k]] += dur;
+}
+
+static void fill_figures(struct sim *s, struct hx_plan *plan) {
+  struct hx_sim_result *r = &plan->sim;
+  double pipe_end = 0, grad_end = 0, end = 0;
+  /* phase_busy: device-seconds of forward and backward; stage_busy: each
+   * flat stage's forward + backward time */
+  double phase_busy = 0, busiest = 0;
+  double *stage_busy = HX_NEW_ARRAY(&s->scratch, double, s->nstages);
+  for (int d = 0; d < plan->ndevices; d++)
+    r->busy_s[d] = 0;
+  for (int id = 0; id < s->ntasks; id++) {
+    const struct task *t = &s->tasks[id];
+    if (t->end > end)
+      end = t->end;
+    if (t->kind == HX_EV_FORWARD || t->kind == HX_EV_BACKWARD) {
+      if (t->end > pipe_end)
+        pipe_end = t->end;
+      stage_busy[t->gstage] += t->dur;
+      phase_busy += t->dur * plan->pipelines[t->pipeline].stages[t->stage].ndevices;
+    } else if (t->kind == HX_EV_ALLREDUCE && t->end > grad_end) {
+      grad_end = t->end;
+    }
+    if (t->gstage >= 0)
+      add_busy(plan, &plan->pipelines[t->pipeline].stages[t->stage], t->dur);
+  }
+  /* compute_s: the busiest stage's forward + backward time */
+  for (int gs = 0; gs < s->nstages; gs++)
+    busiest = fmax(busiest, stage_busy[gs]);
+  int used = hx_plan_used_devices(plan);
+  double sync_end = grad_end > pipe_end ? grad_end : pipe_end;
+  r->iteration_s = end;
+  r->pipeline_s = pipe_end;
+  r->compute_s = busiest;
+  r->grad_sync_s = sync_end - pipe_end;
+  r->optimizer_s = end - sync_end;
+  r->bubble = used > 0 && pipe_end > 0 ? 1.0 - phase_busy / (used * pipe_end) : 0;
+  double tokens = (double)hx_plan_batch(plan) * (double)s->ctx->model.seq_len;
+  r->tokens_per_s = end > 0 ? tokens / end : 0;
+  double peak = hx_plan_peak_flops(s->ctx, plan);
+  r->mfu = end > 0 && peak > 0 ? hx_model_flops_per_iteration(s->ctx) / (end * peak) : 0;
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+struct event_list {
+  struct hx_sim_event *ev;
+  int n, cap;
+};
+
+static void emit(struct event_list *l, const struct task *t, enum hx_sim_event_kind kind,
+                 int rank, int peer) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 256;
+    l->ev = realloc(l->ev, sizeof *l->ev * (size_t)l->cap);
+    if (!l->ev)
+      hx_internal_error("out of memory in the simulator");
+  }
+  struct hx_sim_event *e = &l->ev[l->n++];
+  e->kind = kind;
+  e->rank = rank;
+  e->start_s = t->start;
+  e->end_s = t->end;
+  e->pipeline = t->pipeline;
+  e->stage = t->stage;
+  e->micro_batch = t->micro_batch;
+  e->layer = kind == HX_EV_ALLREDUCE || kind == HX_EV_BACKWARD ? t->layer : -1;
+  if (e->layer == HEAD_LAYER)
+    e->layer = -1;
+  e->peer = peer;
+}
+
+static int event_cmp(const void *x, const void *y) {
+  const struct hx_sim_event *a = x, *b = y;
+  if (a->rank != b->rank)
+    return a->rank < b->rank ? -1 : 1;
+  if (a->start_s != b->start_s)
+    return a->start_s < b->start_s ? -1 : 1;
+  if (a->end_s != b->end_s)
+    return a->end_s < b->end_s ? -1 : 1;
+  return (int)a->kind - (int)b->kind;
+}
+
+static void record_events(struct sim *s, struct hx_sim_options *opt) {
+  struct event_list l = {0};
+  for (int id = 0; id < s->ntasks; id++) {
+    const struct task *t = &s->tasks[id];
+    if (t->kind == HX_EV_SEND) {
+      emit(&l, t, HX_EV_SEND, t->from, t->to);
+      emit(&l, t, HX_EV_RECV, t->to, t->from);
+    } else if (t->kind == HX_EV_ALLREDUCE) {
+      for (int e = 0; e < s->members.n; e++)
+        if (s->members.a[e] == t->group)
+          emit(&l, t, HX_EV_ALLREDUCE, s->members.b[e], -1);
+    } else if (t->dur > 0 || t->kind != HX_EV_BACKWARD) {
+      const struct hx_stage *st = &s->plan->pipelines[t->pipeline].stages[t->stage];
+      for (int k = 0; k < st->ndevices; k++)
+        emit(&l, t, t->kind, st->devices[k], -1);
+    }
+  }
+  qsort(l.ev, (size_t)l.n, sizeof *l.ev, event_cmp);
+  opt->events = HX_NEW_ARRAY(opt->arena, struct hx_sim_event, l.n);
+  if (l.n)
+    memcpy(opt->events, l.ev, sizeof *l.ev * (size_t)l.n);
+  opt->nevents = l.n;
+  free(l.ev);
+}
+
+/* ---- entry ------------------------------------------------------------- */
+
+/* Where each rank sits, from the stages (plan->devices may not be filled). */
+static void map_ranks(struct sim *s) {
+  const struct hx_plan *plan = s->plan;
+  s->rank_pipeline = HX_NEW_ARRAY(&s->scratch, int, plan->ndevices);
+  s->rank_stage = HX_NEW_ARRAY(&s->scratch, int, plan->ndevices);
+  for (int r = 0; r < plan->ndevices; r++)
+    s->rank_pipeline[r] = s->rank_stage[r] = -1;
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int si = 0; si < plan->pipelines[i].nstages; si++)
+      for (int k = 0; k < plan->pipelines[i].stages[si].ndevices; k++) {
+        int r = plan->pipelines[i].stages[si].devices[k];
+        s->rank_pipeline[r] = i;
+        s->rank_stage[r] = si;
+      }
+}
+
+static void build(struct sim *s) {
+  const struct hx_plan *plan = s->plan;
+  s->stage_base = HX_NEW_ARRAY(&s->scratch, int, plan->npipelines + 1);
+  for (int i = 0; i < plan->npipelines; i++)
+    s->stage_base[i + 1] = s->stage_base[i] + plan->pipelines[i].nstages;
+  s->nstages = s->stage_base[plan->npipelines];
+  s->nres = 3 * s->nstages + plan->ndevices;
+  s->piece = HX_NEW_ARRAY(&s->scratch, int *, s->nstages);
+  map_ranks(s);
+  s->last_task = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
+  for (int i = 0; i < plan->npipelines; i++)
+    build_pipeline(s, i);
+  build_grad_sync(s);
+  build_optimizer(s);
+}
+
+static bool plan_is_simulable(const struct hx_plan *plan) {
+  if (plan->npipelines <= 0)
+    return false;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    if (p->nstages <= 0 || p->micro_batches <= 0 || p->micro_batch_size <= 0 ||
+        p->micro_batches > INT_MAX / 4)
+      return false;
+    for (int si = 0; si < p->nstages; si++) {
+      const struct hx_stage *st = &p->stages[si];
+      if (st->ndevices <= 0 || st->tp <= 0 || st->layer_end < st->layer_begin)
+        return false;
+      for (int k = 0; k < st->ndevices; k++)
+        if (st->devices[k] < 0 || st->devices[k] >= plan->ndevices)
+          return false;
+    }
+  }
+  return true;
+}
+
+bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_options *opt) {
+  struct hx_sim_options local;
+  if (!opt) {
+    memset(&local, 0, sizeof local);
+    opt = &local;
+  }
+  opt->events = NULL;
+  opt->nevents = 0;
+  plan->sim.valid = false;
+  if (!plan_is_simulable(plan)) {
+    opt->memory_shortfall = INFINITY;
+    opt->worst_rank = -1;
+    return false;
+  }
+  struct sim s;
+  memset(&s, 0, sizeof s);
+  s.ctx = ctx;
+  s.plan = plan;
+  s.zero_comm = opt->zero_comm;
+  hx_arena_init(&s.scratch);
+  build(&s);
+  bool ran = run(&s);
+  if (ran) {
+    plan->sim.valid = true;
+    fill_figures(&s, plan);
+    if (opt->record_events && opt->arena)
+      record_events(&s, opt);
+  }
+  hx_plan_memory(ctx, plan, plan->sim.peak_memory, &opt->memory_shortfall, &opt->worst_rank);
+  pairs_free(&s.deps);
+  pairs_free(&s.uses);
+  pairs_free(&s.members);
+  pairs_free(&s.group_task);
+  free(s.tasks);
+  hx_arena_free(&s.scratch);
+  if (!ran)
+    hx_internal_error("simulator: the task graph of plan '%s' has a cycle",
+                      plan->description ? plan->description : "?");
+  return opt->memory_shortfall <= 0;
+}
+
+/* ---- lower bound ------------------------------------------------------- */
+
+/* A bound on one pipeline's part of the iteration from the same task
+ * durations the simulator uses (stage_times, the optimizer step) and the
+ * three facts its task graph cannot escape: a stage runs its tasks one at a
+ * time in the schedule's order, a link carries one hop at a time, and a
+ * micro-batch visits the stages in order forward and back. Gradient sync is
+ * left out (it only delays optimizers), so the bound holds for any groups. */
+static double pipeline_lower_bound(const struct sim *s, int i) {
+  enum { STACK = 256 };
+  const struct hx_pipeline *p = &s->plan->pipelines[i];
+  int n = p->nstages;
+  double m = (double)p->micro_batches;
+  if (n > STACK)
+    return 0;
+  struct stage_times t[STACK];
+  double opt[STACK], head[STACK + 1], tail[STACK + 1];
+  for (int si = 0; si < n; si++) {
+    t[si] = stage_times(s, p, si);
+    opt[si] = hx_stage_optimizer_s(s->ctx, &p->stages[si], si == 0, si == n - 1);
+  }
+  /* head[si]: earliest start of the first forward on si; tail[si]: from the
+   * end of si's last backward to the end of stage 0's */
+  head[0] = tail[0] = 0;
+  for (int si = 1; si <= n; si++) {
+    head[si] = head[si - 1] + t[si - 1].fwd + (si < n ? t[si - 1].hop_next : 0);
+    tail[si] = tail[si - 1] + t[si - 1].bwd + (si < n ? t[si - 1].hop_next : 0);
+  }
+  double back_all = tail[n];
+  double bound = 0;
+  for (int si = 0; si < n; si++) {
+    /* micro-batch 0 from si to the last stage and back to si's backward */
+    double round_trip = head[n] - head[si] + (tail[n] - tail[si + 1]);
+    int64_t warm = s->plan->schedule == HX_PP_GPIPE ? p->micro_batches
+                                                   : (int64_t)(n - si - 1) + 1;
+    double fwd_before = (double)(warm < p->micro_batches ? warm : p->micro_batches);
+    double busy_end = fmax(head[si] + m * (t[si].fwd + t[si].bwd),
+                           head[si] + round_trip + m * t[si].bwd + (m - fwd_before) * t[si].fwd);
+    bound = fmax(bound, busy_end + fmax(opt[si], tail[si] + opt[0]));
+    /* the stage's devices all-reduce their gradients one after another on
+     * their channel, from the start of the last backward on, then step */
+    const struct hx_stage *st = &p->stages[si];
+    for (int k = 0; s->channel_load && k < st->ndevices; k++)
+      bound = fmax(bound, busy_end - t[si].bwd + s->channel_load[st->devices[k]] + opt[si]);
+    if (si + 1 < n) {
+      double h = t[si].hop_next;
+      /* the forward link carries m hops, then the last micro-batch finishes
+       * the forward and the whole backward */
+      double fwd_link = head[si] + t[si].fwd + m * h + (head[n] - head[si + 1]) + back_all;
+      /* the backward link: its first hop follows si+1's first backward */
+      double first_bwd = head[si + 1] + (head[n] - head[si + 1]) + (tail[n] - tail[si + 2]);
+      double bwd_link = first_bwd + t[si + 1].bwd + m * h + t[si].bwd + tail[si];
+      bound = fmax(bound, fmax(fwd_link, bwd_link) + opt[0]);
+    }
+  }
+  return bound;
+}
+
+double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  if (!plan_is_simulable(plan))
+    return 0;
+  struct sim s;
+  memset(&s, 0, sizeof s);
+  s.ctx = ctx;
+  s.plan = plan;
+  hx_arena_init(&s.scratch);
+  /* the gradient all-reduces each device takes part in, priced as
+   * build_grad_sync makes them */
+  s.channel_load = HX_NEW_ARRAY(&s.scratch, double, plan->ndevices);
+  map_ranks(&s);
+  build_grad_sync(&s);
+  double bound = 0;
+  for (int i = 0; i < plan->npipelines; i++)
+    bound = fmax(bound, pipeline_lower_bound(&s, i));
+  hx_arena_free(&s.scratch);
+  return bound;
+}
+
+const char *hx_sim_event_name(enum hx_sim_event_kind kind) {
+  switch (kind) {
+  case HX_EV_FORWARD:
+    return "forward";
+  case HX_EV_BACKWARD:
+    return "backward";
+  case HX_EV_SEND:
+    return "send";
+  case HX_EV_RECV:
+    return "recv";
+  case HX_EV_ALLREDUCE:
+    return "all-reduce";
+  case HX_EV_OPTIMIZER:
+    return "optimizer";
+  }
+  return "?";
+}

@@ -1,0 +1,332 @@
+/* --plan=FILE and `hexic simulate`: reads a plan.json (as codegen/plan_json.c
+ * writes it, perhaps edited by a person) and checks it against the model and
+ * the cluster, reporting "plan.json:line:col: error: ..." for what is wrong.
+ * The groups are read first: a stage whose ranks sit in cp_ring / hp_a2a
+ * groups is a HexiSeq stage, rebuilt by passes/planload/plan_load_seq.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/cost/cost.h"
+#include "ir/text/json.h"
+#include "ir/plan_util.h"
+#include "plan_load.h"
+
+static const struct hx_source *read_source(struct hx_ctx *ctx, const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    hx_error_plain("cannot read %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap)
+      buf = realloc(buf, cap *= 2);
+  }
+  if (!buf)
+    hx_internal_error("out of memory reading %s", path);
+  bool failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    hx_error_plain("cannot read %s: %s", path, strerror(errno));
+    free(buf);
+    return NULL;
+  }
+  struct hx_source *src = HX_NEW(&ctx->arena, struct hx_source);
+  src->name = hx_strdup(&ctx->arena, path);
+  src->text = hx_strndup(&ctx->arena, buf, n);
+  src->len = (long)n;
+  free(buf);
+  return src;
+}
+
+/* A required integer member in [lo, hi]; reports and returns false if not. */
+static bool get_int(const struct hx_json *obj, const char *key, int64_t lo, int64_t hi,
+                    int64_t *out) {
+  const struct hx_json *v = hx_json_get(obj, key);
+  if (hx_json_int(v, lo, hi, out))
+    return true;
+  hx_error(v ? v->loc : obj->loc, "'%s' must be an integer in [%lld, %lld]", key, (long long)lo,
+           (long long)hi);
+  return false;
+}
+
+static const struct hx_json *get_array(const struct hx_json *obj, const char *key, int min) {
+  const struct hx_json *v = hx_json_get(obj, key);
+  if (v && v->kind == HX_JSON_ARRAY && v->nitems >= min)
+    return v;
+  hx_error(v ? v->loc : obj->loc, "'%s' must be an array of at least %d item%s", key, min,
+           min == 1 ? "" : "s");
+  return NULL;
+}
+
+static bool load_ranks(struct hx_plan_loader *l, const struct hx_json *arr, int *ranks) {
+  int n = l->ctx->cluster.ndevices;
+  for (int k = 0; k < arr->nitems; k++) {
+    int64_t r;
+    if (!hx_json_int(&arr->items[k], 0, n - 1, &r)) {
+      hx_error(arr->items[k].loc, "rank must be an integer in [0, %d]", n - 1);
+      return false;
+    }
+    ranks[k] = (int)r;
+  }
+  return true;
+}
+
+static bool load_stage(struct hx_plan_loader *l, const struct hx_json *js, struct hx_stage *st,
+                       int expect_begin) {
+  struct hx_ctx *ctx = l->ctx;
+  const struct hx_json *ranks = get_array(js, "ranks", 1), *layers = hx_json_get(js, "layers");
+  if (!ranks)
+    return false;
+  int *r = HX_NEW_ARRAY(&ctx->arena, int, ranks->nitems);
+  if (!load_ranks(l, ranks, r))
+    return false;
+  int64_t b, e, tp = ranks->nitems, cp = 1, hp = 1, leader = r[0];
+  if (!layers || layers->kind != HX_JSON_ARRAY || layers->nitems != 2 ||
+      !hx_json_int(&layers->items[0], 0, ctx->model.layers, &b) ||
+      !hx_json_int(&layers->items[1], b, ctx->model.layers, &e)) {
+    hx_error(layers ? layers->loc : js->loc, "'layers' must be [begin, end) within 0..%lld",
+             (long long)ctx->model.layers);
+    return false;
+  }
+  if (b != expect_begin) {
+    hx_error(layers->loc, "this stage starts at layer %lld; the previous stage ends at %d",
+             (long long)b, expect_begin);
+    return false;
+  }
+  if ((hx_json_get(js, "tp") && !get_int(js, "tp", 1, ranks->nitems, &tp)) ||
+      (hx_json_get(js, "cp") && !get_int(js, "cp", 1, ranks->nitems, &cp)) ||
+      (hx_json_get(js, "hp") && !get_int(js, "hp", 1, ranks->nitems, &hp)) ||
+      (hx_json_get(js, "leader") && !get_int(js, "leader", 0, ctx->cluster.ndevices - 1, &leader)))
+    return false;
+  /* A HexiSeq stage's all-to-all groups may differ in size: its layout
+   * (plan_load_seq.c) checks cp and hp; here only whole units of tp. */
+  if (hx_plan_load_is_seq_stage(l, r, ranks->nitems) ? ranks->nitems % tp != 0
+                                                     : tp * cp * hp != ranks->nitems) {
+    hx_error(js->loc, "tp %lld x cp %lld x hp %lld must equal the %d ranks of the stage",
+             (long long)tp, (long long)cp, (long long)hp, ranks->nitems);
+    return false;
+  }
+  /* The planner's rule (hx_sched_tp_legal): tp divides the query heads; kv
+   * heads that tp does not divide are replicated, which the kernels support. */
+  if (ctx->model.heads % tp) {
+    hx_error(js->loc, "tp %lld does not divide the %lld heads", (long long)tp,
+             (long long)ctx->model.heads);
+    return false;
+  }
+  const struct hx_json *rc = hx_json_get(js, "recompute");
+  hx_stage_init(&ctx->arena, st, r, ranks->nitems, (int)b, (int)e,
+                rc && rc->kind == HX_JSON_BOOL && rc->boolean);
+  st->tp = (int)tp;
+  st->cp = (int)cp;
+  st->hp = (int)hp;
+  st->leader = (int)leader;
+  bool leader_inside = false;
+  for (int k = 0; k < st->ndevices; k++) {
+    if (l->owner[r[k]]) {
+      hx_error(ranks->items[k].loc, "rank %d is used twice", r[k]);
+      return false;
+    }
+    l->owner[r[k]] = 1;
+    leader_inside |= r[k] == leader;
+  }
+  if (!leader_inside) {
+    hx_error(hx_json_get(js, "leader")->loc, "leader %lld is not one of the stage's ranks",
+             (long long)leader);
+    return false;
+  }
+  return true;
+}
+
+static bool load_pipeline(struct hx_plan_loader *l, const struct hx_json *js,
+                          struct hx_pipeline *p) {
+  int64_t m, mbs;
+  if (!get_int(js, "micro_batches", 1, 1 << 20, &m) ||
+      !get_int(js, "micro_batch_size", 1, 1 << 20, &mbs))
+    return false;
+  const struct hx_json *stages = get_array(js, "stages", 1);
+  if (!stages)
+    return false;
+  hx_pipeline_init(&l->ctx->arena, p, stages->nitems);
+  p->micro_batches = m;
+  p->micro_batch_size = mbs;
+  int next = 0;
+  for (int s = 0; s < stages->nitems; s++) {
+    if (!load_stage(l, &stages->items[s], &p->stages[s], next))
+      return false;
+    next = p->stages[s].layer_end;
+  }
+  if (next != l->ctx->model.layers) {
+    hx_error(stages->loc, "the stages cover layers [0, %d) of %lld", next,
+             (long long)l->ctx->model.layers);
+    return false;
+  }
+  return true;
+}
+
+/* An hp_a2a group's nranks x nranks split table, when the file has one
+ * (plan_load_seq.c fills a missing one from the layout and checks a given
+ * one against it). */
+static bool load_split_table(struct hx_plan_loader *l, const struct hx_json *js,
+                             struct hx_group *gr) {
+  const struct hx_json *t = hx_json_get(js, "split_table");
+  if (!t || gr->kind != HX_GROUP_HP_A2A)
+    return true;
+  long cells = (long)gr->nranks * gr->nranks;
+  if (t->kind != HX_JSON_ARRAY || t->nitems != cells) {
+    hx_error(t->loc, "'split_table' must be an array of %d x %d integers", gr->nranks, gr->nranks);
+    return false;
+  }
+  gr->split_table = HX_NEW_ARRAY(&l->ctx->arena, int64_t, cells);
+  for (long k = 0; k < cells; k++)
+    if (!hx_json_int(&t->items[k], 0, INT64_C(1) << 52, &gr->split_table[k])) {
+      hx_error(t->items[k].loc, "a split_table entry must be a non-negative integer");
+      return false;
+    }
+  return true;
+}
+
+/* The group kind plan.json names (hx_group_kind_name), -1 for none. */
+static int group_kind_of(const struct hx_json *kind) {
+  if (!kind || kind->kind != HX_JSON_STRING)
+    return -1;
+  for (int k = HX_GROUP_TP; k <= HX_GROUP_HP_A2A; k++)
+    if (!strcmp(kind->string, hx_group_kind_name((enum hx_group_kind)k)))
+      return k;
+  return -1;
+}
+
+static bool load_group(struct hx_plan_loader *l, const struct hx_json *js, struct hx_group *gr) {
+  const struct hx_json *kind = hx_json_get(js, "kind");
+  int k = group_kind_of(kind);
+  if (k < 0) {
+    hx_error(kind ? kind->loc : js->loc,
+             "'kind' of a group must be \"tp\", \"grad\", \"unsplit\", \"cp_ring\" or "
+             "\"hp_a2a\"");
+    return false;
+  }
+  const struct hx_json *ranks = get_array(js, "ranks", 1), *layers = hx_json_get(js, "layers");
+  if (!ranks)
+    return false;
+  /* without 'layers' a group is one of the embedding/head weights' (-1, -1) */
+  int64_t b = -1, e = -1, slice = 0, nslices = 1;
+  if (layers && (layers->kind != HX_JSON_ARRAY || layers->nitems != 2 ||
+                 !hx_json_int(&layers->items[0], -1, l->ctx->model.layers, &b) ||
+                 !hx_json_int(&layers->items[1], b, l->ctx->model.layers, &e))) {
+    hx_error(layers->loc, "'layers' of a group must be [begin, end) within -1..%lld",
+             (long long)l->ctx->model.layers);
+    return false;
+  }
+  /* CP rings and HP groups reduce no weights: plan.json writes nslices 0 */
+  bool seq = k == HX_GROUP_CP_RING || k == HX_GROUP_HP_A2A;
+  if ((hx_json_get(js, "nslices") && !get_int(js, "nslices", seq ? 0 : 1, 1 << 20, &nslices)) ||
+      (hx_json_get(js, "slice") && !get_int(js, "slice", 0, nslices > 1 ? nslices - 1 : 0, &slice)))
+    return false;
+  gr->kind = (enum hx_group_kind)k;
+  gr->nranks = ranks->nitems;
+  gr->ranks = HX_NEW_ARRAY(&l->ctx->arena, int, ranks->nitems);
+  if (!load_ranks(l, ranks, gr->ranks))
+    return false;
+  gr->layer_begin = (int)b;
+  gr->layer_end = (int)e;
+  gr->slice = (int)slice;
+  gr->nslices = (int)nslices;
+  for (int r = 0; seq && r < gr->nranks; r++)
+    l->in_seq_group[gr->ranks[r]] = true;
+  return load_split_table(l, js, gr);
+}
+
+static bool load_groups(struct hx_plan_loader *l, const struct hx_json *root) {
+  const struct hx_json *groups = hx_json_get(root, "groups");
+  if (!groups || groups->kind != HX_JSON_ARRAY)
+    return true;
+  struct hx_plan *p = l->plan;
+  p->groups = HX_NEW_ARRAY(&l->ctx->arena, struct hx_group, groups->nitems);
+  l->group_js = HX_NEW_ARRAY(&l->ctx->arena, const struct hx_json *, groups->nitems);
+  for (int g = 0; g < groups->nitems; g++) {
+    if (!load_group(l, &groups->items[g], &p->groups[g]))
+      return false;
+    l->group_js[g] = &groups->items[g];
+    p->ngroups++;
+  }
+  return true;
+}
+
+bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks, int n) {
+  for (int k = 0; k < n; k++)
+    if (l->in_seq_group[ranks[k]])
+      return true;
+  return false;
+}
+
+static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root) {
+  const struct hx_json *pipes = get_array(root, "pipelines", 1);
+  if (!pipes)
+    return NULL;
+  int n = ctx->cluster.ndevices;
+  struct hx_plan_loader l = {ctx,
+                             hx_plan_new(&ctx->arena, n, pipes->nitems),
+                             root,
+                             HX_NEW_ARRAY(&ctx->arena, int, n),
+                             HX_NEW_ARRAY(&ctx->arena, bool, n),
+                             NULL};
+  l.plan->strategy = "file";
+  const struct hx_json *desc = hx_json_get(root, "description");
+  l.plan->description = desc && desc->kind == HX_JSON_STRING ? desc->string : NULL;
+  const struct hx_json *sched = hx_json_get(root, "schedule");
+  l.plan->schedule = sched && sched->kind == HX_JSON_STRING && !strcmp(sched->string, "gpipe")
+                         ? HX_PP_GPIPE
+                         : HX_PP_1F1B;
+  /* groups first: they say which stages are HexiSeq stages */
+  if (!load_groups(&l, root))
+    return NULL;
+  for (int i = 0; i < pipes->nitems; i++)
+    if (!load_pipeline(&l, &pipes->items[i], &l.plan->pipelines[i]))
+      return NULL;
+  if (hx_plan_batch(l.plan) != ctx->train.global_batch) {
+    hx_error(pipes->loc, "the pipelines hold %lld sequences; the global batch is %lld",
+             (long long)hx_plan_batch(l.plan), (long long)ctx->train.global_batch);
+    return NULL;
+  }
+  hx_plan_fill_devices(&ctx->arena, l.plan, &ctx->model);
+  if (!hx_plan_load_seq(&l))
+    return NULL;
+  return l.plan;
+}
+
+static struct hx_plan *read_plan(struct hx_ctx *ctx, const char *path) {
+  const struct hx_source *src = read_source(ctx, path);
+  if (!src)
+    return NULL;
+  struct hx_json *root = hx_json_parse(&ctx->arena, src);
+  if (!root)
+    return NULL;
+  if (root->kind != HX_JSON_OBJECT) {
+    hx_error(root->loc, "a plan file holds one JSON object");
+    return NULL;
+  }
+  return load_plan(ctx, root);
+}
+
+struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path) {
+  struct hx_plan *plan = read_plan(ctx, path);
+  if (!plan) {
+    /* an unreadable or wrong plan file is an error in the input (exit 1),
+     * not "no feasible plan" (3, the schedule pass's code, kept below for a
+     * plan that does not fit memory) */
+    ctx->exit_code = HX_EXIT_INPUT;
+    return NULL;
+  }
+  double shortfall;
+  int rank;
+  if (!hx_plan_memory_fits(ctx, plan, &shortfall, &rank)) {
+    hx_error_plain("plan %s does not fit in memory: needs %.1f GiB more on %s", path,
+                   shortfall / 1073741824.0, ctx->cluster.devices[rank].name);
+    return NULL;
+  }
+  return plan;
+}

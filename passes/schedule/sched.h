@@ -1,0 +1,262 @@
+/* The HexiScale scheduler's phases (issue 4). Each phase lives in its own
+ * passes/schedule/sched_*.c file; passes/schedule.c runs them through the outer search
+ * of sched_search.c.
+ *
+ *   sched_graph.c      device graphs for METIS, their validation, the wrapper
+ *   sched_phase1.c     devices -> D_dp pipelines (METIS + move/swap refinement)
+ *   sched_phase2.c     pipeline -> groups -> stages (TP layout), stage order,
+ *                      leaders
+ *   sched_layers.c     the exact min-max split of the layers over stages
+ *   sched_batch.c      micro-batches per pipeline, global batch exact
+ *   sched_sync.c       asymmetric gradient-sync groups (lcm slicing)
+ *   sched_search.c     the outer search over D_dp, k_i and the objective
+ *   sched_local.c      local search over structures on small clusters
+ *   sched_exhaustive.c the exact planner for clusters of <= 8 devices
+ *
+ * Everything is deterministic: random choices come from a seeded splitmix64
+ * and METIS always gets METIS_OPTION_SEED explicitly. */
+#ifndef HX_SCHED_H
+#define HX_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir/hexic.h"
+
+/* ---- deterministic randomness ------------------------------------------ */
+
+struct hx_rng {
+  uint64_t state;
+};
+uint64_t hx_rng_next(struct hx_rng *r);
+/* Uniform in [0, n); n > 0. */
+int hx_rng_below(struct hx_rng *r, int n);
+
+/* ---- graphs for METIS (sched_graph.c) ---------------------------------- */
+
+/* An undirected graph in METIS's CSR form, weights as 64-bit integers before
+ * they are narrowed to idx_t (validation checks they fit). */
+struct hx_sched_graph {
+  int nvertices;
+  int64_t *xadj;   /* nvertices + 1 */
+  int64_t *adjncy; /* xadj[n] entries */
+  int64_t *vwgt;   /* vertex weights, > 0 */
+  int64_t *adjwgt; /* edge weights, > 0, same both ways */
+};
+
+/* NULL when the graph is fine for METIS, else why not (a static string):
+ * an index out of range, a self-loop, a duplicate edge, an edge missing its
+ * reverse or with a different reverse weight, a non-positive or too large
+ * weight. */
+const char *hx_sched_graph_check(const struct hx_sched_graph *g);
+
+/* Edge objective: bandwidth as weight (METIS keeps fast links inside parts,
+ * so parts talk over slow links: "minimise inter-group bandwidth") or its
+ * reciprocal (METIS cuts the fast links: data parallelism runs over them,
+ * "maximise inter-group bandwidth", the authors' choice). */
+enum hx_edge_objective { HX_EDGES_BANDWIDTH, HX_EDGES_RECIPROCAL };
+
+/* The complete graph over n vertices, each a set of devices standing as one
+ * (a device, or a machine's devices): rep[i] is its representative device
+ * (edge i-j = the bandwidth between rep[i] and rep[j]), compute[i] its FLOP/s.
+ * Vertex weights are compute in integer units relative to the strongest;
+ * edge weights are scaled (logarithmically) into [1, 1e6]. */
+struct hx_sched_graph *hx_sched_graph_build(struct hx_arena *a, const struct hx_cluster *c,
+                                            const int *rep, const double *compute, int n,
+                                            enum hx_edge_objective obj);
+
+/* Above this many devices the complete device graph (n^2 edges) gets slow
+ * to build and check: phases 1 and 2 then make each machine one vertex. */
+enum { HX_SCHED_DEVICE_GRAPH_MAX = 128 };
+
+/* The vertices phases 1 and 2 partition devices[0..n) by: each device, or
+ * (n > HX_SCHED_DEVICE_GRAPH_MAX) each run of consecutive devices on one
+ * machine. Vertex v stands for devices[first[v] .. first[v] + count[v]),
+ * rep[v] = devices[first[v]]. Returns how many vertices. */
+int hx_sched_vertices(const struct hx_cluster *c, const int *devices, int n, int *first,
+                      int *count, int *rep);
+
+/* Partitions g into nparts parts (part[v] in [0, nparts)) with part weights
+ * proportional to target (NULL: equal). Validates the graph first and aborts
+ * with an internal error naming the defect if it is bad; checks METIS's
+ * return code. Every part ends non-empty (when nvertices >= nparts): METIS
+ * may leave one empty, then the heaviest part's lightest vertex moves there. */
+void hx_sched_partition(struct hx_arena *a, const struct hx_sched_graph *g, int nparts,
+                        const double *target, uint64_t seed, int *part);
+
+/* ---- plan skeletons (sched_phase1.c, sched_phase2.c) -------------------- */
+
+/* Devices of each pipeline (phase 1 output). */
+struct hx_sched_split {
+  int npipelines;
+  int *count;    /* devices per pipeline */
+  int **devices; /* sorted ranks */
+};
+
+/* Phase 1: the devices of a pool (pool[0..npool), sorted ranks; the plan
+ * leaves the others unused) into npipelines parts by METIS, compute-balanced.
+ * NULL when there are fewer devices than pipelines. */
+struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, const int *pool,
+                                       int npool, int npipelines, enum hx_edge_objective obj,
+                                       uint64_t seed);
+
+/* How an island's devices become TP stages. */
+enum hx_tp_layout {
+  HX_LAYOUT_THROUGHPUT, /* the TP split with the most layer throughput */
+  HX_LAYOUT_WIDE,       /* the fewest stages (largest legal degrees) */
+  HX_LAYOUT_NARROW,     /* every device its own stage (tp = 1) */
+};
+
+/* True when tp is a degree the planner may propose: it divides the query
+ * heads (even head shards; kv heads are replicated when tp does not divide
+ * them). */
+bool hx_sched_tp_legal(const struct hx_model *m, int tp);
+
+/* Whether devices a and b may share a TP group: the same machine, or
+ * machines joined by a link at least as fast as both machines' own (TP over
+ * a slower link would stall every layer). */
+bool hx_sched_may_share_tp(const struct hx_cluster *c, int a, int b);
+
+/* How many group orders phase 2 can offer (the best distinct top-tau paths). */
+enum { HX_SCHED_ORDERS = 4 };
+
+/* Phase 2: one pipeline's devices into stages (no layers yet): METIS into k
+ * groups, each group's islands (one machine, or machines joined by a link
+ * as fast as their own) split into TP stages by `layout`, stages ordered by
+ * the variant-th best top-tau greedy path over inter-group bandwidth
+ * (variant < HX_SCHED_ORDERS). Leaders are set later (hx_sched_set_leaders).
+ * Fills p->stages; returns false when there is no such variant. */
+bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
+                     enum hx_tp_layout layout, int tau, int variant, uint64_t seed,
+                     struct hx_pipeline *p);
+
+/* Phase 2 in two steps, so a search can price every layout and order of a
+ * pipeline while partitioning it once: the groups (k parts by METIS, or
+ * k = HX_SCHED_K_MACHINES: one group per machine, no METIS) and their best
+ * HX_SCHED_ORDERS distinct top-tau orders; then the stages of one layout and
+ * order (false when there is no such order). hx_sched_phase2 is both. */
+enum { HX_SCHED_K_MACHINES = -1 };
+struct hx_sched_grouping {
+  int k;
+  int *group;    /* per device (index into devices[]) */
+  int norders;
+  int *orders;   /* norders x k group indices, best first */
+};
+struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena *a,
+                                            const int *devices, int n, int k, int tau,
+                                            uint64_t seed);
+bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n,
+                     const struct hx_sched_grouping *g, enum hx_tp_layout layout, int variant,
+                     struct hx_pipeline *p);
+
+/* Each stage's leader: the member that makes the hop from the previous stage
+ * cheapest; stage 0's leader the one cheapest towards stage 1. */
+void hx_sched_set_leaders(const struct hx_ctx *ctx, struct hx_pipeline *p);
+
+/* tau of the top-tau path: HEXIC_TAU from the environment (1..16), else 3. */
+int hx_sched_tau(void);
+
+/* ---- layer and batch split (sched_layers.c, sched_batch.c) -------------- */
+
+/* Per-stage linear cost of a candidate layer count: time(n) = per_layer * n +
+ * extra, memory fits for n <= max_layers. Filled by hx_sched_stage_costs. */
+struct hx_stage_cost {
+  double per_layer, extra; /* forward + backward of one micro-batch, seconds */
+  int max_layers;          /* -1 when not even 0 layers fit */
+};
+
+/* The stage costs of p at its micro_batch_size / micro_batches. */
+void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          const struct hx_pipeline *p, struct hx_stage_cost *cost);
+
+/* The exact min-max split of `layers` identical layers over n stages in order:
+ * counts[s] >= 1 and <= cost[s].max_layers, minimising max_s(per_layer *
+ * counts + extra), ties broken towards the smaller sum. Returns the bottleneck
+ * time, or -1 when no split fits. */
+double hx_sched_split_layers(const struct hx_stage_cost *cost, int n, int layers, int *counts);
+
+/* Lays the layers of p over its stages by hx_sched_split_layers. False when
+ * no split fits memory. */
+bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                            struct hx_pipeline *p);
+
+/* Splits `total` micro-batches over n pipelines, minimising the slowest
+ * finish time (m_i - 1) * slowest_i + chain_i; m_i >= 1. Exact min-max
+ * (greedy on monotone costs). False when total < n. */
+bool hx_sched_split_batch(const double *slowest, const double *chain, int n, int64_t total,
+                          int64_t *m);
+
+/* Per pipeline, the bottleneck stage time and the fill/drain chain of one
+ * micro-batch (all stages plus hops), at its micro_batch_size. */
+void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline *p,
+                             double *slowest, double *chain);
+
+/* ---- gradient sync groups (sched_sync.c) -------------------------------- */
+
+/* Replaces plan->groups by the TP groups of every stage and, with more than
+ * one pipeline, the HX_GROUP_GRAD sub-groups (per layer range where every
+ * pipeline keeps the same stage, nslices = lcm of the TP degrees, slice k
+ * owned by TP rank k * t_i / nslices of pipeline i), the HX_GROUP_UNSPLIT
+ * union groups of the same ranges, and the embedding / LM head groups
+ * (layer -1). */
+void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan);
+
+/* ---- planners ----------------------------------------------------------- */
+
+/* The outer HexiScale search. Returns the best plan found (allocated in
+ * ctx->arena, simulated), the baseline included as a candidate; NULL when
+ * nothing fits. */
+struct hx_plan *hx_sched_search(struct hx_ctx *ctx);
+
+/* Local search over structures (sched_local.c): hill-climbs from a
+ * completed plan over the structures one move away (split, merge or drop
+ * pipelines; merge, move, split or drop stages; move, swap, add or drop
+ * devices), each candidate skeleton priced by `price`: its score when that
+ * is below `beat`, else any value >= beat (INFINITY when nothing fits), so
+ * the caller may stop at a lower bound; *fresh false when the caller had it
+ * memoised. After the climb, `kicks` times: one or two random moves from the
+ * best structure and a climb again (iterated local search). budget counts
+ * fresh pricings. Returns the skeleton of the best structure reached (in a,
+ * devices relabelled canonically), NULL when none beats start. Clusters of
+ * at most HX_LOCAL_MAX_DEVICES devices (NULL on larger ones). */
+enum { HX_LOCAL_MAX_DEVICES = 16 };
+typedef double (*hx_sched_price_fn)(void *cookie, const struct hx_plan *skeleton, double beat,
+                                    bool *fresh);
+struct hx_plan *hx_sched_local_search(struct hx_ctx *ctx, struct hx_arena *a,
+                                      const struct hx_plan *start, int budget, int kicks,
+                                      hx_sched_price_fn price, void *cookie);
+
+/* The exact planner for clusters of at most HX_EXHAUSTIVE_MAX_DEVICES. NULL
+ * when nothing fits. */
+enum { HX_EXHAUSTIVE_MAX_DEVICES = 8 };
+struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx);
+
+/* Completes a plan whose pipelines have their stages: for every micro-batch
+ * size tried and recompute setting allowed, splits the layers exactly and
+ * the batch so pipelines finish together; keeps the fastest by the closed
+ * form estimate. Returns the completed plan (new, in a) or NULL when no
+ * setting fits memory. The skeleton's stages carry devices and tp only. */
+struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
+                                  const struct hx_plan *skeleton);
+
+/* Whether the train block's recompute setting allows full recompute (full)
+ * or none (!full): `auto` allows both. */
+bool hx_sched_recompute_allowed(const struct hx_ctx *ctx, bool full);
+
+/* The (micro-batch size, recompute) settings hx_sched_complete tries, in its
+ * order: the train block's micro_batch or every power of two dividing the
+ * global batch, times the recompute choices it allows. Returns how many
+ * (at most HX_SCHED_MAX_SETTINGS). */
+enum { HX_SCHED_MAX_SETTINGS = 128 };
+int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute);
+
+/* One setting of hx_sched_complete: the skeleton's stages with their ranks in
+ * ascending order (the canonical TP rank order: devices of one machine are
+ * interchangeable, so only which machines a stage spans matters), leaders,
+ * the exact layer split and the exact batch split at that micro-batch size
+ * and recompute. NULL when it does not fit memory or the batch. */
+struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
+                                          const struct hx_plan *skeleton, int64_t mbs,
+                                          bool recompute);
+
+#endif

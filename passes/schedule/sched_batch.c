@@ -1,0 +1,167 @@
+/* The batch split, and completing a plan skeleton (stages with devices and
+ * TP degrees) into a plan: micro-batch size, recompute, exact layer split,
+ * leaders, and micro-batches per pipeline so that pipelines finish together.
+ *
+ * A pipeline of m micro-batches takes (m - 1) * slowest + chain (the 1F1B
+ * and GPipe makespan of the closed-form estimate), increasing in m, so
+ * handing out micro-batches one at a time to the pipeline that would finish
+ * first after taking it gives the least possible finish time (the same
+ * exchange argument as the layer split). Every pipeline gets at least one;
+ * the global batch is exactly micro-batches x size, no sequence dropped. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "passes/cost/cost.h"
+#include "ir/plan_util.h"
+#include "sched.h"
+
+void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline *p,
+                             double *slowest, double *chain) {
+  double worst = 0, sum = 0;
+  int64_t mbs = p->micro_batch_size;
+  for (int s = 0; s < p->nstages; s++) {
+    const struct hx_stage *st = &p->stages[s];
+    bool first = s == 0, last = s == p->nstages - 1;
+    double t = hx_stage_fwd_s(ctx, st, first, last, mbs) + hx_stage_bwd_s(ctx, st, first, last, mbs);
+    worst = fmax(worst, t);
+    sum += t;
+    if (!last)
+      sum += 2 * hx_hop_s(ctx, st, &p->stages[s + 1], mbs);
+  }
+  *slowest = worst;
+  *chain = sum;
+}
+
+bool hx_sched_split_batch(const double *slowest, const double *chain, int n, int64_t total,
+                          int64_t *m) {
+  if (n < 1 || total < n)
+    return false;
+  for (int i = 0; i < n; i++)
+    m[i] = 1;
+  int64_t handed = n;
+  for (; handed < total; handed++) {
+    int pick = 0;
+    double pick_t = INFINITY;
+    for (int i = 0; i < n; i++) {
+      double t = (double)m[i] * slowest[i] + chain[i]; /* finish with one more */
+      if (t < pick_t) {
+        pick = i;
+        pick_t = t;
+      }
+    }
+    m[pick]++;
+  }
+  return true;
+}
+
+/* ---- completing a skeleton ------------------------------------------------ */
+
+static void set_settings(struct hx_plan *p, int64_t mbs, bool recompute, int64_t m_guess) {
+  for (int i = 0; i < p->npipelines; i++) {
+    struct hx_pipeline *pl = &p->pipelines[i];
+    pl->micro_batch_size = mbs;
+    pl->micro_batches = m_guess;
+    for (int s = 0; s < pl->nstages; s++)
+      pl->stages[s].recompute = recompute;
+  }
+}
+
+static bool assign_all_layers(const struct hx_ctx *ctx, struct hx_plan *p) {
+  for (int i = 0; i < p->npipelines; i++)
+    if (!hx_sched_assign_layers(ctx, p, &p->pipelines[i]))
+      return false;
+  return true;
+}
+
+static bool split_all_batches(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
+                              int64_t total) {
+  int n = p->npipelines;
+  double *slowest = HX_NEW_ARRAY(a, double, n), *chain = HX_NEW_ARRAY(a, double, n);
+  int64_t *m = HX_NEW_ARRAY(a, int64_t, n);
+  for (int i = 0; i < n; i++)
+    hx_sched_pipeline_times(ctx, &p->pipelines[i], &slowest[i], &chain[i]);
+  if (!hx_sched_split_batch(slowest, chain, n, total, m))
+    return false;
+  for (int i = 0; i < n; i++)
+    p->pipelines[i].micro_batches = m[i];
+  return true;
+}
+
+static int cmp_int(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  return (a > b) - (a < b);
+}
+
+struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
+                                          const struct hx_plan *skeleton, int64_t mbs,
+                                          bool recompute) {
+  int64_t total = ctx->train.global_batch / mbs;
+  if (total < skeleton->npipelines)
+    return NULL;
+  struct hx_plan *p = hx_plan_copy(a, skeleton);
+  p->groups = NULL; /* a skeleton's old groups would price the sync of other layers */
+  p->ngroups = 0;
+  /* TP ranks in ascending device order, whoever built the skeleton: the
+   * gradient-sync slices pair TP rank k of every pipeline, so one canonical
+   * order keeps hexic's plans inside the exhaustive planner's space */
+  for (int i = 0; i < p->npipelines; i++)
+    for (int s = 0; s < p->pipelines[i].nstages; s++) {
+      struct hx_stage *st = &p->pipelines[i].stages[s];
+      qsort(st->devices, (size_t)st->ndevices, sizeof(int), cmp_int);
+    }
+  /* the first layer split assumes the even share of micro-batches; the
+   * second uses the split's own counts (GPipe keeps them all in memory) */
+  set_settings(p, mbs, recompute, (total + p->npipelines - 1) / p->npipelines);
+  for (int i = 0; i < p->npipelines; i++)
+    hx_sched_set_leaders(ctx, &p->pipelines[i]);
+  for (int round = 0; round < 2; round++)
+    if (!assign_all_layers(ctx, p) || !split_all_batches(ctx, a, p, total))
+      return NULL;
+  hx_plan_fill_devices(a, p, &ctx->model);
+  if (!hx_plan_memory_fits(ctx, p, NULL, NULL))
+    return NULL;
+  return p;
+}
+
+bool hx_sched_recompute_allowed(const struct hx_ctx *ctx, bool full) {
+  return ctx->train.recompute == HX_RECOMPUTE_AUTO ||
+         full == (ctx->train.recompute == HX_RECOMPUTE_FULL);
+}
+
+int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute) {
+  int64_t B = ctx->train.global_batch, fixed = ctx->train.micro_batch;
+  int n = 0;
+  for (int64_t size = fixed ? fixed : 1; size <= B; size = fixed ? B + 1 : size * 2) {
+    if (B % size)
+      continue;
+    for (int r = 0; r < 2 && n < HX_SCHED_MAX_SETTINGS; r++) {
+      if (!hx_sched_recompute_allowed(ctx, r == 1))
+        continue;
+      mbs[n] = size;
+      recompute[n++] = r == 1;
+    }
+  }
+  return n;
+}
+
+struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
+                                  const struct hx_plan *skeleton) {
+  int64_t mbs[HX_SCHED_MAX_SETTINGS];
+  bool recompute[HX_SCHED_MAX_SETTINGS];
+  int n = hx_sched_settings(ctx, mbs, recompute);
+  struct hx_plan *best = NULL;
+  double best_s = INFINITY;
+  for (int k = 0; k < n; k++) {
+    struct hx_plan *p = hx_sched_complete_setting(ctx, a, skeleton, mbs[k], recompute[k]);
+    if (!p)
+      continue;
+    double t = hx_estimate_iteration_s(ctx, p);
+    if (t < best_s) {
+      best_s = t;
+      best = p;
+    }
+  }
+  if (best)
+    best->sim.iteration_s = best_s; /* the estimate, until simulated */
+  return best;
+}

@@ -1,0 +1,118 @@
+/* The exact layer split. Decoder layers are identical, so a stage's time for
+ * one micro-batch is linear in its layer count, time(n) = per_layer * n +
+ * extra (embedding / head work on the first / last stage), and its memory
+ * grows with n, which gives each stage a largest count max_layers. Which
+ * layers a stage holds does not matter, only how many: the contiguous split
+ * that minimises the slowest stage is the count vector minimising
+ * max_s time_s(n_s) with sum n_s = L and 1 <= n_s <= max_layers_s.
+ *
+ * For increasing per-stage costs that is solved exactly by the greedy that
+ * hands out one layer at a time to the stage whose time after taking it is
+ * smallest: after every step the largest time is the least possible for
+ * that many layers (an exchange argument), so it is also at the end. */
+#include <math.h>
+
+#include "passes/cost/cost.h"
+#include "sched.h"
+
+/* fwd + bwd of one micro-batch on a stage holding layers [0, n). */
+static double stage_time(const struct hx_ctx *ctx, struct hx_stage *st, bool first, bool last,
+                         int64_t mbs, int n) {
+  st->layer_begin = 0;
+  st->layer_end = n;
+  return hx_stage_fwd_s(ctx, st, first, last, mbs) + hx_stage_bwd_s(ctx, st, first, last, mbs);
+}
+
+static double stage_memory(const struct hx_ctx *ctx, struct hx_stage *st, bool first, bool last,
+                           int64_t mbs, int64_t in_flight, int n) {
+  st->layer_begin = 0;
+  st->layer_end = n;
+  return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight);
+}
+
+/* The largest n <= L whose memory fits; 0 when even one layer does not.
+ * Memory is affine in n for n >= 1, so the bound is solved for, then
+ * corrected by stepping (rounding). */
+static int max_layers(const struct hx_ctx *ctx, struct hx_stage *st, bool first, bool last,
+                      int64_t mbs, int64_t in_flight, int L) {
+  double cap = hx_stage_memory_capacity(&ctx->cluster, st);
+  double m1 = stage_memory(ctx, st, first, last, mbs, in_flight, 1);
+  if (m1 > cap)
+    return 0;
+  double slope = stage_memory(ctx, st, first, last, mbs, in_flight, 2) - m1;
+  int n = slope > 0 ? (int)fmin((double)L, 1.0 + floor((cap - m1) / slope)) : L;
+  if (n < 1)
+    n = 1;
+  while (n > 1 && stage_memory(ctx, st, first, last, mbs, in_flight, n) > cap)
+    n--;
+  while (n < L && stage_memory(ctx, st, first, last, mbs, in_flight, n + 1) <= cap)
+    n++;
+  return n;
+}
+
+void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          const struct hx_pipeline *p, struct hx_stage_cost *cost) {
+  int L = (int)ctx->model.layers;
+  for (int s = 0; s < p->nstages; s++) {
+    struct hx_stage st = p->stages[s]; /* a copy: its layer range is scratch */
+    bool first = s == 0, last = s == p->nstages - 1;
+    int64_t mbs = p->micro_batch_size;
+    double t0 = stage_time(ctx, &st, first, last, mbs, 0);
+    cost[s].extra = t0;
+    cost[s].per_layer = stage_time(ctx, &st, first, last, mbs, 1) - t0;
+    int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
+    cost[s].max_layers = max_layers(ctx, &st, first, last, mbs, keep, L);
+  }
+}
+
+static double time_at(const struct hx_stage_cost *c, int n) { return c->per_layer * n + c->extra; }
+
+double hx_sched_split_layers(const struct hx_stage_cost *cost, int n, int layers, int *counts) {
+  if (n < 1 || layers < n)
+    return -1;
+  for (int s = 0; s < n; s++) {
+    if (cost[s].max_layers < 1)
+      return -1;
+    counts[s] = 1;
+  }
+  for (int left = layers - n; left > 0; left--) {
+    int pick = -1;
+    double pick_t = INFINITY;
+    for (int s = 0; s < n; s++) {
+      if (counts[s] >= cost[s].max_layers)
+        continue;
+      double t = time_at(&cost[s], counts[s] + 1);
+      /* ties: the cheaper layer (smaller sum), then the earlier stage */
+      if (t < pick_t || (t == pick_t && cost[s].per_layer < cost[pick].per_layer)) {
+        pick = s;
+        pick_t = t;
+      }
+    }
+    if (pick < 0)
+      return -1;
+    counts[pick]++;
+  }
+  double worst = 0;
+  for (int s = 0; s < n; s++)
+    worst = fmax(worst, time_at(&cost[s], counts[s]));
+  return worst;
+}
+
+bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                            struct hx_pipeline *p) {
+  enum { STACK = 256 };
+  struct hx_stage_cost cost[STACK];
+  int counts[STACK];
+  if (p->nstages > STACK || p->nstages > ctx->model.layers)
+    return false;
+  hx_sched_stage_costs(ctx, plan, p, cost);
+  if (hx_sched_split_layers(cost, p->nstages, (int)ctx->model.layers, counts) < 0)
+    return false;
+  int at = 0;
+  for (int s = 0; s < p->nstages; s++) {
+    p->stages[s].layer_begin = at;
+    at += counts[s];
+    p->stages[s].layer_end = at;
+  }
+  return true;
+}

@@ -1,0 +1,439 @@
+/* Phase 2: inside one pipeline, devices -> groups -> islands -> TP stages,
+ * then the stage order and the leaders.
+ *
+ *  - groups: METIS over the pipeline's devices with bandwidth weights, so a
+ *    group is a well-connected set (k groups, compute-balanced);
+ *  - islands: inside a group, devices that may share a TP group: the same
+ *    machine, or machines joined by a link at least as fast as both
+ *    machines' own (TP over a slower link would stall every layer);
+ *  - TP layout: an island's devices split into stages whose degrees divide
+ *    the query heads (even head shards), chosen by the cost model;
+ *  - order: groups by the top-tau greedy path over summed inter-group
+ *    bandwidth, islands and stages of a group in rank order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/cost/cost.h"
+#include "ir/plan_util.h"
+#include "sched.h"
+
+bool hx_sched_tp_legal(const struct hx_model *m, int tp) { return tp >= 1 && m->heads % tp == 0; }
+
+int hx_sched_tau(void) {
+  const char *s = getenv("HEXIC_TAU");
+  if (!s || !*s)
+    return 3;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 1 || v > 16)
+    return 3;
+  return (int)v;
+}
+
+/* ---- groups -------------------------------------------------------------- */
+
+/* Group of each device (index into devices[]), by METIS into k parts. Large
+ * pipelines are partitioned by machine, as phase 1 does. */
+static void make_groups(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
+                        uint64_t seed, int *group) {
+  const struct hx_cluster *c = &ctx->cluster;
+  int *first = HX_NEW_ARRAY(a, int, n), *count = HX_NEW_ARRAY(a, int, n);
+  int *rep = HX_NEW_ARRAY(a, int, n);
+  int nv = hx_sched_vertices(c, devices, n, first, count, rep);
+  double *compute = HX_NEW_ARRAY(a, double, nv);
+  for (int v = 0; v < nv; v++)
+    for (int i = first[v]; i < first[v] + count[v]; i++)
+      compute[v] += hx_device_flops(c, devices[i]);
+  if (k > nv)
+    k = nv;
+  int *part = HX_NEW_ARRAY(a, int, nv);
+  struct hx_sched_graph *g = hx_sched_graph_build(a, c, rep, compute, nv, HX_EDGES_BANDWIDTH);
+  hx_sched_partition(a, g, k, NULL, seed, part);
+  for (int v = 0; v < nv; v++)
+    for (int i = first[v]; i < first[v] + count[v]; i++)
+      group[i] = part[v];
+}
+
+/* ---- islands ------------------------------------------------------------- */
+
+static int find_root(int *parent, int x) {
+  while (parent[x] != x)
+    x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+bool hx_sched_may_share_tp(const struct hx_cluster *c, int a, int b) {
+  int na = c->devices[a].node, nb = c->devices[b].node;
+  if (na == nb)
+    return true;
+  double own = fmin(c->nodes[na].bandwidth, c->nodes[nb].bandwidth);
+  return fmin(hx_bw(c, a, b), hx_bw(c, b, a)) >= own;
+}
+
+/* Island id (the smallest index in its island) of each member: each run of
+ * members on one machine together (members come in rank order, so a
+ * machine's are adjacent), then runs joined pairwise by fast links (checked
+ * once per pair of runs, through their first members). */
+static bool run_start(const struct hx_cluster *c, const int *members, int i) {
+  return i == 0 || c->devices[members[i]].node != c->devices[members[i - 1]].node;
+}
+
+static void make_islands(const struct hx_cluster *c, const int *members, int n, int *island) {
+  for (int i = 0; i < n; i++)
+    island[i] = run_start(c, members, i) ? i : island[i - 1];
+  for (int i = 0; i < n; i++) {
+    if (!run_start(c, members, i))
+      continue;
+    for (int j = i + 1; j < n; j++)
+      if (run_start(c, members, j) && hx_sched_may_share_tp(c, members[i], members[j])) {
+        int ri = find_root(island, i), rj = find_root(island, j);
+        if (ri != rj)
+          island[ri > rj ? ri : rj] = ri < rj ? ri : rj;
+      }
+  }
+  for (int i = 0; i < n; i++)
+    island[i] = find_root(island, i);
+}
+
+/* ---- TP layouts ---------------------------------------------------------- */
+
+/* Islands larger than this are cut into chunks of it before their TP split:
+ * a TP group beyond 8 GPUs is never fast, and the number of splits of a
+ * larger island explodes. */
+enum { MAX_TP_ISLAND = 8 };
+
+/* Forward + backward seconds of one layer for one sequence on a TP group of
+ * devices[0..tp). */
+static double layer_time(const struct hx_ctx *ctx, const int *devices, int tp) {
+  struct hx_stage st;
+  memset(&st, 0, sizeof st);
+  st.ndevices = st.tp = tp;
+  st.cp = st.hp = 1;
+  st.devices = (int *)devices;
+  st.leader = devices[0];
+  st.layer_end = 1;
+  return hx_layer_compute_s(ctx, &st, 1) + hx_layer_tp_comm_s(ctx, &st, 1) +
+         hx_layer_bwd_s(ctx, &st, 1);
+}
+
+struct layout_search {
+  const struct hx_ctx *ctx;
+  const int *devices;
+  int n;
+  int cur[MAX_TP_ISLAND], ncur;
+  int best[MAX_TP_ISLAND], nbest;
+  double best_score;
+};
+
+/* Layers per second the island's stages add to the pipeline, with a 1%
+ * charge per stage: more stages mean more hops and a longer fill. */
+static double layout_score(struct layout_search *ls) {
+  double rate = 0;
+  int at = 0;
+  for (int i = 0; i < ls->ncur; i++) {
+    rate += 1.0 / layer_time(ls->ctx, ls->devices + at, ls->cur[i]);
+    at += ls->cur[i];
+  }
+  return rate * (1.0 - 0.01 * ls->ncur);
+}
+
+/* Every split of the remaining devices into non-increasing legal degrees. */
+static void enumerate_layouts(struct layout_search *ls, int left, int max_part) {
+  if (left == 0) {
+    double s = layout_score(ls);
+    if (s > ls->best_score) {
+      ls->best_score = s;
+      ls->nbest = ls->ncur;
+      memcpy(ls->best, ls->cur, sizeof(int) * (size_t)ls->ncur);
+    }
+    return;
+  }
+  for (int t = left < max_part ? left : max_part; t >= 1; t--) {
+    if (!hx_sched_tp_legal(&ls->ctx->model, t))
+      continue;
+    ls->cur[ls->ncur++] = t;
+    enumerate_layouts(ls, left - t, t);
+    ls->ncur--;
+  }
+}
+
+/* Degrees of the stages an island chunk of n <= MAX_TP_ISLAND devices becomes. */
+static int chunk_layout(const struct hx_ctx *ctx, const int *devices, int n,
+                        enum hx_tp_layout layout, int *degrees) {
+  int count = 0;
+  if (layout == HX_LAYOUT_NARROW) {
+    for (int i = 0; i < n; i++)
+      degrees[count++] = 1;
+    return count;
+  }
+  if (layout == HX_LAYOUT_WIDE) {
+    for (int left = n; left > 0;) {
+      int t = left;
+      while (!hx_sched_tp_legal(&ctx->model, t))
+        t--;
+      degrees[count++] = t;
+      left -= t;
+    }
+    return count;
+  }
+  struct layout_search ls = {.ctx = ctx, .devices = devices, .n = n, .best_score = -1};
+  enumerate_layouts(&ls, n, n);
+  memcpy(degrees, ls.best, sizeof(int) * (size_t)ls.nbest);
+  return ls.nbest;
+}
+
+/* ---- stage order --------------------------------------------------------- */
+
+struct path_search {
+  int k, tau;
+  const double *w; /* k x k summed bandwidth */
+  int *cur;
+  bool *used;
+  /* the HX_SCHED_ORDERS best distinct paths, best first (ties: found first) */
+  int *paths; /* HX_SCHED_ORDERS x k */
+  double sums[HX_SCHED_ORDERS];
+  int npaths;
+  long budget; /* expansions left: tau^k paths would not end for large k */
+};
+
+/* The up-to-tau heaviest edges from `at` to unvisited groups, heaviest
+ * first, ties to the lower index. Returns how many. */
+static int heaviest_next(const struct path_search *ps, int at, int *next) {
+  int count = 0;
+  for (int g = 0; g < ps->k; g++) {
+    if (ps->used[g])
+      continue;
+    double wg = ps->w[at * ps->k + g];
+    int pos = count < ps->tau ? count++ : ps->tau;
+    while (pos > 0 && ps->w[at * ps->k + next[pos - 1]] < wg) {
+      if (pos < ps->tau)
+        next[pos] = next[pos - 1];
+      pos--;
+    }
+    if (pos < ps->tau)
+      next[pos] = g;
+  }
+  return count;
+}
+
+static void keep_path(struct path_search *ps, double sum) {
+  size_t row = sizeof(int) * (size_t)ps->k;
+  for (int i = 0; i < ps->npaths; i++)
+    if (!memcmp(ps->paths + i * ps->k, ps->cur, row))
+      return;
+  int at = ps->npaths;
+  while (at > 0 && ps->sums[at - 1] < sum)
+    at--;
+  if (at >= HX_SCHED_ORDERS)
+    return;
+  int last = ps->npaths < HX_SCHED_ORDERS ? ps->npaths : HX_SCHED_ORDERS - 1;
+  for (int i = last; i > at; i--) {
+    memcpy(ps->paths + i * ps->k, ps->paths + (i - 1) * ps->k, row);
+    ps->sums[i] = ps->sums[i - 1];
+  }
+  memcpy(ps->paths + at * ps->k, ps->cur, row);
+  ps->sums[at] = sum;
+  if (ps->npaths < HX_SCHED_ORDERS)
+    ps->npaths++;
+}
+
+static void extend_path(struct path_search *ps, int len, double sum) {
+  if (len == ps->k) {
+    keep_path(ps, sum);
+    return;
+  }
+  /* past the budget only the greedy (first) branch is followed */
+  bool greedy_only = --ps->budget <= 0;
+  int next[16];
+  int count = heaviest_next(ps, ps->cur[len - 1], next);
+  for (int i = 0; i < count && (i == 0 || !greedy_only); i++) {
+    int g = next[i];
+    ps->used[g] = true;
+    ps->cur[len] = g;
+    extend_path(ps, len + 1, sum + ps->w[ps->cur[len - 1] * ps->k + g]);
+    ps->used[g] = false;
+  }
+}
+
+/* The group orders: from every start, the paths that always take one of the
+ * tau heaviest edges to a group not yet on them; the HX_SCHED_ORDERS best
+ * distinct ones into orders (best first; ties in bandwidth are common:
+ * every machine on one switch). Returns how many. */
+static int order_groups(const double *w, int k, int tau, struct hx_arena *a, int *orders) {
+  struct path_search ps = {.k = k, .tau = tau, .w = w, .budget = 20000};
+  ps.cur = HX_NEW_ARRAY(a, int, k);
+  ps.used = HX_NEW_ARRAY(a, bool, k);
+  ps.paths = orders;
+  for (int start = 0; start < k; start++) {
+    memset(ps.used, 0, sizeof(bool) * (size_t)k);
+    ps.used[start] = true;
+    ps.cur[0] = start;
+    if (k == 1)
+      keep_path(&ps, 0);
+    else
+      extend_path(&ps, 1, 0);
+  }
+  return ps.npaths;
+}
+
+/* ---- putting it together ------------------------------------------------- */
+
+struct stage_list {
+  int n, cap;
+  int *first, *tp; /* index into the ordered device array, TP degree */
+};
+
+/* Orders an island's members (rank order on entry) as a chain that always
+ * steps to the remaining member with the fastest link from the last one
+ * (ties: the lowest rank). TP groups are cut from consecutive members, so on
+ * an island of several machines joined by a link faster than their own
+ * (a 25 GB/s network between PCIe machines) they pair devices of different
+ * machines; on one machine the order stays the rank order. */
+static void order_by_links(const struct hx_cluster *c, int *members, int n) {
+  for (int i = 1; i < n; i++) {
+    int pick = i;
+    for (int j = i + 1; j < n; j++) {
+      double bj = hx_bw(c, members[i - 1], members[j]), bp = hx_bw(c, members[i - 1], members[pick]);
+      if (bj > bp || (bj == bp && members[j] < members[pick]))
+        pick = j;
+    }
+    int t = members[pick];
+    memmove(members + i + 1, members + i, sizeof(int) * (size_t)(pick - i));
+    members[i] = t;
+  }
+}
+
+/* Appends the stages of one island (members[0..n), rank order) to list. */
+static void add_island_stages(const struct hx_ctx *ctx, const int *members, int n,
+                              enum hx_tp_layout layout, struct stage_list *list, int base) {
+  int degrees[MAX_TP_ISLAND];
+  for (int at = 0; at < n; at += MAX_TP_ISLAND) {
+    int chunk = n - at < MAX_TP_ISLAND ? n - at : MAX_TP_ISLAND;
+    int nd = chunk_layout(ctx, members + at, chunk, layout, degrees);
+    int off = at;
+    for (int d = 0; d < nd; d++) {
+      list->first[list->n] = base + off;
+      list->tp[list->n++] = degrees[d];
+      off += degrees[d];
+    }
+  }
+}
+
+/* Summed bandwidth between every pair of groups (k x k). */
+static double *group_bandwidth(const struct hx_cluster *c, struct hx_arena *a, const int *devices,
+                               int n, const int *group, int k) {
+  double *w = HX_NEW_ARRAY(a, double, (long)k * k);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (group[i] != group[j])
+        w[group[i] * k + group[j]] += hx_bw(c, devices[i], devices[j]);
+  return w;
+}
+
+/* Groups by machine: the k of "one group per machine", without METIS. */
+static int groups_by_machine(const struct hx_cluster *c, const int *devices, int n, int *group) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    group[i] = -1;
+    for (int j = 0; j < i && group[i] < 0; j++)
+      if (c->devices[devices[j]].node == c->devices[devices[i]].node)
+        group[i] = group[j];
+    if (group[i] < 0)
+      group[i] = k++;
+  }
+  return k;
+}
+
+struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena *a,
+                                            const int *devices, int n, int k, int tau,
+                                            uint64_t seed) {
+  const struct hx_cluster *c = &ctx->cluster;
+  struct hx_sched_grouping *g = HX_NEW(a, struct hx_sched_grouping);
+  g->group = HX_NEW_ARRAY(a, int, n);
+  if (k == HX_SCHED_K_MACHINES) {
+    k = groups_by_machine(c, devices, n, g->group);
+  } else {
+    if (k < 1)
+      k = 1;
+    if (k > n)
+      k = n;
+    if (k > 1)
+      make_groups(ctx, a, devices, n, k, seed, g->group);
+  }
+  g->k = k;
+  g->orders = HX_NEW_ARRAY(a, int, (long)HX_SCHED_ORDERS * k);
+  g->norders = order_groups(group_bandwidth(c, a, devices, n, g->group, k), k, tau, a, g->orders);
+  return g;
+}
+
+bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n,
+                     const struct hx_sched_grouping *g, enum hx_tp_layout layout, int variant,
+                     struct hx_pipeline *p) {
+  const struct hx_cluster *c = &ctx->cluster;
+  if (variant >= g->norders)
+    return false;
+  const int *order = g->orders + (long)variant * g->k;
+  /* devices laid out group by group (path order), island by island */
+  int *laid = HX_NEW_ARRAY(a, int, n), *members = HX_NEW_ARRAY(a, int, n);
+  int *island = HX_NEW_ARRAY(a, int, n), *isl_members = HX_NEW_ARRAY(a, int, n);
+  struct stage_list list = {0, n, HX_NEW_ARRAY(a, int, n), HX_NEW_ARRAY(a, int, n)};
+  int nlaid = 0;
+  for (int oi = 0; oi < g->k; oi++) {
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      if (g->group[i] == order[oi])
+        members[m++] = devices[i];
+    make_islands(c, members, m, island);
+    for (int root = 0; root < m; root++) {
+      if (island[root] != root)
+        continue;
+      int im = 0;
+      for (int i = root; i < m; i++)
+        if (island[i] == root)
+          isl_members[im++] = members[i];
+      order_by_links(c, isl_members, im);
+      memcpy(laid + nlaid, isl_members, sizeof(int) * (size_t)im);
+      add_island_stages(ctx, isl_members, im, layout, &list, nlaid);
+      nlaid += im;
+    }
+  }
+  if (nlaid != n)
+    return false;
+  hx_pipeline_init(a, p, list.n);
+  for (int s = 0; s < list.n; s++)
+    hx_stage_init(a, &p->stages[s], laid + list.first[s], list.tp[s], 0, 0, false);
+  return true;
+}
+
+bool hx_sched_phase2(struct hx_ctx *ctx, struct hx_arena *a, const int *devices, int n, int k,
+                     enum hx_tp_layout layout, int tau, int variant, uint64_t seed,
+                     struct hx_pipeline *p) {
+  const struct hx_sched_grouping *g = hx_sched_grouping(ctx, a, devices, n, k, tau, seed);
+  return hx_sched_stages(ctx, a, devices, n, g, layout, variant, p);
+}
+
+void hx_sched_set_leaders(const struct hx_ctx *ctx, struct hx_pipeline *p) {
+  if (p->nstages < 2) {
+    if (p->nstages == 1)
+      p->stages[0].leader = p->stages[0].devices[0];
+    return;
+  }
+  int64_t mbs = p->micro_batch_size > 0 ? p->micro_batch_size : 1;
+  /* stage 0: the member whose best hop to stage 1 is cheapest */
+  struct hx_stage *s0 = &p->stages[0], *s1 = &p->stages[1];
+  double best = INFINITY;
+  int pick = s0->devices[0];
+  for (int i = 0; i < s0->ndevices; i++) {
+    s0->leader = s0->devices[i];
+    s1->leader = hx_best_leader(ctx, s0, s1, mbs);
+    double t = hx_hop_s(ctx, s0, s1, mbs);
+    if (t < best) {
+      best = t;
+      pick = s0->devices[i];
+    }
+  }
+  s0->leader = pick;
+  for (int s = 1; s < p->nstages; s++)
+    p->stages[s].leader = hx_best_leader(ctx, &p->stages[s - 1], &p->stages[s], mbs);
+}

@@ -1,0 +1,952 @@
+/* The outer HexiScale search.
+ *
+ * Pools: a plan need not use every device. Slow links or slow GPUs can make
+ * the whole cluster slower than part of it (a 1 Gbps network between fast
+ * machines: one machine alone wins), so the search explores device pools:
+ * the whole cluster, every set of machines joined by links of at least some
+ * bandwidth (the components of the machine graph at each distinct link
+ * bandwidth), and each of those without its slowest GPU types. Pools that
+ * cannot hold the model's state, or that look like one already taken (same
+ * GPU types, counts and links), are skipped.
+ *
+ * For every pool and number of pipelines D_dp (all of 1..min(devices,
+ * batch) on small pools, a geometric ladder on large ones), phase 1 splits
+ * the pool's devices under an edge objective, phase 2 builds each pipeline
+ * for a few group counts k, TP layouts and stage orders (the grouping and
+ * orders are computed once per pipeline and k), and hx_sched_complete fits
+ * micro-batch size, recompute, layers and batch. A skeleton seen before is
+ * not completed again. The best few candidates get a move refinement of
+ * their device split and a polish of stage-level moves (merge two stages
+ * into one TP group, move a stage, split one, drop a stage, drop a
+ * pipeline, put a machine's idle devices into a pipeline); on clusters of
+ * at most HX_LOCAL_MAX_DEVICES the local search of sched_local.c climbs
+ * from them; then the event simulator picks among them and the symmetric
+ * baseline.
+ *
+ * Scores: on small clusters (<= SIM_SCORE_MAX devices) every candidate is
+ * ranked by the event simulator itself (cheap there); on larger ones by the
+ * closed-form estimate, which is what keeps 1024 GPUs under a few seconds.
+ *
+ * Objectives: both are tried for the first D_dp values of a pool; after
+ * that the one whose results have been better (an exponential moving average
+ * of its best score relative to the other's) is used, and the other is
+ * re-tried every fourth D_dp so a change of regime is noticed.
+ *
+ * Deterministic: all choices come from the inputs and fixed seeds; the
+ * budgets are counts of candidates, not seconds. The clock only stops the
+ * search when --search-budget runs out (an explicit user limit). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "passes/cost/cost.h"
+#include "ir/plan_util.h"
+#include "sched.h"
+
+enum { TOP = 4, MAX_MERGE = 8, MAX_STAGES = 256 };
+/* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation,
+ * larger ones by the estimate; up to SMALL_CLUSTER they get the full
+ * budgets, beyond it smaller ones. */
+enum { SIM_SCORE_MAX = 16, SMALL_CLUSTER = 64 };
+
+/* Budgets (candidates), by cluster size. */
+struct budgets {
+  int pools;         /* device pools explored */
+  int ladder_full;   /* D_dp values all tried up to this, then a ladder */
+  int layouts;       /* TP layouts tried (throughput, wide, narrow) */
+  int variants;      /* stage orders tried with one group per machine */
+  int refine_steps;  /* device moves tried, over all refined candidates */
+  int polish_moves;  /* stage moves tried per polished candidate */
+  int climb_pricings; /* structures priced per local search */
+  int climb_kicks;    /* random restarts of the local search */
+};
+
+static struct budgets budgets_for(int ndevices) {
+  /* the local search's neighbourhoods and simulations grow with the
+   * cluster: fewer kicks past 8 devices keep 16 under a second */
+  if (ndevices <= 8)
+    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 4000, 64};
+  if (ndevices <= SMALL_CLUSTER)
+    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 1500, 16};
+  if (ndevices <= 512)
+    return (struct budgets){3, 4, 2, 2, 24, 80, 0, 0};
+  return (struct budgets){2, 4, 2, 1, 12, 40, 0, 0};
+}
+
+/* ---- memo: int keys -> values -------------------------------------------- */
+
+struct memo_entry {
+  uint64_t hash;
+  int n;
+  int *key;
+  void *value;
+  bool set;
+};
+
+struct memo {
+  struct memo_entry *e;
+  int cap, n;
+};
+
+static uint64_t hash_ints(const int *key, int n) {
+  uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+  for (int i = 0; i < n; i++) {
+    h ^= (uint64_t)(uint32_t)key[i];
+    h *= 0x100000001b3ull;
+  }
+  return h ^ (h >> 29);
+}
+
+static void memo_grow(struct hx_arena *a, struct memo *m) {
+  int cap = m->cap ? 2 * m->cap : 1024;
+  struct memo_entry *e = HX_NEW_ARRAY(a, struct memo_entry, cap);
+  for (int i = 0; i < m->cap; i++) {
+    if (!m->e[i].key)
+      continue;
+    int at = (int)(m->e[i].hash & (uint64_t)(cap - 1));
+    while (e[at].key)
+      at = (at + 1) & (cap - 1);
+    e[at] = m->e[i];
+  }
+  m->e = e;
+  m->cap = cap;
+}
+
+/* The entry of key (copied in when new, with set = false). */
+static struct memo_entry *memo_get(struct hx_arena *a, struct memo *m, const int *key, int n) {
+  if (2 * (m->n + 1) > m->cap)
+    memo_grow(a, m);
+  uint64_t h = hash_ints(key, n);
+  int at = (int)(h & (uint64_t)(m->cap - 1));
+  for (;; at = (at + 1) & (m->cap - 1)) {
+    struct memo_entry *e = &m->e[at];
+    if (!e->key) {
+      e->hash = h;
+      e->n = n;
+      e->key = HX_NEW_ARRAY(a, int, n > 0 ? n : 1);
+      memcpy(e->key, key, sizeof(int) * (size_t)n);
+      m->n++;
+      return e;
+    }
+    if (e->hash == h && e->n == n && !memcmp(e->key, key, sizeof(int) * (size_t)n))
+      return e;
+  }
+}
+
+/* ---- the search state ----------------------------------------------------- */
+
+struct pool {
+  int n;
+  int *devices; /* sorted ranks */
+};
+
+struct search {
+  struct hx_ctx *ctx;
+  struct hx_arena *a; /* scratch: freed after the winner is copied out */
+  int tau;
+  struct budgets b;
+  bool sim_score;
+  struct hx_rng rng;
+  struct hx_plan *top[TOP];   /* best by score, ascending */
+  struct hx_sched_split *top_split[TOP];
+  int ntop;
+  /* Small clusters: the best plan of each pipeline count, starting points
+   * for the local search besides the top (they differ most from it). */
+  struct hx_plan *best_by_dp[HX_LOCAL_MAX_DEVICES + 1];
+  struct hx_sched_split *best_by_dp_split[HX_LOCAL_MAX_DEVICES + 1];
+  long evaluated;
+  struct memo groupings;      /* (kmode, devices) -> struct hx_sched_grouping */
+  struct memo skeletons;      /* stage lists -> completed plan (or none) */
+  struct memo scores;         /* stage lists -> simulated time (local search) */
+  int *keybuf;                /* scratch for keys */
+  double start, deadline, last_progress;
+  bool out_of_time;
+  double ema[2];              /* per objective: moving average of best score */
+  int nsettings;              /* hx_sched_settings, for complete_by_simulation */
+  int64_t mbs[HX_SCHED_MAX_SETTINGS];
+  bool recompute[HX_SCHED_MAX_SETTINGS];
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress(struct search *s) {
+  double t = now_s();
+  if (t > s->deadline)
+    s->out_of_time = true;
+  if (t - s->start < 1.0 || t - s->last_progress < 1.0)
+    return;
+  s->last_progress = t;
+  fprintf(stderr, "hexic: plan search: %ld candidates, best %.4g s/iteration (%.0f s)\n",
+          s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->start);
+}
+
+/* Small clusters: every (micro-batch size, recompute) setting completed and
+ * simulated unless its lower bound cannot beat the best so far; the fastest
+ * simulated one. The estimate that hx_sched_complete ranks settings by can
+ * prefer a setting the simulator does not (it ignores the overlap of the
+ * gradient sync), and the simulator is what the plan is judged by. Settings
+ * that cannot beat `beat` are not simulated: NULL when none does. */
+static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena *a,
+                                              const struct hx_plan *sk, double beat) {
+  struct hx_plan *best = NULL;
+  double best_s = beat;
+  for (int k = 0; k < s->nsettings; k++) {
+    struct hx_plan *p = hx_sched_complete_setting(s->ctx, a, sk, s->mbs[k], s->recompute[k]);
+    if (!p || hx_sim_lower_bound(s->ctx, p) >= best_s)
+      continue;
+    hx_sched_build_groups(s->ctx, a, p);
+    hx_simulate(s->ctx, p, NULL);
+    if (p->sim.valid && p->sim.iteration_s < best_s) {
+      best = p;
+      best_s = p->sim.iteration_s;
+    }
+  }
+  return best;
+}
+
+/* A completed plan, ranked: by the simulator on small clusters, else by the
+ * estimate hx_sched_complete leaves in sim.iteration_s. */
+static struct hx_plan *complete_and_score(struct search *s, const struct hx_plan *sk) {
+  if (s->sim_score)
+    return complete_by_simulation(s, s->a, sk, INFINITY);
+  return hx_sched_complete(s->ctx, s->a, sk);
+}
+
+/* Keeps plan among the TOP best by score; ties keep the earlier one. */
+static void consider(struct search *s, struct hx_plan *p, struct hx_sched_split *split) {
+  s->evaluated++;
+  if (!p || !isfinite(p->sim.iteration_s))
+    return;
+  for (int i = 0; i < s->ntop; i++)
+    if (s->top[i] == p) /* polish may reach a plan already kept */
+      return;
+  double t = p->sim.iteration_s;
+  int dp = p->npipelines;
+  if (dp <= HX_LOCAL_MAX_DEVICES && (!s->best_by_dp[dp] || t < s->best_by_dp[dp]->sim.iteration_s)) {
+    s->best_by_dp[dp] = p;
+    s->best_by_dp_split[dp] = split;
+  }
+  int at = s->ntop;
+  while (at > 0 && t < s->top[at - 1]->sim.iteration_s)
+    at--;
+  if (at >= TOP)
+    return;
+  int last = s->ntop < TOP ? s->ntop : TOP - 1;
+  for (int i = last; i > at; i--) {
+    s->top[i] = s->top[i - 1];
+    s->top_split[i] = s->top_split[i - 1];
+  }
+  s->top[at] = p;
+  s->top_split[at] = split;
+  if (s->ntop < TOP)
+    s->ntop++;
+}
+
+/* The skeleton's stage lists as a memo key. */
+static int skeleton_key(const struct hx_plan *sk, int *key) {
+  int n = 0;
+  for (int i = 0; i < sk->npipelines; i++) {
+    key[n++] = -1 - sk->pipelines[i].nstages;
+    for (int st = 0; st < sk->pipelines[i].nstages; st++) {
+      const struct hx_stage *g = &sk->pipelines[i].stages[st];
+      key[n++] = -1000000 - g->ndevices;
+      memcpy(key + n, g->devices, sizeof(int) * (size_t)g->ndevices);
+      n += g->ndevices;
+    }
+  }
+  return n;
+}
+
+/* Completes and scores a skeleton, once per distinct skeleton. *fresh says
+ * whether this call did the work (a repeat is not considered again). */
+static struct hx_plan *complete(struct search *s, const struct hx_plan *sk, bool *fresh) {
+  int n = skeleton_key(sk, s->keybuf);
+  struct memo_entry *e = memo_get(s->a, &s->skeletons, s->keybuf, n);
+  *fresh = !e->set;
+  if (e->set)
+    return e->value;
+  struct hx_plan *p = complete_and_score(s, sk);
+  e->value = p;
+  e->set = true;
+  return p;
+}
+
+/* k of a pipeline under k-mode: 0 one group, 1 one per machine, 2 two. */
+static int k_for(int mode) { return mode == 0 ? 1 : mode == 1 ? HX_SCHED_K_MACHINES : 2; }
+
+static const struct hx_sched_grouping *grouping(struct search *s, const int *devices, int n,
+                                                int kmode) {
+  s->keybuf[0] = kmode;
+  memcpy(s->keybuf + 1, devices, sizeof(int) * (size_t)n);
+  struct memo_entry *e = memo_get(s->a, &s->groupings, s->keybuf, n + 1);
+  if (!e->set) {
+    e->value = hx_sched_grouping(s->ctx, s->a, devices, n, k_for(kmode), s->tau,
+                                 0x9a0u + (uint64_t)kmode);
+    e->set = true;
+  }
+  return e->value;
+}
+
+static struct hx_plan *build(struct search *s, const struct hx_sched_split *sp, int kmode,
+                             enum hx_tp_layout layout, int variant, bool *fresh) {
+  struct hx_ctx *ctx = s->ctx;
+  struct hx_plan *sk = hx_plan_new(s->a, ctx->cluster.ndevices, sp->npipelines);
+  sk->strategy = "hexiscale";
+  sk->schedule = ctx->train.schedule;
+  *fresh = false;
+  for (int i = 0; i < sp->npipelines; i++) {
+    const struct hx_sched_grouping *g = grouping(s, sp->devices[i], sp->count[i], kmode);
+    /* a pipeline with fewer orders than `variant` keeps its last one */
+    int v = variant < g->norders ? variant : g->norders - 1;
+    if (v < 0 ||
+        !hx_sched_stages(ctx, s->a, sp->devices[i], sp->count[i], g, layout, v,
+                         &sk->pipelines[i]) ||
+        sk->pipelines[i].nstages > ctx->model.layers)
+      return NULL;
+  }
+  return complete(s, sk, fresh);
+}
+
+/* Every phase-2 variant of one device split; returns the best score. */
+static double try_split(struct search *s, struct hx_sched_split *sp) {
+  static const enum hx_tp_layout layouts[] = {HX_LAYOUT_THROUGHPUT, HX_LAYOUT_WIDE,
+                                              HX_LAYOUT_NARROW};
+  double best = INFINITY;
+  for (int kmode = 0; kmode < 3; kmode++)
+    for (int l = 0; l < s->b.layouts; l++)
+      for (int v = 0; v < (kmode == 1 ? s->b.variants : 1); v++) {
+        bool fresh;
+        struct hx_plan *p = build(s, sp, kmode, layouts[l], v, &fresh);
+        if (fresh)
+          consider(s, p, sp);
+        if (p && p->sim.iteration_s < best)
+          best = p->sim.iteration_s;
+      }
+  return best;
+}
+
+/* The D_dp values tried: all up to ladder_full, then the powers of two and
+ * the midpoints 1.5 x 2^j (batches and clusters are mostly powers of two,
+ * so the symmetric shapes stay reachable); max_dp last. */
+static int ladder(const struct budgets *b, int max_dp, int *out) {
+  int n = 0, d = 1;
+  while (d <= max_dp) {
+    out[n++] = d;
+    bool pow2 = (d & (d - 1)) == 0;
+    int next = d < b->ladder_full ? d + 1 : pow2 ? d * 3 / 2 : d * 4 / 3;
+    d = next > d ? next : d + 1;
+  }
+  if (n > 0 && out[n - 1] != max_dp)
+    out[n++] = max_dp;
+  return n;
+}
+
+static void explore_pool(struct search *s, const struct pool *pool) {
+  struct hx_ctx *ctx = s->ctx;
+  int max_dp = pool->n;
+  if (ctx->train.global_batch < max_dp)
+    max_dp = (int)ctx->train.global_batch;
+  int dps[512];
+  int ndps = ladder(&s->b, max_dp, dps);
+  s->ema[0] = s->ema[1] = 0;
+  for (int di = 0; di < ndps && !s->out_of_time; di++) {
+    double got[2] = {INFINITY, INFINITY};
+    bool warmup = di < 3 || di % 4 == 0;
+    int prefer = s->ema[1] < s->ema[0] ? 1 : 0;
+    for (int obj = 0; obj < 2 && !s->out_of_time; obj++) {
+      if (!warmup && obj != prefer)
+        continue;
+      uint64_t seed = 0x5eed0000u + (uint64_t)dps[di] * 2 + (uint64_t)obj;
+      struct hx_sched_split *sp = hx_sched_phase1(ctx, s->a, pool->devices, pool->n, dps[di],
+                                                  (enum hx_edge_objective)obj, seed);
+      if (sp)
+        got[obj] = try_split(s, sp);
+      progress(s);
+    }
+    /* the moving average only learns from D_dp values where both ran */
+    if (isfinite(got[0]) && isfinite(got[1])) {
+      double norm = fmin(got[0], got[1]);
+      for (int obj = 0; obj < 2; obj++)
+        s->ema[obj] = 0.7 * s->ema[obj] + 0.3 * (got[obj] / norm);
+    }
+  }
+}
+
+/* ---- device pools ----------------------------------------------------------- */
+
+static int find_root(int *parent, int x) {
+  while (parent[x] != x)
+    x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+static double node_link(const struct hx_cluster *c, int a, int b) {
+  return hx_bw(c, c->nodes[a].first_device, c->nodes[b].first_device);
+}
+
+static int cmp_double_desc(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a < b) - (a > b);
+}
+
+/* Whether the pool's devices can hold the model's weights and optimizer
+ * state at all (activations aside): a cheap filter before any partition. */
+static bool pool_may_fit(const struct hx_ctx *ctx, const struct pool *p) {
+  double have = 0;
+  for (int i = 0; i < p->n; i++)
+    have += (double)ctx->cluster.gpus[ctx->cluster.devices[p->devices[i]].gpu_type].memory_bytes -
+            HX_MEMORY_RESERVE_BYTES;
+  return have >= (double)ctx->model.params_total * hx_state_bytes_per_param(&ctx->train);
+}
+
+/* What makes two pools alike: per machine (sorted) its GPU type, devices
+ * used and bandwidth, plus the slowest link between the pool's machines. */
+static int pool_signature(const struct hx_cluster *c, const struct pool *p, int *key) {
+  int n = 0;
+  double slowest = INFINITY;
+  for (int i = 0; i < p->n; i++) {
+    const struct hx_device *d = &c->devices[p->devices[i]];
+    if (i > 0 && c->devices[p->devices[i - 1]].node == d->node) {
+      key[n - 1]++;
+      continue;
+    }
+    for (int j = 0; j < i; j++)
+      slowest = fmin(slowest, hx_bw(c, p->devices[j], p->devices[i]));
+    key[n++] = d->gpu_type;
+    key[n++] = (int)fmin(c->nodes[d->node].bandwidth / 1e6, 1e9);
+    key[n++] = 1;
+  }
+  /* machines in a canonical order: sort the triples */
+  for (int i = 3; i < n; i += 3)
+    for (int j = i; j >= 3 && memcmp(key + j - 3, key + j, 3 * sizeof(int)) > 0; j -= 3)
+      for (int k = 0; k < 3; k++) {
+        int t = key[j - 3 + k];
+        key[j - 3 + k] = key[j + k];
+        key[j + k] = t;
+      }
+  key[n++] = isfinite(slowest) ? (int)fmin(slowest / 1e6, 1e9) : -1;
+  return n;
+}
+
+struct pool_list {
+  struct pool *items;
+  double *compute;
+  int n, cap;
+  struct memo seen;
+};
+
+static void add_pool(struct search *s, struct pool_list *l, const int *devices, int n) {
+  if (n <= 0 || l->n == l->cap)
+    return;
+  struct pool p = {n, HX_NEW_ARRAY(s->a, int, n)};
+  memcpy(p.devices, devices, sizeof(int) * (size_t)n);
+  if (!pool_may_fit(s->ctx, &p))
+    return;
+  int *key = HX_NEW_ARRAY(s->a, int, 3 * n + 1);
+  struct memo_entry *e = memo_get(s->a, &l->seen, key, pool_signature(&s->ctx->cluster, &p, key));
+  if (e->set)
+    return;
+  e->set = true;
+  double compute = 0;
+  for (int i = 0; i < n; i++)
+    compute += hx_device_flops(&s->ctx->cluster, devices[i]);
+  l->compute[l->n] = compute;
+  l->items[l->n++] = p;
+}
+
+/* The pools of one set of machines (in[node]): all its devices, then
+ * without the slowest GPU types one after another. */
+static void add_machine_set(struct search *s, struct pool_list *l, const bool *in) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  int *devs = HX_NEW_ARRAY(s->a, int, c->ndevices);
+  double *speeds = HX_NEW_ARRAY(s->a, double, c->ndevices);
+  int nspeeds = 0;
+  for (int r = 0; r < c->ndevices; r++)
+    if (in[c->devices[r].node])
+      speeds[nspeeds++] = hx_device_flops(c, r);
+  qsort(speeds, (size_t)nspeeds, sizeof(double), cmp_double_desc);
+  for (int i = nspeeds - 1; i >= 0; i--) { /* every device first, then faster cuts */
+    if (i + 1 < nspeeds && speeds[i] == speeds[i + 1])
+      continue;
+    int n = 0;
+    for (int r = 0; r < c->ndevices; r++)
+      if (in[c->devices[r].node] && hx_device_flops(c, r) >= speeds[i])
+        devs[n++] = r;
+    add_pool(s, l, devs, n);
+  }
+}
+
+/* Machine sets: the components of the machine graph keeping the links of
+ * at least each distinct bandwidth (fastest first: single machines), from
+ * the slowest threshold (everything) up. */
+static void add_components(struct search *s, struct pool_list *l) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  int nn = c->nnodes;
+  long npairs = (long)nn * (nn - 1) / 2;
+  /* large clusters: only the whole cluster and single machines */
+  bool all_thresholds = npairs <= 4096;
+  double *bws = HX_NEW_ARRAY(s->a, double, (all_thresholds ? npairs : 0) + 2);
+  int nbw = 0;
+  bws[nbw++] = 0; /* everything */
+  for (int a = 0; all_thresholds && a < nn; a++)
+    for (int b = a + 1; b < nn; b++)
+      bws[nbw++] = node_link(c, a, b);
+  bws[nbw++] = INFINITY; /* single machines */
+  qsort(bws, (size_t)nbw, sizeof(double), cmp_double_desc);
+  int *parent = HX_NEW_ARRAY(s->a, int, nn);
+  bool *in = HX_NEW_ARRAY(s->a, bool, nn);
+  for (int t = nbw - 1; t >= 0; t--) {
+    if (t + 1 < nbw && bws[t] == bws[t + 1])
+      continue;
+    for (int i = 0; i < nn; i++)
+      parent[i] = i;
+    for (int a = 0; a < nn; a++)
+      for (int b = a + 1; b < nn && bws[t] > 0; b++)
+        if (node_link(c, a, b) >= bws[t] && fmin(node_link(c, a, b), node_link(c, b, a)) >= bws[t])
+          parent[find_root(parent, b)] = find_root(parent, a);
+    for (int root = 0; root < nn; root++) {
+      if (bws[t] > 0 && find_root(parent, root) != root)
+        continue;
+      for (int i = 0; i < nn; i++)
+        in[i] = bws[t] <= 0 || find_root(parent, i) == root;
+      add_machine_set(s, l, in);
+      if (bws[t] <= 0)
+        break;
+    }
+  }
+}
+
+/* The pools explored, the whole cluster first, then by compute. */
+static int make_pools(struct search *s, struct pool *out, int max) {
+  struct pool_list l = {HX_NEW_ARRAY(s->a, struct pool, 4 * max + 64),
+                        HX_NEW_ARRAY(s->a, double, 4 * max + 64), 0, 4 * max + 64, {0}};
+  add_components(s, &l);
+  int n = 0;
+  bool *taken = HX_NEW_ARRAY(s->a, bool, l.n);
+  if (l.n > 0 && l.items[0].n == s->ctx->cluster.ndevices) {
+    out[n++] = l.items[0];
+    taken[0] = true;
+  }
+  while (n < max) {
+    int pick = -1;
+    for (int i = 0; i < l.n; i++)
+      if (!taken[i] && (pick < 0 || l.compute[i] > l.compute[pick]))
+        pick = i;
+    if (pick < 0)
+      break;
+    taken[pick] = true;
+    out[n++] = l.items[pick];
+  }
+  return n;
+}
+
+/* ---- refinement: move devices between pipelines ------------------------- */
+
+static struct hx_sched_split *split_copy(struct hx_arena *a, const struct hx_sched_split *src,
+                                         int room) {
+  struct hx_sched_split *d = HX_NEW(a, struct hx_sched_split);
+  d->npipelines = src->npipelines;
+  d->count = HX_NEW_ARRAY(a, int, d->npipelines);
+  d->devices = HX_NEW_ARRAY(a, int *, d->npipelines);
+  for (int i = 0; i < d->npipelines; i++) {
+    d->count[i] = src->count[i];
+    d->devices[i] = HX_NEW_ARRAY(a, int, src->count[i] + room);
+    memcpy(d->devices[i], src->devices[i], sizeof(int) * (size_t)src->count[i]);
+  }
+  return d;
+}
+
+/* Moves the devices of pipeline `from` on the machine of its device `at`
+ * into pipeline `to`, keeping rank order. */
+static bool move_node(struct hx_sched_split *sp, const struct hx_cluster *c, int from, int at,
+                      int to) {
+  int node = c->devices[sp->devices[from][at]].node;
+  int moved = 0;
+  for (int i = 0; i < sp->count[from]; i++)
+    if (c->devices[sp->devices[from][i]].node == node)
+      moved++;
+  if (moved == sp->count[from])
+    return false; /* a pipeline never empties */
+  int *dst = sp->devices[to], keep = 0;
+  for (int i = 0; i < sp->count[from]; i++) {
+    int r = sp->devices[from][i];
+    if (c->devices[r].node == node) {
+      int j = sp->count[to]++;
+      while (j > 0 && dst[j - 1] > r) {
+        dst[j] = dst[j - 1];
+        j--;
+      }
+      dst[j] = r;
+    } else {
+      sp->devices[from][keep++] = r;
+    }
+  }
+  sp->count[from] = keep;
+  return true;
+}
+
+/* A proposal: move one machine's devices of one pipeline to another. */
+static struct hx_sched_split *propose(struct search *s, const struct hx_sched_split *cur) {
+  if (cur->npipelines < 2)
+    return NULL;
+  int from = hx_rng_below(&s->rng, cur->npipelines);
+  int to = hx_rng_below(&s->rng, cur->npipelines - 1);
+  if (to >= from)
+    to++;
+  struct hx_sched_split *sp = split_copy(s->a, cur, cur->count[from]);
+  int at = hx_rng_below(&s->rng, sp->count[from]);
+  return move_node(sp, &s->ctx->cluster, from, at, to) ? sp : NULL;
+}
+
+/* Hill-climbs one candidate's device split: a move is kept when the best
+ * plan built on the new split scores better. */
+static void refine_from(struct search *s, struct hx_sched_split *cur, double cur_t, int steps) {
+  for (int step = 0; step < steps && !s->out_of_time; step++) {
+    struct hx_sched_split *sp = propose(s, cur);
+    if (!sp)
+      continue;
+    double t = try_split(s, sp);
+    if (t < cur_t) {
+      cur = sp;
+      cur_t = t;
+    }
+    if (step % 16 == 0)
+      progress(s);
+  }
+}
+
+/* Refines each of the best candidates that has pipelines to move between
+ * (a snapshot: the list changes as refinement finds better plans). */
+static void refine(struct search *s) {
+  struct hx_sched_split *start[TOP];
+  double start_t[TOP];
+  int n = 0;
+  for (int i = 0; i < s->ntop; i++)
+    if (s->top_split[i]->npipelines > 1) {
+      start[n] = s->top_split[i];
+      start_t[n++] = s->top[i]->sim.iteration_s;
+    }
+  for (int i = 0; i < n; i++)
+    refine_from(s, start[i], start_t[i], s->b.refine_steps / n);
+}
+
+/* ---- polishing: stage-level moves on the best plans ----------------------- */
+
+enum stage_op { OP_MERGE, OP_MOVE, OP_SPLIT, OP_DROP_STAGE, OP_DROP_PIPELINE, NOPS };
+
+/* Whether a and b may form one TP group: every pair of their devices may
+ * share one (as phase 2's islands). */
+static bool may_merge(const struct hx_cluster *c, const struct hx_stage *a,
+                      const struct hx_stage *b) {
+  for (int i = 0; i < a->ndevices; i++)
+    for (int j = 0; j < b->ndevices; j++)
+      if (!hx_sched_may_share_tp(c, a->devices[i], b->devices[j]))
+        return false;
+  return true;
+}
+
+static bool op_applies(const struct search *s, const struct hx_plan *plan, int i, int from, int to,
+                       enum stage_op op) {
+  const struct hx_ctx *ctx = s->ctx;
+  const struct hx_pipeline *p = &plan->pipelines[i];
+  const struct hx_stage *a = &p->stages[from], *b = &p->stages[to];
+  switch (op) {
+  case OP_MERGE:
+    return from != to && a->ndevices + b->ndevices <= MAX_MERGE &&
+           hx_sched_tp_legal(&ctx->model, a->ndevices + b->ndevices) &&
+           may_merge(&ctx->cluster, a, b);
+  case OP_MOVE:
+    return from != to;
+  case OP_SPLIT:
+    return to == 0 && a->ndevices % 2 == 0 && hx_sched_tp_legal(&ctx->model, a->ndevices / 2);
+  case OP_DROP_STAGE:
+    return to == 0 && p->nstages > 1;
+  case OP_DROP_PIPELINE:
+    return from == 0 && to == 0 && plan->npipelines > 1;
+  case NOPS:
+    break;
+  }
+  return false;
+}
+
+/* A copy of plan with pipeline i's stage list changed by op: stage `from`
+ * merged into stage `to` as one TP group, moved to position `to`, split into
+ * two TP halves, or left out (its devices unused); or pipeline i left out.
+ * Completed again; NULL when the move does not apply or nothing fits. */
+static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, int i, int from,
+                                  int to, enum stage_op op, bool *fresh) {
+  *fresh = false;
+  const struct hx_pipeline *p = &plan->pipelines[i];
+  if (p->nstages > MAX_STAGES || !op_applies(s, plan, i, from, to, op))
+    return NULL;
+  struct hx_plan *q = hx_plan_copy(s->a, plan);
+  q->groups = NULL;
+  q->ngroups = 0;
+  if (op == OP_DROP_PIPELINE) {
+    for (int k = i; k + 1 < q->npipelines; k++)
+      q->pipelines[k] = q->pipelines[k + 1];
+    q->npipelines--;
+    return complete(s, q, fresh);
+  }
+  const struct hx_stage *a = &p->stages[from], *b = &p->stages[to];
+  int sizes[2 * MAX_STAGES], m = 0;
+  const int *runs[2 * MAX_STAGES];
+  int *merged = HX_NEW_ARRAY(s->a, int, a->ndevices + b->ndevices);
+  for (int k = 0; k < p->nstages; k++) {
+    if (k == from && op != OP_SPLIT)
+      continue; /* merged, moved or dropped */
+    if (op == OP_MOVE && k == to && to < from) {
+      runs[m] = a->devices, sizes[m++] = a->ndevices;
+    }
+    if (op == OP_SPLIT && k == from) {
+      runs[m] = a->devices, sizes[m++] = a->ndevices / 2;
+      runs[m] = a->devices + a->ndevices / 2, sizes[m++] = a->ndevices / 2;
+      continue;
+    }
+    if (op == OP_MERGE && k == to) {
+      memcpy(merged, b->devices, sizeof(int) * (size_t)b->ndevices);
+      memcpy(merged + b->ndevices, a->devices, sizeof(int) * (size_t)a->ndevices);
+      runs[m] = merged, sizes[m++] = a->ndevices + b->ndevices;
+      continue;
+    }
+    runs[m] = p->stages[k].devices, sizes[m++] = p->stages[k].ndevices;
+    if (op == OP_MOVE && k == to && to > from)
+      runs[m] = a->devices, sizes[m++] = a->ndevices;
+  }
+  struct hx_pipeline *qp = &q->pipelines[i];
+  hx_pipeline_init(s->a, qp, m);
+  qp->micro_batch_size = p->micro_batch_size;
+  qp->micro_batches = p->micro_batches;
+  for (int k = 0; k < m; k++)
+    hx_stage_init(s->a, &qp->stages[k], runs[k], sizes[k], 0, 0, false);
+  return complete(s, q, fresh);
+}
+
+/* A copy of plan with the devices of machine `node` that it leaves unused
+ * inserted into pipeline i as a new stage at position `at` (one TP group
+ * when the count is a legal degree, else one stage per device). */
+static struct hx_plan *add_machine(struct search *s, const struct hx_plan *plan, int i, int node,
+                                   int at, bool *fresh) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  const struct hx_pipeline *p = &plan->pipelines[i];
+  *fresh = false;
+  int idle[MAX_MERGE], n = 0;
+  for (int k = 0; k < c->nodes[node].gpus && n < MAX_MERGE; k++) {
+    int r = c->nodes[node].first_device + k;
+    if (plan->devices[r].pipeline < 0)
+      idle[n++] = r;
+  }
+  if (n == 0 || p->nstages + n > MAX_STAGES || p->nstages + 1 > s->ctx->model.layers)
+    return NULL;
+  bool one = hx_sched_tp_legal(&s->ctx->model, n);
+  int added = one ? 1 : n;
+  struct hx_plan *q = hx_plan_copy(s->a, plan);
+  q->groups = NULL;
+  q->ngroups = 0;
+  struct hx_pipeline *qp = &q->pipelines[i];
+  hx_pipeline_init(s->a, qp, p->nstages + added);
+  qp->micro_batch_size = p->micro_batch_size;
+  qp->micro_batches = p->micro_batches;
+  for (int k = 0, out = 0; k <= p->nstages; k++) {
+    if (k == at)
+      for (int d = 0; d < added; d++, out++)
+        hx_stage_init(s->a, &qp->stages[out], one ? idle : idle + d, one ? n : 1, 0, 0, false);
+    if (k < p->nstages)
+      hx_stage_init(s->a, &qp->stages[out++], p->stages[k].devices, p->stages[k].ndevices, 0, 0,
+                    false);
+  }
+  return complete(s, q, fresh);
+}
+
+/* Tries putting every partly idle machine's idle devices into some pipeline
+ * at some position; the first that scores better. */
+static struct hx_plan *try_add(struct search *s, struct hx_plan *plan, int *budget) {
+  for (int node = 0; node < s->ctx->cluster.nnodes; node++)
+    for (int i = 0; i < plan->npipelines; i++)
+      for (int at = 0; at <= plan->pipelines[i].nstages && *budget > 0; at++) {
+        bool fresh;
+        struct hx_plan *q = add_machine(s, plan, i, node, at, &fresh);
+        if (!q && at == 0)
+          break; /* nothing idle there */
+        (*budget)--;
+        s->evaluated++;
+        if (q && q->sim.iteration_s < plan->sim.iteration_s * (1 - 1e-9))
+          return q;
+      }
+  return NULL;
+}
+
+/* First-improvement hill climbing over the stage moves of every pipeline. */
+static struct hx_plan *polish(struct search *s, struct hx_plan *plan, int budget) {
+  bool improved = true;
+  while (improved && budget > 0 && !s->out_of_time) {
+    improved = false;
+    if (hx_plan_used_devices(plan) < plan->ndevices) {
+      struct hx_plan *q = try_add(s, plan, &budget);
+      if (q) {
+        plan = q;
+        improved = true;
+        continue;
+      }
+    }
+    for (int op = 0; op < NOPS && !improved; op++)
+      for (int i = 0; i < plan->npipelines && !improved; i++)
+        for (int st = 0; st < plan->pipelines[i].nstages && !improved; st++)
+          for (int to = 0; to < plan->pipelines[i].nstages && !improved && budget > 0; to++) {
+            if (!op_applies(s, plan, i, st, to, (enum stage_op)op))
+              continue;
+            bool fresh;
+            struct hx_plan *q = stage_move(s, plan, i, st, to, (enum stage_op)op, &fresh);
+            budget--;
+            s->evaluated++;
+            if (q && q->sim.iteration_s < plan->sim.iteration_s * (1 - 1e-9)) {
+              plan = q;
+              improved = true;
+            }
+          }
+    progress(s);
+  }
+  return plan;
+}
+
+static void polish_top(struct search *s) {
+  int n = s->ntop;
+  struct hx_plan *start[TOP];
+  struct hx_sched_split *split[TOP];
+  for (int i = 0; i < n; i++) {
+    start[i] = s->top[i];
+    split[i] = s->top_split[i];
+  }
+  for (int i = 0; i < n; i++) {
+    struct hx_plan *p = polish(s, start[i], s->b.polish_moves);
+    if (p != start[i])
+      consider(s, p, split[i]);
+  }
+}
+
+/* ---- local search over structures (small clusters) -------------------------- */
+
+/* What the local search learnt of a structure: its simulated time, or (not
+ * exact) a time it cannot beat. */
+struct score {
+  double t;
+  bool exact;
+};
+
+/* The local search's pricing: the simulated time only, memoised apart from
+ * the completed plans (the climbs price tens of thousands of structures; the
+ * few they keep are completed again by complete()). A structure that cannot
+ * beat `beat` is remembered as such, without simulating all its settings. */
+static double price_skeleton(void *cookie, const struct hx_plan *skeleton, double beat,
+                             bool *fresh) {
+  struct search *s = cookie;
+  int n = skeleton_key(skeleton, s->keybuf);
+  struct memo_entry *e = memo_get(s->a, &s->scores, s->keybuf, n);
+  struct score *sc = e->value;
+  *fresh = !sc || (!sc->exact && sc->t < beat);
+  if (!*fresh)
+    return sc->t;
+  if (!sc)
+    e->value = sc = HX_NEW(s->a, struct score);
+  e->set = true;
+  struct hx_arena tmp;
+  hx_arena_init(&tmp);
+  struct hx_plan *p = complete_by_simulation(s, &tmp, skeleton, beat);
+  sc->exact = p != NULL || beat == INFINITY;
+  sc->t = p ? p->sim.iteration_s : beat;
+  hx_arena_free(&tmp);
+  return sc->t;
+}
+
+/* Climbs from each of the best plans and from the best plan of each
+ * pipeline count (a snapshot: the lists change as the climbs find better
+ * plans) with sched_local.c's moves. */
+static void climb_top(struct search *s) {
+  if (!s->sim_score || s->ctx->cluster.ndevices > HX_LOCAL_MAX_DEVICES)
+    return;
+  int n = 0;
+  struct hx_plan *start[TOP + HX_LOCAL_MAX_DEVICES + 1];
+  struct hx_sched_split *split[TOP + HX_LOCAL_MAX_DEVICES + 1];
+  for (int i = 0; i < s->ntop; i++, n++) {
+    start[n] = s->top[i];
+    split[n] = s->top_split[i];
+  }
+  for (int dp = 1; dp <= HX_LOCAL_MAX_DEVICES; dp++) {
+    bool in_top = false;
+    for (int i = 0; i < s->ntop; i++)
+      in_top = in_top || s->top[i] == s->best_by_dp[dp];
+    if (s->best_by_dp[dp] && !in_top) {
+      start[n] = s->best_by_dp[dp];
+      split[n++] = s->best_by_dp_split[dp];
+    }
+  }
+  for (int i = 0; i < n && !s->out_of_time; i++) {
+    struct hx_plan *sk = hx_sched_local_search(s->ctx, s->a, start[i], s->b.climb_pricings,
+                                               s->b.climb_kicks, price_skeleton, s);
+    bool fresh;
+    struct hx_plan *p = sk ? complete(s, sk, &fresh) : NULL;
+    if (p)
+      consider(s, p, split[i]);
+    progress(s);
+  }
+}
+
+/* ---- choosing -------------------------------------------------------------- */
+
+static struct hx_plan *finish(struct search *s) {
+  struct hx_ctx *ctx = s->ctx;
+  struct hx_plan *best = NULL;
+  for (int i = 0; i < s->ntop; i++) {
+    struct hx_plan *p = hx_plan_copy(&ctx->arena, s->top[i]);
+    hx_sched_build_groups(ctx, &ctx->arena, p);
+    p->description = hx_sprintf(&ctx->arena, "dp=%d, %d of %d devices", p->npipelines,
+                                hx_plan_used_devices(p), ctx->cluster.ndevices);
+    hx_simulate(ctx, p, NULL);
+    if (p->sim.valid && (!best || p->sim.iteration_s < best->sim.iteration_s))
+      best = p;
+  }
+  struct hx_plan *base = ctx->baseline;
+  if (base && (!best || base->sim.iteration_s <= best->sim.iteration_s)) {
+    best = hx_plan_copy(&ctx->arena, base);
+    best->strategy = "symmetric";
+  }
+  return best;
+}
+
+/* Memo keys: a skeleton's is one marker per pipeline and per stage plus its
+ * devices; a grouping's the devices plus one. */
+static int longest_key(const struct hx_ctx *ctx) { return 3 * ctx->cluster.ndevices + 16; }
+
+struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  struct search s = {.ctx = ctx, .a = &scratch, .tau = hx_sched_tau()};
+  s.b = budgets_for(ctx->cluster.ndevices);
+  s.nsettings = hx_sched_settings(ctx, s.mbs, s.recompute);
+  s.sim_score = ctx->cluster.ndevices <= SIM_SCORE_MAX;
+  s.rng.state = 0x4865786953636c65ull; /* fixed: same inputs, same plan */
+  s.keybuf = HX_NEW_ARRAY(&scratch, int, longest_key(ctx));
+  s.start = s.last_progress = now_s();
+  s.deadline = s.start + (ctx->opt.search_budget_s > 0 ? ctx->opt.search_budget_s : 300.0);
+  if (ctx->baseline && !ctx->baseline->sim.valid)
+    hx_simulate(ctx, ctx->baseline, NULL);
+  struct pool *pools = HX_NEW_ARRAY(&scratch, struct pool, s.b.pools);
+  int npools = make_pools(&s, pools, s.b.pools);
+  for (int i = 0; i < npools && !s.out_of_time; i++)
+    explore_pool(&s, &pools[i]);
+  refine(&s);
+  polish_top(&s);
+  climb_top(&s);
+  struct hx_plan *best = finish(&s);
+  hx_arena_free(&scratch);
+  if (s.out_of_time)
+    fprintf(stderr, "hexic: plan search stopped by --search-budget after %ld candidates\n",
+            s.evaluated);
+  return best;
+}
