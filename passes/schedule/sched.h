@@ -44,10 +44,20 @@ struct hx_sched_graph {
   int64_t *adjwgt; /* edge weights, > 0, same both ways */
 };
 
+/* The most the vertex weights, and the edge weights, of a graph may sum to
+ * as METIS gets them (2^26: METIS sums and subtracts them in 32-bit idx_t). */
+enum { HX_SCHED_METIS_TOTAL = 1 << 26 };
+
+/* The weights w[0..n) (each >= 1) as METIS gets them, into out: unchanged
+ * when they sum to at most HX_SCHED_METIS_TOTAL, else scaled down
+ * monotonically (equal weights stay equal, none below 1) to sum to at most
+ * that (needs n <= HX_SCHED_METIS_TOTAL / 2). Returns the sum of out. */
+int64_t hx_sched_narrow_weights(const int64_t *w, int64_t n, int32_t *out);
+
 /* NULL when the graph is fine for METIS, else why not (a static string):
  * an index out of range, a self-loop, a duplicate edge, an edge missing its
  * reverse or with a different reverse weight, a non-positive or too large
- * weight. */
+ * weight, more vertices or edges than the weights could be narrowed for. */
 const char *hx_sched_graph_check(const struct hx_sched_graph *g);
 
 /* Edge objective: bandwidth as weight (METIS keeps fast links inside parts,

@@ -17,8 +17,12 @@ uint64_t hx_rng_next(struct hx_rng *r) {
 
 int hx_rng_below(struct hx_rng *r, int n) { return (int)(hx_rng_next(r) % (uint64_t)n); }
 
-/* METIS sums weights in idx_t (32 bits here): keep each weight small enough
- * that a sum over every vertex or edge cannot overflow. */
+/* Weights as graphs carry them: at most MAX_WEIGHT each. METIS sums them in
+ * idx_t (32 bits here), so run_metis narrows them (hx_sched_narrow_weights) until the
+ * total edge weight and the total vertex weight are each at most
+ * HX_SCHED_METIS_TOTAL, far below 2^31: a complete graph of 500 vertices
+ * with every edge at 5e5 sums to 1.25e11, which overflowed inside METIS
+ * (issue 10). */
 #define MAX_WEIGHT 1000000
 
 /* Whether v's neighbours are listed in strictly increasing order (as
@@ -78,6 +82,10 @@ static const char *check_vertex(const struct hx_sched_graph *g, const bool *sort
 const char *hx_sched_graph_check(const struct hx_sched_graph *g) {
   if (g->nvertices <= 0)
     return "no vertices";
+  /* every weight narrows to at least 1: more vertices or edges than the
+   * total allows cannot be narrowed (nor indexed by idx_t) */
+  if (g->nvertices > HX_SCHED_METIS_TOTAL / 2 || g->xadj[g->nvertices] > HX_SCHED_METIS_TOTAL / 2)
+    return "graph too large for METIS";
   if (g->xadj[0] != 0)
     return "xadj[0] is not 0";
   for (int v = 0; v < g->nvertices; v++)
@@ -210,6 +218,26 @@ static void fill_empty_parts(const struct hx_sched_graph *g, int nparts, int *pa
   free(count);
 }
 
+int64_t hx_sched_narrow_weights(const int64_t *w, int64_t n, int32_t *out) {
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; i++)
+    total += w[i];
+  /* w -> 1 + floor((w - 1) * f): monotone, equal weights stay equal (the two
+   * directions of an edge), never below 1, and the sum is at most
+   * n + (total - n) * f = HX_SCHED_METIS_TOTAL, f = num / den
+   * (integers: (w - 1) * num < 1e6 * 2^26 fits in 64 bits) */
+  bool scale = total > HX_SCHED_METIS_TOTAL;
+  int64_t num = HX_SCHED_METIS_TOTAL - n, den = total - n;
+  int64_t sum = 0;
+  for (int64_t i = 0; i < n; i++) {
+    out[i] = (int32_t)(scale ? 1 + (w[i] - 1) * num / den : w[i]);
+    sum += out[i];
+  }
+  return sum;
+}
+
+_Static_assert(sizeof(idx_t) == sizeof(int32_t), "METIS built with 32-bit idx_t");
+
 static void run_metis(struct hx_arena *a, const struct hx_sched_graph *g, int nparts,
                       const double *target, uint64_t seed, int *part) {
   idx_t n = g->nvertices, ncon = 1, np = nparts, objval = 0;
@@ -220,12 +248,14 @@ static void run_metis(struct hx_arena *a, const struct hx_sched_graph *g, int np
   real_t *tpwgts = HX_NEW_ARRAY(a, real_t, nparts);
   for (idx_t v = 0; v <= n; v++)
     xadj[v] = (idx_t)g->xadj[v];
-  for (idx_t v = 0; v < n; v++)
-    vwgt[v] = (idx_t)g->vwgt[v];
-  for (int64_t e = 0; e < m; e++) {
+  for (int64_t e = 0; e < m; e++)
     adjncy[e] = (idx_t)g->adjncy[e];
-    adjwgt[e] = (idx_t)g->adjwgt[e];
-  }
+  int64_t vtotal = hx_sched_narrow_weights(g->vwgt, n, vwgt);
+  int64_t etotal = hx_sched_narrow_weights(g->adjwgt, m, adjwgt);
+  if (vtotal > HX_SCHED_METIS_TOTAL || etotal > HX_SCHED_METIS_TOTAL)
+    hx_internal_error("scheduler: METIS weights sum to %lld (vertices) and %lld (edges), over "
+                      "%d",
+                      (long long)vtotal, (long long)etotal, HX_SCHED_METIS_TOTAL);
   double sum = 0;
   for (int p = 0; p < nparts; p++)
     sum += target ? target[p] : 1.0;

@@ -334,7 +334,7 @@ static void test_json_strings(void) {
     fclose(f);
     struct hx_arena a;
     hx_arena_init(&a);
-    struct hx_source src = {"strings.json", buf, (long)len};
+    struct hx_source src = {.name = "strings.json", .text = buf, .len = (long)len};
     struct hx_json *v = hx_json_parse(&a, &src);
     CHECK(v && v->kind == HX_JSON_STRING && !strcmp(v->string, names[i]));
     hx_arena_free(&a);

@@ -74,6 +74,69 @@ static void test_graph_check(void) {
   hx_arena_free(&a);
 }
 
+/* The complete graph over n vertices, every edge weighing w. */
+static struct hx_sched_graph *complete_graph(struct hx_arena *a, int n, int64_t w) {
+  struct hx_sched_graph *g = HX_NEW(a, struct hx_sched_graph);
+  g->nvertices = n;
+  g->xadj = HX_NEW_ARRAY(a, int64_t, n + 1);
+  g->adjncy = HX_NEW_ARRAY(a, int64_t, (int64_t)n * (n - 1));
+  g->adjwgt = HX_NEW_ARRAY(a, int64_t, (int64_t)n * (n - 1));
+  g->vwgt = HX_NEW_ARRAY(a, int64_t, n);
+  int64_t e = 0;
+  for (int v = 0; v < n; v++) {
+    g->xadj[v] = e;
+    g->vwgt[v] = 1000;
+    for (int u = 0; u < n; u++)
+      if (u != v) {
+        g->adjncy[e] = u;
+        g->adjwgt[e++] = w;
+      }
+  }
+  g->xadj[n] = e;
+  return g;
+}
+
+/* Issue 10: a flat cluster of 500-640 one-GPU machines on one network made a
+ * complete graph whose edge weights (5e5 each) summed past 2^31 inside METIS:
+ * heap corruption. Narrowed weights keep every sum below the limit, stay >= 1,
+ * monotone and symmetric; such graphs partition into every part count. */
+static void test_metis_totals(void) {
+  struct hx_arena a;
+  hx_arena_init(&a);
+  int64_t w[] = {1000000, 1, 500000, 1000000, 2, 999999};
+  int n = 6, reps = 40000; /* 240000 weights summing to about 1.4e11 */
+  int64_t *big = HX_NEW_ARRAY(&a, int64_t, (int64_t)n * reps);
+  int32_t *out = HX_NEW_ARRAY(&a, int32_t, (int64_t)n * reps);
+  for (int i = 0; i < n * reps; i++)
+    big[i] = w[i % n];
+  int64_t sum = hx_sched_narrow_weights(big, (int64_t)n * reps, out);
+  CHECK(sum <= HX_SCHED_METIS_TOTAL);
+  int64_t check = 0;
+  for (int i = 0; i < n * reps; i++)
+    check += out[i];
+  CHECK(check == sum);
+  CHECK(out[1] == 1 && out[4] >= 1 && out[1] <= out[4] && out[4] <= out[2]);
+  CHECK(out[2] <= out[5] && out[5] <= out[0] && out[0] == out[3] && out[0] > out[2]);
+  int32_t small[6];
+  CHECK(hx_sched_narrow_weights(w, n, small) == 1000000 + 1 + 500000 + 1000000 + 2 + 999999);
+  CHECK(small[2] == 500000); /* small totals pass unchanged */
+  struct hx_sched_graph *g = complete_graph(&a, 640, 500000);
+  CHECK(hx_sched_graph_check(g) == NULL);
+  int *part = HX_NEW_ARRAY(&a, int, 640);
+  int nparts[] = {2, 4, 96, 320, 639};
+  for (int k = 0; k < 5; k++) {
+    hx_sched_partition(&a, g, nparts[k], NULL, 7, part);
+    int *size = HX_NEW_ARRAY(&a, int, nparts[k]);
+    for (int v = 0; v < 640; v++) {
+      CHECK(part[v] >= 0 && part[v] < nparts[k]);
+      size[part[v]]++;
+    }
+    for (int p = 0; p < nparts[k]; p++)
+      CHECK(size[p] > 0);
+  }
+  hx_arena_free(&a);
+}
+
 /* ---- layer split -------------------------------------------------------------- */
 
 static double brute_best;
@@ -360,6 +423,7 @@ static void test_tp_degrees(void) {
 
 int main(void) {
   test_graph_check();
+  test_metis_totals();
   test_layer_split();
   test_batch_split();
   test_sync_groups();
