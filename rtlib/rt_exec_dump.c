@@ -134,6 +134,9 @@ void rt_dump_weights(const struct rt_exec *e, const char *path) {
     recs += rec_counts[r];
     nvals += val_counts[r];
   }
+  /* MPI_Gatherv's displacements are int: the whole model must fit them. */
+  if (recs > INT_MAX || nvals > INT_MAX)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--dump-weights is for small models (%ld floats in all)", nvals);
   int *rec_displ = displacements(rec_counts, world), *val_displ = displacements(val_counts, world);
   int *rec_all = rt_calloc((size_t)(root ? recs : 1), sizeof(int));
   float *val_all = rt_calloc((size_t)(root ? nvals : 1), sizeof(float));

@@ -11,6 +11,11 @@
 #include "rt_ckpt.h"
 #include "rt_data.h"
 
+/* Offsets and sizes are long: 64 bits on the LP64 systems the runtime runs
+ * on, so one activation of 2^30 floats or a rank's billions of parameters
+ * cannot wrap (MPI's int counts are chunked: hx_rt_chunk_count). */
+_Static_assert(sizeof(long) >= 8, "rtlib needs a 64-bit long (LP64)");
+
 /* This rank's parameters, gradients and AdamW moments: each one flat buffer
  * holding the rank's tensors in the spec's order (tok_emb, its layers,
  * final_norm, lm_head), so every gradient-sync group's tensors are one
@@ -28,14 +33,14 @@ struct rt_params {
 };
 
 /* Buffers of one micro-batch in flight (one slot), and the requests of the
- * sends still reading them. */
+ * sends still reading them (one per chunk of the message: rt_exec.chunks). */
 struct rt_slot {
   int32_t *inputs, *targets; /* [mbs * T] */
   float *acts;               /* every local layer's saved activations */
   float *out_act;            /* forward output, being sent to the next stage */
   float *dout;               /* gradient of the stage output (head's or received) */
   float *din;                /* gradient of the stage input, being sent back */
-  MPI_Request act_req, grad_req;
+  MPI_Request *act_req, *grad_req;
 };
 
 /* A contiguous range of the flat parameter buffers. */
@@ -66,6 +71,7 @@ struct rt_exec {
   int *kv_of;
   long tokens;     /* per micro-batch: mbs * T */
   long act_floats; /* per layer and micro-batch */
+  int chunks;      /* MPI messages per activation or gradient (hx_rt_chunk_count) */
   struct rt_params p;
   struct rt_slot *slots;
   float *x0, *x1; /* ping-pong activations [tokens, D] */

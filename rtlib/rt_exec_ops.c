@@ -9,14 +9,17 @@
  * TP rank computes the (unsplit) embedding and head itself, identically, so
  * no gradient of the stage boundary or of those tensors needs a broadcast;
  * the loss is counted on TP rank 0 only. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
 
-enum { TAG_ACT = 1, TAG_GRAD = 2 }; /* per micro-batch: tag = 4*m + kind */
+enum { TAG_ACT = 1, TAG_GRAD = 2 }; /* message kinds: hx_rt_message_tag */
 
-static int tag_of(int micro_batch, int kind) { return 4 * micro_batch + kind; }
+static int tag_of(int micro_batch, int kind) {
+  return hx_rt_message_tag(micro_batch, kind, hx_rt_tag_ub());
+}
 
 static struct rt_slot *slot_of(struct rt_exec *e, int m) {
   return &e->slots[m % e->cfg->activation_slots];
@@ -29,6 +32,7 @@ static float *floats(long n) { return rt_calloc((size_t)n, sizeof(float)); }
 void rt_slots_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   long xd = e->tokens * e->dims.dim;
+  e->chunks = hx_rt_message_chunks(xd);
   e->slots = rt_calloc((size_t)c->activation_slots, sizeof *e->slots);
   for (int i = 0; i < c->activation_slots; i++) {
     struct rt_slot *s = &e->slots[i];
@@ -38,7 +42,10 @@ void rt_slots_init(struct rt_exec *e) {
     s->out_act = floats(xd);
     s->dout = floats(xd);
     s->din = floats(xd);
-    s->act_req = s->grad_req = MPI_REQUEST_NULL;
+    s->act_req = rt_calloc((size_t)e->chunks, sizeof *s->act_req);
+    s->grad_req = rt_calloc((size_t)e->chunks, sizeof *s->grad_req);
+    for (int k = 0; k < e->chunks; k++)
+      s->act_req[k] = s->grad_req[k] = MPI_REQUEST_NULL;
   }
   e->x0 = floats(xd);
   e->x1 = floats(xd);
@@ -47,13 +54,31 @@ void rt_slots_init(struct rt_exec *e) {
   e->scratch = floats(layer_scratch > head_scratch ? layer_scratch : head_scratch);
 }
 
-static void wait_request(MPI_Request *r, const char *what) {
-  hx_rt_mpi_check(MPI_Wait(r, MPI_STATUS_IGNORE), what);
+static void wait_requests(MPI_Request *r, int n, const char *what) {
+  hx_rt_mpi_check(MPI_Waitall(n, r, MPI_STATUSES_IGNORE), what);
 }
 
-static void recv_floats(float *buf, long n, int from, int tag, const char *what) {
-  hx_rt_mpi_check(MPI_Recv(buf, (int)n, MPI_FLOAT, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-                  what);
+/* Posts one message of n floats to or from peer as its chunks (all with the
+ * same tag: MPI keeps them in order), one request per chunk in reqs. */
+static void post_floats(float *buf, long n, int peer, int tag, bool send, MPI_Request *reqs,
+                        const char *what) {
+  int64_t max = hx_rt_max_count();
+  for (int k = 0, nk = hx_rt_message_chunks(n); k < nk; k++) {
+    int64_t off;
+    int count;
+    hx_rt_chunk_at(n, max, k, &off, &count);
+    int rc = send ? MPI_Isend(buf + off, count, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &reqs[k])
+                  : MPI_Irecv(buf + off, count, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &reqs[k]);
+    hx_rt_mpi_check(rc, what);
+  }
+}
+
+static void recv_floats(struct rt_exec *e, float *buf, long n, int from, int tag,
+                        const char *what) {
+  MPI_Request *reqs = rt_calloc((size_t)e->chunks, sizeof *reqs);
+  post_floats(buf, n, from, tag, false, reqs, what);
+  wait_requests(reqs, e->chunks, what);
+  free(reqs);
 }
 
 /* Global sequences of micro-batch m: this pipeline's, mbs at a time. */
@@ -90,7 +115,7 @@ static void forward(struct rt_exec *e, int m) {
     if (c->tp_rank == 0)
       e->loss_sum += loss;
   } else if (is_leader(e)) {
-    wait_request(&s->act_req, "wait for an earlier activation send");
+    wait_requests(s->act_req, e->chunks, "wait for an earlier activation send");
     memcpy(s->out_act, x, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
   }
 }
@@ -117,21 +142,34 @@ static void backward(struct rt_exec *e, int m) {
   }
   if (!is_leader(e))
     return;
-  wait_request(&s->grad_req, "wait for an earlier gradient send");
+  wait_requests(s->grad_req, e->chunks, "wait for an earlier gradient send");
   memcpy(s->din, dout, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
 }
 
-/* The leader's copy of buf[0..n) to every TP rank of the stage. */
+/* The leader's copy of buf[0..n) to every TP rank of the stage, chunk by
+ * chunk (collectives on one communicator are matched in the order posted). */
 static void broadcast_in_stage(struct rt_exec *e, float *buf, long n, const char *what) {
   if (e->cfg->tp == 1)
     return;
-  hx_rt_mpi_check(MPI_Bcast(buf, (int)n, MPI_FLOAT, e->cfg->leader_tp_rank, e->tp_comm), what);
+  int64_t max = hx_rt_max_count();
+  int nk = hx_rt_message_chunks(n);
+  MPI_Request *reqs = rt_calloc((size_t)nk, sizeof *reqs);
+  for (int k = 0; k < nk; k++) {
+    int64_t off;
+    int count;
+    hx_rt_chunk_at(n, max, k, &off, &count);
+    hx_rt_mpi_check(MPI_Ibcast(buf + off, count, MPI_FLOAT, e->cfg->leader_tp_rank, e->tp_comm,
+                               &reqs[k]),
+                    what);
+  }
+  wait_requests(reqs, nk, what);
+  free(reqs);
 }
 
 static void recv_act(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   if (is_leader(e))
-    recv_floats(e->x0, n, e->cfg->prev_leader, tag_of(m, TAG_ACT), "receive an activation");
+    recv_floats(e, e->x0, n, e->cfg->prev_leader, tag_of(m, TAG_ACT), "receive an activation");
   broadcast_in_stage(e, e->x0, n, "broadcast an activation in the TP group");
 }
 
@@ -139,16 +177,15 @@ static void send_act(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
-  hx_rt_mpi_check(MPI_Isend(s->out_act, (int)(e->tokens * e->dims.dim), MPI_FLOAT,
-                            e->cfg->next_leader, tag_of(m, TAG_ACT), MPI_COMM_WORLD, &s->act_req),
-                  "send an activation");
+  post_floats(s->out_act, e->tokens * e->dims.dim, e->cfg->next_leader, tag_of(m, TAG_ACT), true,
+              s->act_req, "send an activation");
 }
 
 static void recv_grad(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   float *dout = slot_of(e, m)->dout;
   if (is_leader(e))
-    recv_floats(dout, n, e->cfg->next_leader, tag_of(m, TAG_GRAD), "receive a gradient");
+    recv_floats(e, dout, n, e->cfg->next_leader, tag_of(m, TAG_GRAD), "receive a gradient");
   broadcast_in_stage(e, dout, n, "broadcast a gradient in the TP group");
 }
 
@@ -156,15 +193,14 @@ static void send_grad(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
-  hx_rt_mpi_check(MPI_Isend(s->din, (int)(e->tokens * e->dims.dim), MPI_FLOAT, e->cfg->prev_leader,
-                            tag_of(m, TAG_GRAD), MPI_COMM_WORLD, &s->grad_req),
-                  "send a gradient");
+  post_floats(s->din, e->tokens * e->dims.dim, e->cfg->prev_leader, tag_of(m, TAG_GRAD), true,
+              s->grad_req, "send a gradient");
 }
 
 void rt_wait_sends(struct rt_exec *e) {
   for (int i = 0; i < e->cfg->activation_slots; i++) {
-    wait_request(&e->slots[i].act_req, "finish an activation send");
-    wait_request(&e->slots[i].grad_req, "finish a gradient send");
+    wait_requests(e->slots[i].act_req, e->chunks, "finish an activation send");
+    wait_requests(e->slots[i].grad_req, e->chunks, "finish a gradient send");
   }
 }
 

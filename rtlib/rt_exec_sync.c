@@ -136,13 +136,21 @@ void rt_sync_init(struct rt_exec *e) {
   e->pack = rt_calloc((size_t)largest, sizeof(float));
 }
 
+/* buf[0..n) summed over comm, chunk by chunk (MPI counts are int;
+ * collectives on one communicator are matched in the order posted). */
 static void allreduce_floats(float *buf, long n, MPI_Comm comm, const char *what) {
-  for (long done = 0; done < n;) { /* MPI counts are int */
-    int chunk = n - done > (1L << 30) ? 1 << 30 : (int)(n - done);
-    hx_rt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf + done, chunk, MPI_FLOAT, MPI_SUM, comm),
-                    what);
-    done += chunk;
+  int64_t max = hx_rt_max_count();
+  int nk = hx_rt_message_chunks(n);
+  MPI_Request *reqs = rt_calloc((size_t)nk, sizeof *reqs);
+  for (int k = 0; k < nk; k++) {
+    int64_t off;
+    int count;
+    hx_rt_chunk_at(n, max, k, &off, &count);
+    hx_rt_mpi_check(
+        MPI_Iallreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, comm, &reqs[k]), what);
   }
+  hx_rt_mpi_check(MPI_Waitall(nk, reqs, MPI_STATUSES_IGNORE), what);
+  free(reqs);
 }
 
 static void sync_one(struct rt_exec *e, const struct rt_sync *s) {

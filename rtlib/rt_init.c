@@ -3,6 +3,7 @@
 #include "rt_init.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 static int g_rank = 0, g_world_size = 1;
 static double g_timeout_s = HX_RT_DEFAULT_TIMEOUT_S;
+static int g_max_count = INT_MAX, g_tag_ub = 32767; /* MPI's guaranteed minimum until queried */
 
 /* Watchdog state shared between the training thread and the watchdog. */
 static _Atomic int64_t g_last_progress_ns;
@@ -136,6 +138,58 @@ static double timeout_from_env(void) {
   return v;
 }
 
+/* ---- message limits ---- */
+
+int hx_rt_max_count(void) { return g_max_count; }
+int hx_rt_tag_ub(void) { return g_tag_ub; }
+
+int64_t hx_rt_chunk_count(int64_t n, int64_t max_count) {
+  return n <= 0 ? 0 : (n - 1) / max_count + 1;
+}
+
+void hx_rt_chunk_at(int64_t n, int64_t max_count, int64_t k, int64_t *offset, int *count) {
+  *offset = k * max_count;
+  int64_t left = n - *offset;
+  *count = (int)(left < max_count ? left : max_count);
+}
+
+int hx_rt_message_chunks(int64_t n) {
+  int64_t chunks = hx_rt_chunk_count(n, g_max_count);
+  if (chunks > 1 << 20)
+    hx_rt_fatal(HX_RT_EXIT_ERROR,
+                "a message of %lld elements would travel as %lld messages: "
+                "HEXIC_MPI_MAX_COUNT=%d is too small",
+                (long long)n, (long long)chunks, g_max_count);
+  return (int)chunks;
+}
+
+int hx_rt_message_tag(int64_t micro_batch, int kind, int tag_ub) {
+  int64_t span = ((int64_t)tag_ub + 1) / 4;
+  return kind + 4 * (int)(micro_batch % span);
+}
+
+/* An integer setting from the environment in [lo, hi]; fallback when unset. */
+static int int_from_env(const char *name, int lo, int hi, int fallback) {
+  const char *s = getenv(name);
+  if (!s || !*s)
+    return fallback;
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end || v < lo || v > hi)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "%s='%s' is not an integer in [%d, %d]", name, s, lo, hi);
+  return (int)v;
+}
+
+static void read_message_limits(void) {
+  int *ub = NULL, found = 0;
+  hx_rt_mpi_check(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found), "query MPI_TAG_UB");
+  if (found && ub && *ub >= 3)
+    g_tag_ub = *ub;
+  g_tag_ub = int_from_env("HEXIC_MPI_TAG_UB", 3, g_tag_ub, g_tag_ub);
+  g_max_count = int_from_env("HEXIC_MPI_MAX_COUNT", 1, INT_MAX, INT_MAX);
+}
+
 void hx_rt_init(int *argc, char ***argv) {
   int provided = 0;
   if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -151,6 +205,7 @@ void hx_rt_init(int *argc, char ***argv) {
   hx_rt_mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
                   "MPI_Comm_set_errhandler");
   g_timeout_s = timeout_from_env();
+  read_message_limits();
   hx_rt_watchdog_start();
 }
 

@@ -30,6 +30,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <mpi.h>
 
@@ -81,6 +82,38 @@ void hx_rt_progress(void);
  * stamp is refreshed on restart. */
 void hx_rt_watchdog_stop(void);
 void hx_rt_watchdog_start(void);
+
+/* ---- message limits ----
+ * MPI counts are int and tags are bounded by MPI_TAG_UB (at least 32767), while
+ * one activation of a long-context micro-batch (128K tokens x 8192 hidden)
+ * is 2^30 floats and a run may have any number of micro-batches. */
+
+/* The most elements one MPI call carries: INT_MAX, or HEXIC_MPI_MAX_COUNT
+ * (a positive integer; tests lower it to exercise chunking). */
+int hx_rt_max_count(void);
+
+/* A message of n elements travels as hx_rt_chunk_count(n, max_count)
+ * messages of at most max_count elements each, in order, with one tag (MPI
+ * keeps messages of one source, tag and communicator in order); chunk k
+ * holds elements [*offset, *offset + *count). Pure: n may be any size. */
+int64_t hx_rt_chunk_count(int64_t n, int64_t max_count);
+void hx_rt_chunk_at(int64_t n, int64_t max_count, int64_t k, int64_t *offset, int *count);
+
+/* hx_rt_chunk_count(n, hx_rt_max_count()); a fatal error above 2^20
+ * messages (only a tiny HEXIC_MPI_MAX_COUNT gets there). */
+int hx_rt_message_chunks(int64_t n);
+
+/* The tag bound in force: MPI_TAG_UB of MPI_COMM_WORLD, or HEXIC_MPI_TAG_UB
+ * when that is lower (at least 3; tests lower it to make tags wrap). */
+int hx_rt_tag_ub(void);
+
+/* The tag of a pipeline message of kind 1..3 for micro-batch m:
+ * kind + 4 * (m mod span) with span = (tag_ub + 1) / 4, so every tag is at
+ * most tag_ub whatever m. Two micro-batches m and m + span share a tag; that
+ * is safe because MPI matches messages of one (source, tag, communicator) in
+ * the order they were sent, and both ends of a pipeline link send and
+ * receive micro-batches in increasing order. Pure. */
+int hx_rt_message_tag(int64_t micro_batch, int kind, int tag_ub);
 
 /* Prints "hexic-rt: rank R: error: <message>" to stderr and aborts the whole
  * job (MPI_Abort when MPI is up, exit otherwise) with code. */

@@ -5,7 +5,7 @@
 # by weights_cmp); a rank killed mid-step must end the job in bounded time
 # with launch.sh naming it.
 #   run_exec.sh MODE WORKDIR SRCDIR HEXIC FIXTURE WEIGHTS_CMP
-# MODE: fixture | hexic | planfile | fault
+# MODE: fixture | hexic | planfile | limits | fault
 set -uo pipefail
 mode=$1 work=$2 src=$3 hexic=$4 fixture=$5 wcmp=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -125,6 +125,18 @@ planfile)
   [ $? -eq 2 ] || fail "a plan whose gradient groups contradict its stages should exit 2"
   grep -q "does not match its stages' TP layout" <<<"$out" || fail "wrong message: $out"
   echo "  bad_groups.json: refused with exit 2"
+  ;;
+limits)
+  # MPI's int counts and tag bound (issue 10, item 9), shrunk so a tiny model
+  # meets them: every activation and gradient (4096 floats) travels as
+  # chunks of at most 1000, and the tag bound 3 leaves one tag per message
+  # kind, so 6 micro-batches share it (MPI's in-order matching keeps them
+  # apart), over PP x TP x DP. Same losses and weights as one rank.
+  fixture one "8x1@4"
+  HEXIC_MPI_MAX_COUNT=1000 HEXIC_MPI_TAG_UB=3 fixture lim "1x6@1:2,4;2x1@4:2"
+  same one lim "1x6@1:2,4;2x1@4:2 in 1000-float chunks, tag bound 3"
+  out=$(HEXIC_MPI_TAG_UB=2 lim/launch.sh --steps 1 2>&1) && fail "HEXIC_MPI_TAG_UB=2 was accepted"
+  grep -q "HEXIC_MPI_TAG_UB='2' is not an integer in \[3, " <<<"$out" || fail "wrong message: $out"
   ;;
 fault)
   # One rank of the 8-rank cpu8 plan, once training is under way: killed
