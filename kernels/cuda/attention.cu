@@ -1,0 +1,512 @@
+/* Causal GQA attention, forward and backward, flash-attention style
+ * (kernels/cpu/attention.c computes the same with a T x T score matrix per
+ * head; here nothing of size T^2 exists): key (or query) tiles are staged
+ * in shared memory, the softmax is formed online, and the backward
+ * recomputes the probabilities from the forward's log-sum-exp.
+ *
+ * This file holds the entry points and the tiled kernel that computes in
+ * fp32 whatever the storage type (the fp32 exactness mode, any head dim of
+ * 16/32/64/128, and the reference the tensor-core kernel of
+ * attention_tc.cu is checked against).
+ *
+ * Thread layout of the tiled kernel: a "row group" of LPR lanes owns one
+ * row (a query row in the forward and dQ pass, a key row in the dK/dV
+ * pass); lane l of the group holds the dims c*4*LPR + 4*l + {0..3}, so a
+ * dot product over the head is EPL multiply-adds per lane and log2(LPR)
+ * shuffles. Every lane runs every loop trip (rows outside the sequence or
+ * above the causal diagonal compute and are masked, never skipped), so the
+ * full-warp shuffles are always legal. */
+#include <stdint.h>
+
+#include "kernels/cuda/common.cuh"
+
+/* Shapes of one call: the strides of the token-major q/k/v and the map. */
+struct attn_shape {
+  int seq_len, nq, nkv;
+  long ldq, ldkv; /* nq*hd, nkv*hd */
+  struct hxc_kv_map map;
+  float scale; /* 1/sqrt(hd) */
+};
+
+template <int HD> struct tiled_cfg {
+  static constexpr int LPR = HD >= 64 ? 16 : HD / 4; /* lanes per row */
+  static constexpr int EPL = HD / LPR;               /* dims per lane */
+  static constexpr int THREADS = 256;
+  static constexpr int GROUPS = THREADS / LPR;
+  static constexpr int BR = 64;            /* query rows per block */
+  static constexpr int RQ = BR / GROUPS;   /* query rows per group */
+  static constexpr int BC = HD == 128 ? 32 : 64; /* keys per smem tile */
+  static constexpr int BK = HD == 128 ? 32 : 64; /* keys per dK/dV block */
+  static constexpr int RK = BK / GROUPS >= 1 ? BK / GROUPS : 1;
+  static constexpr int BQ = HD == 128 ? 32 : 64; /* queries per smem tile */
+  static_assert(EPL % 4 == 0 && RQ >= 1 && GROUPS * RK == BK, "tile shape");
+};
+
+/* The dims lane `l` of a row group holds: e-th is dim_of<HD>(l, e). */
+template <int HD>
+__device__ __forceinline__ int dim_of(int l, int e) {
+  constexpr int LPR = tiled_cfg<HD>::LPR;
+  return (e / 4) * 4 * LPR + 4 * l + (e % 4);
+}
+
+/* Sum over the LPR lanes of a row group (aligned, power of two). */
+template <int LPR>
+__device__ __forceinline__ float group_sum(float x) {
+  for (int off = LPR / 2; off > 0; off >>= 1)
+    x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+/* Loads rows [r0, r0+rows) of head `head` (width HD) of a token-major
+ * tensor with row stride ld into smem tile[rows][HD] as fp32; rows at or
+ * past seq_len become 0. */
+template <typename T, int HD>
+__device__ void load_tile(float *tile, const T *base, long ld, int head,
+                          int r0, int rows, int seq_len) {
+  for (int e = threadIdx.x; e < rows * HD; e += blockDim.x) {
+    int r = e / HD, d = e - r * HD;
+    int t = r0 + r;
+    tile[e] = t < seq_len ? load_f(base + (long)t * ld + (long)head * HD + d)
+                          : 0.0f;
+  }
+}
+
+/* Loads the EPL dims of row t (0 past the sequence) into registers. */
+template <typename T, int HD>
+__device__ __forceinline__ void load_row(float *dst, const T *base, long ld,
+                                         int head, int t, int seq_len, int l) {
+  constexpr int EPL = tiled_cfg<HD>::EPL;
+#pragma unroll
+  for (int e = 0; e < EPL; e++)
+    dst[e] = t < seq_len
+                 ? load_f(base + (long)t * ld + (long)head * HD + dim_of<HD>(l, e))
+                 : 0.0f;
+}
+
+/* ---------------------------------------------------------------------------
+ * Forward. Block = (query tile of BR rows, query head, sequence).
+ *   for each key u <= t:  s = scale q_t.k_u;  m' = max(m, s);
+ *     l = l e^(m - m') + e^(s - m');  o = o e^(m - m') + e^(s - m') v_u;
+ *   o_t = o / l;  lse_t = m + log l.
+ * ------------------------------------------------------------------------- */
+template <typename T, int HD>
+__global__ void __launch_bounds__(256)
+attention_forward_tiled(T *o, float *lse, const T *q, const T *k, const T *v,
+                        struct attn_shape sh) {
+  typedef tiled_cfg<HD> C;
+  __shared__ float sk[C::BC * HD], sv[C::BC * HD];
+  int tile = gridDim.x - 1 - blockIdx.x; /* long (late) tiles first */
+  int h = blockIdx.y, seq = blockIdx.z;
+  int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
+  long tok0 = (long)seq * sh.seq_len;
+  const T *qs = q + tok0 * sh.ldq, *ks = k + tok0 * sh.ldkv,
+          *vs = v + tok0 * sh.ldkv;
+  int grp = threadIdx.x / C::LPR, l = threadIdx.x % C::LPR;
+  int row0 = tile * C::BR;
+
+  float qr[C::RQ][C::EPL], acc[C::RQ][C::EPL], m[C::RQ], lsum[C::RQ];
+#pragma unroll
+  for (int j = 0; j < C::RQ; j++) {
+    load_row<T, HD>(qr[j], qs, sh.ldq, h, row0 + grp + j * C::GROUPS,
+                    sh.seq_len, l);
+#pragma unroll
+    for (int e = 0; e < C::EPL; e++)
+      acc[j][e] = 0.0f;
+    m[j] = -INFINITY;
+    lsum[j] = 0.0f;
+  }
+  int key_end = min(sh.seq_len, row0 + C::BR); /* causal: no later keys */
+  for (int u0 = 0; u0 < key_end; u0 += C::BC) {
+    __syncthreads(); /* the previous tile is no longer read */
+    load_tile<T, HD>(sk, ks, sh.ldkv, kvh, u0, C::BC, sh.seq_len);
+    load_tile<T, HD>(sv, vs, sh.ldkv, kvh, u0, C::BC, sh.seq_len);
+    __syncthreads();
+    int ucount = min(C::BC, key_end - u0);
+    for (int uu = 0; uu < ucount; uu++) {
+      float kr[C::EPL], vr[C::EPL];
+#pragma unroll
+      for (int e = 0; e < C::EPL; e++) {
+        kr[e] = sk[uu * HD + dim_of<HD>(l, e)];
+        vr[e] = sv[uu * HD + dim_of<HD>(l, e)];
+      }
+#pragma unroll
+      for (int j = 0; j < C::RQ; j++) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < C::EPL; e++)
+          dot += qr[j][e] * kr[e];
+        float s = sh.scale * group_sum<C::LPR>(dot);
+        int t = row0 + grp + j * C::GROUPS;
+        if (u0 + uu > t) /* above the diagonal: masked, not skipped */
+          continue;
+        float m_new = fmaxf(m[j], s);
+        float corr = expf(m[j] - m_new), p = expf(s - m_new);
+        lsum[j] = lsum[j] * corr + p;
+#pragma unroll
+        for (int e = 0; e < C::EPL; e++)
+          acc[j][e] = acc[j][e] * corr + p * vr[e];
+        m[j] = m_new;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < C::RQ; j++) {
+    int t = row0 + grp + j * C::GROUPS;
+    if (t >= sh.seq_len)
+      continue;
+    float inv = 1.0f / lsum[j];
+    T *orow = o + (tok0 + t) * sh.ldq + (long)h * HD;
+#pragma unroll
+    for (int e = 0; e < C::EPL; e++)
+      store_f(orow + dim_of<HD>(l, e), acc[j][e] * inv);
+    if (l == 0)
+      lse[(tok0 + t) * sh.nq + h] = m[j] + logf(lsum[j]);
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * Backward, pass 1 (dQ). Block = (query tile, query head, sequence):
+ *   D_t = dO_t . O_t  (written to dbuf for pass 2);
+ *   for each key u <= t:  p = e^(scale q_t.k_u - lse_t);  dp = dO_t . v_u;
+ *     ds = p (dp - D_t);  dq_t += ds k_u;
+ *   dq_t (global) += scale dq_t.
+ * ------------------------------------------------------------------------- */
+template <typename T, int HD>
+__global__ void __launch_bounds__(256)
+attention_backward_dq_tiled(T *dq, float *dbuf, const T *dout, const T *q,
+                            const T *k, const T *v, const T *o,
+                            const float *lse, struct attn_shape sh) {
+  typedef tiled_cfg<HD> C;
+  __shared__ float sk[C::BC * HD], sv[C::BC * HD];
+  int tile = gridDim.x - 1 - blockIdx.x;
+  int h = blockIdx.y, seq = blockIdx.z;
+  int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
+  long tok0 = (long)seq * sh.seq_len;
+  const T *ks = k + tok0 * sh.ldkv, *vs = v + tok0 * sh.ldkv;
+  int grp = threadIdx.x / C::LPR, l = threadIdx.x % C::LPR;
+  int row0 = tile * C::BR;
+
+  float qr[C::RQ][C::EPL], dor[C::RQ][C::EPL], dqr[C::RQ][C::EPL];
+  float lrow[C::RQ], drow[C::RQ];
+#pragma unroll
+  for (int j = 0; j < C::RQ; j++) {
+    int t = row0 + grp + j * C::GROUPS;
+    float orow[C::EPL];
+    load_row<T, HD>(qr[j], q + tok0 * sh.ldq, sh.ldq, h, t, sh.seq_len, l);
+    load_row<T, HD>(dor[j], dout + tok0 * sh.ldq, sh.ldq, h, t, sh.seq_len, l);
+    load_row<T, HD>(orow, o + tok0 * sh.ldq, sh.ldq, h, t, sh.seq_len, l);
+    float dot = 0.0f;
+#pragma unroll
+    for (int e = 0; e < C::EPL; e++) {
+      dot += dor[j][e] * orow[e];
+      dqr[j][e] = 0.0f;
+    }
+    drow[j] = group_sum<C::LPR>(dot);
+    lrow[j] = t < sh.seq_len ? lse[(tok0 + t) * sh.nq + h] : 0.0f;
+    if (t < sh.seq_len && l == 0)
+      dbuf[(tok0 + t) * sh.nq + h] = drow[j];
+  }
+  int key_end = min(sh.seq_len, row0 + C::BR);
+  for (int u0 = 0; u0 < key_end; u0 += C::BC) {
+    __syncthreads();
+    load_tile<T, HD>(sk, ks, sh.ldkv, kvh, u0, C::BC, sh.seq_len);
+    load_tile<T, HD>(sv, vs, sh.ldkv, kvh, u0, C::BC, sh.seq_len);
+    __syncthreads();
+    int ucount = min(C::BC, key_end - u0);
+    for (int uu = 0; uu < ucount; uu++) {
+      float kr[C::EPL], vr[C::EPL];
+#pragma unroll
+      for (int e = 0; e < C::EPL; e++) {
+        kr[e] = sk[uu * HD + dim_of<HD>(l, e)];
+        vr[e] = sv[uu * HD + dim_of<HD>(l, e)];
+      }
+#pragma unroll
+      for (int j = 0; j < C::RQ; j++) {
+        float sdot = 0.0f, pdot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < C::EPL; e++) {
+          sdot += qr[j][e] * kr[e];
+          pdot += dor[j][e] * vr[e];
+        }
+        float s = sh.scale * group_sum<C::LPR>(sdot);
+        float dp = group_sum<C::LPR>(pdot);
+        int t = row0 + grp + j * C::GROUPS;
+        if (u0 + uu > t || t >= sh.seq_len)
+          continue;
+        float ds = expf(s - lrow[j]) * (dp - drow[j]);
+#pragma unroll
+        for (int e = 0; e < C::EPL; e++)
+          dqr[j][e] += ds * kr[e];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < C::RQ; j++) {
+    int t = row0 + grp + j * C::GROUPS;
+    if (t >= sh.seq_len)
+      continue;
+    T *row = dq + (tok0 + t) * sh.ldq + (long)h * HD;
+#pragma unroll
+    for (int e = 0; e < C::EPL; e++) {
+      T *p = row + dim_of<HD>(l, e);
+      store_f(p, load_f(p) + sh.scale * dqr[j][e]);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * Backward, pass 2 (dK, dV). Block = (key tile of BK keys, kv head,
+ * sequence); it walks every query head that reads this kv head and every
+ * query t >= the tile's first key:
+ *   p = e^(scale q_t.k_u - lse_t) (u <= t);  dv_u += p dO_t;
+ *   ds = p (dO_t.v_u - D_t);  dk_u += ds q_t;
+ *   dk_u (global) += scale dk_u;  dv_u (global) += dv_u.
+ * The kv head's own loop sums its query heads: no atomics.
+ * ------------------------------------------------------------------------- */
+template <typename T, int HD>
+__global__ void __launch_bounds__(256)
+attention_backward_dkv_tiled(T *dk, T *dv, const float *dbuf, const T *dout,
+                             const T *q, const T *k, const T *v,
+                             const float *lse, struct attn_shape sh) {
+  typedef tiled_cfg<HD> C;
+  __shared__ float sq[C::BQ * HD], sdo[C::BQ * HD];
+  __shared__ float slse[C::BQ], sd[C::BQ];
+  int tile = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+  long tok0 = (long)seq * sh.seq_len;
+  int grp = threadIdx.x / C::LPR, l = threadIdx.x % C::LPR;
+  int key0 = tile * C::BK;
+
+  float kr[C::RK][C::EPL], vr[C::RK][C::EPL], dkr[C::RK][C::EPL],
+      dvr[C::RK][C::EPL];
+#pragma unroll
+  for (int j = 0; j < C::RK; j++) {
+    int u = key0 + grp + j * C::GROUPS;
+    load_row<T, HD>(kr[j], k + tok0 * sh.ldkv, sh.ldkv, kvh, u, sh.seq_len, l);
+    load_row<T, HD>(vr[j], v + tok0 * sh.ldkv, sh.ldkv, kvh, u, sh.seq_len, l);
+#pragma unroll
+    for (int e = 0; e < C::EPL; e++)
+      dkr[j][e] = dvr[j][e] = 0.0f;
+  }
+  /* Local query heads reading kv head kvh: (q_begin + h)/group == kv. */
+  int kv_global = kvh + sh.map.kv_begin;
+  int h_begin = max(0, kv_global * sh.map.group - sh.map.q_begin);
+  int h_end = min(sh.nq, (kv_global + 1) * sh.map.group - sh.map.q_begin);
+  for (int h = h_begin; h < h_end; h++) {
+    for (int t0 = key0 / C::BQ * C::BQ; t0 < sh.seq_len; t0 += C::BQ) {
+      __syncthreads();
+      load_tile<T, HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, t0, C::BQ, sh.seq_len);
+      load_tile<T, HD>(sdo, dout + tok0 * sh.ldq, sh.ldq, h, t0, C::BQ,
+                       sh.seq_len);
+      for (int r = threadIdx.x; r < C::BQ; r += blockDim.x) {
+        bool in = t0 + r < sh.seq_len;
+        slse[r] = in ? lse[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
+        sd[r] = in ? dbuf[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
+      }
+      __syncthreads();
+      int tcount = min(C::BQ, sh.seq_len - t0);
+      for (int tt = 0; tt < tcount; tt++) {
+        float qv[C::EPL], dov[C::EPL];
+#pragma unroll
+        for (int e = 0; e < C::EPL; e++) {
+          qv[e] = sq[tt * HD + dim_of<HD>(l, e)];
+          dov[e] = sdo[tt * HD + dim_of<HD>(l, e)];
+        }
+#pragma unroll
+        for (int j = 0; j < C::RK; j++) {
+          float sdot = 0.0f, pdot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < C::EPL; e++) {
+            sdot += qv[e] * kr[j][e];
+            pdot += dov[e] * vr[j][e];
+          }
+          float s = sh.scale * group_sum<C::LPR>(sdot);
+          float dp = group_sum<C::LPR>(pdot);
+          int u = key0 + grp + j * C::GROUPS;
+          if (u > t0 + tt || u >= sh.seq_len)
+            continue;
+          float p = expf(s - slse[tt]);
+          float ds = p * (dp - sd[tt]);
+#pragma unroll
+          for (int e = 0; e < C::EPL; e++) {
+            dvr[j][e] += p * dov[e];
+            dkr[j][e] += ds * qv[e];
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < C::RK; j++) {
+    int u = key0 + grp + j * C::GROUPS;
+    if (u >= sh.seq_len)
+      continue;
+    long at = (tok0 + u) * sh.ldkv + (long)kvh * HD;
+#pragma unroll
+    for (int e = 0; e < C::EPL; e++) {
+      int d = dim_of<HD>(l, e);
+      store_f(dk + at + d, load_f(dk + at + d) + sh.scale * dkr[j][e]);
+      store_f(dv + at + d, load_f(dv + at + d) + dvr[j][e]);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * Entry points.
+ * ------------------------------------------------------------------------- */
+static enum hxc_attention_impl attention_impl = HXC_ATTN_AUTO;
+
+void hxc_attention_set_impl(enum hxc_attention_impl impl) {
+  attention_impl = impl;
+}
+
+static bool tiled_supports(int hd) {
+  return hd == 16 || hd == 32 || hd == 64 || hd == 128;
+}
+
+bool hxc_attention_supported(int hd, enum hxc_dtype dt,
+                             enum hxc_attention_impl impl) {
+  switch (impl) {
+  case HXC_ATTN_TILED:
+    return tiled_supports(hd);
+  case HXC_ATTN_TENSOR_CORE:
+    return hxc_attention_tc_supports(hd, dt);
+  default:
+    return tiled_supports(hd) || hxc_attention_tc_supports(hd, dt);
+  }
+}
+
+/* The tensor-core kernel moves 16 bytes at a time: every tensor it reads
+ * or writes must start on a 16-byte boundary. */
+static bool aligned16(const void *const *ptrs, int count) {
+  for (int i = 0; i < count; i++)
+    if ((uintptr_t)ptrs[i] % 16 != 0)
+      return false;
+  return true;
+}
+
+/* AUTO takes the tensor cores where they apply and the operands are
+ * aligned; a forced choice is checked by require_shape. */
+static bool use_tensor_cores(int hd, enum hxc_dtype dt, bool aligned) {
+  if (attention_impl == HXC_ATTN_TILED)
+    return false;
+  if (attention_impl == HXC_ATTN_TENSOR_CORE)
+    return true;
+  return aligned && hxc_attention_tc_supports(hd, dt);
+}
+
+struct hxc_kv_map hxc_kv_map_of(const struct hxk_dims *d,
+                                const struct hxk_shard *s) {
+  struct hxc_kv_map map = {s->q_begin, d->heads / d->kv_heads, s->kv_begin};
+  return map;
+}
+
+static struct attn_shape shape_of(struct hxc_kv_map map, int seq_len, int nq,
+                                  int nkv, int hd) {
+  struct attn_shape sh;
+  sh.seq_len = seq_len;
+  sh.nq = nq;
+  sh.nkv = nkv;
+  sh.ldq = (long)nq * hd;
+  sh.ldkv = (long)nkv * hd;
+  sh.map = map;
+  sh.scale = (float)(1.0 / sqrt((double)hd));
+  return sh;
+}
+
+template <typename T, int HD>
+static void forward_tiled(void *o, float *lse, const void *q, const void *k,
+                          const void *v, const struct attn_shape &sh,
+                          long nseq, cudaStream_t stream) {
+  typedef tiled_cfg<HD> C;
+  dim3 grid((sh.seq_len + C::BR - 1) / C::BR, sh.nq, (unsigned)nseq);
+  attention_forward_tiled<T, HD><<<grid, C::THREADS, 0, stream>>>(
+      (T *)o, lse, (const T *)q, (const T *)k, (const T *)v, sh);
+  HXC_LAUNCHED("attention_forward_tiled");
+}
+
+template <typename T, int HD>
+static void backward_tiled(void *dq, void *dk, void *dv, float *dbuf,
+                           const void *dout, const void *q, const void *k,
+                           const void *v, const void *o, const float *lse,
+                           const struct attn_shape &sh, long nseq,
+                           cudaStream_t stream) {
+  typedef tiled_cfg<HD> C;
+  dim3 gq((sh.seq_len + C::BR - 1) / C::BR, sh.nq, (unsigned)nseq);
+  attention_backward_dq_tiled<T, HD><<<gq, C::THREADS, 0, stream>>>(
+      (T *)dq, dbuf, (const T *)dout, (const T *)q, (const T *)k,
+      (const T *)v, (const T *)o, lse, sh);
+  HXC_LAUNCHED("attention_backward_dq_tiled");
+  dim3 gk((sh.seq_len + C::BK - 1) / C::BK, sh.nkv, (unsigned)nseq);
+  attention_backward_dkv_tiled<T, HD><<<gk, C::THREADS, 0, stream>>>(
+      (T *)dk, (T *)dv, dbuf, (const T *)dout, (const T *)q, (const T *)k,
+      (const T *)v, lse, sh);
+  HXC_LAUNCHED("attention_backward_dkv_tiled");
+}
+
+/* Calls F<T, HD>(args...) for the runtime head dim and dtype. */
+#define TILED_DISPATCH(F, hd, dt, ...)                                        \
+  do {                                                                        \
+    switch (hd) {                                                             \
+    case 16: HXC_DISPATCH(dt, T, F<T, 16>(__VA_ARGS__)); break;               \
+    case 32: HXC_DISPATCH(dt, T, F<T, 32>(__VA_ARGS__)); break;               \
+    case 64: HXC_DISPATCH(dt, T, F<T, 64>(__VA_ARGS__)); break;               \
+    default: HXC_DISPATCH(dt, T, F<T, 128>(__VA_ARGS__)); break;              \
+    }                                                                         \
+  } while (0)
+
+static void require_shape(long nseq, int seq_len, int nq, int nkv, int hd,
+                          enum hxc_dtype dt, bool tc, bool aligned) {
+  HXC_REQUIRE(nseq < 65536 && nq < 65536 && nkv < 65536,
+              "attention: grid limits (nseq, heads < 65536)");
+  HXC_REQUIRE(seq_len > 0, "attention: seq_len > 0");
+  if (tc) {
+    HXC_REQUIRE(hxc_attention_tc_supports(hd, dt),
+                "attention: the tensor-core kernel takes bf16, hd 64 or 128");
+    HXC_REQUIRE(aligned, "attention: tensor-core operands 16-byte aligned");
+  } else
+    HXC_REQUIRE(tiled_supports(hd), "attention: head dim 16, 32, 64 or 128");
+}
+
+void hxc_attention_forward(void *o, float *lse, const void *q, const void *k,
+                           const void *v, struct hxc_kv_map map, long nseq,
+                           int seq_len, int nq, int nkv, int hd,
+                           enum hxc_dtype dt, cudaStream_t stream) {
+  if (nseq <= 0 || nq <= 0)
+    return;
+  const void *ptrs[] = {o, q, k, v};
+  bool aligned = aligned16(ptrs, 4);
+  bool tc = use_tensor_cores(hd, dt, aligned);
+  require_shape(nseq, seq_len, nq, nkv, hd, dt, tc, aligned);
+  struct attn_shape sh = shape_of(map, seq_len, nq, nkv, hd);
+  if (tc) {
+    hxc_attention_tc_forward(o, lse, q, k, v, sh.map, nseq, seq_len, nq, nkv,
+                             hd, stream);
+    return;
+  }
+  TILED_DISPATCH(forward_tiled, hd, dt, o, lse, q, k, v, sh, nseq, stream);
+}
+
+void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
+                            const void *dout, const void *q, const void *k,
+                            const void *v, const void *o, const float *lse,
+                            struct hxc_kv_map map, long nseq, int seq_len,
+                            int nq, int nkv, int hd, enum hxc_dtype dt,
+                            cudaStream_t stream) {
+  if (nseq <= 0 || nq <= 0)
+    return;
+  const void *ptrs[] = {dq, dk, dv, dout, q, k, v, o};
+  bool aligned = aligned16(ptrs, 8);
+  bool tc = use_tensor_cores(hd, dt, aligned);
+  require_shape(nseq, seq_len, nq, nkv, hd, dt, tc, aligned);
+  struct attn_shape sh = shape_of(map, seq_len, nq, nkv, hd);
+  /* D_t = dO_t . O_t per token and query head, from pass 1 to pass 2. */
+  float *dbuf = (float *)hxc_ctx_scratch(
+      ctx, (size_t)nseq * seq_len * nq * sizeof(float));
+  if (tc) {
+    hxc_attention_tc_backward(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh.map,
+                              nseq, seq_len, nq, nkv, hd, stream);
+    return;
+  }
+  TILED_DISPATCH(backward_tiled, hd, dt, dq, dk, dv, dbuf, dout, q, k, v, o,
+                 lse, sh, nseq, stream);
+}

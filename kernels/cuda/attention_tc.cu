@@ -1,0 +1,605 @@
+/* Causal GQA attention on tensor cores: bf16 inputs, fp32 accumulation,
+ * head dims 64 and 128, FlashAttention-2's structure (the math is that of
+ * attention.cu; the entry points there choose this kernel for bf16).
+ *
+ * Building block: mma.sync.m16n8k16 (sm_80+): D[16x8] += A[16x16] B[16x8],
+ * A and B bf16, C/D fp32. With g = lane/4 and c = lane%4 a lane holds
+ *   A: a0 = A[g][2c..2c+1], a1 = A[g+8][2c..], a2 = A[g][2c+8..],
+ *      a3 = A[g+8][2c+8..]                  (two bf16 per 32-bit register)
+ *   B: b0 = B[2c..2c+1][g], b1 = B[2c+8..2c+9][g]
+ *   C: c0, c1 = C[g][2c], C[g][2c+1];  c2, c3 = C[g+8][2c], C[g+8][2c+1].
+ * So the C fragments of two adjacent 8-column tiles of S are, converted to
+ * bf16, exactly the A fragment of the 16x16 block of P they hold: P stays
+ * in registers between S = Q K^T and O += P V.
+ * B fragments whose pairs run along a row of a row-major smem tile (K for
+ * Q K^T, where B[k][n] = K[n][k]) are plain 32-bit loads; those whose pairs
+ * run down a column (V for P V, where B[k][n] = V[k][n]) come from
+ * ldmatrix.trans. Smem rows are padded by 8 elements (16 bytes), which
+ * puts the 8 rows a fragment load touches in 8 different bank quads.
+ *
+ * Forward: block = 64 query rows of one head (4 warps x 16 rows), loops over
+ * key tiles of 64 up to the diagonal; online softmax per row (max and sum
+ * kept per lane and combined across the row's 4 lanes at the end).
+ * Backward: D = rowsum(dO * O) by a small kernel; then dQ by query tiles
+ * (loop over key tiles) and dK/dV by key tiles (loop over the kv head's
+ * query heads and query tiles): every gradient has one writer, no atomics. */
+#include <stdint.h>
+
+#include "kernels/cuda/common.cuh"
+
+namespace {
+
+/* ---- fragments and the mma ------------------------------------------------ */
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                                          uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Four 8x8 bf16 matrices, transposed on the way: lanes 8i..8i+7 give the
+ * row addresses of matrix i; r[i] receives M_i[2c][g], M_i[2c+1][g]. */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4],
+                                                  const bf16 *row_addr) {
+  uint32_t addr = (uint32_t)__cvta_generic_to_shared(row_addr);
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(addr)
+      : "memory");
+}
+
+/* Two adjacent bf16 as one register (the lower index in the low half). */
+__device__ __forceinline__ uint32_t ld_pair(const bf16 *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* A fragment of rows [r, r+16) x cols [k, k+16) of a row-major matrix. */
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16 *m, long ld,
+                                       int r, int k, int g, int c) {
+  a[0] = ld_pair(m + (long)(r + g) * ld + k + 2 * c);
+  a[1] = ld_pair(m + (long)(r + g + 8) * ld + k + 2 * c);
+  a[2] = ld_pair(m + (long)(r + g) * ld + k + 2 * c + 8);
+  a[3] = ld_pair(m + (long)(r + g + 8) * ld + k + 2 * c + 8);
+}
+
+/* B fragment of the product with a row-major smem tile read transposed
+ * (B[k][n] = M[n0 + n][k0 + k]): pairs run along M's rows. */
+__device__ __forceinline__ void load_b_rows(uint32_t &b0, uint32_t &b1,
+                                            const bf16 *m, int ld, int n0,
+                                            int k0, int g, int c) {
+  b0 = ld_pair(m + (n0 + g) * ld + k0 + 2 * c);
+  b1 = ld_pair(m + (n0 + g) * ld + k0 + 2 * c + 8);
+}
+
+/* B fragments of two adjacent n-tiles from a row-major smem tile read as is
+ * (B[k][n] = M[k0 + k][n0 + n]), through ldmatrix.trans: b[0], b[1] for
+ * columns n0..n0+7, b[2], b[3] for n0+8..n0+15. */
+__device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const bf16 *m,
+                                            int ld, int k0, int n0, int lane) {
+  int i = lane >> 3, r = lane & 7;
+  ldmatrix_x4_trans(b, m + (k0 + r + 8 * (i & 1)) * ld + n0 + 8 * (i >> 1));
+}
+
+/* The A fragment of the 16x16 block k of P (or dS) held as C fragments of
+ * its 8-column tiles 2k and 2k+1. */
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&lo)[4],
+                                       const float (&hi)[4]) {
+  a[0] = pack_pair(lo[0], lo[1]);
+  a[1] = pack_pair(lo[2], lo[3]);
+  a[2] = pack_pair(hi[0], hi[1]);
+  a[3] = pack_pair(hi[2], hi[3]);
+}
+
+/* Max and sum over the 4 lanes that hold one row of a C fragment. */
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/* ---- tiles ----------------------------------------------------------------- */
+
+struct tc_shape {
+  int seq_len, nq, nkv;
+  long ldq, ldkv;
+  struct hxc_kv_map map;
+  float scale;
+};
+
+/* Copies rows [r0, r0+rows) of one head (HD wide) of a token-major tensor
+ * into smem tile[rows][HD + 8], 16 bytes at a time; rows past seq_len are
+ * zero. */
+template <int HD>
+__device__ void copy_tile(bf16 *tile, const bf16 *base, long ld, int head,
+                          int r0, int rows, int seq_len) {
+  constexpr int LD = HD + 8, VEC = HD / 8;
+  for (int e = threadIdx.x; e < rows * VEC; e += blockDim.x) {
+    int r = e / VEC, v = e - r * VEC;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (r0 + r < seq_len)
+      val = *reinterpret_cast<const uint4 *>(base + (long)(r0 + r) * ld +
+                                             (long)head * HD + v * 8);
+    *reinterpret_cast<uint4 *>(tile + r * LD + v * 8) = val;
+  }
+}
+
+/* A fragments of a warp's 16 rows (whole head) straight from global memory,
+ * rows past seq_len zero: the block's one-time load of Q (or dO). */
+template <int HD>
+__device__ void load_rows_a(uint32_t (&a)[HD / 16][4], const bf16 *base,
+                            long ld, int head, int r0, int seq_len, int g,
+                            int c) {
+  const bf16 *m = base + (long)head * HD;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++) {
+    int k = kk * 16 + 2 * c;
+    bool in0 = r0 + g < seq_len, in1 = r0 + g + 8 < seq_len;
+    a[kk][0] = in0 ? ld_pair(m + (long)(r0 + g) * ld + k) : 0u;
+    a[kk][1] = in1 ? ld_pair(m + (long)(r0 + g + 8) * ld + k) : 0u;
+    a[kk][2] = in0 ? ld_pair(m + (long)(r0 + g) * ld + k + 8) : 0u;
+    a[kk][3] = in1 ? ld_pair(m + (long)(r0 + g + 8) * ld + k + 8) : 0u;
+  }
+}
+
+/* ---- forward ---------------------------------------------------------------
+ * Per query row t, over key tiles:  s = scale q_t.k_u (masked for u > t);
+ * m' = max(m, max_u s);  l = l e^(m-m') + sum_u e^(s-m');
+ * O = O e^(m-m') + P V with P = e^(s-m') (bf16);  at the end O / l and
+ * lse = m + log l.
+ * ------------------------------------------------------------------------- */
+template <int HD>
+__global__ void __launch_bounds__(128)
+attention_forward_tc(bf16 *o, float *lse, const bf16 *q, const bf16 *k,
+                     const bf16 *v, struct tc_shape sh) {
+  constexpr int BR = 64, BC = 64, LD = HD + 8, KS = HD / 16, NS = BC / 8,
+                NO = HD / 8;
+  __shared__ __align__(16) bf16 sk[BC * LD], sv[BC * LD];
+  int tile = gridDim.x - 1 - blockIdx.x; /* long (late) tiles first */
+  int h = blockIdx.y, seq = blockIdx.z;
+  int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
+  long tok0 = (long)seq * sh.seq_len;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int g = lane >> 2, c = lane & 3;
+  int row0 = tile * BR, wrow = row0 + warp * 16; /* the warp's 16 rows */
+  int qi0 = wrow + g, qi1 = wrow + g + 8;        /* this lane's two rows */
+
+  uint32_t qf[KS][4];
+  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, g, c);
+  float acc[NO][4];
+#pragma unroll
+  for (int j = 0; j < NO; j++)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+  int key_end = min(sh.seq_len, row0 + BR);
+  for (int u0 = 0; u0 < key_end; u0 += BC) {
+    __syncthreads(); /* the previous tile is no longer read */
+    copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
+    copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
+    __syncthreads();
+    float s[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+      for (int j = 0; j < NS; j++) {
+        uint32_t b0, b1;
+        load_b_rows(b0, b1, sk, LD, j * 8, kk * 16, g, c);
+        mma_16816(s[j], qf[kk], b0, b1);
+      }
+    /* scale and mask; the row maxima of this tile */
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int kj = u0 + j * 8 + 2 * c + (e & 1);
+        int qi = e < 2 ? qi0 : qi1;
+        float val = s[j][e] * sh.scale;
+        s[j][e] = (kj > qi || kj >= sh.seq_len) ? -INFINITY : val;
+      }
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+    float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
+    /* A row with every key masked so far keeps m = -inf: exponentiate
+     * against 0 then, so that no -inf - -inf appears. */
+    float base0 = mn0 == -INFINITY ? 0.0f : mn0;
+    float base1 = mn1 == -INFINITY ? 0.0f : mn1;
+    float corr0 = expf(m0 - base0), corr1 = expf(m1 - base1);
+    m0 = mn0;
+    m1 = mn1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+      s[j][0] = expf(s[j][0] - base0);
+      s[j][1] = expf(s[j][1] - base0);
+      s[j][2] = expf(s[j][2] - base1);
+      s[j][3] = expf(s[j][3] - base1);
+      ps0 += s[j][0] + s[j][1];
+      ps1 += s[j][2] + s[j][3];
+    }
+    l0 = l0 * corr0 + ps0; /* this lane's share of the row sum */
+    l1 = l1 * corr1 + ps1;
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+      acc[j][0] *= corr0;
+      acc[j][1] *= corr0;
+      acc[j][2] *= corr1;
+      acc[j][3] *= corr1;
+    }
+    /* O += P V: k runs over the tile's keys, 16 at a time. */
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) {
+      uint32_t a[4];
+      c_to_a(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int j = 0; j < NO; j += 2) {
+        uint32_t b[4];
+        load_b_cols(b, sv, LD, kk * 16, j * 8, lane);
+        mma_16816(acc[j], a, b[0], b[1]);
+        mma_16816(acc[j + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+#pragma unroll
+  for (int j = 0; j < NO; j++) {
+    int d = j * 8 + 2 * c;
+    if (qi0 < sh.seq_len)
+      *reinterpret_cast<uint32_t *>(o + (tok0 + qi0) * sh.ldq + (long)h * HD +
+                                    d) =
+          pack_pair(acc[j][0] * inv0, acc[j][1] * inv0);
+    if (qi1 < sh.seq_len)
+      *reinterpret_cast<uint32_t *>(o + (tok0 + qi1) * sh.ldq + (long)h * HD +
+                                    d) =
+          pack_pair(acc[j][2] * inv1, acc[j][3] * inv1);
+  }
+  if (c == 0 && qi0 < sh.seq_len)
+    lse[(tok0 + qi0) * sh.nq + h] = m0 + logf(l0);
+  if (c == 0 && qi1 < sh.seq_len)
+    lse[(tok0 + qi1) * sh.nq + h] = m1 + logf(l1);
+}
+
+/* ---- backward: D_t = dO_t . O_t, one warp per (token, head) ------------------ */
+template <int HD>
+__global__ void attention_rowdot_tc(float *dbuf, const bf16 *dout,
+                                    const bf16 *o, long rows) {
+  long r = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (r >= rows) /* uniform per warp */
+    return;
+  float dot = 0.0f;
+  for (int d = lane; d < HD; d += 32)
+    dot += __bfloat162float(dout[r * HD + d]) * __bfloat162float(o[r * HD + d]);
+  dot = warp_sum(dot);
+  if (lane == 0)
+    dbuf[r] = dot;
+}
+
+/* Adds scale * (a C fragment pair of rows r, r+8) into a bf16 row-major
+ * gradient at columns d, d+1 (rows past seq_len are left alone). */
+__device__ __forceinline__ void add_pair(bf16 *row, float x0, float x1) {
+  __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(row);
+  float2 old = __bfloat1622float2(*p);
+  *p = __floats2bfloat162_rn(old.x + x0, old.y + x1);
+}
+
+/* ---- backward, dQ: block = 64 query rows of one head; per key tile
+ *   P = e^(scale Q K^T - lse) (masked), dP = dO V^T, dS = P (dP - D),
+ *   dQ += dS K;  at the end dq += scale dQ.
+ * ------------------------------------------------------------------------- */
+template <int HD> struct dq_cfg {
+  static constexpr int BC = HD == 128 ? 32 : 64; /* keys per tile */
+};
+
+template <int HD>
+__global__ void __launch_bounds__(128)
+attention_backward_dq_tc(bf16 *dq, const float *dbuf, const bf16 *dout,
+                         const bf16 *q, const bf16 *k, const bf16 *v,
+                         const float *lse, struct tc_shape sh) {
+  constexpr int BR = 64, BC = dq_cfg<HD>::BC, LD = HD + 8, KS = HD / 16,
+                NS = BC / 8, NO = HD / 8;
+  __shared__ __align__(16) bf16 sk[BC * LD], sv[BC * LD];
+  int tile = gridDim.x - 1 - blockIdx.x;
+  int h = blockIdx.y, seq = blockIdx.z;
+  int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
+  long tok0 = (long)seq * sh.seq_len;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int g = lane >> 2, c = lane & 3;
+  int row0 = tile * BR, wrow = row0 + warp * 16;
+  int qi0 = wrow + g, qi1 = wrow + g + 8;
+
+  uint32_t qf[KS][4], df[KS][4];
+  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, g, c);
+  load_rows_a<HD>(df, dout + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, g, c);
+  float lse0 = qi0 < sh.seq_len ? lse[(tok0 + qi0) * sh.nq + h] : 0.0f;
+  float lse1 = qi1 < sh.seq_len ? lse[(tok0 + qi1) * sh.nq + h] : 0.0f;
+  float d0 = qi0 < sh.seq_len ? dbuf[(tok0 + qi0) * sh.nq + h] : 0.0f;
+  float d1 = qi1 < sh.seq_len ? dbuf[(tok0 + qi1) * sh.nq + h] : 0.0f;
+  float acc[NO][4];
+#pragma unroll
+  for (int j = 0; j < NO; j++)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  int key_end = min(sh.seq_len, row0 + BR);
+  for (int u0 = 0; u0 < key_end; u0 += BC) {
+    __syncthreads();
+    copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
+    copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
+    __syncthreads();
+    float s[NS][4], dp[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        s[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+      for (int j = 0; j < NS; j++) {
+        uint32_t b0, b1;
+        load_b_rows(b0, b1, sk, LD, j * 8, kk * 16, g, c);
+        mma_16816(s[j], qf[kk], b0, b1);
+        load_b_rows(b0, b1, sv, LD, j * 8, kk * 16, g, c);
+        mma_16816(dp[j], df[kk], b0, b1);
+      }
+    /* dS = P (dP - D), P = e^(scale s - lse), 0 where masked */
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int kj = u0 + j * 8 + 2 * c + (e & 1);
+        int qi = e < 2 ? qi0 : qi1;
+        bool in = kj <= qi && kj < sh.seq_len;
+        float p = in ? expf(s[j][e] * sh.scale - (e < 2 ? lse0 : lse1)) : 0.0f;
+        s[j][e] = p * (dp[j][e] - (e < 2 ? d0 : d1));
+      }
+    /* dQ += dS K: k runs over the tile's keys; B[k][n] = K[key][dim]. */
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) {
+      uint32_t a[4];
+      c_to_a(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int j = 0; j < NO; j += 2) {
+        uint32_t b[4];
+        load_b_cols(b, sk, LD, kk * 16, j * 8, lane);
+        mma_16816(acc[j], a, b[0], b[1]);
+        mma_16816(acc[j + 1], a, b[2], b[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NO; j++) {
+    int d = j * 8 + 2 * c;
+    if (qi0 < sh.seq_len)
+      add_pair(dq + (tok0 + qi0) * sh.ldq + (long)h * HD + d,
+               sh.scale * acc[j][0], sh.scale * acc[j][1]);
+    if (qi1 < sh.seq_len)
+      add_pair(dq + (tok0 + qi1) * sh.ldq + (long)h * HD + d,
+               sh.scale * acc[j][2], sh.scale * acc[j][3]);
+  }
+}
+
+/* ---- backward, dK and dV: block = 64 keys of one kv head (4 warps x 16
+ * keys); over every query head reading it and every query tile from the
+ * block's first key on:
+ *   P^T = e^(scale K Q^T - lse) (masked), dV += P^T dO,
+ *   dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q;
+ *   at the end dk += scale dK, dv += dV.
+ * K, V, the query tile, dO tile, lse and D live in dynamic shared memory.
+ * ------------------------------------------------------------------------- */
+template <int HD> struct dkv_cfg {
+  static constexpr int BK = 64;                  /* keys per block */
+  static constexpr int BQ = HD == 128 ? 32 : 64; /* queries per tile */
+  static constexpr int LD = HD + 8;
+  static constexpr size_t SMEM =
+      (size_t)(2 * BK + 2 * BQ) * LD * sizeof(bf16) + 2 * BQ * sizeof(float);
+};
+
+template <int HD>
+__global__ void __launch_bounds__(128)
+attention_backward_dkv_tc(bf16 *dk, bf16 *dv, const float *dbuf,
+                          const bf16 *dout, const bf16 *q, const bf16 *k,
+                          const bf16 *v, const float *lse, struct tc_shape sh) {
+  typedef dkv_cfg<HD> C;
+  constexpr int BK = C::BK, BQ = C::BQ, LD = C::LD, KS = HD / 16,
+                NS = BQ / 8, NO = HD / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16 *sk = reinterpret_cast<bf16 *>(smem);
+  bf16 *sv = sk + BK * LD, *sq = sv + BK * LD, *sdo = sq + BQ * LD;
+  float *slse = reinterpret_cast<float *>(sdo + BQ * LD), *sd = slse + BQ;
+  int tile = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+  long tok0 = (long)seq * sh.seq_len;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int g = lane >> 2, c = lane & 3;
+  int key0 = tile * BK, wkey = warp * 16; /* the warp's keys in the tile */
+  int kj0 = key0 + wkey + g, kj1 = kj0 + 8; /* this lane's two keys */
+
+  copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK, sh.seq_len);
+  copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK, sh.seq_len);
+  float dka[NO][4], dva[NO][4];
+#pragma unroll
+  for (int j = 0; j < NO; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      dka[j][e] = dva[j][e] = 0.0f;
+
+  int kv_global = kvh + sh.map.kv_begin;
+  int h_begin = max(0, kv_global * sh.map.group - sh.map.q_begin);
+  int h_end = min(sh.nq, (kv_global + 1) * sh.map.group - sh.map.q_begin);
+  for (int h = h_begin; h < h_end; h++) {
+    for (int t0 = key0; t0 < sh.seq_len; t0 += BQ) {
+      __syncthreads(); /* the previous query tile is no longer read */
+      copy_tile<HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
+      copy_tile<HD>(sdo, dout + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
+      for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+        bool in = t0 + r < sh.seq_len;
+        slse[r] = in ? lse[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
+        sd[r] = in ? dbuf[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
+      }
+      __syncthreads();
+      /* S^T = K Q^T and dP^T = V dO^T: rows keys, columns queries. */
+      float s[NS][4], dp[NS][4];
+#pragma unroll
+      for (int j = 0; j < NS; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          s[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++) {
+        uint32_t ak[4], av[4];
+        load_a(ak, sk, LD, wkey, kk * 16, g, c);
+        load_a(av, sv, LD, wkey, kk * 16, g, c);
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+          uint32_t b0, b1;
+          load_b_rows(b0, b1, sq, LD, j * 8, kk * 16, g, c);
+          mma_16816(s[j], ak, b0, b1);
+          load_b_rows(b0, b1, sdo, LD, j * 8, kk * 16, g, c);
+          mma_16816(dp[j], av, b0, b1);
+        }
+      }
+      /* P^T and dS^T in place of s and dp */
+#pragma unroll
+      for (int j = 0; j < NS; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          int col = j * 8 + 2 * c + (e & 1);
+          int qi = t0 + col, kj = e < 2 ? kj0 : kj1;
+          bool in = kj <= qi && qi < sh.seq_len && kj < sh.seq_len;
+          float p = in ? expf(s[j][e] * sh.scale - slse[col]) : 0.0f;
+          s[j][e] = p;
+          dp[j][e] = p * (dp[j][e] - sd[col]);
+        }
+      /* dV += P^T dO and dK += dS^T Q: k runs over the tile's queries. */
+#pragma unroll
+      for (int kk = 0; kk < BQ / 16; kk++) {
+        uint32_t ap[4], ads[4];
+        c_to_a(ap, s[2 * kk], s[2 * kk + 1]);
+        c_to_a(ads, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+        for (int j = 0; j < NO; j += 2) {
+          uint32_t b[4];
+          load_b_cols(b, sdo, LD, kk * 16, j * 8, lane);
+          mma_16816(dva[j], ap, b[0], b[1]);
+          mma_16816(dva[j + 1], ap, b[2], b[3]);
+          load_b_cols(b, sq, LD, kk * 16, j * 8, lane);
+          mma_16816(dka[j], ads, b[0], b[1]);
+          mma_16816(dka[j + 1], ads, b[2], b[3]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NO; j++) {
+    int d = j * 8 + 2 * c;
+    long at0 = (tok0 + kj0) * sh.ldkv + (long)kvh * HD + d;
+    long at1 = (tok0 + kj1) * sh.ldkv + (long)kvh * HD + d;
+    if (kj0 < sh.seq_len) {
+      add_pair(dk + at0, sh.scale * dka[j][0], sh.scale * dka[j][1]);
+      add_pair(dv + at0, dva[j][0], dva[j][1]);
+    }
+    if (kj1 < sh.seq_len) {
+      add_pair(dk + at1, sh.scale * dka[j][2], sh.scale * dka[j][3]);
+      add_pair(dv + at1, dva[j][2], dva[j][3]);
+    }
+  }
+}
+
+struct tc_shape tc_shape_of(struct hxc_kv_map map, int seq_len, int nq,
+                            int nkv, int hd) {
+  struct tc_shape sh;
+  sh.seq_len = seq_len;
+  sh.nq = nq;
+  sh.nkv = nkv;
+  sh.ldq = (long)nq * hd;
+  sh.ldkv = (long)nkv * hd;
+  sh.map = map;
+  sh.scale = (float)(1.0 / sqrt((double)hd));
+  return sh;
+}
+
+template <int HD>
+void forward_tc(void *o, float *lse, const void *q, const void *k,
+                const void *v, const struct tc_shape &sh, long nseq,
+                cudaStream_t stream) {
+  dim3 grid((sh.seq_len + 63) / 64, sh.nq, (unsigned)nseq);
+  attention_forward_tc<HD><<<grid, 128, 0, stream>>>(
+      (bf16 *)o, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, sh);
+  HXC_LAUNCHED("attention_forward_tc");
+}
+
+template <int HD>
+void backward_tc(void *dq, void *dk, void *dv, float *dbuf, const void *dout,
+                 const void *q, const void *k, const void *v, const void *o,
+                 const float *lse, const struct tc_shape &sh, long nseq,
+                 cudaStream_t stream) {
+  long rows = nseq * sh.seq_len * sh.nq; /* (token, head) rows of HD */
+  attention_rowdot_tc<HD><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(
+      dbuf, (const bf16 *)dout, (const bf16 *)o, rows);
+  HXC_LAUNCHED("attention_rowdot_tc");
+  dim3 gq((sh.seq_len + 63) / 64, sh.nq, (unsigned)nseq);
+  attention_backward_dq_tc<HD><<<gq, 128, 0, stream>>>(
+      (bf16 *)dq, dbuf, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k,
+      (const bf16 *)v, lse, sh);
+  HXC_LAUNCHED("attention_backward_dq_tc");
+  /* Above 48 KiB a kernel must opt in to its dynamic shared memory. */
+  size_t smem = dkv_cfg<HD>::SMEM;
+  HXC_CHECK(cudaFuncSetAttribute(attention_backward_dkv_tc<HD>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem));
+  dim3 gk((sh.seq_len + dkv_cfg<HD>::BK - 1) / dkv_cfg<HD>::BK, sh.nkv,
+          (unsigned)nseq);
+  attention_backward_dkv_tc<HD><<<gk, 128, smem, stream>>>(
+      (bf16 *)dk, (bf16 *)dv, dbuf, (const bf16 *)dout, (const bf16 *)q,
+      (const bf16 *)k, (const bf16 *)v, lse, sh);
+  HXC_LAUNCHED("attention_backward_dkv_tc");
+}
+
+} /* namespace */
+
+bool hxc_attention_tc_supports(int hd, enum hxc_dtype dt) {
+  return dt == HXC_BF16 && (hd == 64 || hd == 128);
+}
+
+void hxc_attention_tc_forward(void *o, float *lse, const void *q,
+                              const void *k, const void *v,
+                              struct hxc_kv_map map, long nseq, int seq_len,
+                              int nq, int nkv, int hd, cudaStream_t stream) {
+  struct tc_shape sh = tc_shape_of(map, seq_len, nq, nkv, hd);
+  if (hd == 64)
+    forward_tc<64>(o, lse, q, k, v, sh, nseq, stream);
+  else
+    forward_tc<128>(o, lse, q, k, v, sh, nseq, stream);
+}
+
+void hxc_attention_tc_backward(void *dq, void *dk, void *dv, float *dbuf,
+                               const void *dout, const void *q, const void *k,
+                               const void *v, const void *o, const float *lse,
+                               struct hxc_kv_map map, long nseq, int seq_len,
+                               int nq, int nkv, int hd, cudaStream_t stream) {
+  struct tc_shape sh = tc_shape_of(map, seq_len, nq, nkv, hd);
+  if (hd == 64)
+    backward_tc<64>(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh, nseq, stream);
+  else
+    backward_tc<128>(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh, nseq,
+                     stream);
+}

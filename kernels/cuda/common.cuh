@@ -1,0 +1,149 @@
+/* Helpers shared by the .cu files of kernels/cuda/; not part of the API
+ * (llama_cuda.h): element loads and stores in fp32 arithmetic, warp and
+ * block reductions, launch sizes, the dtype dispatch and the context. */
+#ifndef HXC_COMMON_CUH
+#define HXC_COMMON_CUH
+
+#include <cmath>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cublasLt.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/llama_cuda.h"
+
+typedef __nv_bfloat16 bf16;
+
+/* Every kernel computes in fp32 whatever it stores: load converts up,
+ * store rounds to nearest even once. */
+__device__ __forceinline__ float load_f(const float *p) { return *p; }
+__device__ __forceinline__ float load_f(const bf16 *p) {
+  return __bfloat162float(*p);
+}
+__device__ __forceinline__ void store_f(float *p, float x) { *p = x; }
+__device__ __forceinline__ void store_f(bf16 *p, float x) {
+  *p = __float2bfloat16_rn(x);
+}
+
+/* Sum over the 32 lanes of a warp; every lane gets the result. */
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int off = 16; off > 0; off >>= 1)
+    x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int off = 16; off > 0; off >>= 1)
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+  return x;
+}
+
+/* Sum over a block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result. `shared` holds 32 floats; the function starts and
+ * ends with a barrier, so it can be called repeatedly with the same buffer. */
+__device__ __forceinline__ float block_sum(float x, float *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int nwarps = blockDim.x >> 5;
+  x = warp_sum(x);
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = x;
+  __syncthreads();
+  x = lane < nwarps ? shared[lane] : 0.0f;
+  return warp_sum(x);
+}
+__device__ __forceinline__ float block_max(float x, float *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int nwarps = blockDim.x >> 5;
+  x = warp_max(x);
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = x;
+  __syncthreads();
+  x = lane < nwarps ? shared[lane] : -INFINITY;
+  return warp_max(x);
+}
+
+/* Blocks for a grid-stride loop over n elements: enough to fill any GPU,
+ * capped so the grid size fits. */
+static inline unsigned grid_for(long n, int threads) {
+  long blocks = (n + threads - 1) / threads;
+  if (blocks > 65536)
+    blocks = 65536;
+  return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+/* Runs `body` with T bound to the storage type of dt:
+ *   HXC_DISPATCH(dt, T, my_kernel<T><<<...>>>(...));                       */
+#define HXC_DISPATCH(dt, T, ...)                                              \
+  do {                                                                        \
+    if ((dt) == HXC_BF16) {                                                   \
+      typedef bf16 T;                                                         \
+      __VA_ARGS__;                                                            \
+    } else {                                                                  \
+      typedef float T;                                                        \
+      __VA_ARGS__;                                                            \
+    }                                                                         \
+  } while (0)
+
+/* Misuse the API catches itself goes to the fatal handler like a failed
+ * call: HXC_REQUIRE(hd <= 128, "head dimension at most 128"). */
+#define HXC_REQUIRE(cond, what)                                               \
+  do {                                                                        \
+    if (!(cond))                                                              \
+      hxc_fail(#cond, what, __FILE__, __LINE__);                              \
+  } while (0)
+
+/* ---------------------------------------------------------------------------
+ * The context (context.cu creates it; linear.cu owns the algorithm cache).
+ * ------------------------------------------------------------------------- */
+struct hxc_algo_entry; /* linear.cu */
+
+struct hxc_ctx {
+  cublasLtHandle_t lt;
+  void *workspace;
+  size_t workspace_bytes;
+  void *scratch; /* reductions' partial sums; grows */
+  size_t scratch_bytes;
+  struct hxc_algo_entry *algos;
+  int nalgos, cap_algos;
+};
+
+/* The context's scratch, at least `bytes` long (grows, synchronising the
+ * device first so that no queued kernel still reads the old buffer). */
+void *hxc_ctx_scratch(struct hxc_ctx *ctx, size_t bytes);
+
+/* Frees the algorithm cache (linear.cu). */
+void hxc_algos_free(struct hxc_ctx *ctx);
+
+/* D = alpha op(A) op(B) + beta C on cuBLASLt, column-major as cuBLAS sees
+ * it (row-major callers swap operands): m x n result, k inner; A/B of
+ * type ab, C/D of type cd; fp32 accumulation and scale. */
+struct hxc_gemm {
+  bool trans_a, trans_b;
+  long m, n, k;
+  long lda, ldb, ldc;
+  enum hxc_dtype ab, cd;
+};
+void hxc_gemm_run(struct hxc_ctx *ctx, const struct hxc_gemm *g, float alpha,
+                  const void *a, const void *b, float beta, void *c,
+                  cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------
+ * The tensor-core attention (attention_tc.cu), behind the entry points of
+ * attention.cu. bf16 only, head dims 64 and 128; every pointer 16-byte
+ * aligned (the caller checks). dbuf: n*nq floats of scratch (D_t).
+ * ------------------------------------------------------------------------- */
+bool hxc_attention_tc_supports(int hd, enum hxc_dtype dt);
+void hxc_attention_tc_forward(void *o, float *lse, const void *q,
+                              const void *k, const void *v,
+                              struct hxc_kv_map map, long nseq, int seq_len,
+                              int nq, int nkv, int hd, cudaStream_t stream);
+void hxc_attention_tc_backward(void *dq, void *dk, void *dv, float *dbuf,
+                               const void *dout, const void *q, const void *k,
+                               const void *v, const void *o, const float *lse,
+                               struct hxc_kv_map map, long nseq, int seq_len,
+                               int nq, int nkv, int hd, cudaStream_t stream);
+
+#endif

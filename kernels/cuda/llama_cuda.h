@@ -1,0 +1,329 @@
+/* CUDA kernels of the Llama decoder: the same operations, names and
+ * conventions as kernels/cpu/llama.h (read side by side: hxk_X there is
+ * hxc_X here), on device pointers and a cudaStream_t. The math is
+ * docs/model-spec.md; each kernel restates the part it computes above its
+ * definition in the .cu file of its op group (embedding.cu, rmsnorm.cu,
+ * rope.cu, swiglu.cu, residual.cu, linear.cu, attention.cu, head.cu,
+ * optim.cu, layer.cu).
+ *
+ * Conventions (those of the CPU kernels, plus what a GPU adds):
+ *  - Row-major; a linear layer y = x W^T has W [out, in]; token n = s*T + t.
+ *  - Backward functions ADD into every gradient they produce, except where
+ *    the CPU version writes (the layer-level backward WRITES dx).
+ *  - Every pointer is a device pointer unless said otherwise; every call is
+ *    asynchronous on `stream`, and every CUDA/cuBLAS call inside is checked
+ *    (kernels/cuda/cuda_check.h): failures go to the fatal handler.
+ *  - Precision. `dt` is the element type of activations, of their gradients
+ *    and of the weights as the forward reads them:
+ *      HXC_FP32: fp32 throughout, no TF32 (the exactness mode, checked
+ *                against the CPU kernels within 1e-5);
+ *      HXC_BF16: bf16 storage, fp32 arithmetic inside every kernel and fp32
+ *                accumulation in every matrix product.
+ *    Always fp32, whatever dt: weight gradients (float *dw, *dg, ...), the
+ *    optimizer's master weights and moments, rstd and lse, the loss.
+ *    `void *` arguments hold dt elements; `float *` ones hold fp32.
+ *  - Deterministic: same inputs, same bits, on the same GPU and build,
+ *    except hxc_embedding_backward (fp32 atomics into the table's rows).
+ *  - A struct hxc_ctx holds the cuBLASLt handle, its workspace, the
+ *    algorithm cache and a small reduction scratch; calls that take one use
+ *    its buffers, so one ctx serves one stream at a time.
+ */
+#ifndef HXC_LLAMA_CUDA_H
+#define HXC_LLAMA_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels/cpu/llama.h"
+
+/* ---------------------------------------------------------------------------
+ * Element types and the context.
+ * ------------------------------------------------------------------------- */
+enum hxc_dtype {
+  HXC_FP32 = 0,
+  HXC_BF16 = 1,
+};
+
+/* Bytes of one element: 4 or 2. */
+size_t hxc_dtype_bytes(enum hxc_dtype dt);
+
+struct hxc_ctx;
+
+/* Creates a context on the current device: a cuBLASLt handle and a matmul
+ * workspace of workspace_bytes (0: 32 MiB, what Hopper's kernels want). */
+struct hxc_ctx *hxc_ctx_create(size_t workspace_bytes);
+void hxc_ctx_destroy(struct hxc_ctx *ctx);
+
+/* Device bytes the context holds now (workspace + scratch), for the
+ * runtime's memory check. The scratch grows on first use of a larger shape
+ * (with a device synchronisation); hxc_ctx_reserve sizes it up front. */
+size_t hxc_ctx_device_bytes(const struct hxc_ctx *ctx);
+void hxc_ctx_reserve(struct hxc_ctx *ctx, size_t scratch_bytes);
+
+/* Number of distinct matmul shapes whose algorithm the context cached. */
+int hxc_ctx_cached_algos(const struct hxc_ctx *ctx);
+
+/* dst[i] = (dst type) src[i], n elements, between any two dtypes. */
+void hxc_convert(void *dst, enum hxc_dtype dst_dt, const void *src,
+                 enum hxc_dtype src_dt, long n, cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------
+ * (a) Single kernels. n = number of tokens.
+ * ------------------------------------------------------------------------- */
+
+/* out[n, D] = emb[tok[n], :]. */
+void hxc_embedding_forward(void *out, const int32_t *tok, const void *emb,
+                           long n, int dim, enum hxc_dtype dt,
+                           cudaStream_t stream);
+/* demb[tok[n], :] += dout[n, :]   (demb fp32: a weight gradient). */
+void hxc_embedding_backward(float *demb, const int32_t *tok, const void *dout,
+                            long n, int dim, enum hxc_dtype dt,
+                            cudaStream_t stream);
+
+/* out_i = g_i * x_i * r, r = 1/sqrt(mean_j x_j^2 + eps); rstd[n] keeps r.
+ * out may alias x. */
+void hxc_rmsnorm_forward(void *out, float *rstd, const void *x, const void *g,
+                         long n, int dim, float eps, enum hxc_dtype dt,
+                         cudaStream_t stream);
+/* dg_i += sum_tokens dout_i xh_i;  dx_i += r (g_i dout_i - xh_i mean_j(g_j
+ * dout_j xh_j)), xh = x r. dim <= 16384. */
+void hxc_rmsnorm_backward(struct hxc_ctx *ctx, void *dx, float *dg,
+                          const void *dout, const void *x, const void *g,
+                          const float *rstd, long n, int dim,
+                          enum hxc_dtype dt, cudaStream_t stream);
+
+/* The RoPE table of hxk_rope_table (fp32 [seq_len, hd/2, 2], computed in
+ * double), written on the device: hxk_rope_table_floats(d) floats. */
+void hxc_rope_table(float *tab, const struct hxk_dims *d, cudaStream_t stream);
+/* In place on x[n, nheads*hd]: (y0, y1) = (x0 c - x1 s, x0 s + x1 c). */
+void hxc_rope_forward(void *x, const float *tab, long n, int nheads, int hd,
+                      int seq_len, enum hxc_dtype dt, cudaStream_t stream);
+/* dx0 += dy0 c + dy1 s, dx1 += -dy0 s + dy1 c (dx must not alias dy). */
+void hxc_rope_backward(void *dx, const void *dy, const float *tab, long n,
+                       int nheads, int hd, int seq_len, enum hxc_dtype dt,
+                       cudaStream_t stream);
+/* dy := R^T dy, in place. */
+void hxc_rope_backward_inplace(void *dy, const float *tab, long n, int nheads,
+                               int hd, int seq_len, enum hxc_dtype dt,
+                               cudaStream_t stream);
+
+/* Which kv head a local query head reads: (q_begin + i) / group - kv_begin,
+ * the rule of hxk_kv_map, as three numbers instead of a table. */
+struct hxc_kv_map {
+  int q_begin, group, kv_begin;
+};
+struct hxc_kv_map hxc_kv_map_of(const struct hxk_dims *d,
+                                const struct hxk_shard *s);
+
+/* Attention implementations: the tensor-core kernel (bf16, head dims 64
+ * and 128, sm_80+) and the fp32-arithmetic tiled kernel (every dtype, head
+ * dims 16, 32, 64, 128). AUTO takes the tensor cores where they apply. */
+enum hxc_attention_impl {
+  HXC_ATTN_AUTO = 0,
+  HXC_ATTN_TILED = 1,
+  HXC_ATTN_TENSOR_CORE = 2,
+};
+/* Whether hxc_attention_* accept this head dimension / implementation. */
+bool hxc_attention_supported(int hd, enum hxc_dtype dt,
+                             enum hxc_attention_impl impl);
+/* Process-wide choice (default AUTO); the checks and the bench pin one. */
+void hxc_attention_set_impl(enum hxc_attention_impl impl);
+
+/* Causal GQA attention, flash-attention style (tiles of queries and keys in
+ * shared memory, online softmax; nothing of size seq_len^2 in memory):
+ * q [n, nq*hd], k, v [n, nkv*hd]; per sequence and head
+ *   s_{t,u} = q_t.k_u / sqrt(hd) (u <= t), p = softmax_u(s_t),
+ *   o_t = sum_u p_{t,u} v_u, lse_t = log sum_u exp(s_{t,u}).
+ * Writes o [n, nq*hd] and lse [n, nq] (fp32). */
+void hxc_attention_forward(void *o, float *lse, const void *q, const void *k,
+                           const void *v, struct hxc_kv_map map, long nseq,
+                           int seq_len, int nq, int nkv, int hd,
+                           enum hxc_dtype dt, cudaStream_t stream);
+/* D_t = dO_t . O_t;  P from lse;  dP = dO V^T;  dS = P (dP - D);
+ * dV += P^T dO;  dQ += dS K / sqrt(hd);  dK += dS^T Q / sqrt(hd).
+ * Needs the forward's o (for D) besides its inputs; no atomics (dQ and
+ * dK/dV come from two passes). */
+void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
+                            const void *dout, const void *q, const void *k,
+                            const void *v, const void *o, const float *lse,
+                            struct hxc_kv_map map, long nseq, int seq_len,
+                            int nq, int nkv, int hd, enum hxc_dtype dt,
+                            cudaStream_t stream);
+
+/* h = silu(g) * u, n elements. */
+void hxc_swiglu_forward(void *h, const void *g, const void *u, long n,
+                        enum hxc_dtype dt, cudaStream_t stream);
+/* dg += dh u silu'(g);  du += dh silu(g). */
+void hxc_swiglu_backward(void *dg, void *du, const void *dh, const void *g,
+                         const void *u, long n, enum hxc_dtype dt,
+                         cudaStream_t stream);
+
+/* y[n, out] = x[n, in] W^T + beta y, on cuBLASLt: fp32 accumulation; the
+ * algorithm is chosen once per shape and cached in ctx. */
+void hxc_linear_forward(struct hxc_ctx *ctx, void *y, const void *x,
+                        const void *w, long n, int in, int out, float beta,
+                        enum hxc_dtype dt, cudaStream_t stream);
+/* dx[n, in] += dy W (skipped when dx is NULL);  dW[out, in] += dy^T x, dW
+ * fp32 (bf16 products accumulate straight into it). */
+void hxc_linear_backward(struct hxc_ctx *ctx, void *dx, float *dw,
+                         const void *dy, const void *x, const void *w, long n,
+                         int in, int out, enum hxc_dtype dt,
+                         cudaStream_t stream);
+
+/* y = a + b (y may alias a or b). */
+void hxc_residual_forward(void *y, const void *a, const void *b, long n,
+                          enum hxc_dtype dt, cudaStream_t stream);
+/* da += dy, db += dy. */
+void hxc_residual_backward(void *da, void *db, const void *dy, long n,
+                           enum hxc_dtype dt, cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------
+ * Model head: final rmsnorm + LM head + cross-entropy, fused by chunks of
+ * tokens: the logits of one chunk exist at a time ([chunk, V] fp32, plus a
+ * bf16 copy of their gradient in bf16 mode), never [n, V].
+ * ------------------------------------------------------------------------- */
+struct hxc_head_params {
+  const void *final_norm; /* [D], dt */
+  const void *lm_head;    /* [V, D], dt (tok_emb when tied) */
+};
+struct hxc_head_grads {
+  float *final_norm; /* [D] */
+  float *lm_head;    /* [V, D] */
+};
+
+/* Tokens per chunk when the caller passes 0. */
+#define HXC_HEAD_CHUNK 1024
+
+size_t hxc_head_scratch_bytes(const struct hxk_dims *d, long n, long chunk,
+                              enum hxc_dtype dt);
+
+/* ADDS scale * sum_t -log p(tgt_t) into *loss (one device double). When g
+ * and dx are not NULL, also the backward of that scaled loss: ADDS into
+ * g->final_norm, g->lm_head and dx [n, D]. */
+void hxc_head_forward_backward(struct hxc_ctx *ctx, const struct hxk_dims *d,
+                               const struct hxc_head_params *w,
+                               const struct hxc_head_grads *g, const void *x,
+                               const int32_t *targets, long n, double scale,
+                               void *dx, double *loss, void *scratch,
+                               long chunk, enum hxc_dtype dt,
+                               cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------
+ * Optimizer: multi-tensor AdamW with global-norm clipping, fp32.
+ * ------------------------------------------------------------------------- */
+
+/* One tensor of a group: master weight, gradient, moments (fp32, n
+ * elements), decay or not, and an optional bf16 copy of w that the step
+ * refreshes (the weights the bf16 forward reads; NULL in fp32 mode). */
+struct hxc_adamw_tensor {
+  float *w;
+  const float *g;
+  float *m, *v;
+  void *w_bf16;
+  long n;
+  bool decay;
+};
+
+struct hxc_adamw_group;
+
+/* Uploads the group's table once (shapes never change during training);
+ * tensors may be of any sizes. Synchronous. */
+struct hxc_adamw_group *hxc_adamw_group_create(const struct hxc_adamw_tensor *t,
+                                               int count);
+void hxc_adamw_group_destroy(struct hxc_adamw_group *group);
+
+/* *sumsq += sum over the group's gradients of g^2, in double, in a fixed
+ * order (the partial the runtime all-reduces into the global norm). */
+void hxc_adamw_group_sumsq(struct hxc_adamw_group *group, double *sumsq,
+                           cudaStream_t stream);
+
+/* One AdamW step over every tensor of the group, with the gradient clipped
+ * by the factor hxk_clip_factor(*global_sumsq, grad_clip) read on the device
+ * (global_sumsq NULL: no clipping). Same formulas as hxk_adamw_step; the
+ * gradients are read, not scaled in place. */
+void hxc_adamw_group_step(struct hxc_adamw_group *group,
+                          const double *global_sumsq, double grad_clip,
+                          const struct hxk_adamw *hp, long step, double lr,
+                          cudaStream_t stream);
+
+/* Single-buffer pieces, as on the CPU. */
+void hxc_sum_squares(struct hxc_ctx *ctx, const float *buf, long n,
+                     double *sumsq, cudaStream_t stream); /* *sumsq += */
+void hxc_scale(float *buf, long n, float factor, cudaStream_t stream);
+void hxc_adamw_step(float *w, const float *g, float *m, float *v,
+                    const uint8_t *decay_mask, long n,
+                    const struct hxk_adamw *hp, long step, double lr,
+                    cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------
+ * (b) Decoder layer, as hxk_layer_forward/backward: the same composition
+ * of the kernels above, over caller-owned device buffers.
+ * ------------------------------------------------------------------------- */
+
+/* Sums buf[0..n) (dt elements) over the TP group, in place, ordered on
+ * `stream`. Called in the same order on every rank of the group. */
+typedef void (*hxc_allreduce_fn)(void *buf, long n, enum hxc_dtype dt,
+                                 cudaStream_t stream, void *arg);
+
+/* One layer's tensors (a TP shard), laid out as hxk_layer_bind lays them.
+ * Weights in dt, gradients fp32. */
+struct hxc_layer_params {
+  const void *attn_norm, *wq, *wk, *wv, *wo;
+  const void *mlp_norm, *w_gate, *w_up, *w_down;
+};
+struct hxc_layer_grads {
+  float *attn_norm, *wq, *wk, *wv, *wo;
+  float *mlp_norm, *w_gate, *w_up, *w_down;
+};
+
+/* Points p's members into a flat buffer of hxk_layer_floats() elements of
+ * dt, in the order of hxk_layer_bind. */
+void hxc_layer_bind(struct hxc_layer_params *p, const void *base,
+                    enum hxc_dtype dt, const struct hxk_dims *d,
+                    const struct hxk_shard *s);
+
+/* The same for an fp32 gradient buffer (hxk_layer_bind's layout). */
+void hxc_layer_grads_bind(struct hxc_layer_grads *g, float *base,
+                          const struct hxk_dims *d, const struct hxk_shard *s);
+
+struct hxc_layer_ctx {
+  const struct hxk_dims *dims;
+  const struct hxk_shard *shard;
+  const float *rope;          /* hxc_rope_table(dims), device */
+  bool recompute;             /* keep only the layer input */
+  enum hxc_dtype dt;
+  hxc_allreduce_fn allreduce; /* NULL: TP degree 1 */
+  void *allreduce_arg;
+  struct hxc_ctx *gpu;        /* cuBLASLt and scratch of this stream */
+  cudaStream_t stream;
+};
+
+/* Bytes of the activations kept from forward to backward (the layer input
+ * only when recomputing) and of the scratch both need. */
+size_t hxc_layer_acts_bytes(const struct hxc_layer_ctx *ctx, long nseq);
+size_t hxc_layer_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq);
+
+/* out[n, D] = layer(x[n, D]); fills acts. out must not alias x. */
+void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
+                       const struct hxc_layer_params *w, const void *x,
+                       void *out, void *acts, void *scratch, long nseq);
+
+/* WRITES dx[n, D]; ADDS the weight gradients into g. dx must not alias
+ * dout. */
+void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
+                        const struct hxc_layer_params *w,
+                        const struct hxc_layer_grads *g, const void *dout,
+                        void *dx, const void *acts, void *scratch, long nseq);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif

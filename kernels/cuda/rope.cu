@@ -1,0 +1,107 @@
+/* Rotary position embedding (kernels/cpu/ops.c: hxk_rope_*). */
+#include "kernels/cuda/common.cuh"
+
+/* tab[(t*hd/2 + i)*2 + {0,1}] = {cos, sin}(phi), phi = t * theta^(-2i/hd),
+ * in double and rounded once, like hxk_rope_table. */
+__global__ void rope_table_kernel(float *tab, int seq_len, int hd,
+                                  double theta) {
+  int half = hd / 2;
+  long total = (long)seq_len * half;
+  for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total;
+       e += (long)gridDim.x * blockDim.x) {
+    long t = e / half;
+    int i = (int)(e - t * half);
+    double phi = (double)t * pow(theta, -2.0 * i / hd);
+    tab[e * 2] = (float)cos(phi);
+    tab[e * 2 + 1] = (float)sin(phi);
+  }
+}
+
+void hxc_rope_table(float *tab, const struct hxk_dims *d,
+                    cudaStream_t stream) {
+  long pairs = (long)d->seq_len * (d->head_dim / 2);
+  rope_table_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(
+      tab, d->seq_len, d->head_dim, d->rope_theta);
+  HXC_LAUNCHED("rope_table_kernel");
+}
+
+/* Rotates pair i of every head of every token by +phi (sign 1) or -phi
+ * (sign -1), in place: (y0, y1) = (x0 c - x1 s, x0 s + x1 c), s = sign
+ * sin(phi), position t = token mod seq_len. One thread per pair. The
+ * rotation is orthogonal: the backward is the rotation by -phi. */
+template <typename T>
+__global__ void rope_rotate_kernel(T *x, const float *tab, long n, int nheads,
+                                   int hd, int seq_len, float sign) {
+  int half = hd / 2;
+  long per_token = (long)nheads * half, total = n * per_token;
+  for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total;
+       e += (long)gridDim.x * blockDim.x) {
+    long tok = e / per_token;
+    long rest = e - tok * per_token; /* head * half + i */
+    int i = (int)(rest % half);
+    const float *cs = tab + (tok % seq_len) * (long)hd + 2 * i;
+    float c = cs[0], s = sign * cs[1];
+    T *p = x + tok * (long)nheads * hd + 2 * rest; /* pair (2i, 2i+1) */
+    float x0 = load_f(p), x1 = load_f(p + 1);
+    store_f(p, x0 * c - x1 * s);
+    store_f(p + 1, x0 * s + x1 * c);
+  }
+}
+
+static void rope_rotate(void *x, const float *tab, long n, int nheads, int hd,
+                        int seq_len, float sign, enum hxc_dtype dt,
+                        cudaStream_t stream) {
+  long pairs = n * nheads * (long)(hd / 2);
+  if (pairs <= 0)
+    return;
+  HXC_DISPATCH(dt, T,
+               rope_rotate_kernel<T>
+               <<<grid_for(pairs, 256), 256, 0, stream>>>(
+                   (T *)x, tab, n, nheads, hd, seq_len, sign));
+  HXC_LAUNCHED("rope_rotate_kernel");
+}
+
+void hxc_rope_forward(void *x, const float *tab, long n, int nheads, int hd,
+                      int seq_len, enum hxc_dtype dt, cudaStream_t stream) {
+  rope_rotate(x, tab, n, nheads, hd, seq_len, 1.0f, dt, stream);
+}
+
+void hxc_rope_backward_inplace(void *dy, const float *tab, long n, int nheads,
+                               int hd, int seq_len, enum hxc_dtype dt,
+                               cudaStream_t stream) {
+  rope_rotate(dy, tab, n, nheads, hd, seq_len, -1.0f, dt, stream);
+}
+
+/* dx0 += dy0 c + dy1 s,  dx1 += -dy0 s + dy1 c (the transpose rotation,
+ * added into a separate gradient). */
+template <typename T>
+__global__ void rope_backward_kernel(T *dx, const T *dy, const float *tab,
+                                     long n, int nheads, int hd, int seq_len) {
+  int half = hd / 2;
+  long per_token = (long)nheads * half, total = n * per_token;
+  for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total;
+       e += (long)gridDim.x * blockDim.x) {
+    long tok = e / per_token;
+    long rest = e - tok * per_token;
+    int i = (int)(rest % half);
+    const float *cs = tab + (tok % seq_len) * (long)hd + 2 * i;
+    float c = cs[0], s = cs[1];
+    long at = tok * (long)nheads * hd + 2 * rest;
+    float dy0 = load_f(dy + at), dy1 = load_f(dy + at + 1);
+    store_f(dx + at, load_f(dx + at) + (dy0 * c + dy1 * s));
+    store_f(dx + at + 1, load_f(dx + at + 1) + (-dy0 * s + dy1 * c));
+  }
+}
+
+void hxc_rope_backward(void *dx, const void *dy, const float *tab, long n,
+                       int nheads, int hd, int seq_len, enum hxc_dtype dt,
+                       cudaStream_t stream) {
+  long pairs = n * nheads * (long)(hd / 2);
+  if (pairs <= 0)
+    return;
+  HXC_DISPATCH(dt, T,
+               rope_backward_kernel<T>
+               <<<grid_for(pairs, 256), 256, 0, stream>>>(
+                   (T *)dx, (const T *)dy, tab, n, nheads, hd, seq_len));
+  HXC_LAUNCHED("rope_backward_kernel");
+}
