@@ -639,9 +639,17 @@ bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *f
 
 /* ---- collective ---- */
 
+/* Completes a collective of the checkpoint protocol as every wait of the
+ * runtime does (hx_rt_wait_all: a stalled peer is traced and named). */
+static void wait_collective(int rc, MPI_Request *req, const char *what) {
+  hx_rt_mpi_check(rc, what);
+  hx_rt_wait_all(1, req, &(struct hx_rt_wait){what, -1, -1, 0, NULL});
+}
+
 static bool all_agree(MPI_Comm comm, bool mine) {
   int in = mine, out = 0;
-  hx_rt_mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm),
+  MPI_Request req;
+  wait_collective(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm, &req), &req,
                   "MPI_Allreduce (checkpoint)");
   return out != 0;
 }
@@ -669,9 +677,10 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
     if (!sizes || !sums)
       hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint: out of memory gathering %d checksums", nranks);
   }
-  hx_rt_mpi_check(MPI_Gather(&size, 1, MPI_UINT64_T, sizes, 1, MPI_UINT64_T, 0, comm),
+  MPI_Request req;
+  wait_collective(MPI_Igather(&size, 1, MPI_UINT64_T, sizes, 1, MPI_UINT64_T, 0, comm, &req), &req,
                   "MPI_Gather (checkpoint sizes)");
-  hx_rt_mpi_check(MPI_Gather(&sum, 1, MPI_UINT64_T, sums, 1, MPI_UINT64_T, 0, comm),
+  wait_collective(MPI_Igather(&sum, 1, MPI_UINT64_T, sums, 1, MPI_UINT64_T, 0, comm, &req), &req,
                   "MPI_Gather (checkpoint checksums)");
   /* The manifest is written only once every rank file is durable. */
   bool written = all_agree(comm, ok);
@@ -684,7 +693,7 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
   free(sizes);
   free(sums);
   int flag = written;
-  hx_rt_mpi_check(MPI_Bcast(&flag, 1, MPI_INT, 0, comm), "MPI_Bcast (checkpoint)");
+  wait_collective(MPI_Ibcast(&flag, 1, MPI_INT, 0, comm, &req), &req, "MPI_Bcast (checkpoint)");
   hx_rt_progress();
   return flag != 0;
 }
@@ -695,7 +704,8 @@ int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprin
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &nranks);
   int64_t step = rank == 0 ? hx_rt_ckpt_find_newest(dir, nranks, fingerprint, stderr) : -1;
-  hx_rt_mpi_check(MPI_Bcast(&step, 1, MPI_INT64_T, 0, comm), "MPI_Bcast (resume)");
+  MPI_Request req;
+  wait_collective(MPI_Ibcast(&step, 1, MPI_INT64_T, 0, comm, &req), &req, "MPI_Bcast (resume)");
   hx_rt_progress();
   if (step < 0)
     return 0;

@@ -141,8 +141,10 @@ static void open_data(struct rt_exec *e, const struct rt_args *a) {
 static double optimizer_step(struct rt_exec *e, double *lr_out) {
   const struct hx_rt_train *t = e->cfg->train;
   double local[2] = {e->loss_sum, rt_grad_sumsq_for_norm(e)}, global[2];
-  hx_rt_mpi_check(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+  MPI_Request req;
+  hx_rt_mpi_check(MPI_Iallreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
                   "loss and norm all-reduce");
+  hx_rt_wait_all(1, &req, &(struct hx_rt_wait){"loss and norm all-reduce", -1, -1, 0, NULL});
   double factor = hxk_clip_factor(global[1], t->grad_clip);
   if (factor != 1.0)
     hxk_scale(e->p.g, e->p.n, (float)factor);

@@ -41,6 +41,7 @@ struct rt_slot {
   float *dout;               /* gradient of the stage output (head's or received) */
   float *din;                /* gradient of the stage input, being sent back */
   MPI_Request *act_req, *grad_req;
+  int act_m, grad_m; /* the micro-batch each send carries (for the stall report) */
 };
 
 /* A contiguous range of the flat parameter buffers. */

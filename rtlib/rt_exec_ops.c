@@ -1,7 +1,8 @@
 /* The schedule's operations on one micro-batch: receive, forward, send,
  * backward. Sends are non-blocking from per-slot buffers (so two neighbours
- * that both send in 1F1B's steady phase cannot deadlock); receives block, and
- * the watchdog in rt_init bounds how long.
+ * that both send in 1F1B's steady phase cannot deadlock); every wait goes
+ * through hx_rt_wait_all with the peer or group it waits on, so a stall is
+ * traced to the rank that stopped (rt_init.h).
  *
  * With tensor parallelism every TP rank of a stage runs the same ops on the
  * same full activations: only the stage leader talks to the neighbouring
@@ -46,6 +47,7 @@ void rt_slots_init(struct rt_exec *e) {
     s->grad_req = rt_calloc((size_t)e->chunks, sizeof *s->grad_req);
     for (int k = 0; k < e->chunks; k++)
       s->act_req[k] = s->grad_req[k] = MPI_REQUEST_NULL;
+    s->act_m = s->grad_m = -1;
   }
   e->x0 = floats(xd);
   e->x1 = floats(xd);
@@ -54,8 +56,10 @@ void rt_slots_init(struct rt_exec *e) {
   e->scratch = floats(layer_scratch > head_scratch ? layer_scratch : head_scratch);
 }
 
-static void wait_requests(MPI_Request *r, int n, const char *what) {
-  hx_rt_mpi_check(MPI_Waitall(n, r, MPI_STATUSES_IGNORE), what);
+/* A wait on one peer, named for the stall report (rt_init.h). */
+static void wait_on_peer(MPI_Request *r, int n, const char *what, int micro_batch, int peer) {
+  struct hx_rt_wait w = {what, micro_batch, peer, 0, NULL};
+  hx_rt_wait_all(n, r, &w);
 }
 
 /* Posts one message of n floats to or from peer as its chunks (all with the
@@ -73,11 +77,12 @@ static void post_floats(float *buf, long n, int peer, int tag, bool send, MPI_Re
   }
 }
 
-static void recv_floats(struct rt_exec *e, float *buf, long n, int from, int tag,
+static void recv_floats(struct rt_exec *e, float *buf, long n, int from, int m, int kind,
                         const char *what) {
+  int tag = tag_of(m, kind);
   MPI_Request *reqs = rt_calloc((size_t)e->chunks, sizeof *reqs);
   post_floats(buf, n, from, tag, false, reqs, what);
-  wait_requests(reqs, e->chunks, what);
+  wait_on_peer(reqs, e->chunks, what, m, from);
   free(reqs);
 }
 
@@ -115,7 +120,8 @@ static void forward(struct rt_exec *e, int m) {
     if (c->tp_rank == 0)
       e->loss_sum += loss;
   } else if (is_leader(e)) {
-    wait_requests(s->act_req, e->chunks, "wait for an earlier activation send");
+    wait_on_peer(s->act_req, e->chunks, "finish an earlier activation send", s->act_m,
+                 c->next_leader);
     memcpy(s->out_act, x, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
   }
 }
@@ -142,13 +148,14 @@ static void backward(struct rt_exec *e, int m) {
   }
   if (!is_leader(e))
     return;
-  wait_requests(s->grad_req, e->chunks, "wait for an earlier gradient send");
+  wait_on_peer(s->grad_req, e->chunks, "finish an earlier gradient send", s->grad_m,
+               c->prev_leader);
   memcpy(s->din, dout, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
 }
 
 /* The leader's copy of buf[0..n) to every TP rank of the stage, chunk by
  * chunk (collectives on one communicator are matched in the order posted). */
-static void broadcast_in_stage(struct rt_exec *e, float *buf, long n, const char *what) {
+static void broadcast_in_stage(struct rt_exec *e, float *buf, long n, int m, const char *what) {
   if (e->cfg->tp == 1)
     return;
   int64_t max = hx_rt_max_count();
@@ -162,15 +169,16 @@ static void broadcast_in_stage(struct rt_exec *e, float *buf, long n, const char
                                &reqs[k]),
                     what);
   }
-  wait_requests(reqs, nk, what);
+  struct hx_rt_wait w = {what, m, -1, e->cfg->tp, e->cfg->tp_group};
+  hx_rt_wait_all(nk, reqs, &w);
   free(reqs);
 }
 
 static void recv_act(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   if (is_leader(e))
-    recv_floats(e, e->x0, n, e->cfg->prev_leader, tag_of(m, TAG_ACT), "receive an activation");
-  broadcast_in_stage(e, e->x0, n, "broadcast an activation in the TP group");
+    recv_floats(e, e->x0, n, e->cfg->prev_leader, m, TAG_ACT, "receive an activation");
+  broadcast_in_stage(e, e->x0, n, m, "broadcast an activation in the TP group");
 }
 
 static void send_act(struct rt_exec *e, int m) {
@@ -179,14 +187,15 @@ static void send_act(struct rt_exec *e, int m) {
   struct rt_slot *s = slot_of(e, m);
   post_floats(s->out_act, e->tokens * e->dims.dim, e->cfg->next_leader, tag_of(m, TAG_ACT), true,
               s->act_req, "send an activation");
+  s->act_m = m;
 }
 
 static void recv_grad(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   float *dout = slot_of(e, m)->dout;
   if (is_leader(e))
-    recv_floats(e, dout, n, e->cfg->next_leader, tag_of(m, TAG_GRAD), "receive a gradient");
-  broadcast_in_stage(e, dout, n, "broadcast a gradient in the TP group");
+    recv_floats(e, dout, n, e->cfg->next_leader, m, TAG_GRAD, "receive a gradient");
+  broadcast_in_stage(e, dout, n, m, "broadcast a gradient in the TP group");
 }
 
 static void send_grad(struct rt_exec *e, int m) {
@@ -195,12 +204,15 @@ static void send_grad(struct rt_exec *e, int m) {
   struct rt_slot *s = slot_of(e, m);
   post_floats(s->din, e->tokens * e->dims.dim, e->cfg->prev_leader, tag_of(m, TAG_GRAD), true,
               s->grad_req, "send a gradient");
+  s->grad_m = m;
 }
 
 void rt_wait_sends(struct rt_exec *e) {
-  for (int i = 0; i < e->cfg->activation_slots; i++) {
-    wait_requests(e->slots[i].act_req, e->chunks, "finish an activation send");
-    wait_requests(e->slots[i].grad_req, e->chunks, "finish a gradient send");
+  const struct hx_rt_rank_config *c = e->cfg;
+  for (int i = 0; i < c->activation_slots; i++) {
+    struct rt_slot *s = &e->slots[i];
+    wait_on_peer(s->act_req, e->chunks, "finish an activation send", s->act_m, c->next_leader);
+    wait_on_peer(s->grad_req, e->chunks, "finish a gradient send", s->grad_m, c->prev_leader);
   }
 }
 

@@ -138,7 +138,7 @@ void rt_sync_init(struct rt_exec *e) {
 
 /* buf[0..n) summed over comm, chunk by chunk (MPI counts are int;
  * collectives on one communicator are matched in the order posted). */
-static void allreduce_floats(float *buf, long n, MPI_Comm comm, const char *what) {
+static void allreduce_floats(float *buf, long n, MPI_Comm comm, const struct hx_rt_wait *w) {
   int64_t max = hx_rt_max_count();
   int nk = hx_rt_message_chunks(n);
   MPI_Request *reqs = rt_calloc((size_t)nk, sizeof *reqs);
@@ -147,19 +147,21 @@ static void allreduce_floats(float *buf, long n, MPI_Comm comm, const char *what
     int count;
     hx_rt_chunk_at(n, max, k, &off, &count);
     hx_rt_mpi_check(
-        MPI_Iallreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, comm, &reqs[k]), what);
+        MPI_Iallreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, comm, &reqs[k]),
+        w->what);
   }
-  hx_rt_mpi_check(MPI_Waitall(nk, reqs, MPI_STATUSES_IGNORE), what);
+  hx_rt_wait_all(nk, reqs, w);
   free(reqs);
 }
 
-static void sync_one(struct rt_exec *e, const struct rt_sync *s) {
+static void sync_one(struct rt_exec *e, const struct rt_sync *s, const struct hx_rt_group *g) {
   float *at = e->pack;
   for (int k = 0; k < s->runs.n; k++) {
     memcpy(at, e->p.g + s->runs.items[k].off, (size_t)s->runs.items[k].n * sizeof(float));
     at += s->runs.items[k].n;
   }
-  allreduce_floats(e->pack, s->runs.floats, s->comm, "gradient all-reduce");
+  struct hx_rt_wait w = {"gradient all-reduce", -1, -1, g->nranks, g->ranks};
+  allreduce_floats(e->pack, s->runs.floats, s->comm, &w);
   at = e->pack;
   for (int k = 0; k < s->runs.n; k++) {
     memcpy(e->p.g + s->runs.items[k].off, at, (size_t)s->runs.items[k].n * sizeof(float));
@@ -176,13 +178,14 @@ void rt_sync_gradients(struct rt_exec *e) {
       memset(e->p.g + e->replicated.items[k].off, 0,
              (size_t)e->replicated.items[k].n * sizeof(float));
   for (int i = 0; i < e->cfg->ngroups; i++) {
-    sync_one(e, &e->syncs[i]);
+    sync_one(e, &e->syncs[i], &e->cfg->groups[i]);
     hx_rt_progress();
   }
 }
 
 void rt_tp_allreduce(float *buf, long n, void *arg) {
   struct rt_exec *e = arg;
-  allreduce_floats(buf, n, e->tp_comm, "tensor-parallel all-reduce");
+  struct hx_rt_wait w = {"tensor-parallel all-reduce", -1, -1, e->cfg->tp, e->cfg->tp_group};
+  allreduce_floats(buf, n, e->tp_comm, &w);
   hx_rt_progress();
 }

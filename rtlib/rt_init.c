@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -21,6 +22,10 @@ static int g_max_count = INT_MAX, g_tag_ub = 32767; /* MPI's guaranteed minimum 
 
 /* Watchdog state shared between the training thread and the watchdog. */
 static _Atomic int64_t g_last_progress_ns;
+static atomic_bool g_in_wait; /* in hx_rt_wait_all, which keeps its own clock */
+/* The longest time the watchdog found this process not running at all (its
+ * sleep overran by that much): SIGSTOP, or a starved machine. */
+static _Atomic int64_t g_frozen_ns;
 static atomic_bool g_watch_enabled;
 static atomic_bool g_watch_quit;
 static bool g_watch_running; /* thread created (main thread only) */
@@ -83,8 +88,12 @@ static void *watchdog_main(void *unused) {
   (void)unused;
   double period = fmin(0.25, g_timeout_s / 8);
   while (!atomic_load(&g_watch_quit)) {
+    int64_t before = monotonic_ns();
     sleep_s(period);
-    if (!atomic_load(&g_watch_enabled))
+    int64_t overrun = monotonic_ns() - before - (int64_t)(period * 1e9);
+    if (overrun > atomic_load(&g_frozen_ns))
+      atomic_store(&g_frozen_ns, overrun);
+    if (!atomic_load(&g_watch_enabled) || atomic_load(&g_in_wait))
       continue;
     double idle = (double)(monotonic_ns() - atomic_load(&g_last_progress_ns)) * 1e-9;
     if (idle > g_timeout_s) {
@@ -122,6 +131,344 @@ static void watchdog_join(void) {
   atomic_store(&g_watch_quit, true);
   pthread_join(g_watch_thread, NULL);
   g_watch_running = false;
+}
+
+/* ---- waits that name what they wait on (see rt_init.h, item 3) ---- */
+
+enum { TAG_QUERY = 1, TAG_ANSWER = 2, WHAT_CHARS = 96 };
+
+/* The answer to a status query: the answering rank's current wait, then
+ * nranks ints (a collective's members; -1: the whole world). */
+struct answer {
+  int seq; /* the query's, so a late answer to an earlier query is told apart */
+  int peer, micro_batch, nranks;
+  int frozen_ms; /* g_frozen_ns of the answering rank */
+  char what[WHAT_CHARS];
+};
+
+static MPI_Comm g_ctl = MPI_COMM_NULL;  /* queries and answers, apart from the data */
+static const struct hx_rt_wait *g_wait; /* what the main thread waits on now */
+static int g_query_seq;
+
+/* Sends in flight (queries, answers) with their buffers, freed once done. */
+struct outgoing {
+  MPI_Request req;
+  void *buf;
+};
+static struct outgoing *g_out;
+static int g_nout, g_cap_out;
+
+static void *must_alloc(size_t bytes) {
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu bytes) tracing a stall", bytes);
+  return p;
+}
+
+static void reap_outgoing(void) {
+  for (int i = 0; i < g_nout;) {
+    int done = 0;
+    MPI_Test(&g_out[i].req, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      i++;
+      continue;
+    }
+    free(g_out[i].buf);
+    g_out[i] = g_out[--g_nout];
+  }
+}
+
+/* Sends buf (malloc'ed; owned from here on) without waiting for it. */
+static void post_outgoing(void *buf, size_t bytes, int to, int tag) {
+  if (g_nout == g_cap_out) {
+    g_cap_out = g_cap_out ? 2 * g_cap_out : 16;
+    struct outgoing *grown = realloc(g_out, sizeof *g_out * (size_t)g_cap_out);
+    if (!grown)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory tracing a stall");
+    g_out = grown;
+  }
+  struct outgoing *o = &g_out[g_nout++];
+  o->buf = buf;
+  hx_rt_mpi_check(MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, g_ctl, &o->req),
+                  "send a status query or answer");
+}
+
+static size_t answer_bytes(int nranks) {
+  return sizeof(struct answer) + sizeof(int) * (size_t)(nranks > 0 ? nranks : 0);
+}
+
+static const int *answer_ranks(const struct answer *a) { return (const int *)(a + 1); }
+
+static void answer_query(int to, int seq) {
+  const struct hx_rt_wait *w = g_wait;
+  int nranks = w->peer >= 0 ? 0 : w->ranks ? w->nranks : -1;
+  struct answer *a = must_alloc(answer_bytes(nranks));
+  int frozen_ms = (int)fmin(atomic_load(&g_frozen_ns) / 1000000, INT_MAX);
+  *a = (struct answer){seq, w->peer, w->micro_batch, nranks, frozen_ms, ""};
+  snprintf(a->what, sizeof a->what, "%s", w->what);
+  if (nranks > 0)
+    memcpy(a + 1, w->ranks, sizeof(int) * (size_t)nranks);
+  post_outgoing(a, answer_bytes(nranks), to, TAG_ANSWER);
+}
+
+/* Answers every status query that has arrived (inside a wait only). */
+static void serve_queries(void) {
+  reap_outgoing();
+  for (;;) {
+    int flag = 0, seq = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_QUERY, g_ctl, &flag, &st) != MPI_SUCCESS || !flag)
+      return;
+    hx_rt_mpi_check(MPI_Recv(&seq, (int)sizeof seq, MPI_BYTE, st.MPI_SOURCE, TAG_QUERY, g_ctl,
+                             MPI_STATUS_IGNORE),
+                    "receive a status query");
+    answer_query(st.MPI_SOURCE, seq);
+  }
+}
+
+static bool wait_done(int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
+  int done = 0;
+  hx_rt_mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), w->what);
+  return done != 0;
+}
+
+/* Polling costs a core; after the first millisecond, sleep a little. */
+static void pause_polling(int64_t waited_ns) {
+  if (waited_ns < 1000000) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts = {0, 50000};
+  nanosleep(&ts, NULL);
+}
+
+/* " (receive an activation, micro-batch 3)" or " (gradient all-reduce, over 4 ranks)". */
+static void describe_wait(char *buf, size_t size, const char *what, int micro_batch, int peer,
+                          int nranks) {
+  char mb[48] = "", group[48] = "";
+  if (micro_batch >= 0)
+    snprintf(mb, sizeof mb, ", micro-batch %d", micro_batch);
+  if (peer < 0)
+    snprintf(group, sizeof group, ", over %s%d ranks", nranks < 0 ? "all " : "",
+             nranks < 0 ? g_world_size : nranks);
+  snprintf(buf, size, " (%s%s%s)", what, mb, group);
+}
+
+/* The ranks a wait (or an answer describing one) waits on, but self. */
+static int wait_targets(int peer, int nranks, const int *ranks, int *out) {
+  int n = 0;
+  if (peer >= 0) {
+    if (peer != g_rank)
+      out[n++] = peer;
+    return n;
+  }
+  int count = nranks < 0 || !ranks ? g_world_size : nranks;
+  for (int k = 0; k < count; k++) {
+    int r = nranks < 0 || !ranks ? k : ranks[k];
+    if (r != g_rank && r >= 0 && r < g_world_size)
+      out[n++] = r;
+  }
+  return n;
+}
+
+/* A stall being traced: who led to whom, and what each rank answered. */
+struct trace {
+  int *via;                 /* per rank: the rank whose wait named it; -1: not reached */
+  struct answer **answered; /* per rank: its answer, NULL if none */
+  int *level, nlevel;       /* the ranks being asked now */
+  int *scratch;             /* wait_targets' output */
+};
+
+/* Asks every rank of the level what it waits on, waiting up to the timeout
+ * for the answers while serving queries. Returns 1 when the stalled wait
+ * completed meanwhile, 0 when every rank answered, -1 when some did not. */
+static int ask_level(struct trace *t, int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
+  int seq = ++g_query_seq, pending = t->nlevel, result = 0;
+  size_t cap = answer_bytes(g_world_size);
+  MPI_Request *rr = must_alloc(sizeof *rr * (size_t)t->nlevel);
+  struct answer **bufs = must_alloc(sizeof *bufs * (size_t)t->nlevel);
+  for (int i = 0; i < t->nlevel; i++) {
+    bufs[i] = must_alloc(cap);
+    hx_rt_mpi_check(MPI_Irecv(bufs[i], (int)cap, MPI_BYTE, t->level[i], TAG_ANSWER, g_ctl, &rr[i]),
+                    "post a status answer");
+    int *q = must_alloc(sizeof *q);
+    *q = seq;
+    post_outgoing(q, sizeof *q, t->level[i], TAG_QUERY);
+  }
+  int64_t start = monotonic_ns(), limit = (int64_t)(g_timeout_s * 1e9);
+  while (pending > 0 && monotonic_ns() - start < limit) {
+    if (wait_done(n, reqs, w)) {
+      result = 1;
+      break;
+    }
+    serve_queries();
+    for (int i = 0; i < t->nlevel; i++) {
+      int flag = 0;
+      if (rr[i] == MPI_REQUEST_NULL || (MPI_Test(&rr[i], &flag, MPI_STATUS_IGNORE), !flag))
+        continue;
+      if (bufs[i]->seq != seq) { /* a late answer to an earlier trace: listen again */
+        hx_rt_mpi_check(
+            MPI_Irecv(bufs[i], (int)cap, MPI_BYTE, t->level[i], TAG_ANSWER, g_ctl, &rr[i]),
+            "post a status answer");
+        continue;
+      }
+      t->answered[t->level[i]] = bufs[i];
+      bufs[i] = NULL;
+      pending--;
+    }
+    pause_polling(monotonic_ns() - start);
+  }
+  for (int i = 0; i < t->nlevel; i++) {
+    if (rr[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&rr[i]);
+      MPI_Wait(&rr[i], MPI_STATUS_IGNORE);
+    }
+    free(bufs[i]);
+  }
+  free(rr);
+  free(bufs);
+  return result ? result : pending ? -1 : 0;
+}
+
+/* The next level: the ranks the answering ranks of this one wait on. */
+static void next_level(struct trace *t) {
+  int *next = must_alloc(sizeof *next * (size_t)g_world_size), nnext = 0;
+  for (int i = 0; i < t->nlevel; i++) {
+    const struct answer *a = t->answered[t->level[i]];
+    int k = wait_targets(a->peer, a->nranks, answer_ranks(a), t->scratch);
+    for (int j = 0; j < k; j++)
+      if (t->via[t->scratch[j]] < 0) {
+        t->via[t->scratch[j]] = t->level[i];
+        next[nnext++] = t->scratch[j];
+      }
+  }
+  free(t->level);
+  t->level = next;
+  t->nlevel = nnext;
+}
+
+/* Being stopped for this long means a rank, not its peers, is at fault. */
+static int64_t frozen_limit_ns(void) { return (int64_t)(fmax(1.0, g_timeout_s / 2) * 1e9); }
+
+/* The first rank of the level that did not answer, or that answered but
+ * says it did not run for a long while (stopped, then continued: mpirun
+ * sends SIGCONT before its SIGTERM); -1 when none. */
+static int level_culprit(const struct trace *t) {
+  for (int i = 0; i < t->nlevel; i++) {
+    const struct answer *a = t->answered[t->level[i]];
+    if (!a || (int64_t)a->frozen_ms * 1000000 >= frozen_limit_ns())
+      return t->level[i];
+  }
+  return -1;
+}
+
+/* Prints the verdict: this rank's stalled wait, then one line for launch.sh
+ * naming the rank at fault (culprit, reached from the rank `via`). */
+static void print_verdict(const struct trace *t, const char *mine, double waited_s, int culprit) {
+  const struct answer *seen = t->answered[culprit];
+  char why[160], theirs[200];
+  if (seen)
+    snprintf(why, sizeof why, "it did not run for %.1f s (stopped, e.g. by SIGSTOP)",
+             seen->frozen_ms * 1e-3);
+  else
+    snprintf(why, sizeof why, "it does not answer (stopped, hung or dead)");
+  int via = t->via[culprit];
+  if (via == g_rank) {
+    snprintf(theirs, sizeof theirs, "%s", mine);
+  } else {
+    const struct answer *a = t->answered[via];
+    describe_wait(theirs, sizeof theirs, a->what, a->micro_batch, a->peer, a->nranks);
+  }
+  /* One fprintf per line: lines of different ranks do not mix. */
+  char verb[64];
+  snprintf(verb, sizeof verb, seen ? "did not run meanwhile" : "does not answer within %g s",
+           g_timeout_s);
+  fprintf(stderr,
+          "hexic-rt: rank %d: error: no progress for %.1f s waiting%s; rank %d %s "
+          "(HEXIC_TIMEOUT_S); exiting\n",
+          g_rank, waited_s, mine, culprit, verb);
+  fprintf(stderr, "hexic-rt: failed rank %d: %s; rank %d waits on it%s\n", culprit, why, via,
+          theirs);
+}
+
+_Noreturn static void report_stall(const struct trace *t, const struct hx_rt_wait *w,
+                                   double waited_s) {
+  char mine[200];
+  describe_wait(mine, sizeof mine, w->what, w->micro_batch, w->peer,
+                w->peer >= 0 ? 0
+                : w->ranks   ? w->nranks
+                             : -1);
+  int culprit = level_culprit(t);
+  if (culprit >= 0)
+    print_verdict(t, mine, waited_s, culprit);
+  else
+    fprintf(stderr,
+            "hexic-rt: rank %d: error: no progress for %.1f s waiting%s; every rank on the way "
+            "answers and waits in turn: a deadlock, or an operation slower than "
+            "HEXIC_TIMEOUT_S=%g; exiting\n",
+            g_rank, waited_s, mine, g_timeout_s);
+  fflush(stderr);
+  _exit(HX_RT_EXIT_TIMEOUT);
+}
+
+/* This rank itself did not run for a long while (it was stopped and has
+ * just been continued): it is the one at fault, not the peers it waits on. */
+static void report_if_frozen(const struct hx_rt_wait *w) {
+  int64_t frozen = atomic_load(&g_frozen_ns);
+  if (frozen < frozen_limit_ns())
+    return;
+  fprintf(stderr,
+          "hexic-rt: rank %d: error: this rank did not run for %.1f s while waiting on %s\n"
+          "hexic-rt: failed rank %d: it did not run for %.1f s (stopped, e.g. by SIGSTOP)\n",
+          g_rank, frozen * 1e-9, w->what, g_rank, frozen * 1e-9);
+  fflush(stderr);
+  _exit(HX_RT_EXIT_TIMEOUT);
+}
+
+/* Traces a stalled wait breadth first (see rt_init.h); returns true when the
+ * wait completed meanwhile, else reports and exits. */
+static bool trace_stall(int n, MPI_Request *reqs, const struct hx_rt_wait *w, int64_t start) {
+  report_if_frozen(w);
+  struct trace t = {must_alloc(sizeof(int) * (size_t)g_world_size),
+                    must_alloc(sizeof(struct answer *) * (size_t)g_world_size),
+                    must_alloc(sizeof(int) * (size_t)g_world_size), 0,
+                    must_alloc(sizeof(int) * (size_t)g_world_size)};
+  for (int r = 0; r < g_world_size; r++)
+    t.via[r] = -1;
+  t.via[g_rank] = g_rank;
+  t.nlevel = wait_targets(w->peer, w->peer >= 0 ? 0 : w->ranks ? w->nranks : -1, w->ranks, t.level);
+  for (int i = 0; i < t.nlevel; i++)
+    t.via[t.level[i]] = g_rank;
+  int outcome = 0;
+  while (t.nlevel > 0 && (outcome = ask_level(&t, n, reqs, w)) == 0 && level_culprit(&t) < 0)
+    next_level(&t);
+  if (outcome != 1)
+    report_stall(&t, w, (double)(monotonic_ns() - start) * 1e-9);
+  for (int r = 0; r < g_world_size; r++)
+    free(t.answered[r]);
+  free(t.via);
+  free(t.answered);
+  free(t.level);
+  free(t.scratch);
+  return true;
+}
+
+void hx_rt_wait_all(int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
+  const struct hx_rt_wait *outer = g_wait;
+  g_wait = w;
+  atomic_store(&g_in_wait, true);
+  int64_t start = monotonic_ns(), limit = (int64_t)(g_timeout_s * 1e9);
+  bool traced = false;
+  while (!wait_done(n, reqs, w)) {
+    serve_queries();
+    int64_t waited = monotonic_ns() - start;
+    if (!traced && waited > limit)
+      traced = trace_stall(n, reqs, w, start);
+    pause_polling(waited);
+  }
+  g_wait = outer;
+  atomic_store(&g_in_wait, outer != NULL);
+  hx_rt_progress();
 }
 
 /* ---- start-up and shutdown ---- */
@@ -206,6 +553,8 @@ void hx_rt_init(int *argc, char ***argv) {
                   "MPI_Comm_set_errhandler");
   g_timeout_s = timeout_from_env();
   read_message_limits();
+  hx_rt_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &g_ctl), "create the status communicator");
+  hx_rt_mpi_check(MPI_Comm_set_errhandler(g_ctl, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   hx_rt_watchdog_start();
 }
 
@@ -214,8 +563,15 @@ int hx_rt_world_size(void) { return g_world_size; }
 
 void hx_rt_finalize(void) {
   watchdog_join();
-  if (mpi_is_up())
-    MPI_Finalize();
+  if (!mpi_is_up())
+    return;
+  reap_outgoing();
+  for (int i = 0; i < g_nout; i++) /* answers to a tracer that gave up: MPI may drop them */
+    MPI_Request_free(&g_out[i].req);
+  g_nout = 0;
+  if (g_ctl != MPI_COMM_NULL)
+    MPI_Comm_free(&g_ctl);
+  MPI_Finalize();
 }
 
 /* ---- world check ---- */

@@ -24,6 +24,23 @@
  *    not under mpirun's control still stops on its own clock.
  *    The bound must exceed the longest single operation (one micro-batch's
  *    forward or backward of a stage, one checkpoint write).
+ * 3. Waits that know what they wait on (hx_rt_wait_all). A stopped or hung
+ *    rank stalls its neighbours, theirs in turn, and so on; whichever rank
+ *    times out first is usually not the one that stopped. So every wait of
+ *    the executor names its peer (a send or receive) or its group (a
+ *    collective) and polls instead of blocking, answering other ranks'
+ *    "what are you waiting on?" meanwhile (on a communicator of its own).
+ *    A wait that lasts HEXIC_TIMEOUT_S traces the stall: it asks the ranks
+ *    it waits on, then the ranks they wait on, breadth first, until one does
+ *    not answer within HEXIC_TIMEOUT_S either. That rank stopped, hangs or
+ *    died, and every rank tracing the same stall reaches it, so the report
+ *    names it whoever times out first:
+ *      hexic-rt: failed rank P: it does not answer (...); rank Q waits on it (...)
+ *    (launch.sh turns that line into its verdict) and the process exits with
+ *    code 124. A wait that completes while it traces goes on (a slow peer is
+ *    not a dead one). The watchdog stands aside during such waits; it still
+ *    guards computation and the few blocking MPI calls left (start-up,
+ *    communicator creation, the weight dump), where a rank cannot answer.
  */
 #ifndef HX_RT_INIT_H
 #define HX_RT_INIT_H
@@ -77,6 +94,22 @@ void hx_rt_finalize(void);
 
 /* Marks that this rank made progress (cheap: one atomic store). */
 void hx_rt_progress(void);
+
+/* What a wait waits on, for the stall trace: a peer, or a group. */
+struct hx_rt_wait {
+  const char *what; /* the operation, e.g. "receive an activation" */
+  int micro_batch;  /* -1: none */
+  int peer;         /* world rank of a send's or receive's peer; -1 for a collective */
+  int nranks;       /* a collective's members (world ranks, this rank among them) */
+  const int *ranks; /* NULL: every rank of MPI_COMM_WORLD */
+};
+
+/* Completes reqs[0..n) (MPI_Testall in a polling loop), answering other
+ * ranks' status queries meanwhile; after HEXIC_TIMEOUT_S traces the stall
+ * (see above) and, unless the wait completes meanwhile, reports the rank
+ * that does not answer and exits with HX_RT_EXIT_TIMEOUT. Marks progress
+ * when done. MPI errors are fatal (hx_rt_mpi_check with w->what). */
+void hx_rt_wait_all(int n, MPI_Request *reqs, const struct hx_rt_wait *w);
 
 /* Stops / restarts the watchdog (e.g. around an interactive pause). The
  * stamp is refreshed on restart. */

@@ -2,6 +2,7 @@
  *   world SELF|N PLAN_RANKS FINGERPRINT   the launch check (N: claim rank N)
  *   hang                                  rank 1 stops answering mid-run
  *   die                                   rank 1 exits mid-run
+ *   chain                                 4 ranks: a stall traced to rank 3
  *   ckpt DIR                              collective save / resume
  * It uses only the rtlib API a generated program uses. */
 #include <stdio.h>
@@ -60,6 +61,40 @@ static int run_fault(bool die) {
   }
   ping_pong(1); /* never completes */
   fprintf(stderr, "probe: rank 0 finished a round that should never end\n");
+  return 0;
+}
+
+/* A chain of waits ending at a rank that stopped (issue 10, item 11): rank
+ * 3 stops answering; rank 2 waits to receive from it; ranks 1 and 2 meet in
+ * an all-reduce that rank 2 never joins; rank 0 waits to receive from rank
+ * 1. Rank 0 starts waiting first, so its wait times out first, yet the
+ * report must name rank 3, found through rank 1's collective and rank 2's
+ * receive. */
+static int run_chain(void) {
+  if (hx_rt_world_size() != 4)
+    return 2;
+  int rank = hx_rt_rank(), token = 0;
+  MPI_Comm pair;
+  MPI_Comm_split(MPI_COMM_WORLD, rank == 1 || rank == 2 ? 0 : MPI_UNDEFINED, rank, &pair);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 3) {
+    fprintf(stderr, "probe: rank 3 stops answering\n");
+    hx_rt_watchdog_stop();
+    sleep(120);
+    return 0;
+  }
+  sleep((unsigned)rank); /* rank 0 waits longest */
+  MPI_Request req;
+  struct hx_rt_wait w = {"probe receive", rank, rank + 1, 0, NULL};
+  if (rank == 1) {
+    const int members[2] = {1, 2};
+    w = (struct hx_rt_wait){"probe all-reduce", -1, -1, 2, members};
+    MPI_Iallreduce(MPI_IN_PLACE, &token, 1, MPI_INT, MPI_SUM, pair, &req);
+  } else {
+    MPI_Irecv(&token, 1, MPI_INT, rank + 1, 0, MPI_COMM_WORLD, &req);
+  }
+  hx_rt_wait_all(1, &req, &w);
+  fprintf(stderr, "probe: rank %d finished a wait that should never end\n", rank);
   return 0;
 }
 
@@ -126,10 +161,13 @@ int main(int argc, char **argv) {
     rc = run_world(argc, argv);
   else if (argc == 2 && (!strcmp(argv[1], "hang") || !strcmp(argv[1], "die")))
     rc = run_fault(!strcmp(argv[1], "die"));
+  else if (argc == 2 && !strcmp(argv[1], "chain"))
+    rc = run_chain();
   else if (argc == 3 && !strcmp(argv[1], "ckpt"))
     rc = run_ckpt(argv[2]);
   else
-    fprintf(stderr, "usage: rt_mpi_probe world SELF|N PLAN_RANKS FP | hang | die | ckpt DIR\n");
+    fprintf(stderr,
+            "usage: rt_mpi_probe world SELF|N PLAN_RANKS FP | hang | die | chain | ckpt DIR\n");
   hx_rt_finalize();
   return rc;
 }

@@ -66,6 +66,16 @@ watchdog_die)
   run nonzero -np 2 -x HEXIC_TIMEOUT_S=2 "$probe" die
   expect "probe: rank 1 exits mid-run"
   if grep -qF "should never end" "$out"; then fail "rank 0 went on without its peer"; fi ;;
+watchdog_chain)
+  # Rank 0 times out first, but the rank that stopped is 3, two waits away
+  # (a receive, then a collective, then a receive): every report names 3.
+  run nonzero -np 4 -x HEXIC_TIMEOUT_S=2 "$probe" chain
+  expect "probe: rank 3 stops answering"
+  grep -q "hexic-rt: rank 0: error: no progress for [0-9.]* s waiting (probe receive, micro-batch 0); rank 3 does not answer within 2 s" "$out" ||
+    fail "rank 0 did not trace its stall to rank 3"
+  expect "hexic-rt: failed rank 3: it does not answer (stopped, hung or dead); rank 2 waits on it (probe receive, micro-batch 2)"
+  if grep "hexic-rt: failed rank" "$out" | grep -qv "failed rank 3:"; then fail "another rank was named"; fi
+  [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the trace did not end the job" ;;
 watchdog_bad_env)
   run nonzero -np 1 -x HEXIC_TIMEOUT_S=soon "$probe" world self 1 plan-a
   expect "HEXIC_TIMEOUT_S='soon' is not a positive number of seconds" ;;

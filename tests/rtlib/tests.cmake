@@ -17,10 +17,10 @@ add_executable(rt_shard_check ${HX_RT_TESTS}/rt_shard_check.c)
 target_link_libraries(rt_shard_check PRIVATE hexic_rt)
 set_tests_properties(rtlib.hexic_shard PROPERTIES LABELS rtlib TIMEOUT 60)
 
-# mpirun scenarios (2 ranks, oversubscribed, as root).
+# mpirun scenarios (2 ranks, 4 for watchdog_chain; oversubscribed, as root).
 add_executable(rt_mpi_probe ${HX_RT_TESTS}/rt_mpi_probe.c)
 target_link_libraries(rt_mpi_probe PRIVATE hexic_rt)
-foreach(c world_ok world_count world_order world_fingerprint watchdog_hang watchdog_die
+foreach(c world_ok world_count world_order world_fingerprint watchdog_hang watchdog_die watchdog_chain
           watchdog_bad_env ckpt)
   add_test(NAME rtlib.mpi.${c}
     COMMAND bash ${HX_RT_TESTS}/run_mpi_case.sh ${c} ${MPIEXEC_EXECUTABLE}
