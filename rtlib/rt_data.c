@@ -6,12 +6,15 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels/cpu/llama.h"
+
+/* Tokens per read at open (the vocabulary scan); at least one sequence. */
+enum { SCAN_TOKENS = 1 << 16 };
 
 /* Files are little-endian whatever the host: decode byte by byte. */
 static uint32_t le16_at(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
@@ -21,19 +24,77 @@ static uint32_t le32_at(const unsigned char *p) {
 
 static int token_width(enum hx_rt_data_kind kind) { return kind == HX_DATA_KIND_SHARD_U32 ? 4 : 2; }
 
+static uint32_t synthetic_token(const struct hx_rt_data *d, int64_t k) {
+  /* The spec writes splitmix64(seed ^ 0x5EED + k); read as C (+ binds
+   * tighter than ^) that is seed ^ (0x5EED + k), as the reference reads it. */
+  return (uint32_t)(hxk_splitmix64(d->seed ^ (UINT64_C(0x5EED) + (uint64_t)k)) %
+                    (uint64_t)d->vocab);
+}
+
+/* The file's size now, for the message of a read past its end. */
+static long long size_now(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* bytes [offset, offset + n) of the file into buf, or a message. */
+static bool pread_all(const struct hx_rt_data *d, int64_t offset, unsigned char *buf, size_t n,
+                      char *err, size_t err_size) {
+  for (size_t done = 0; done < n;) {
+    ssize_t got = pread(d->fd, buf + done, n - done, (off_t)(offset + (int64_t)done));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      snprintf(err, err_size, "%s: read failed at byte %" PRId64 ": %s", d->path,
+               offset + (int64_t)done, strerror(errno));
+      return false;
+    }
+    if (got == 0) {
+      snprintf(err, err_size,
+               "%s: the file ends at byte %lld but held %" PRId64 " bytes when training started "
+               "(truncated or replaced while training?); reading bytes [%" PRId64 ", %" PRId64 ")",
+               d->path, size_now(d->fd), d->file_size, offset, offset + (int64_t)n);
+      return false;
+    }
+    done += (size_t)got;
+  }
+  return true;
+}
+
+/* tok[first .. first + count) into out (count <= d->window), each checked
+ * against the vocabulary; `when` ends the message of a bad token. */
+static bool read_tokens(const struct hx_rt_data *d, int64_t first, int64_t count, uint32_t *out,
+                        const char *when, char *err, size_t err_size) {
+  int width = token_width(d->kind);
+  if (!pread_all(d, d->body + first * width, d->bytes, (size_t)(count * width), err, err_size))
+    return false;
+  for (int64_t i = 0; i < count; i++) {
+    const unsigned char *p = d->bytes + i * width;
+    out[i] = width == 4 ? le32_at(p) : le16_at(p);
+    if ((int64_t)out[i] >= d->vocab) {
+      snprintf(err, err_size,
+               "%s: token %" PRIu32 " at position %" PRId64 " is >= vocab %" PRId64 "%s", d->path,
+               out[i], first + i, d->vocab, when);
+      return false;
+    }
+  }
+  return true;
+}
+
 uint32_t hx_rt_data_token(const struct hx_rt_data *d, int64_t k) {
   if (d->kind == HX_DATA_KIND_SYNTHETIC)
-    /* The spec writes splitmix64(seed ^ 0x5EED + k); read as C (+ binds
-     * tighter than ^) that is seed ^ (0x5EED + k), as the reference reads it. */
-    return (uint32_t)(hxk_splitmix64(d->seed ^ (UINT64_C(0x5EED) + (uint64_t)k)) %
-                      (uint64_t)d->vocab);
-  const unsigned char *p = d->tokens;
-  return d->kind == HX_DATA_KIND_SHARD_U32 ? le32_at(p + 4 * k) : le16_at(p + 2 * k);
+    return synthetic_token(d, k);
+  char err[512];
+  uint32_t t = UINT32_MAX;
+  return read_tokens(d, k, 1, &t, "", err, sizeof err) ? t : UINT32_MAX;
 }
 
 void hx_rt_data_close(struct hx_rt_data *d) {
-  if (d->map)
-    munmap(d->map, d->map_size);
+  if (d->has_file)
+    close(d->fd);
+  free(d->path);
+  free(d->bytes);
+  free(d->tokens);
   memset(d, 0, sizeof *d);
 }
 
@@ -65,7 +126,7 @@ static bool looks_like_shard(struct header_view h, size_t size) {
          (h.version == HX_SHARD_VERSION_U32 && body == 4 * (uint64_t)h.count);
 }
 
-/* Sets d->kind, d->tokens and d->ntokens from the mapped file, or explains. */
+/* Sets d->kind, d->body and d->ntokens from a shard's header, or explains. */
 static bool classify_shard(struct hx_rt_data *d, struct header_view h, size_t size,
                            const char *path, char *err, size_t err_size) {
   int expected_version =
@@ -91,15 +152,15 @@ static bool classify_shard(struct hx_rt_data *d, struct header_view h, size_t si
              h.count, (uint64_t)h.count * (uint64_t)width, body);
     return false;
   }
-  d->tokens = (const unsigned char *)d->map + 4 * HX_SHARD_HEADER_INTS;
+  d->body = 4 * HX_SHARD_HEADER_INTS;
   d->ntokens = h.count;
   return true;
 }
 
-static bool classify(struct hx_rt_data *d, enum hx_rt_data_format format, const char *path,
-                     char *err, size_t err_size) {
-  size_t size = d->map_size;
-  struct header_view h = read_header(d->map, size);
+static bool classify(struct hx_rt_data *d, const unsigned char *head, enum hx_rt_data_format format,
+                     const char *path, char *err, size_t err_size) {
+  size_t size = (size_t)d->file_size;
+  struct header_view h = read_header(head, size);
   bool known_magic =
       h.has_header && (h.magic == HX_SHARD_MAGIC_U16 || h.magic == HX_SHARD_MAGIC_U32);
   if (format != HX_DATA_RAW16 && known_magic)
@@ -118,43 +179,57 @@ static bool classify(struct hx_rt_data *d, enum hx_rt_data_format format, const 
     return false;
   }
   d->kind = HX_DATA_KIND_RAW_U16;
-  d->tokens = d->map;
+  d->body = 0;
   d->ntokens = (int64_t)(size / 2);
   return true;
 }
 
-static bool check_tokens(const struct hx_rt_data *d, const char *path, char *err, size_t err_size) {
-  for (int64_t k = 0; k < d->ntokens; k++) {
-    uint32_t t = hx_rt_data_token(d, k);
-    if ((int64_t)t >= d->vocab) {
-      snprintf(err, err_size, "%s: token %" PRIu32 " at position %" PRId64 " is >= vocab %" PRId64,
-               path, t, k, d->vocab);
+/* Every token below the vocabulary, and not all the same token: a zeroed or
+ * placeholder file (1 KiB of zeros reads as 512 raw tokens) is refused. */
+static bool check_tokens(const struct hx_rt_data *d, char *err, size_t err_size) {
+  uint32_t first = 0;
+  bool varied = false;
+  for (int64_t k = 0; k < d->ntokens; k += d->window) {
+    int64_t n = d->ntokens - k < d->window ? d->ntokens - k : d->window;
+    if (!read_tokens(d, k, n, d->tokens, "", err, err_size))
       return false;
-    }
+    if (k == 0)
+      first = d->tokens[0];
+    for (int64_t i = 0; i < n && !varied; i++)
+      varied = d->tokens[i] != first;
   }
-  return true;
+  if (varied)
+    return true;
+  snprintf(err, err_size,
+           "%s: all %" PRId64 " tokens are %" PRIu32 ": not training data (a zeroed or "
+           "placeholder file?)",
+           d->path, d->ntokens, first);
+  return false;
 }
 
-static bool map_file(struct hx_rt_data *d, const char *path, char *err, size_t err_size) {
+static bool open_file(struct hx_rt_data *d, const char *path, int64_t seq_len, char *err,
+                      size_t err_size) {
   int fd = open(path, O_RDONLY);
   if (fd < 0) {
     snprintf(err, err_size, "%s: cannot open: %s", path, strerror(errno));
     return false;
   }
+  d->fd = fd;
+  d->has_file = true;
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
     snprintf(err, err_size, "%s: not a non-empty regular file", path);
-    close(fd);
     return false;
   }
-  void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    snprintf(err, err_size, "%s: cannot map: %s", path, strerror(errno));
+  d->file_size = (int64_t)st.st_size;
+  d->path = strdup(path);
+  d->window = seq_len + 1 > SCAN_TOKENS ? seq_len + 1 : SCAN_TOKENS;
+  d->bytes = malloc((size_t)d->window * 4);
+  d->tokens = malloc((size_t)d->window * sizeof *d->tokens);
+  if (!d->path || !d->bytes || !d->tokens) {
+    snprintf(err, err_size, "%s: out of memory", path);
     return false;
   }
-  d->map = p;
-  d->map_size = (size_t)st.st_size;
   return true;
 }
 
@@ -163,9 +238,25 @@ static bool check_length(const struct hx_rt_data *d, const char *what, int64_t s
   /* off ranges over [0, N-T-1): N >= T+2 leaves at least one start. */
   if (d->ntokens >= seq_len + 2)
     return true;
-  snprintf(err, err_size, "%s: %" PRId64 " tokens; seq_len %" PRId64 " needs at least %" PRId64,
+  snprintf(err, err_size,
+           "%s: %" PRId64 " tokens; seq_len %" PRId64 " needs at least %" PRId64
+           " (one sequence and its last target, plus one)",
            what, d->ntokens, seq_len, seq_len + 2);
   return false;
+}
+
+/* Reads the header (what there is of it), classifies, checks. */
+static bool open_checked(struct hx_rt_data *d, const char *path, enum hx_rt_data_format format,
+                         int64_t seq_len, char *err, size_t err_size) {
+  if (!open_file(d, path, seq_len, err, err_size))
+    return false;
+  size_t head_bytes = 4 * HX_SHARD_HEADER_INTS;
+  if ((int64_t)head_bytes > d->file_size)
+    head_bytes = (size_t)d->file_size;
+  unsigned char head[4 * HX_SHARD_HEADER_INTS];
+  return pread_all(d, 0, head, head_bytes, err, err_size) &&
+         classify(d, head, format, path, err, err_size) &&
+         check_length(d, path, seq_len, err, err_size) && check_tokens(d, err, err_size);
 }
 
 bool hx_rt_data_open(struct hx_rt_data *d, const char *path, enum hx_rt_data_format format,
@@ -183,8 +274,7 @@ bool hx_rt_data_open(struct hx_rt_data *d, const char *path, enum hx_rt_data_for
     d->ntokens = HX_SYNTHETIC_TOKENS;
     return check_length(d, "synthetic data", seq_len, err, err_size);
   }
-  bool ok = map_file(d, path, err, err_size) && classify(d, format, path, err, err_size) &&
-            check_length(d, path, seq_len, err, err_size) && check_tokens(d, path, err, err_size);
+  bool ok = open_checked(d, path, format, seq_len, err, err_size);
   if (!ok)
     hx_rt_data_close(d);
   return ok;
@@ -208,23 +298,41 @@ int64_t hx_rt_data_offset(int64_t ntokens, int64_t seq_len, int64_t global_batch
   return (int64_t)mulmod(g, (uint64_t)seq_len, (uint64_t)(ntokens - seq_len - 1));
 }
 
-void hx_rt_data_sequence(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
-                         int64_t step, int64_t j, int32_t *inputs, int32_t *targets) {
+bool hx_rt_data_sequence(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                         int64_t step, int64_t j, int32_t *inputs, int32_t *targets, char *err,
+                         size_t err_size) {
   int64_t off = hx_rt_data_offset(d->ntokens, seq_len, global_batch, step, j);
-  for (int64_t t = 0; t < seq_len; t++) {
-    if (inputs)
-      inputs[t] = (int32_t)hx_rt_data_token(d, off + t);
-    if (targets)
-      targets[t] = (int32_t)hx_rt_data_token(d, off + t + 1);
+  const uint32_t *tok = d->tokens;
+  if (d->kind != HX_DATA_KIND_SYNTHETIC) {
+    if (seq_len + 1 > d->window) {
+      snprintf(err, err_size, "%s: sequences of %" PRId64 " tokens, opened for %" PRId64, d->path,
+               seq_len, d->window - 1);
+      return false;
+    }
+    if (!read_tokens(d, off, seq_len + 1, d->tokens, " (the file changed while training?)", err,
+                     err_size))
+      return false;
   }
+  for (int64_t t = 0; t < seq_len; t++) {
+    uint32_t in = tok ? tok[t] : synthetic_token(d, off + t);
+    uint32_t next = tok ? tok[t + 1] : synthetic_token(d, off + t + 1);
+    if (inputs)
+      inputs[t] = (int32_t)in;
+    if (targets)
+      targets[t] = (int32_t)next;
+  }
+  return true;
 }
 
-void hx_rt_data_batch(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
-                      int64_t step, int64_t j0, int64_t count, int32_t *inputs, int32_t *targets) {
+bool hx_rt_data_batch(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                      int64_t step, int64_t j0, int64_t count, int32_t *inputs, int32_t *targets,
+                      char *err, size_t err_size) {
   for (int64_t i = 0; i < count; i++)
-    hx_rt_data_sequence(d, seq_len, global_batch, step, j0 + i,
-                        inputs ? inputs + i * seq_len : NULL,
-                        targets ? targets + i * seq_len : NULL);
+    if (!hx_rt_data_sequence(d, seq_len, global_batch, step, j0 + i,
+                             inputs ? inputs + i * seq_len : NULL,
+                             targets ? targets + i * seq_len : NULL, err, err_size))
+      return false;
+  return true;
 }
 
 void hx_rt_data_describe(const struct hx_rt_data *d, const char *path, char *buf, size_t size) {

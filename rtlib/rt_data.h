@@ -10,7 +10,14 @@
  *   tok[k] = splitmix64(seed ^ (0x5EED + k)) mod V (hxk_splitmix64, the one
  *   parameter initialisation uses) with N = 1<<20 (the spec's
  *   `seed ^ 0x5EED + k` with C precedence).
- * Every token is checked against the vocabulary when the stream is opened.
+ * Every token is checked against the vocabulary when the stream is opened,
+ * and a file must hold at least seq_len + 2 tokens (one sequence, its last
+ * target, and a second start offset) that are not all the same token (a
+ * zeroed or placeholder file is not training data).
+ *
+ * Files are read with pread, one sequence at a time, never mapped: a file
+ * truncated (or rewritten) while training is reported with its name and
+ * sizes, where a mapping would die of SIGBUS.
  *
  * In optimizer step s, sequence j of the global batch (0 <= j < B) is
  * g = s*B + j; it starts at off = (g*T) mod (N - T - 1); its inputs are
@@ -45,30 +52,34 @@ enum hx_rt_data_kind {
   HX_DATA_KIND_RAW_U16,
 };
 
-/* An open token stream. The file is mapped read-only; treat the fields as
- * read-only. */
+/* An open token stream; treat the fields as read-only. */
 struct hx_rt_data {
   enum hx_rt_data_kind kind;
-  int64_t ntokens;    /* N */
-  int64_t vocab;      /* V */
-  uint64_t seed;      /* synthetic stream only */
-  const void *tokens; /* first token (uint16 or uint32); NULL when synthetic */
-  void *map;          /* the whole mapping; NULL when synthetic */
-  size_t map_size;
+  int64_t ntokens; /* N */
+  int64_t vocab;   /* V */
+  uint64_t seed;   /* synthetic stream only */
+  bool has_file;   /* fd is open (false when synthetic or closed) */
+  int fd;
+  int64_t body;         /* byte offset of tok[0] in the file */
+  int64_t file_size;    /* bytes when opened: the file must keep them */
+  char *path;           /* for messages */
+  unsigned char *bytes; /* one read's raw bytes: window tokens */
+  uint32_t *tokens;     /* one read's decoded tokens: window tokens */
+  int64_t window;
 };
 
 /* Opens path (NULL or "": the synthetic stream of seed) and checks it: magic,
- * version, that the file holds the header's token count, that N > seq_len + 1
- * (at least one full sequence plus its last target), every token < vocab.
- * On failure returns false with a message naming the file in err; d is then
- * left closed. */
+ * version, that the file holds the header's token count, that N >= seq_len
+ * + 2 (a full sequence plus its last target, and a second start), every
+ * token < vocab, not every token the same. On failure returns false with a
+ * message naming the file in err; d is then left closed. */
 bool hx_rt_data_open(struct hx_rt_data *d, const char *path, enum hx_rt_data_format format,
                      int64_t vocab, int64_t seq_len, int64_t seed, char *err, size_t err_size);
 
-/* Unmaps; safe on a closed or synthetic stream. */
+/* Closes the file; safe on a closed, synthetic or zeroed stream. */
 void hx_rt_data_close(struct hx_rt_data *d);
 
-/* tok[k], 0 <= k < ntokens. */
+/* tok[k], 0 <= k < ntokens; UINT32_MAX when the file cannot be read there. */
 uint32_t hx_rt_data_token(const struct hx_rt_data *d, int64_t k);
 
 /* Start offset of global sequence j of step s (global batch B, length T). */
@@ -76,14 +87,18 @@ int64_t hx_rt_data_offset(int64_t ntokens, int64_t seq_len, int64_t global_batch
                           int64_t j);
 
 /* Fills inputs[0..T) and targets[0..T) (either may be NULL) with global
- * sequence j of step s. */
-void hx_rt_data_sequence(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
-                         int64_t step, int64_t j, int32_t *inputs, int32_t *targets);
+ * sequence j of step s. T must not exceed the seq_len the stream was opened
+ * with. Returns false with a message in err when the file no longer holds
+ * the sequence (truncated while training) or holds a token >= vocab there. */
+bool hx_rt_data_sequence(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                         int64_t step, int64_t j, int32_t *inputs, int32_t *targets, char *err,
+                         size_t err_size);
 
 /* Fills count consecutive sequences j0, j0+1, ... (a micro-batch) into
- * inputs/targets laid out [count][T]. */
-void hx_rt_data_batch(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
-                      int64_t step, int64_t j0, int64_t count, int32_t *inputs, int32_t *targets);
+ * inputs/targets laid out [count][T]; false as hx_rt_data_sequence. */
+bool hx_rt_data_batch(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                      int64_t step, int64_t j0, int64_t count, int32_t *inputs, int32_t *targets,
+                      char *err, size_t err_size);
 
 /* A short description for the banner, e.g. "llm.c shard (uint16) x.bin:
  * 123456 tokens" or "synthetic: 1048576 tokens, seed 1". */

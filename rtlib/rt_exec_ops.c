@@ -90,8 +90,10 @@ static void recv_floats(struct rt_exec *e, float *buf, long n, int from, int m, 
 static void load_batch(struct rt_exec *e, int m, struct rt_slot *s) {
   const struct hx_rt_rank_config *c = e->cfg;
   int64_t j0 = c->first_sequence + (int64_t)m * c->micro_batch_size;
-  hx_rt_data_batch(&e->data, e->dims.seq_len, c->train->global_batch, e->step, j0,
-                   c->micro_batch_size, s->inputs, s->targets);
+  char err[1024];
+  if (!hx_rt_data_batch(&e->data, e->dims.seq_len, c->train->global_batch, e->step, j0,
+                        c->micro_batch_size, s->inputs, s->targets, err, sizeof err))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "step %lld: %s", (long long)e->step + 1, err);
 }
 
 /* Embedding (first stage) or the received activation, this stage's layers,

@@ -41,7 +41,7 @@ static void expect_rejected(const char *path, enum hx_rt_data_format fmt, int64_
   CHECK(!hx_rt_data_open(&d, path, fmt, vocab, seq_len, 0, err, sizeof err));
   CHECK_CONTAINS(err, needle);
   CHECK_CONTAINS(err, path);
-  CHECK(d.map == NULL);
+  CHECK(!d.has_file && d.path == NULL);
 }
 
 static void test_splitmix_vector(void) {
@@ -161,6 +161,64 @@ static void test_bad_headers(void) {
   expect_rejected(tmp_path("does-not-exist.bin"), HX_DATA_AUTO, 256, 16, "cannot open");
 }
 
+/* A file that shrinks or changes under an open stream (issue 10, item 12):
+ * a read past its new end, or of a token past the vocabulary, is an error
+ * naming the file, never a SIGBUS. */
+static void test_changed_while_open(void) {
+  enum { N = 30000, T = 16 };
+  static uint32_t tokens[N];
+  for (int k = 0; k < N; k++)
+    tokens[k] = (uint32_t)(k * 7 % 200);
+  char err[512] = "";
+  const char *path = tmp_path("shrinks.bin");
+  CHECK(hx_rt_shard_write(path, tokens, N, false, err, sizeof err));
+  struct hx_rt_data d;
+  CHECK(hx_rt_data_open(&d, path, HX_DATA_AUTO, 200, T, 0, err, sizeof err));
+  int32_t in[T], tg[T];
+  /* step 1000 of batch 1: tokens from 16000 on, 8 pages into the file */
+  CHECK(hx_rt_data_sequence(&d, T, 1, 1000, 0, in, tg, err, sizeof err));
+  CHECK(in[0] == (int32_t)tokens[16000] && tg[T - 1] == (int32_t)tokens[16000 + T]);
+  /* Rewritten in place: token 16005 becomes 250, past the vocabulary. */
+  FILE *f = fopen(path, "r+b");
+  CHECK(f && fseek(f, 1024 + 2 * 16005, SEEK_SET) == 0 && fputc(250, f) != EOF && fclose(f) == 0);
+  CHECK(!hx_rt_data_sequence(&d, T, 1, 1000, 0, in, tg, err, sizeof err));
+  CHECK_CONTAINS(err,
+                 "token 250 at position 16005 is >= vocab 200 (the file changed while training?)");
+  /* Truncated to 100 tokens: a mapping would raise SIGBUS on that page. */
+  CHECK(truncate(path, 1024 + 200) == 0);
+  CHECK(!hx_rt_data_sequence(&d, T, 1, 1000, 0, in, tg, err, sizeof err));
+  CHECK_CONTAINS(err, path);
+  CHECK_CONTAINS(err, "the file ends at byte 1224 but held 61024 bytes when training started");
+  CHECK(hx_rt_data_token(&d, N - 1) == UINT32_MAX);
+  CHECK(hx_rt_data_sequence(&d, T, 1, 0, 0, in, tg, err, sizeof err)); /* tokens 0..16 remain */
+  hx_rt_data_close(&d);
+  hx_rt_data_close(&d); /* twice: safe */
+}
+
+/* Files that are not training data (issue 10, item 12): all one token (1 KiB
+ * of zeros reads as 512 raw tokens), or shorter than a sequence. */
+static void test_not_training_data(void) {
+  unsigned char zeros[1024] = {0};
+  write_bytes(tmp_path("zeros.bin"), zeros, sizeof zeros);
+  expect_rejected(tmp_path("zeros.bin"), HX_DATA_AUTO, 256, 64,
+                  "all 512 tokens are 0: not training data");
+  uint32_t same[400];
+  for (int k = 0; k < 400; k++)
+    same[k] = 7;
+  char err[512] = "";
+  CHECK(hx_rt_shard_write(tmp_path("same.bin"), same, 400, false, err, sizeof err));
+  expect_rejected(tmp_path("same.bin"), HX_DATA_AUTO, 256, 16, "all 400 tokens are 7");
+  unsigned char raw[66];
+  for (int k = 0; k < 66; k++)
+    raw[k] = (unsigned char)(k % 2 ? 0 : k);
+  write_bytes(tmp_path("short33.bin"), raw, sizeof raw); /* 33 raw tokens */
+  expect_rejected(tmp_path("short33.bin"), HX_DATA_AUTO, 256, 32,
+                  "33 tokens; seq_len 32 needs at least 34");
+  struct hx_rt_data d;
+  CHECK(hx_rt_data_open(&d, tmp_path("short33.bin"), HX_DATA_AUTO, 256, 31, 0, err, sizeof err));
+  hx_rt_data_close(&d);
+}
+
 static void test_offsets(void) {
   /* N=100, T=8: off = (g*8) mod 91 with g = s*B + j */
   CHECK(hx_rt_data_offset(100, 8, 3, 0, 0) == 0);
@@ -185,7 +243,7 @@ static void test_sequences_and_plans(void) {
   struct hx_rt_data d;
   CHECK(hx_rt_data_open(&d, path, HX_DATA_AUTO, 97, T, 0, err, sizeof err));
   int32_t in[T], tg[T];
-  hx_rt_data_sequence(&d, T, B, 3, 4, in, tg);
+  CHECK(hx_rt_data_sequence(&d, T, B, 3, 4, in, tg, err, sizeof err));
   int64_t off = (int64_t)(3 * B + 4) * T % (N - T - 1);
   for (int t = 0; t < T; t++) {
     CHECK(in[t] == (int32_t)tokens[off + t]);
@@ -194,11 +252,11 @@ static void test_sequences_and_plans(void) {
   /* Two plans: one pipeline of 6 sequences, or pipelines of 2 and 4 taking
    * j = 0..1 and 2..5 in micro-batches of 1 and 2: the same tokens. */
   int32_t whole[B * T], split[B * T];
-  hx_rt_data_batch(&d, T, B, 7, 0, B, whole, NULL);
-  hx_rt_data_batch(&d, T, B, 7, 0, 1, split, NULL);
-  hx_rt_data_batch(&d, T, B, 7, 1, 1, split + T, NULL);
-  hx_rt_data_batch(&d, T, B, 7, 2, 2, split + 2 * T, NULL);
-  hx_rt_data_batch(&d, T, B, 7, 4, 2, split + 4 * T, NULL);
+  CHECK(hx_rt_data_batch(&d, T, B, 7, 0, B, whole, NULL, err, sizeof err));
+  CHECK(hx_rt_data_batch(&d, T, B, 7, 0, 1, split, NULL, err, sizeof err));
+  CHECK(hx_rt_data_batch(&d, T, B, 7, 1, 1, split + T, NULL, err, sizeof err));
+  CHECK(hx_rt_data_batch(&d, T, B, 7, 2, 2, split + 2 * T, NULL, err, sizeof err));
+  CHECK(hx_rt_data_batch(&d, T, B, 7, 4, 2, split + 4 * T, NULL, err, sizeof err));
   CHECK(memcmp(whole, split, sizeof whole) == 0);
   hx_rt_data_close(&d);
 }
@@ -238,6 +296,8 @@ int main(void) {
   test_forced_u32();
   test_raw16();
   test_bad_headers();
+  test_changed_while_open();
+  test_not_training_data();
   test_offsets();
   test_sequences_and_plans();
   test_synthetic();
