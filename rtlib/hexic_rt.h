@@ -111,7 +111,8 @@ struct hx_rt_rank_config {
 /* Runs the rank: MPI start-up and world check, parameters, data, the
  * schedule once per step, checkpoints; returns the process exit status.
  * Options (every rank gets the same): --data FILE, --steps N,
- * --checkpoint-dir DIR, --checkpoint-every N, --resume, --dump-weights FILE
+ * --checkpoint-dir DIR, --checkpoint-every N, --resume, --reschedule (resume
+ * under another --steps), --dump-weights FILE
  * (after training, rank 0 gathers every rank's shards and writes the full
  * unsharded parameters in the spec's order: see rt_exec_dump.c). */
 int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv);

@@ -32,7 +32,7 @@ __attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t er
   va_end(ap);
 }
 static const char RANK_MAGIC[8] = {'H', 'X', 'C', 'K', 'P', 'T', '0', '1'};
-static const char MANIFEST_HEAD[] = "hexic-checkpoint 1\n";
+static const char MANIFEST_HEAD[] = "hexic-checkpoint 2\n";
 static const char MANIFEST_SUM_KEY[] = "manifest-fnv64 ";
 
 uint64_t hx_rt_fnv64(uint64_t h, const void *data, size_t n) {
@@ -163,6 +163,24 @@ bool hx_rt_ckpt_prepare(const char *dir, int64_t step, char *err, size_t err_siz
   return fsync_dir_of(path) || (set_error(err, err_size, "%s: fsync failed", dir), false);
 }
 
+bool hx_rt_ckpt_probe_dir(const char *dir, int rank, bool create, char *err, size_t err_size) {
+  if (!path_fits(dir, err, err_size) || (create && !mkdir_p(dir, err, err_size)))
+    return false;
+  char path[PATH_SIZE];
+  snprintf(path, sizeof path, "%s/.hexic-write-test.rank_%04d", dir, rank);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  bool ok = fd >= 0 && write(fd, "x", 1) == 1;
+  int saved = errno;
+  if (fd >= 0)
+    ok = close(fd) == 0 && ok;
+  if (fd >= 0)
+    unlink(path);
+  if (!ok)
+    set_error(err, err_size, "%s: cannot write a file there: %s", dir,
+              strerror(fd >= 0 ? saved : errno));
+  return ok;
+}
+
 /* ---- rank files ---- */
 
 struct rank_file_ctx {
@@ -207,7 +225,7 @@ bool hx_rt_ckpt_write_rank(const char *dir, int rank, const char *fingerprint,
 /* ---- the manifest ---- */
 
 struct manifest {
-  int64_t step;
+  int64_t step, schedule_steps;
   int nranks;
   char fingerprint[256];
   uint64_t *sizes, *checksums; /* malloc'ed, nranks each */
@@ -220,7 +238,7 @@ static void manifest_free(struct manifest *m) {
 }
 
 struct manifest_ctx {
-  int64_t step;
+  int64_t step, schedule_steps;
   int nranks;
   const char *fingerprint;
   const uint64_t *sizes, *checksums;
@@ -229,8 +247,9 @@ struct manifest_ctx {
 static void write_manifest_body(struct sink *s, const void *vctx) {
   const struct manifest_ctx *c = vctx;
   char line[512];
-  int n = snprintf(line, sizeof line, "%sstep %" PRId64 "\nranks %d\nfingerprint %s\n",
-                   MANIFEST_HEAD, c->step, c->nranks, c->fingerprint);
+  int n = snprintf(line, sizeof line,
+                   "%sstep %" PRId64 "\nschedule-steps %" PRId64 "\nranks %d\nfingerprint %s\n",
+                   MANIFEST_HEAD, c->step, c->schedule_steps, c->nranks, c->fingerprint);
   sink_put(s, line, (size_t)n);
   for (int r = 0; r < c->nranks; r++) {
     n = snprintf(line, sizeof line,
@@ -252,14 +271,14 @@ static bool valid_fingerprint(const char *fp, char *err, size_t err_size) {
 
 static void prune_older(const char *dir, int64_t step);
 
-bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int nranks, const char *fingerprint,
-                               const uint64_t *sizes, const uint64_t *checksums, char *err,
-                               size_t err_size) {
+bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int64_t schedule_steps, int nranks,
+                               const char *fingerprint, const uint64_t *sizes,
+                               const uint64_t *checksums, char *err, size_t err_size) {
   if (!path_fits(dir, err, err_size) || !valid_fingerprint(fingerprint, err, err_size))
     return false;
   char path[PATH_SIZE];
   hx_rt_ckpt_manifest_path(path, sizeof path, dir, step);
-  struct manifest_ctx ctx = {step, nranks, fingerprint, sizes, checksums};
+  struct manifest_ctx ctx = {step, schedule_steps, nranks, fingerprint, sizes, checksums};
   if (!write_atomically(path, write_manifest_body, &ctx, NULL, NULL, err, err_size))
     return false;
   prune_older(dir, step);
@@ -305,8 +324,9 @@ static bool parse_manifest_body(const char *p, const char *end, struct manifest 
   if (strncmp(p, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) != 0)
     return false;
   p += strlen(MANIFEST_HEAD);
-  if (sscanf(p, "step %" SCNd64 "\nranks %d\n%n", &m->step, &m->nranks, &used) != 2 || !used ||
-      m->nranks <= 0 || m->nranks > 1 << 20)
+  if (sscanf(p, "step %" SCNd64 "\nschedule-steps %" SCNd64 "\nranks %d\n%n", &m->step,
+             &m->schedule_steps, &m->nranks, &used) != 3 ||
+      !used || m->nranks <= 0 || m->nranks > 1 << 20 || m->schedule_steps < 0)
     return false;
   p += used;
   const char *nl = strchr(p, '\n');
@@ -343,10 +363,14 @@ static bool load_manifest(const char *dir, int64_t step, struct manifest *m, cha
     return false;
   }
   const char *sum_line = manifest_sum_ok(text, len);
-  bool ok = sum_line && parse_manifest_body(text, sum_line, m) && m->step == step;
+  bool old_format = !strncmp(text, "hexic-checkpoint 1\n", 19);
+  bool ok = sum_line && !old_format && parse_manifest_body(text, sum_line, m) && m->step == step;
   free(text);
   if (!ok) {
-    set_error(err, err_size, "MANIFEST is damaged (checksum or syntax)");
+    set_error(err, err_size,
+              old_format ? "MANIFEST has checkpoint format 1 (an older hexic, without the "
+                           "schedule's steps); this runtime reads format 2"
+                         : "MANIFEST is damaged (checksum or syntax)");
     manifest_free(m);
   }
   return ok;
@@ -628,12 +652,14 @@ bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *f
     snprintf(why, sizeof why, "cannot open: %s", strerror(errno));
   if (!in_manifest)
     snprintf(why, sizeof why, "rank %d is not in the manifest", rank);
+  int64_t schedule_steps = m.schedule_steps;
   manifest_free(&m);
   if (!ok) {
     set_error(err, err_size, "%s: %s", path, why);
     return false;
   }
   st->step = step;
+  st->schedule_steps = schedule_steps;
   return true;
 }
 
@@ -685,8 +711,8 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
   /* The manifest is written only once every rank file is durable. */
   bool written = all_agree(comm, ok);
   if (written && rank == 0) {
-    written =
-        hx_rt_ckpt_write_manifest(dir, st->step, nranks, fingerprint, sizes, sums, err, sizeof err);
+    written = hx_rt_ckpt_write_manifest(dir, st->step, st->schedule_steps, nranks, fingerprint,
+                                        sizes, sums, err, sizeof err);
     if (!written)
       fprintf(stderr, "hexic-rt: rank 0: error: checkpoint manifest: %s\n", err);
   }
@@ -696,6 +722,22 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
   wait_collective(MPI_Ibcast(&flag, 1, MPI_INT, 0, comm, &req), &req, "MPI_Bcast (checkpoint)");
   hx_rt_progress();
   return flag != 0;
+}
+
+bool hx_rt_ckpt_check_dir(MPI_Comm comm, const char *dir) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  char err[1024] = "";
+  /* rank 0 creates the directory first: the others must not race it */
+  bool ok = rank != 0 || hx_rt_ckpt_probe_dir(dir, 0, true, err, sizeof err);
+  if (all_agree(comm, ok)) {
+    ok = rank == 0 || hx_rt_ckpt_probe_dir(dir, rank, false, err, sizeof err);
+    if (all_agree(comm, ok))
+      return true;
+  }
+  if (!ok)
+    fprintf(stderr, "hexic-rt: rank %d: error: checkpoint directory: %s\n", rank, err);
+  return false;
 }
 
 int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprint,

@@ -6,8 +6,9 @@
  * A rank file holds a header (magic, format version, rank, step, data
  * position, the plan fingerprint, tensor count) and, per tensor, its element
  * count then the parameters, AdamW m and AdamW v (fp32, little-endian).
- * The MANIFEST is text: step, ranks, fingerprint, and per rank file its size
- * and FNV-1a 64 checksum, closed by a checksum of the manifest itself.
+ * The MANIFEST is text (format 2): step, the steps the learning-rate
+ * schedule is laid over, ranks, fingerprint, and per rank file its size and
+ * FNV-1a 64 checksum, closed by a checksum of the manifest itself.
  *
  * Crash safety: every file is written to "<name>.tmp", fsync'ed, renamed over
  * <name>, and the directory fsync'ed. Rank files first; a barrier; then rank 0
@@ -44,6 +45,7 @@ struct hx_rt_ckpt_state {
   uint64_t data_pos; /* data/RNG position; 0 while batches depend on the step only */
   int ntensors;
   struct hx_rt_ckpt_tensor *tensors;
+  int64_t schedule_steps; /* the run's --steps: its learning-rate schedule (MANIFEST) */
 };
 
 /* FNV-1a 64 over bytes, continuing from h (start with HX_FNV64_INIT). */
@@ -61,14 +63,25 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
 
 /* Finds the newest complete checkpoint in dir for a world of comm's size and
  * this fingerprint (rank 0 verifies, then broadcasts) and loads this rank's
- * file into st (tensor counts and sizes must match st's). Returns the step
- * restored, 0 when there is no complete checkpoint (st untouched: a fresh
- * start), or -1 on every rank when loading failed. Skipped checkpoints
- * (incomplete, corrupt, another plan) are reported on stderr by rank 0. */
+ * file into st (tensor counts and sizes must match st's; st->schedule_steps
+ * from the MANIFEST). Returns the step restored, 0 when there is no complete
+ * checkpoint (st untouched: a fresh start), or -1 on every rank when loading
+ * failed. Skipped checkpoints (incomplete, corrupt, another plan) are
+ * reported on stderr by rank 0. */
 int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprint,
                           struct hx_rt_ckpt_state *st);
 
+/* Checks at start that every rank can write its files into dir, before the
+ * first checkpoint needs it: rank 0 creates dir, then every rank creates and
+ * removes a file there. Returns true on every rank, or false on every rank
+ * with each failing rank's reason on its stderr. */
+bool hx_rt_ckpt_check_dir(MPI_Comm comm, const char *dir);
+
 /* ---- Single-process pieces (the collective API is built from these) ---- */
+
+/* Creates dir (when create; parents must exist), then creates and removes
+ * dir/.hexic-write-test.rank_NNNN: false with the reason when either fails. */
+bool hx_rt_ckpt_probe_dir(const char *dir, int rank, bool create, char *err, size_t err_size);
 
 /* dir/step_%08d, dir/step_%08d/rank_%04d.ckpt and dir/step_%08d/MANIFEST. */
 void hx_rt_ckpt_step_dir(char *buf, size_t size, const char *dir, int64_t step);
@@ -87,9 +100,9 @@ bool hx_rt_ckpt_write_rank(const char *dir, int rank, const char *fingerprint,
 
 /* Writes the MANIFEST atomically (sizes/checksums indexed by rank), then
  * deletes step directories older than step except the newest complete one. */
-bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int nranks, const char *fingerprint,
-                               const uint64_t *sizes, const uint64_t *checksums, char *err,
-                               size_t err_size);
+bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int64_t schedule_steps, int nranks,
+                               const char *fingerprint, const uint64_t *sizes,
+                               const uint64_t *checksums, char *err, size_t err_size);
 
 /* Verifies checkpoint `step`: manifest intact, same ranks and fingerprint,
  * every rank file present with the recorded size and checksum. */
@@ -102,8 +115,9 @@ int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerpr
 
 /* Reads this rank's file of checkpoint `step` into st: checks the header
  * (magic, rank, step, fingerprint), that the tensor counts and sizes match
- * st's, and the file's size and checksum against the MANIFEST. Sets st->step
- * and st->data_pos; on failure st's buffers may be partly overwritten. */
+ * st's, and the file's size and checksum against the MANIFEST. Sets st->step,
+ * st->data_pos and st->schedule_steps; on failure st's buffers may be partly
+ * overwritten. */
 bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *fingerprint,
                           struct hx_rt_ckpt_state *st, char *err, size_t err_size);
 

@@ -2,9 +2,11 @@
  * check, parameters, data, then per optimizer step the rank's schedule
  * table, the gradient sync, clipping by the global norm, AdamW, one log line
  * and the checkpoints. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
@@ -16,12 +18,13 @@ struct rt_args {
   const char *checkpoint_dir;
   int64_t checkpoint_every;
   int resume;
+  int reschedule;           /* --reschedule: resume under another --steps */
   const char *dump_weights; /* NULL: none */
 };
 
 static const char usage_text[] =
     "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
-    "--dump-weights FILE";
+    "--reschedule  --dump-weights FILE";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -34,7 +37,7 @@ static int64_t parse_count(const char *opt, const char *text) {
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
   *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0, NULL};
+                        c->train->checkpoint_every, 0, 0, NULL};
   if (!a->checkpoint_dir)
     a->checkpoint_dir = "checkpoints";
   for (int i = 1; i < argc; i++) {
@@ -42,6 +45,8 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
     int has_value = i + 1 < argc;
     if (!strcmp(opt, "--resume")) {
       a->resume = 1;
+    } else if (!strcmp(opt, "--reschedule")) {
+      a->reschedule = 1;
     } else if (!strcmp(opt, "--data") && has_value) {
       a->data = argv[++i];
     } else if (!strcmp(opt, "--steps") && has_value) {
@@ -179,10 +184,72 @@ static void run_step(struct rt_exec *e) {
 }
 
 static struct hx_rt_ckpt_state ckpt_state(const struct rt_exec *e) {
-  struct hx_rt_ckpt_state st = {e->step, 0, rt_ckpt_tensors(e, NULL), NULL};
+  struct hx_rt_ckpt_state st = {e->step, 0, rt_ckpt_tensors(e, NULL), NULL, e->steps};
   st.tensors = rt_calloc((size_t)st.ntensors, sizeof *st.tensors);
   rt_ckpt_tensors(e, st.tensors);
   return st;
+}
+
+/* Ends the run on every rank in order, after rank 0 said why: for decisions
+ * every rank takes alike (they all read the same manifest and options). */
+_Noreturn __attribute__((format(printf, 2, 3))) static void
+exit_everywhere(const struct rt_exec *e, const char *fmt, ...) {
+  if (e->cfg->rank == 0) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "hexic-rt: rank 0: error: %s\n", msg);
+    fflush(stderr);
+  }
+  hx_rt_finalize();
+  exit(HX_RT_EXIT_ERROR);
+}
+
+/* An unwritable directory fails now, not at the first checkpoint: every rank
+ * writes its own file there. */
+static void check_checkpoint_dir(const struct rt_exec *e, const struct rt_args *a) {
+  if (a->checkpoint_every <= 0)
+    return;
+  if (!hx_rt_ckpt_check_dir(MPI_COMM_WORLD, a->checkpoint_dir))
+    exit_everywhere(e,
+                    "--checkpoint-dir '%s' cannot take the checkpoints of every %lld steps (see "
+                    "the ranks' messages); pick a writable directory",
+                    a->checkpoint_dir, (long long)a->checkpoint_every);
+  hx_rt_progress();
+}
+
+static void report_fresh_start(const struct rt_exec *e, const struct rt_args *a) {
+  if (e->cfg->rank != 0)
+    return;
+  struct stat st;
+  bool exists = stat(a->checkpoint_dir, &st) == 0;
+  fprintf(stderr,
+          "hexic-rt: warning: --resume found no checkpoint of this plan in '%s'%s: training "
+          "starts from scratch, at step 1 of %lld\n",
+          a->checkpoint_dir, exists ? "" : " (no such directory)", (long long)e->steps);
+  fflush(stderr);
+}
+
+/* The learning-rate schedule is laid over the run's steps: resuming under
+ * another count changes it, so that takes --reschedule; a checkpoint past
+ * the steps leaves nothing to run. */
+static void check_schedule(const struct rt_exec *e, const struct rt_args *a, int64_t step,
+                           int64_t schedule_steps) {
+  if (schedule_steps != e->steps && !a->reschedule)
+    exit_everywhere(e,
+                    "--resume: the checkpoint at step %lld in '%s' was written by a run of %lld "
+                    "steps, and the learning-rate schedule is laid over the steps of the run; "
+                    "this run has %lld (--steps). Resume with --steps %lld, or add --reschedule "
+                    "to lay the schedule over %lld steps from here",
+                    (long long)step, a->checkpoint_dir, (long long)schedule_steps,
+                    (long long)e->steps, (long long)schedule_steps, (long long)e->steps);
+  if (step > e->steps)
+    exit_everywhere(e,
+                    "--resume: the checkpoint in '%s' is at step %lld, past --steps %lld: nothing "
+                    "to run (a larger --steps trains on)",
+                    a->checkpoint_dir, (long long)step, (long long)e->steps);
 }
 
 static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
@@ -190,16 +257,29 @@ static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
     return;
   struct hx_rt_ckpt_state st = ckpt_state(e);
   int64_t step = hx_rt_ckpt_resume(MPI_COMM_WORLD, a->checkpoint_dir, e->cfg->fingerprint, &st);
+  int64_t schedule_steps = st.schedule_steps;
   free(st.tensors);
   if (step < 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot resume from '%s'", a->checkpoint_dir);
+  if (step == 0) {
+    report_fresh_start(e, a);
+    return;
+  }
+  check_schedule(e, a, step, schedule_steps);
   e->step = step;
   if (e->cfg->rank != 0)
     return;
-  if (step > 0)
-    hx_rt_log_banner("resuming at step %lld from %s", (long long)step, a->checkpoint_dir);
+  if (step == e->steps)
+    hx_rt_log_banner("training already complete: the checkpoint in %s is at step %lld of %lld; "
+                     "nothing to run",
+                     a->checkpoint_dir, (long long)step, (long long)e->steps);
+  else if (schedule_steps != e->steps)
+    hx_rt_log_banner("resuming at step %lld from %s; the learning-rate schedule is laid over "
+                     "%lld steps, not the checkpoint's %lld (--reschedule)",
+                     (long long)step, a->checkpoint_dir, (long long)e->steps,
+                     (long long)schedule_steps);
   else
-    hx_rt_log_banner("no complete checkpoint in %s: fresh start", a->checkpoint_dir);
+    hx_rt_log_banner("resuming at step %lld from %s", (long long)step, a->checkpoint_dir);
 }
 
 static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
@@ -235,6 +315,7 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   rt_sync_init(&e);
   print_banner(&e);
   open_data(&e, &args);
+  check_checkpoint_dir(&e, &args);
   maybe_resume(&e, &args);
   while (e.step < e.steps) {
     run_step(&e);

@@ -5,7 +5,7 @@
 # by weights_cmp); a rank killed mid-step must end the job in bounded time
 # with launch.sh naming it.
 #   run_exec.sh MODE WORKDIR SRCDIR HEXIC FIXTURE WEIGHTS_CMP
-# MODE: fixture | hexic | planfile | limits | fault
+# MODE: fixture | hexic | planfile | limits | options | fault
 set -uo pipefail
 mode=$1 work=$2 src=$3 hexic=$4 fixture=$5 wcmp=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -137,6 +137,68 @@ limits)
   same one lim "1x6@1:2,4;2x1@4:2 in 1000-float chunks, tag bound 3"
   out=$(HEXIC_MPI_TAG_UB=2 lim/launch.sh --steps 1 2>&1) && fail "HEXIC_MPI_TAG_UB=2 was accepted"
   grep -q "HEXIC_MPI_TAG_UB='2' is not an integer in \[3, " <<<"$out" || fail "wrong message: $out"
+  ;;
+options)
+  # The programs' inputs and options on a two-rank plan (issue 10, items 12
+  # and 13): data files that are not training data or shrink while training,
+  # an unwritable checkpoint directory, and --resume against --steps.
+  rm -rf o && "$fixture" o "4x1@4;4x1@4" >/dev/null || fail "emit_fixture"
+  build o
+  # launch NAME WANT ARGS...: WANT is 0 or "nonzero"; output in NAME.log.
+  launch() {
+    local name=$1 want=$2
+    shift 2
+    o/launch.sh "$@" >"$name.log" 2>&1
+    local status=$?
+    if [ "$want" = 0 ] && [ $status -ne 0 ]; then cat "$name.log"; fail "$name: exit $status"; fi
+    if [ "$want" != 0 ] && [ $status -eq 0 ]; then cat "$name.log"; fail "$name: exit 0"; fi
+  }
+  has() { grep -qF -- "$2" "$1.log" || { cat "$1.log"; fail "$1: missing '$2'"; }; }
+  # 1 KiB of zeros would read as 512 raw tokens, all 0.
+  head -c 1024 /dev/zero >zeros.bin
+  launch zeros nonzero --data zeros.bin --steps 1
+  has zeros "zeros.bin: all 512 tokens are 0: not training data"
+  # Truncated while training: a clear error naming the file, no SIGBUS.
+  python3 -c 'import sys; sys.stdout.buffer.write(bytes((k * 7919 >> 3) % 256 if i == 0 else 0
+              for k in range(200000) for i in range(2)))' >shrinks.bin
+  rm -f shrink.log
+  set -m
+  o/launch.sh --data shrinks.bin --steps 100000 >shrink.log 2>&1 &
+  job=$!
+  set +m
+  for _ in $(seq 600); do
+    grep -q "^step 3/" shrink.log 2>/dev/null && break
+    sleep 0.05
+  done
+  truncate -s 1024 shrinks.bin
+  for _ in $(seq 400); do kill -0 "$job" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$job" 2>/dev/null && { kill -9 -- -"$job"; fail "training goes on over a truncated file"; }
+  wait "$job" && fail "training on a truncated file exited 0"
+  has shrink "shrinks.bin: the file ends at byte 1024 but held 400000 bytes when training started"
+  grep -q "Bus error\|SIGBUS" shrink.log && fail "SIGBUS reading a truncated file"
+  # An unwritable checkpoint directory fails at start, before step 1.
+  : >plain
+  launch unwritable nonzero --steps 2 --checkpoint-dir plain/ckpts --checkpoint-every 1
+  has unwritable "--checkpoint-dir 'plain/ckpts' cannot take the checkpoints of every 1 steps"
+  grep -q "^step 1/" unwritable.log && fail "the unwritable directory was found only after step 1"
+  # --resume and the learning-rate schedule's steps.
+  rm -rf ck
+  launch ck4 0 --steps 4 --checkpoint-dir ck --checkpoint-every 2
+  launch other nonzero --steps 6 --checkpoint-dir ck --resume
+  has other "the checkpoint at step 4 in 'ck' was written by a run of 4 steps"
+  has other "Resume with --steps 4, or add --reschedule"
+  launch done 0 --steps 4 --checkpoint-dir ck --resume
+  has done "training already complete: the checkpoint in ck is at step 4 of 4; nothing to run"
+  grep -q "^step " done.log && fail "a complete run trained again"
+  launch past nonzero --steps 3 --checkpoint-dir ck --resume --reschedule
+  has past "the checkpoint in 'ck' is at step 4, past --steps 3: nothing to run"
+  launch longer 0 --steps 6 --checkpoint-dir ck --resume --reschedule
+  has longer "resuming at step 4 from ck; the learning-rate schedule is laid over 6 steps"
+  [ "$(grep -c '^step [56]/6 ' longer.log)" -eq 2 ] && ! grep -q "^step [1-4]/" longer.log ||
+    { cat longer.log; fail "--reschedule did not run steps 5 and 6 only"; }
+  launch fresh 0 --steps 1 --checkpoint-dir none --resume
+  has fresh "--resume found no checkpoint of this plan in 'none' (no such directory): training starts from scratch, at step 1 of 1"
+  echo "  zeroed and truncated data, unwritable checkpoint directory, --resume against --steps"
   ;;
 fault)
   # One rank of the 8-rank cpu8 plan, once training is under way: killed

@@ -8,7 +8,7 @@ set(HX_EXEC_TESTS ${HX_TESTS_DIR}/exec)
 add_executable(weights_cmp ${HX_EXEC_TESTS}/weights_cmp.c)
 target_link_libraries(weights_cmp PRIVATE m)
 
-foreach(mode fixture hexic planfile limits fault)
+foreach(mode fixture hexic planfile limits options fault)
   add_test(NAME exec.${mode}
     COMMAND bash ${HX_EXEC_TESTS}/run_exec.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/exec-${mode}
             ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:emit_fixture> $<TARGET_FILE:weights_cmp>)

@@ -118,7 +118,7 @@ static int run_ckpt(const char *dir) {
   float buf[NT][3][16], want[NT][3][16];
   struct hx_rt_ckpt_tensor t[NT];
   bind(t, buf, rank);
-  struct hx_rt_ckpt_state st = {0, 0, NT, t};
+  struct hx_rt_ckpt_state st = {0, 0, NT, t, 3};
   if (hx_rt_ckpt_resume(MPI_COMM_WORLD, dir, fp, &st) != 0)
     return 3; /* an empty directory: a fresh start */
   for (int64_t step = 1; step <= 3; step++) {

@@ -30,7 +30,7 @@ static void rank_state_init(struct rank_state *r, int rank, int64_t step) {
     r->tensors[i] =
         (struct hx_rt_ckpt_tensor){r->data[i][0], r->data[i][1], r->data[i][2], tensor_sizes[i]};
   }
-  r->st = (struct hx_rt_ckpt_state){step, (uint64_t)step * 7, NTENSORS, r->tensors};
+  r->st = (struct hx_rt_ckpt_state){step, (uint64_t)step * 7, NTENSORS, r->tensors, 100};
 }
 
 /* What the collective save does, done by one process for every rank. */
@@ -43,7 +43,7 @@ static bool save_all(int64_t step, const char *fp) {
     rank_state_init(&rs, r, step);
     ok = hx_rt_ckpt_write_rank(dir, r, fp, &rs.st, &sizes[r], &sums[r], err, sizeof err);
   }
-  ok = ok && hx_rt_ckpt_write_manifest(dir, step, NRANKS, fp, sizes, sums, err, sizeof err);
+  ok = ok && hx_rt_ckpt_write_manifest(dir, step, 100, NRANKS, fp, sizes, sums, err, sizeof err);
   if (!ok)
     fprintf(stderr, "save_all(%lld): %s\n", (long long)step, err);
   return ok;
@@ -86,6 +86,7 @@ static void test_write_verify_load(void) {
   got.st.data_pos = 0;
   CHECK(hx_rt_ckpt_load_rank(dir, 10, 1, FP, &got.st, err, sizeof err));
   CHECK(got.st.step == 10 && got.st.data_pos == 70);
+  CHECK(got.st.schedule_steps == 100); /* from the MANIFEST: the run's --steps */
   for (int i = 0; i < NTENSORS; i++)
     for (int k = 0; k < 3; k++)
       CHECK(memcmp(got.data[i][k], want.data[i][k], sizeof(float) * (size_t)tensor_sizes[i]) == 0);
@@ -192,6 +193,36 @@ static void test_rewrite_same_step(void) {
   CHECK(step_dir_exists(60) && step_dir_exists(70) && !step_dir_exists(50));
 }
 
+/* The directory is checked before the first checkpoint needs it (issue 10,
+ * item 13): created by rank 0, written by every rank, no trace left. */
+static void test_probe_dir(void) {
+  char err[512] = "", path[600], file[700];
+  snprintf(path, sizeof path, "%s/probe/ckpts", dir);
+  CHECK(hx_rt_ckpt_probe_dir(path, 0, true, err, sizeof err));
+  CHECK(hx_rt_ckpt_probe_dir(path, 3, false, err, sizeof err));
+  snprintf(file, sizeof file, "%s/.hexic-write-test.rank_0003", path);
+  CHECK(access(file, F_OK) != 0);
+  snprintf(file, sizeof file, "%s/plain", dir);
+  FILE *f = fopen(file, "w");
+  CHECK(f && fclose(f) == 0);
+  snprintf(path, sizeof path, "%s/plain/ckpts", dir); /* under a regular file */
+  CHECK(!hx_rt_ckpt_probe_dir(path, 0, true, err, sizeof err));
+  CHECK_CONTAINS(err, "cannot create directory");
+  CHECK(!hx_rt_ckpt_probe_dir(path, 1, false, err, sizeof err));
+  CHECK_CONTAINS(err, "plain/ckpts: cannot write a file there");
+}
+
+/* A manifest of format 1 (no schedule steps) is named as such, not damaged. */
+static void test_old_format(void) {
+  CHECK(save_all(40, FP));
+  char path[600], err[512] = "";
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, 40);
+  FILE *f = fopen(path, "r+b");
+  CHECK(f && fseek(f, 17, SEEK_SET) == 0 && fputc('1', f) != EOF && fclose(f) == 0);
+  CHECK(!hx_rt_ckpt_verify(dir, 40, NRANKS, FP, err, sizeof err));
+  CHECK_CONTAINS(err, "checkpoint format 1 (an older hexic");
+}
+
 static void test_fnv64(void) {
   /* Published FNV-1a 64 vectors. */
   CHECK(hx_rt_fnv64(HX_FNV64_INIT, "", 0) == UINT64_C(0xcbf29ce484222325));
@@ -212,6 +243,8 @@ int main(void) {
   test_truncated_file_skipped();
   test_incomplete_skipped();
   test_rewrite_same_step();
+  test_probe_dir();
+  test_old_format();
   rt_test_remove_dir(dir);
   return rt_test_finish("test_rt_ckpt");
 }
