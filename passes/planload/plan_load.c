@@ -11,6 +11,7 @@
 #include "passes/cost/cost.h"
 #include "ir/text/json.h"
 #include "ir/plan_util.h"
+#include "passes/schedule/sched.h"
 #include "plan_load.h"
 
 static const struct hx_source *read_source(struct hx_ctx *ctx, const char *path) {
@@ -76,6 +77,20 @@ static bool load_ranks(struct hx_plan_loader *l, const struct hx_json *arr, int 
   return true;
 }
 
+/* The train block's recompute binds the plan as it binds the planner
+ * (hx_sched_recompute_allowed): `full` and `none` fix every stage, only
+ * `auto` lets plan.json choose per stage. A missing "recompute" is false. */
+static bool recompute_agrees(const struct hx_ctx *ctx, const struct hx_json *at, bool recompute) {
+  if (hx_sched_recompute_allowed(ctx, recompute))
+    return true;
+  enum hx_recompute train = ctx->train.recompute;
+  hx_error(at->loc,
+           "this stage has \"recompute\": %s but the train block says recompute = %s (set "
+           "recompute = auto there to let plan.json choose per stage)",
+           recompute ? "true" : "false", train == HX_RECOMPUTE_FULL ? "full" : "none");
+  return false;
+}
+
 static bool load_stage(struct hx_plan_loader *l, const struct hx_json *js, struct hx_stage *st,
                        int expect_begin) {
   struct hx_ctx *ctx = l->ctx;
@@ -119,8 +134,10 @@ static bool load_stage(struct hx_plan_loader *l, const struct hx_json *js, struc
     return false;
   }
   const struct hx_json *rc = hx_json_get(js, "recompute");
-  hx_stage_init(&ctx->arena, st, r, ranks->nitems, (int)b, (int)e,
-                rc && rc->kind == HX_JSON_BOOL && rc->boolean);
+  bool recompute = rc && rc->kind == HX_JSON_BOOL && rc->boolean;
+  if (!recompute_agrees(ctx, rc ? rc : js, recompute))
+    return false;
+  hx_stage_init(&ctx->arena, st, r, ranks->nitems, (int)b, (int)e, recompute);
   st->tp = (int)tp;
   st->cp = (int)cp;
   st->hp = (int)hp;
@@ -293,7 +310,7 @@ static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root)
     return NULL;
   }
   hx_plan_fill_devices(&ctx->arena, l.plan, &ctx->model);
-  if (!hx_plan_load_seq(&l))
+  if (!hx_plan_load_check_groups(&l) || !hx_plan_load_seq(&l))
     return NULL;
   return l.plan;
 }

@@ -1,7 +1,8 @@
 /* Shared state of the plan.json reader: passes/planload/plan_load.c reads the
- * pipelines, stages and groups; passes/planload/plan_load_seq.c rebuilds the HexiSeq
+ * pipelines, stages and groups; plan_load_groups.c checks the groups against
+ * the stages; passes/planload/plan_load_seq.c rebuilds the HexiSeq
  * layouts (token ranges, heads, CP rings, HP all-to-all groups) of the
- * stages whose devices sit in cp_ring / hp_a2a groups. Internal to those two
+ * stages whose devices sit in cp_ring / hp_a2a groups. Internal to those
  * files. */
 #ifndef HX_PLAN_LOAD_H
 #define HX_PLAN_LOAD_H
@@ -33,5 +34,12 @@ bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks,
  * errors and returns false when the file cannot be such a plan. Plans
  * without cp_ring / hp_a2a groups pass through untouched. */
 bool hx_plan_load_seq(struct hx_plan_loader *l);
+
+/* The tp, grad and unsplit groups of the file against the stages
+ * (passes/planload/plan_load_groups.c): each one the scheduler would build
+ * for them (hx_sched_build_groups), and, when the file lists gradient groups
+ * at all, every one of those. Reports the stale group's line and returns
+ * false otherwise. Needs the pipelines loaded. */
+bool hx_plan_load_check_groups(struct hx_plan_loader *l);
 
 #endif

@@ -122,9 +122,10 @@ planfile)
   compile pb "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/tp2_dp_pp_groups.json"
   same one8 pb "tp2_dp_pp_groups.json"
   out=$("$hexic" "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/bad_groups.json" -o bad 2>&1)
-  [ $? -eq 2 ] || fail "a plan whose gradient groups contradict its stages should exit 2"
-  grep -q "does not match its stages' TP layout" <<<"$out" || fail "wrong message: $out"
-  echo "  bad_groups.json: refused with exit 2"
+  [ $? -eq 1 ] || fail "a plan whose gradient groups contradict its stages should exit 1"
+  grep -q "bad_groups.json:20:5: error: this grad group (layers \[1, 4), slice 1 of 2) does not match the stages: they put it on ranks \[1, 3\], not \[0, 3\]" <<<"$out" ||
+    fail "wrong message: $out"
+  echo "  bad_groups.json: refused with exit 1 at its stale group's line"
   ;;
 limits)
   # MPI's int counts and tag bound (issue 10, item 9), shrunk so a tiny model

@@ -1,8 +1,10 @@
 """usage: edit_plan.py IN.json OUT.json EDIT
 
-Hand edits of a HexiSeq plan.json that break it, one per EDIT name; the
-plan is written back in hexic's own layout (one line per device and group)
-so errors point at lines a person would edit."""
+Hand edits of a plan.json that break it, one per EDIT name; the plan is
+written back in hexic's own layout (one line per stage, device and group)
+so errors point at lines a person would edit. The HexiSeq edits need a
+HexiSeq plan; the others (stale_groups, missing_group, no_groups,
+recompute_off, recompute_on) any plan with two pipelines or more."""
 import json
 import sys
 
@@ -10,11 +12,12 @@ p = json.load(open(sys.argv[1]))
 edit = sys.argv[3]
 devs = p["devices"]
 assert all(d["rank"] == i for i, d in enumerate(devs)), "devices in rank order"
-hp = [g for g in p["groups"] if g["kind"] == "hp_a2a"]
 stages = [st for pl in p["pipelines"] for st in pl["stages"]]
+SEQ_EDITS = ("drop_range", "dup_head", "stage_rank_twice", "group_rank_twice", "not_zigzag",
+             "split_table", "cp", "group_layers", "group_kind")
 
 
-def unit_group(st):
+def unit_group(st, hp):
     """An hp group of stage st with >= 2 members, all first devices (TP rank
     0) of the stage's units: two units that split one sequence and one TP
     head share. None when the stage has no such group (no seq layout, or
@@ -25,13 +28,20 @@ def unit_group(st):
     return next((g for g in hp if len(g["ranks"]) >= 2 and set(g["ranks"]) <= firsts), None)
 
 
-# the first stage (any pipeline) with a seq layout and such a group: the
-# scheduler decides which stages and groups those are, so look, not assume
-stage0, group = next(((st, unit_group(st)) for st in stages if unit_group(st)), (None, None))
-assert group, "no stage with an hp group of two or more units"
-other = next((st for st in stages if st is not stage0), None)
-tp, ranks = stage0["tp"], stage0["ranks"]
-r0, r1 = group["ranks"][0], group["ranks"][1]
+if edit in SEQ_EDITS:
+    hp = [g for g in p["groups"] if g["kind"] == "hp_a2a"]
+    # the first stage (any pipeline) with a seq layout and such a group: the
+    # scheduler decides which stages and groups those are, so look, not assume
+    stage0, group = next(((st, unit_group(st, hp)) for st in stages if unit_group(st, hp)),
+                         (None, None))
+    assert group, "no stage with an hp group of two or more units"
+    other = next((st for st in stages if st is not stage0), None)
+    tp, ranks = stage0["tp"], stage0["ranks"]
+    r0, r1 = group["ranks"][0], group["ranks"][1]
+else:
+    assert len(p["pipelines"]) >= 2, "a plan of one pipeline"
+    grads = [g for g in p["groups"] if g["kind"] in ("grad", "unsplit")]
+    assert grads, "a plan without gradient groups"
 
 if edit == "drop_range":      # a token range held by nobody
     del devs[r1]["seq"][-1]
@@ -55,6 +65,22 @@ elif edit == "group_layers":  # end before begin
     group["layers"] = [3, 1]
 elif edit == "group_kind":
     group["kind"] = "hp"
+elif edit == "stale_groups":  # the last pipeline deleted, its batch moved, groups kept
+    gone = p["pipelines"].pop()
+    first = p["pipelines"][0]
+    moved = gone["micro_batches"] * gone["micro_batch_size"]
+    total = first["micro_batches"] * first["micro_batch_size"] + moved
+    if moved % first["micro_batch_size"]:
+        first["micro_batch_size"] = 1
+    first["micro_batches"] = total // first["micro_batch_size"]
+elif edit == "missing_group":  # one gradient group left out
+    p["groups"].remove(grads[-1])
+elif edit == "no_groups":  # no tables at all: the stages' are derived (accepted)
+    p["groups"] = []
+elif edit == "recompute_off":  # against recompute = full
+    stages[-1]["recompute"] = False
+elif edit == "recompute_on":  # against recompute = none
+    stages[-1]["recompute"] = True
 else:
     sys.exit("unknown edit " + edit)
 
@@ -68,7 +94,16 @@ keys = list(p)
 for k in keys:
     v = p[k]
     tail = "," if k != keys[-1] else ""
-    if k in ("devices", "groups"):
+    if k == "pipelines":
+        out.append("  %s: [" % json.dumps(k))
+        for i, pl in enumerate(v):
+            head = {x: pl[x] for x in pl if x != "stages"}
+            out.append("    %s, \"stages\": [" % line(head)[:-1])
+            out += ["        %s%s" % (line(st), "," if j + 1 < len(pl["stages"]) else "")
+                    for j, st in enumerate(pl["stages"])]
+            out.append("    ]}%s" % ("," if i + 1 < len(v) else ""))
+        out.append("  ]" + tail)
+    elif k in ("devices", "groups"):
         out.append("  %s: [" % json.dumps(k))
         out += ["    %s%s" % (line(x), "," if i + 1 < len(v) else "") for i, x in enumerate(v)]
         out.append("  ]" + tail)

@@ -21,7 +21,7 @@ static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 
 static void set_model(struct hx_ctx *ctx) {
   fx_model(ctx, "roundtrip", 4, 512, 1365, 16, 4, 32000, 1000); /* seq not a power of two */
-  fx_train(ctx, HX_RECOMPUTE_FULL, 4);
+  fx_train(ctx, HX_RECOMPUTE_AUTO, 4); /* the trials recompute some stages only */
 }
 
 /* Four nodes of four GPUs, two types alternating, fast links inside a node. */

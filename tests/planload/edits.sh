@@ -1,0 +1,57 @@
+#!/bin/sh
+# Hand edits of a plain (not HexiSeq) plan.json (issue 10, item 10): both
+# ways a plan comes back in, `hexic simulate PLAN` and --plan=PLAN, run the
+# same checks and print the same located error, exit 1: gradient groups left
+# stale by deleting a pipeline and moving its batch, a gradient group left
+# out, a stage's recompute against the train block's. A plan with no group
+# tables at all is accepted (they are derived from the stages).
+# usage: edits.sh HEXIC SOURCE_DIR WORK_DIR
+set -u
+hexic=$1; src=$2; work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+fail=0
+rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
+tiny=$src/examples/models/tiny.hx full=$here/tiny-full.hx cpu8=$src/examples/clusters/cpu8.hx
+
+# base MODEL DIR: the plan hexic picks; the edits need two pipelines or more.
+base() {
+  "$hexic" "$1" "$cpu8" -o "$2" > /dev/null || { echo "FAIL: hexic $1 cpu8.hx"; exit 1; }
+  python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))
+assert len(p["pipelines"]) >= 2 and any(g["kind"] == "grad" for g in p["groups"])' \
+    "$2/plan.json" || { echo "FAIL: the cpu8 plan has one pipeline: pick a cluster that has more"; exit 1; }
+}
+base "$tiny" plain
+base "$full" full
+
+# refused BASE MODEL EDIT MESSAGE (an extended regex after "error: ").
+refused() {
+  b=$1 model=$2 edit=$3 msg=$4
+  python3 "$here/edit_plan.py" "$b/plan.json" "$edit.json" "$edit" || { fail=1; return; }
+  "$hexic" simulate "$edit.json" "$model" "$cpu8" > /dev/null 2> "$edit.sim.err"
+  sim=$?
+  "$hexic" "$model" "$cpu8" --plan="$edit.json" -o "$edit.out" > /dev/null 2> "$edit.plan.err"
+  plan=$?
+  if [ $sim -ne 1 ] || [ $plan -ne 1 ] ||
+     ! grep -Eq "^$edit.json:[0-9]+:[0-9]+: error: $msg" "$edit.sim.err" ||
+     ! grep -q '^ *\^$' "$edit.sim.err" || ! cmp -s "$edit.sim.err" "$edit.plan.err"; then
+    echo "FAIL: $edit: want exit 1 from both paths and the same located error matching '$msg';"
+    echo "hexic simulate: exit $sim"; cat "$edit.sim.err"
+    echo "--plan: exit $plan"; cat "$edit.plan.err"
+    fail=1
+  fi
+}
+refused plain "$tiny" stale_groups \
+  "this (grad|unsplit|tp) group .*(does not match the stages|is no stage's TP group)"
+refused plain "$tiny" missing_group "'groups' lists gradient groups but not the (grad|unsplit) group"
+refused full "$full" recompute_off \
+  "this stage has \"recompute\": false but the train block says recompute = full"
+refused plain "$tiny" recompute_on \
+  "this stage has \"recompute\": true but the train block says recompute = none"
+
+python3 "$here/edit_plan.py" plain/plan.json no_groups.json no_groups || fail=1
+"$hexic" simulate no_groups.json "$tiny" "$cpu8" > /dev/null 2> no_groups.err ||
+  { echo "FAIL: a plan without group tables is refused:"; cat no_groups.err; fail=1; }
+"$hexic" "$tiny" "$cpu8" --plan=no_groups.json -o no_groups.out > /dev/null 2>> no_groups.err ||
+  { echo "FAIL: --plan refuses a plan without group tables:"; cat no_groups.err; fail=1; }
+[ $fail -eq 0 ] && echo "ok (planload edits: stale and missing groups, recompute, both paths)"
+exit $fail
