@@ -17,6 +17,7 @@ struct hx_parse_state {
   /* Scanner position of the next byte (1-based). */
   int line, col;
   int brace_depth, bracket_depth; /* newlines separate fields only inside braces */
+  const char *stray_end;          /* just past the last run of stray bytes reported */
   struct location open_brace;     /* of the block being parsed, for "to match this '{'" */
   /* Context for clang-like syntax messages. */
   const char *block_keyword;   /* keyword of the block being parsed */

@@ -25,10 +25,10 @@ static void print_source_line(struct location loc) {
   const struct hx_source *src = loc.src;
   if (!src || !src->text || loc.line < 1)
     return;
-  const char *p = src->text, *end = src->text + src->len;
-  for (int line = 1; line < loc.line && p < end; p++)
-    if (*p == '\n')
-      line++;
+  const char *end = src->text + src->len;
+  const char *p = hx_source_line(src, loc.line); /* indexed: no rescan per diagnostic */
+  if (!p)
+    p = end;
   const char *eol = p;
   while (eol < end && *eol != '\n')
     eol++;

@@ -1,7 +1,6 @@
 /* The parse pass: reads every input file into the arena, registers it as a
  * source (so diagnostics can show the line), and parses it into ctx->ast.
  * Blocks from all files land in one AST, in command-line order. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,50 +15,9 @@ struct hx_source *hx_add_source(struct hx_ctx *ctx, const char *name, const char
   if (ctx->nsources)
     memcpy(arr, ctx->sources, sizeof *arr * (size_t)ctx->nsources);
   struct hx_source *src = &arr[ctx->nsources++];
-  src->name = hx_strdup(&ctx->arena, name);
-  src->text = hx_strndup(&ctx->arena, data, len);
-  src->len = (long)len;
+  hx_source_init(&ctx->arena, src, name, data, len);
   ctx->sources = arr;
   return src;
-}
-
-/* Reads a whole file (any size, pipes too) into a malloc'd buffer; NULL with
- * errno set on failure. */
-static char *read_file(const char *path, size_t *len_out) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  char *buf = NULL;
-  size_t cap = 0, len = 0;
-  int err = 0;
-  for (;;) {
-    if (len == cap) {
-      size_t bigger_cap = cap ? cap * 2 : 1 << 16;
-      char *bigger = realloc(buf, bigger_cap);
-      if (!bigger) {
-        err = ENOMEM;
-        break;
-      }
-      buf = bigger;
-      cap = bigger_cap;
-    }
-    errno = 0;
-    size_t got = fread(buf + len, 1, cap - len, f);
-    len += got;
-    if (got == 0) {
-      if (ferror(f)) /* a directory: EISDIR */
-        err = errno ? errno : EIO;
-      break;
-    }
-  }
-  fclose(f);
-  if (err) {
-    free(buf);
-    errno = err;
-    return NULL;
-  }
-  *len_out = len;
-  return buf;
 }
 
 bool hx_parse_sources(struct hx_ctx *ctx) {
@@ -72,11 +30,9 @@ bool hx_pass_parse(struct hx_ctx *ctx) {
   for (int i = 0; i < ctx->opt.ninputs; i++) {
     const char *path = ctx->opt.inputs[i];
     size_t len = 0;
-    char *data = read_file(path, &len);
-    if (!data) {
-      hx_error_plain("cannot read '%s': %s", path, strerror(errno));
+    char *data = hx_read_input(path, &len); /* reports why not */
+    if (!data)
       continue;
-    }
     hx_add_source(ctx, path, data, len);
     free(data);
   }

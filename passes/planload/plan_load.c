@@ -14,32 +14,15 @@
 #include "passes/schedule/sched.h"
 #include "plan_load.h"
 
+/* plan.json through the shared bounded reader (ir/source.c): a regular file
+ * of at most HX_INPUT_LIMIT bytes, its lines indexed for diagnostics. */
 static const struct hx_source *read_source(struct hx_ctx *ctx, const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    hx_error_plain("cannot read %s: %s", path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap)
-      buf = realloc(buf, cap *= 2);
-  }
+  size_t n = 0;
+  char *buf = hx_read_input(path, &n); /* reports why not */
   if (!buf)
-    hx_internal_error("out of memory reading %s", path);
-  bool failed = ferror(f);
-  fclose(f);
-  if (failed) {
-    hx_error_plain("cannot read %s: %s", path, strerror(errno));
-    free(buf);
     return NULL;
-  }
   struct hx_source *src = HX_NEW(&ctx->arena, struct hx_source);
-  src->name = hx_strdup(&ctx->arena, path);
-  src->text = hx_strndup(&ctx->arena, buf, n);
-  src->len = (long)n;
+  hx_source_init(&ctx->arena, src, path, buf, n);
   free(buf);
   return src;
 }

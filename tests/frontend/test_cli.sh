@@ -49,5 +49,38 @@ expect 1 "10 MB line" -- "$hexic" --check /tmp/hx_cli_big.$$.hx
 grep -qE '^/tmp/hx_cli_big[^:]*:1:[0-9]+: error: ' /tmp/hx_cli_err.$$ || { echo "FAIL: 10 MB line: no located error"; fail=1; }
 python3 -c 'import random, sys; random.seed(7); sys.stdout.buffer.write(bytes(random.randrange(256) for _ in range(200000)))' >/tmp/hx_cli_rand.$$.hx
 expect 1 "random bytes" -- "$hexic" --check /tmp/hx_cli_rand.$$.hx
+# Inputs are bounded (ir/source.c): devices, pipes and files over 64 MiB are
+# refused at once with the file's name, whether .hx or plan.json; `timeout`
+# turns the old endless read into a failure here rather than a hang.
+expect 1 "/dev/zero as .hx" -- timeout 10 "$hexic" --check /dev/zero
+grep -qx "hexic: error: cannot read '/dev/zero': it is a character device; hexic reads only regular files" \
+  /tmp/hx_cli_err.$$ || { echo "FAIL: /dev/zero message"; cat /tmp/hx_cli_err.$$; fail=1; }
+expect 1 "/dev/urandom as .hx" -- timeout 10 "$hexic" --check /dev/urandom
+grep -q "cannot read '/dev/urandom': it is a character device" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: /dev/urandom message"; cat /tmp/hx_cli_err.$$; fail=1; }
+expect 1 "--plan /dev/zero" -- timeout 10 "$hexic" --plan=/dev/zero examples/models/tiny.hx examples/clusters/cpu1.hx
+grep -q "cannot read '/dev/zero': it is a character device" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: --plan /dev/zero message"; cat /tmp/hx_cli_err.$$; fail=1; }
+expect 1 "simulate /dev/zero" -- timeout 10 "$hexic" simulate /dev/zero examples/models/tiny.hx examples/clusters/cpu1.hx
+grep -q "cannot read '/dev/zero': it is a character device" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: simulate /dev/zero message"; cat /tmp/hx_cli_err.$$; fail=1; }
+mkfifo /tmp/hx_cli_fifo.$$
+expect 1 "a FIFO" -- timeout 10 "$hexic" --check /tmp/hx_cli_fifo.$$
+grep -qx "hexic: error: cannot read '/tmp/hx_cli_fifo.$$': it is a pipe; hexic reads only regular files" \
+  /tmp/hx_cli_err.$$ || { echo "FAIL: FIFO message"; cat /tmp/hx_cli_err.$$; fail=1; }
+truncate -s $((64 * 1024 * 1024 + 1)) /tmp/hx_cli_huge.$$.hx # sparse: no disk used
+expect 1 "a file over 64 MiB" -- timeout 10 "$hexic" --check /tmp/hx_cli_huge.$$.hx
+grep -qx "hexic: error: cannot read '/tmp/hx_cli_huge.$$.hx': it has 67108865 bytes, more than the 64 MiB (67108864 bytes) hexic reads from one input file" \
+  /tmp/hx_cli_err.$$ || { echo "FAIL: over-limit message"; cat /tmp/hx_cli_err.$$; fail=1; }
+expect 1 "a plan.json over 64 MiB" -- timeout 10 "$hexic" --plan=/tmp/hx_cli_huge.$$.hx examples/models/tiny.hx examples/clusters/cpu1.hx
+grep -q "cannot read '/tmp/hx_cli_huge.$$.hx': it has 67108865 bytes" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: over-limit plan message"; cat /tmp/hx_cli_err.$$; fail=1; }
+# A megabyte of NULs, loose or in a comment, scan in linear time (flex
+# rescans a token at every NUL in it: one MiB used to take an hour).
+{ printf 'model\n'; head -c $((1024 * 1024)) /dev/zero; printf '\n# '; head -c $((1024 * 1024)) /dev/zero; } \
+  >/tmp/hx_cli_huge.$$.hx
+expect 1 "2 MiB of NULs" -- timeout 10 "$hexic" --check /tmp/hx_cli_huge.$$.hx
+grep -q "^/tmp/hx_cli_huge.$$.hx:2:1: error: unexpected NUL bytes" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: NUL run message"; cat /tmp/hx_cli_err.$$; fail=1; }
 rm -f /tmp/hx_cli_*.$$ /tmp/hx_cli_*.$$.hx
 exit $fail

@@ -121,7 +121,7 @@ static void test_too_large(void) {
   hx_diag_reset();
   struct hx_arena a;
   hx_arena_init(&a);
-  struct hx_source src = {"big.hx", "model", (long)INT_MAX};
+  struct hx_source src = {.name = "big.hx", .text = "model", .len = (long)INT_MAX};
   struct hx_ast ast = {NULL, NULL};
   hx_parse_file(&a, &src, &ast);
   CHECK(hx_error_count() == 1 && ast.first == NULL);
