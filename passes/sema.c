@@ -112,9 +112,93 @@ _Static_assert(M_COUNT <= MAX_BLOCK_FIELDS && TR_COUNT <= MAX_BLOCK_FIELDS && G_
 
 /* ---------------------------------------------------------- field access */
 
+/* Names to indices: open addressing in the arena, keyed by one name or an
+ * unordered pair of names (a link). With 100k GPU blocks a pairwise strcmp
+ * for duplicates took a minute; a lookup here is O(1). */
+struct name_slot {
+  const char *a, *b; /* a == NULL: empty; b: second name of a pair, else NULL */
+  int value;
+};
+
+struct name_table {
+  struct name_slot *slots;
+  size_t mask; /* capacity - 1; capacity a power of two, at least twice the entries */
+};
+
+static void table_init(struct hx_arena *arena, struct name_table *t, int entries) {
+  size_t cap = 16;
+  while (cap < 2 * (size_t)entries)
+    cap *= 2;
+  t->slots = HX_NEW_ARRAY(arena, struct name_slot, cap);
+  t->mask = cap - 1;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    h = (h ^ *p) * 0x100000001b3ULL;
+  return h;
+}
+
+static bool slot_matches(const struct name_slot *slot, const char *a, const char *b) {
+  return !strcmp(slot->a, a) && (slot->b == b || (slot->b && b && !strcmp(slot->b, b)));
+}
+
+/* The slot holding (a, b), or the empty slot where it would go. */
+static struct name_slot *table_slot(const struct name_table *t, const char *a, const char *b) {
+  uint64_t h = fnv1a(0xcbf29ce484222325ULL, a);
+  if (b)
+    h = fnv1a(h * 0x100000001b3ULL, b); /* the multiply separates "ab"+"c" from "a"+"bc" */
+  for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask)
+    if (!t->slots[i].a || slot_matches(&t->slots[i], a, b))
+      return &t->slots[i];
+}
+
+/* The value stored under (a, b), or -1. */
+static int table_find(const struct name_table *t, const char *a, const char *b) {
+  const struct name_slot *slot = table_slot(t, a, b);
+  return slot->a ? slot->value : -1;
+}
+
+/* Stores value under (a, b), which must not be there yet. */
+static void table_put(struct name_table *t, const char *a, const char *b, int value) {
+  *table_slot(t, a, b) = (struct name_slot){a, b, value};
+}
+
+/* A link's two ends in a canonical order: "a" "b" and "b" "a" are one pair. */
+static void order_pair(const char **a, const char **b) {
+  if (strcmp(*a, *b) > 0) {
+    const char *t = *a;
+    *a = *b;
+    *b = t;
+  }
+}
+
+/* Warnings of one kind stop after MAX_WARNINGS_OF_A_KIND; the rest are
+ * counted and summed up in one line, so 100k unused GPU types do not print
+ * 100k warnings. */
+enum { MAX_WARNINGS_OF_A_KIND = 20 };
+
+struct warning_kind {
+  const char *what; /* for the summary line */
+  int count;
+};
+
+static bool warning_wanted(struct warning_kind *k) { return ++k->count <= MAX_WARNINGS_OF_A_KIND; }
+
+static void report_suppressed(const struct warning_kind *k) {
+  if (k->count > MAX_WARNINGS_OF_A_KIND)
+    hx_warning((struct location){0}, "%d more warnings like this suppressed (%s)",
+               k->count - MAX_WARNINGS_OF_A_KIND, k->what);
+}
+
+/* True when the error just reported was printed: only then is a "did you
+ * mean" note worth its search over every name. */
+static bool last_error_printed(void) { return hx_error_count() <= HX_MAX_ERRORS; }
+
 struct sema {
   struct hx_ctx *ctx;
   struct hx_arena *arena;
+  struct name_table gpu_names; /* GPU type name -> index in cluster.gpus */
 };
 
 static const char *shorten(struct sema *s, const char *text) { return hx_short_text(s->arena, text); }
@@ -421,12 +505,7 @@ static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_ty
   get_real(s, f[G_EFFICIENCY], &gpu_fields[G_EFFICIENCY], 0.5, &g->efficiency);
 }
 
-static int find_gpu(const struct hx_cluster *c, const char *name) {
-  for (int i = 0; i < c->ngpus; i++)
-    if (!strcmp(c->gpus[i].name, name))
-      return i;
-  return -1;
-}
+static int find_gpu(const struct sema *s, const char *name) { return table_find(&s->gpu_names, name, NULL); }
 
 /* A node block as written, before replica expansion. */
 struct node_decl {
@@ -437,26 +516,33 @@ struct node_decl {
   bool clash_reported;
 };
 
+/* The note after "unknown GPU type": the nearest declared name, or how to
+ * declare one when there is none. */
+static void suggest_gpu(struct sema *s, const char *gpu, struct location at) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  const char **names = HX_NEW_ARRAY(s->arena, const char *, c->ngpus);
+  for (int i = 0; i < c->ngpus; i++)
+    names[i] = c->gpus[i].name;
+  const char *near = hx_nearest_name(gpu, names, c->ngpus);
+  if (near)
+    hx_note(at, "did you mean \"%s\"?", near);
+  else if (c->ngpus == 0)
+    hx_note(at, "declare it with gpu \"%s\" { tflops = ...; memory = ... }", shorten(s, gpu));
+}
+
 static bool build_node_decl(struct sema *s, const struct hx_block *b, struct node_decl *d) {
   const struct hx_field *f[N_COUNT];
   int before = hx_error_count();
   collect_fields(s, b, node_fields, N_COUNT, f);
-  const struct hx_cluster *c = &s->ctx->cluster;
   d->block = b;
   d->gpu_type = -1;
   const char *gpu = get_string(s, f[N_GPU], &node_fields[N_GPU], NULL);
   if (gpu) {
-    d->gpu_type = find_gpu(c, gpu);
+    d->gpu_type = find_gpu(s, gpu);
     if (d->gpu_type < 0) {
       hx_error(f[N_GPU]->value.loc, "unknown GPU type \"%s\"", shorten(s, gpu));
-      const char **names = HX_NEW_ARRAY(s->arena, const char *, c->ngpus);
-      for (int i = 0; i < c->ngpus; i++)
-        names[i] = c->gpus[i].name;
-      const char *near = hx_nearest_name(gpu, names, c->ngpus);
-      if (near)
-        hx_note(f[N_GPU]->value.loc, "did you mean \"%s\"?", near);
-      else if (c->ngpus == 0)
-        hx_note(f[N_GPU]->value.loc, "declare it with gpu \"%s\" { tflops = ...; memory = ... }", shorten(s, gpu));
+      if (last_error_printed())
+        suggest_gpu(s, gpu, f[N_GPU]->value.loc);
     }
   }
   int64_t v;
@@ -586,17 +672,16 @@ static bool resolve_link_end(struct sema *s, const struct name_index *ix, const 
   if (*out)
     return true;
   hx_error(at, "unknown node \"%s\" in link", shorten(s, name));
+  if (!last_error_printed())
+    return false;
   const char *near = nearest_node(s, ix, name);
   if (near)
     hx_note(at, "did you mean \"%s\"?", near);
   return false;
 }
 
-static bool same_pair(const struct hx_link *x, const char *a, const char *b) {
-  return (!strcmp(x->a, a) && !strcmp(x->b, b)) || (!strcmp(x->a, b) && !strcmp(x->b, a));
-}
-
-static void build_link(struct sema *s, const struct hx_block *b, const struct name_index *ix) {
+static void build_link(struct sema *s, const struct hx_block *b, const struct name_index *ix,
+                       struct name_table *pairs) {
   const struct hx_field *f[L_COUNT];
   int before = hx_error_count();
   collect_fields(s, b, link_fields, L_COUNT, f);
@@ -616,14 +701,18 @@ static void build_link(struct sema *s, const struct hx_block *b, const struct na
     return;
   }
   struct hx_cluster *c = &s->ctx->cluster;
-  for (int i = 0; i < c->nlinks; i++)
-    if (same_pair(&c->links[i], l.a, l.b)) {
-      hx_error(b->loc, "a second link between \"%s\" and \"%s\"", shorten(s, l.a), shorten(s, l.b));
-      hx_note(c->links[i].loc, "previous definition is here");
-      return;
-    }
-  if (hx_error_count() == before)
+  const char *first = l.a, *second = l.b;
+  order_pair(&first, &second);
+  int prev = table_find(pairs, first, second);
+  if (prev >= 0) {
+    hx_error(b->loc, "a second link between \"%s\" and \"%s\"", shorten(s, l.a), shorten(s, l.b));
+    hx_note(c->links[prev].loc, "previous definition is here");
+    return;
+  }
+  if (hx_error_count() == before) {
+    table_put(pairs, first, second, c->nlinks);
     c->links[c->nlinks++] = l;
+  }
 }
 
 static void build_network(struct sema *s, const struct hx_block *b) {
@@ -650,16 +739,19 @@ static int count_blocks(const struct hx_ast *ast, enum hx_block_kind k) {
 
 static void build_gpus(struct sema *s) {
   struct hx_cluster *c = &s->ctx->cluster;
-  c->gpus = HX_NEW_ARRAY(s->arena, struct hx_gpu_type, count_blocks(&s->ctx->ast, HX_B_GPU));
+  int nblocks = count_blocks(&s->ctx->ast, HX_B_GPU);
+  c->gpus = HX_NEW_ARRAY(s->arena, struct hx_gpu_type, nblocks);
+  table_init(s->arena, &s->gpu_names, nblocks);
   for (const struct hx_block *b = s->ctx->ast.first; b; b = b->next) {
     if (b->kind != HX_B_GPU)
       continue;
-    int prev = find_gpu(c, b->name);
+    int prev = find_gpu(s, b->name);
     if (prev >= 0) {
       hx_error(b->name_loc, "duplicate GPU type \"%s\"", shorten(s, b->name));
       hx_note(c->gpus[prev].loc, "previous definition is here");
       continue;
     }
+    table_put(&s->gpu_names, b->name, NULL, c->ngpus);
     build_gpu(s, b, &c->gpus[c->ngpus++]);
   }
 }
@@ -695,32 +787,38 @@ static bool build_nodes(struct sema *s, struct name_index *ix) {
 
 static void warn_unused_gpus(struct sema *s) {
   const struct hx_cluster *c = &s->ctx->cluster;
-  for (int g = 0; g < c->ngpus; g++) {
-    bool used = false;
-    for (int n = 0; n < c->nnodes && !used; n++)
-      used = c->nodes[n].gpu_type == g;
-    if (!used)
+  bool *used = HX_NEW_ARRAY(s->arena, bool, c->ngpus);
+  for (int n = 0; n < c->nnodes; n++)
+    if (c->nodes[n].gpu_type >= 0)
+      used[c->nodes[n].gpu_type] = true;
+  struct warning_kind unused = {"GPU types no node uses", 0};
+  for (int g = 0; g < c->ngpus; g++)
+    if (!used[g] && warning_wanted(&unused))
       hx_warning(c->gpus[g].loc, "GPU type \"%s\" is not used by any node", shorten(s, c->gpus[g].name));
-  }
+  report_suppressed(&unused);
 }
 
 static void warn_slow_links(struct sema *s, const struct name_index *ix) {
   const struct hx_cluster *c = &s->ctx->cluster;
+  struct warning_kind slower = {"links slower than the network", 0};
+  struct warning_kind faster = {"links faster than the GPUs inside a node", 0};
   for (int i = 0; i < c->nlinks; i++) {
     const struct hx_link *l = &c->links[i];
-    if (c->has_network && l->bandwidth < c->network_bandwidth)
+    if (c->has_network && l->bandwidth < c->network_bandwidth && warning_wanted(&slower))
       hx_warning(l->loc, "link \"%s\" \"%s\" (%g GB/s) is slower than the network (%g GB/s)", shorten(s, l->a),
                  shorten(s, l->b), l->bandwidth / 1e9, c->network_bandwidth / 1e9);
     const char *ends[2] = {l->a, l->b};
     for (int e = 0; e < 2 && (e == 0 || strcmp(l->a, l->b)); e++) {
       const struct named *n = lookup_name(ix, ends[e]);
       const struct node_decl *d = n->decl;
-      if (d->gpus > 1 && d->bandwidth < l->bandwidth)
+      if (d->gpus > 1 && d->bandwidth < l->bandwidth && warning_wanted(&faster))
         hx_warning(l->loc, "link \"%s\" \"%s\" (%g GB/s) is faster than the GPUs inside node \"%s\" (%g GB/s)",
                    shorten(s, l->a), shorten(s, l->b), l->bandwidth / 1e9, shorten(s, d->block->name),
                    d->bandwidth / 1e9);
     }
   }
+  report_suppressed(&slower);
+  report_suppressed(&faster);
 }
 
 /* ------------------------------------------------------- the whole input */
@@ -782,7 +880,7 @@ static void check_missing(struct sema *s) {
 }
 
 bool hx_pass_sema(struct hx_ctx *ctx) {
-  struct sema s = {ctx, &ctx->arena};
+  struct sema s = {ctx, &ctx->arena, {NULL, 0}};
   int before = hx_error_count();
   check_singletons(&s);
   check_missing(&s);
@@ -800,10 +898,13 @@ bool hx_pass_sema(struct hx_ctx *ctx) {
   if (!build_nodes(&s, &ix))
     return false;
   struct hx_cluster *c = &ctx->cluster;
-  c->links = HX_NEW_ARRAY(s.arena, struct hx_link, count_blocks(&ctx->ast, HX_B_LINK));
+  int nlink_blocks = count_blocks(&ctx->ast, HX_B_LINK);
+  c->links = HX_NEW_ARRAY(s.arena, struct hx_link, nlink_blocks);
+  struct name_table link_pairs;
+  table_init(s.arena, &link_pairs, nlink_blocks);
   for (const struct hx_block *b = ctx->ast.first; b; b = b->next) {
     if (b->kind == HX_B_LINK)
-      build_link(&s, b, &ix);
+      build_link(&s, b, &ix, &link_pairs);
     else if (b->kind == HX_B_NETWORK)
       build_network(&s, b);
   }

@@ -47,3 +47,5 @@ foreach(c ${hx_fe_clusters})
 endforeach()
 
 add_test(NAME frontend.cli COMMAND bash ${HX_FE_DIR}/test_cli.sh ${HX_BIN})
+# Large inputs: far-apart duplicates and the cap on repeated warnings.
+add_test(NAME frontend.scale COMMAND bash ${HX_FE_DIR}/test_scale.sh ${HX_BIN})
