@@ -83,11 +83,12 @@ static int run_chain(void) {
     sleep(120);
     return 0;
   }
-  sleep((unsigned)rank); /* rank 0 waits longest */
+  usleep(500000 * (unsigned)rank); /* rank 0 waits longest (and less than HEXIC_TIMEOUT_S) */
+  hx_rt_progress();
   MPI_Request req;
+  const int members[2] = {1, 2};
   struct hx_rt_wait w = {"probe receive", rank, rank + 1, 0, NULL};
   if (rank == 1) {
-    const int members[2] = {1, 2};
     w = (struct hx_rt_wait){"probe all-reduce", -1, -1, 2, members};
     MPI_Iallreduce(MPI_IN_PLACE, &token, 1, MPI_INT, MPI_SUM, pair, &req);
   } else {
