@@ -82,8 +82,12 @@ static void sleep_s(double s) {
   }
 }
 
+/* Being stopped for this long means a rank, not its peers, is at fault. */
+static int64_t frozen_limit_ns(void) { return (int64_t)(fmax(1.0, g_timeout_s / 2) * 1e9); }
+
 /* Wakes several times per bound so the overshoot stays a small fraction of
- * it; never calls MPI (MPI runs with MPI_THREAD_FUNNELED). */
+ * it; never calls MPI (MPI runs with MPI_THREAD_FUNNELED). A rank that was
+ * itself stopped (SIGSTOP, then mpirun's SIGCONT) says so. */
 static void *watchdog_main(void *unused) {
   (void)unused;
   double period = fmin(0.25, g_timeout_s / 8);
@@ -97,10 +101,19 @@ static void *watchdog_main(void *unused) {
       continue;
     double idle = (double)(monotonic_ns() - atomic_load(&g_last_progress_ns)) * 1e-9;
     if (idle > g_timeout_s) {
-      fprintf(stderr,
-              "hexic-rt: rank %d: error: no progress for %.1f s (HEXIC_TIMEOUT_S=%g): a peer "
-              "rank died or hangs; exiting\n",
-              g_rank, idle, g_timeout_s);
+      int64_t frozen = atomic_load(&g_frozen_ns);
+      if (frozen >= frozen_limit_ns())
+        fprintf(stderr,
+                "hexic-rt: rank %d: error: no progress for %.1f s: this rank did not run for "
+                "%.1f s; exiting\n"
+                "hexic-rt: failed rank %d: it did not run for %.1f s (stopped, e.g. by "
+                "SIGSTOP)\n",
+                g_rank, idle, frozen * 1e-9, g_rank, frozen * 1e-9);
+      else
+        fprintf(stderr,
+                "hexic-rt: rank %d: error: no progress for %.1f s (HEXIC_TIMEOUT_S=%g): a peer "
+                "rank died or hangs; exiting\n",
+                g_rank, idle, g_timeout_s);
       fflush(stderr);
       /* _exit: the main thread may hold locks inside MPI; mpirun sees a rank
        * leave without MPI_Finalize and ends the rest of the job. */
@@ -346,9 +359,6 @@ static void next_level(struct trace *t) {
   t->level = next;
   t->nlevel = nnext;
 }
-
-/* Being stopped for this long means a rank, not its peers, is at fault. */
-static int64_t frozen_limit_ns(void) { return (int64_t)(fmax(1.0, g_timeout_s / 2) * 1e9); }
 
 /* The first rank of the level that did not answer, or that answered but
  * says it did not run for a long while (stopped, then continued: mpirun
