@@ -1,5 +1,6 @@
 /* hexic: the driver. Parses the command line, runs the pass pipeline, and
  * maps the outcome to an exit code (see ir/diag.h). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,7 +29,12 @@ static const char usage_text[] =
     "  --target=cpu|cuda     generated programs run on CPU over MPI (default) or on\n"
     "                        GPUs over NCCL\n"
     "  --strategy=NAME       auto (default), hexiscale, symmetric, exhaustive, hexiseq\n"
-    "  --search-budget=SEC   bound the plan search to SEC seconds (default 30)\n"
+    "  --search-evals=N      stop the plan search after N evaluations (candidate\n"
+    "                        plans priced; default 100000): the same N gives the same\n"
+    "                        plan on any machine\n"
+    "  --search-budget=SEC   cut the plan search short after SEC seconds (default 30),\n"
+    "                        with a warning: the plan may then differ from a run\n"
+    "                        that is not cut short\n"
     "  --plan=FILE           take the plan from FILE (a plan.json) instead of searching\n"
     "  --version             print the version and exit\n"
     "  -h, --help            print this text and exit\n"
@@ -54,6 +60,7 @@ enum {
   OPT_TARGET,
   OPT_STRATEGY,
   OPT_BUDGET,
+  OPT_EVALS,
   OPT_PLAN,
   OPT_VERSION,
 };
@@ -65,6 +72,7 @@ static const struct option long_options[] = {
     {"target", required_argument, NULL, OPT_TARGET},
     {"strategy", required_argument, NULL, OPT_STRATEGY},
     {"search-budget", required_argument, NULL, OPT_BUDGET},
+    {"search-evals", required_argument, NULL, OPT_EVALS},
     {"plan", required_argument, NULL, OPT_PLAN},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, 'h'},
@@ -86,6 +94,19 @@ static bool parse_strategy(const char *s, enum hx_strategy *out) {
       return true;
     }
   return false;
+}
+
+/* A whole decimal number in [lo, hi], nothing else (no sign, no spaces). */
+static bool parse_count(const char *s, long long lo, long long hi, long long *out) {
+  if (*s < '0' || *s > '9')
+    return false;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (*end || errno || v < lo || v > hi)
+    return false;
+  *out = v;
+  return true;
 }
 
 /* Fills opt (holding the defaults) from the command line. Returns -1 when
@@ -127,6 +148,15 @@ static int parse_options(int argc, char **argv, struct hx_options *opt) {
       if (*end || !(v > 0) || v > 1e6)
         return usage_error("--search-budget wants a positive number of seconds, not '%s'", optarg);
       opt->search_budget_s = v;
+      break;
+    }
+    case OPT_EVALS: {
+      long long v;
+      if (!parse_count(optarg, 1, 1000000000, &v))
+        return usage_error("--search-evals wants a whole number of evaluations in 1..1e9, not "
+                           "'%s'",
+                           optarg);
+      opt->search_evals = v;
       break;
     }
     case OPT_PLAN:

@@ -27,7 +27,9 @@ struct hx_options {
   const char *print_after;/* --print-after=PASS */
   enum hx_target target;
   enum hx_strategy strategy;
-  double search_budget_s; /* --search-budget */
+  double search_budget_s; /* --search-budget: wall-clock cut, seconds */
+  int64_t search_evals;   /* --search-evals: evaluations (0: the default) */
+  int tau;                /* --tau: top-tau stage orders (0: the default) */
   const char *plan_file;  /* --plan=FILE: take the plan from a plan.json */
 };
 

@@ -72,6 +72,7 @@ static const char *const kind_names[] = {"ring", "ulysses", "usp", "hexiseq"};
 enum { KEEP = 3 };
 struct search {
   struct hx_ctx *ctx;
+  struct hx_search_limit limit; /* the clock cuts refinement short */
   struct hx_arena keep;
   struct hx_plan *best[NKINDS][KEEP];
   double est[NKINDS][KEEP];
@@ -419,6 +420,9 @@ static void refine_frames(struct search *s, const struct frame_score *fs, int n)
   int ndev = s->ctx->cluster.ndevices;
   double spent = 0;
   for (int i = 0; i < n && worth_refining(fs, i, spent, ndev); i++) {
+    /* the best frame always: the baselines are the first plans */
+    if (i >= MIN_FRAMES && hx_search_limit_stop(&s->limit))
+      break;
     spent += frame_work(&fs[i], ndev);
     for (int mixed = 1; mixed >= 0; mixed--) {
       struct hx_arena a;
@@ -472,6 +476,7 @@ struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
   struct search s;
   memset(&s, 0, sizeof s);
   s.ctx = ctx;
+  hx_search_limit_init(&s.limit, &ctx->opt);
   hx_arena_init(&s.keep);
   for (int k = 0; k < NKINDS; k++)
     for (int j = 0; j < KEEP; j++)
@@ -480,6 +485,7 @@ struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
   int nframes = enumerate_frames(&s, fs);
   pick_frames(fs, nframes);
   refine_frames(&s, fs, nframes);
+  hx_search_limit_report(&s.limit, "the HexiSeq search");
   struct hx_plan *kinds[NKINDS];
   for (int k = 0; k < NKINDS; k++)
     kinds[k] = fastest_of(&s, k);

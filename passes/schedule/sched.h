@@ -32,6 +32,30 @@ uint64_t hx_rng_next(struct hx_rng *r);
 /* Uniform in [0, n); n > 0. */
 int hx_rng_below(struct hx_rng *r, int n);
 
+/* ---- search limits (sched_limit.c) ------------------------------------- */
+
+/* What bounds a plan search. Evaluations (one candidate structure priced:
+ * completed over its micro-batch settings by the estimate or the simulator)
+ * are counted: --search-evals stops every search at the same point whatever
+ * the machine. The clock (--search-budget) only cuts a search short, with a
+ * warning that the plan may differ from a run that is not cut short. A
+ * search that stops keeps the best plan found so far; each search finds a
+ * first plan cheaply before its expensive part, limits or not. */
+enum { HX_SEARCH_EVALS_DEFAULT = 100000 };
+#define HX_SEARCH_BUDGET_DEFAULT_S 30.0
+struct hx_search_limit {
+  int64_t evals, max_evals;
+  double start, deadline, budget_s; /* CLOCK_MONOTONIC seconds */
+  bool out_of_evals, out_of_time;   /* why the search stopped, if it did */
+};
+double hx_search_now_s(void);
+void hx_search_limit_init(struct hx_search_limit *l, const struct hx_options *opt);
+/* True once the evaluations are spent or the clock ran out (sticky). */
+bool hx_search_limit_stop(struct hx_search_limit *l);
+/* Says on stderr why `search` ("the plan search") stopped: a warning when
+ * the clock cut it, a note when it used every evaluation; nothing else. */
+void hx_search_limit_report(const struct hx_search_limit *l, const char *search);
+
 /* ---- graphs for METIS (sched_graph.c) ---------------------------------- */
 
 /* An undirected graph in METIS's CSR form, weights as 64-bit integers before
@@ -76,13 +100,18 @@ struct hx_sched_graph *hx_sched_graph_build(struct hx_arena *a, const struct hx_
                                             enum hx_edge_objective obj);
 
 /* Above this many devices the complete device graph (n^2 edges) gets slow
- * to build and check: phases 1 and 2 then make each machine one vertex. */
-enum { HX_SCHED_DEVICE_GRAPH_MAX = 128 };
+ * to build and check: phases 1 and 2 then make each machine one vertex.
+ * Above HX_SCHED_GRAPH_MAX_VERTICES machines (2048 one-GPU machines: a
+ * graph of 4 million edges per partition), runs of consecutive machines of
+ * one node block are one vertex, then runs of any. */
+enum { HX_SCHED_DEVICE_GRAPH_MAX = 128, HX_SCHED_GRAPH_MAX_VERTICES = 512 };
 
 /* The vertices phases 1 and 2 partition devices[0..n) by: each device, or
  * (n > HX_SCHED_DEVICE_GRAPH_MAX) each run of consecutive devices on one
- * machine. Vertex v stands for devices[first[v] .. first[v] + count[v]),
- * rep[v] = devices[first[v]]. Returns how many vertices. */
+ * machine, or (more machines than HX_SCHED_GRAPH_MAX_VERTICES) on a few
+ * consecutive machines. Vertex v stands for devices[first[v] .. first[v] +
+ * count[v]), rep[v] = devices[first[v]]. Returns how many vertices, at most
+ * max(n when n <= HX_SCHED_DEVICE_GRAPH_MAX, HX_SCHED_GRAPH_MAX_VERTICES). */
 int hx_sched_vertices(const struct hx_cluster *c, const int *devices, int n, int *first,
                       int *count, int *rep);
 
@@ -151,6 +180,7 @@ struct hx_sched_grouping {
   int *group;    /* per device (index into devices[]) */
   int norders;
   int *orders;   /* norders x k group indices, best first */
+  long order_scans; /* groups the order search looked at: its work */
 };
 struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena *a,
                                             const int *devices, int n, int k, int tau,
@@ -226,7 +256,8 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx);
  * the caller may stop at a lower bound; *fresh false when the caller had it
  * memoised. After the climb, `kicks` times: one or two random moves from the
  * best structure and a climb again (iterated local search). budget counts
- * fresh pricings. Returns the skeleton of the best structure reached (in a,
+ * fresh pricings; a price of NAN (the caller's search has stopped) ends the
+ * search at once. Returns the skeleton of the best structure reached (in a,
  * devices relabelled canonically), NULL when none beats start. Clusters of
  * at most HX_LOCAL_MAX_DEVICES devices (NULL on larger ones). */
 enum { HX_LOCAL_MAX_DEVICES = 16 };

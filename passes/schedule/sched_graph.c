@@ -103,6 +103,36 @@ const char *hx_sched_graph_check(const struct hx_sched_graph *g) {
   return why;
 }
 
+/* Whether two devices' machines come from one node block (replicas: the
+ * same GPUs, count and links). */
+static bool same_kind(const struct hx_cluster *c, int a, int b) {
+  const struct hx_node *na = &c->nodes[c->devices[a].node], *nb = &c->nodes[c->devices[b].node];
+  return na->gpu_type == nb->gpu_type && na->gpus == nb->gpus &&
+         na->bandwidth == nb->bandwidth && !strcmp(na->base_name, nb->base_name);
+}
+
+/* Merges runs of consecutive vertices (of one kind, when kind_only) into
+ * vertices of up to ceil(nv / HX_SCHED_GRAPH_MAX_VERTICES) of them. Returns
+ * the new count. */
+static int merge_vertices(const struct hx_cluster *c, int nv, int *first, int *count, int *rep,
+                          bool kind_only) {
+  int per = (nv + HX_SCHED_GRAPH_MAX_VERTICES - 1) / HX_SCHED_GRAPH_MAX_VERTICES;
+  int out = 0, run = 0;
+  for (int v = 0; v < nv; v++) {
+    bool join = out > 0 && run < per && (!kind_only || same_kind(c, rep[out - 1], rep[v]));
+    if (join) {
+      count[out - 1] += count[v];
+      run++;
+      continue;
+    }
+    first[out] = first[v];
+    count[out] = count[v];
+    rep[out++] = rep[v];
+    run = 1;
+  }
+  return out;
+}
+
 int hx_sched_vertices(const struct hx_cluster *c, const int *devices, int n, int *first,
                       int *count, int *rep) {
   bool by_node = n > HX_SCHED_DEVICE_GRAPH_MAX;
@@ -116,6 +146,11 @@ int hx_sched_vertices(const struct hx_cluster *c, const int *devices, int n, int
     }
     count[nv - 1]++;
   }
+  /* many machines: consecutive replicas together, then any neighbours */
+  if (nv > HX_SCHED_GRAPH_MAX_VERTICES)
+    nv = merge_vertices(c, nv, first, count, rep, true);
+  if (nv > HX_SCHED_GRAPH_MAX_VERTICES)
+    nv = merge_vertices(c, nv, first, count, rep, false);
   return nv;
 }
 

@@ -106,6 +106,10 @@ static double price(struct ls *l, const struct ls_plan *lp, double beat) {
   hx_arena_free(&tmp);
   if (fresh)
     l->budget--;
+  if (isnan(t)) { /* the caller's search has stopped */
+    l->budget = 0;
+    return INFINITY;
+  }
   return t;
 }
 

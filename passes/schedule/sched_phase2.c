@@ -195,7 +195,15 @@ struct path_search {
   double sums[HX_SCHED_ORDERS];
   int npaths;
   long budget; /* expansions left: tau^k paths would not end for large k */
+  long scans;  /* groups looked at so far (each expansion looks at k) */
 };
+
+/* Past this many groups looked at, the path being built follows only its
+ * greedy branch, no other branch is tried and no new start once a path is
+ * kept: one greedy path costs k^2 / 2 looks, one from every start k^3 / 2
+ * (2048 machines: 4e9, half a minute), and a greedy completion of every
+ * branch left open more. Orders of up to ~64 groups never get near it. */
+enum { ORDER_SCAN_BUDGET = 4000000 };
 
 /* The up-to-tau heaviest edges from `at` to unvisited groups, heaviest
  * first, ties to the lower index. Returns how many. */
@@ -246,8 +254,9 @@ static void extend_path(struct path_search *ps, int len, double sum) {
   /* past the budget only the greedy (first) branch is followed */
   bool greedy_only = --ps->budget <= 0;
   int next[16];
+  ps->scans += ps->k;
   int count = heaviest_next(ps, ps->cur[len - 1], next);
-  for (int i = 0; i < count && (i == 0 || !greedy_only); i++) {
+  for (int i = 0; i < count && (i == 0 || (!greedy_only && ps->scans < ORDER_SCAN_BUDGET)); i++) {
     int g = next[i];
     ps->used[g] = true;
     ps->cur[len] = g;
@@ -260,12 +269,15 @@ static void extend_path(struct path_search *ps, int len, double sum) {
  * tau heaviest edges to a group not yet on them; the HX_SCHED_ORDERS best
  * distinct ones into orders (best first; ties in bandwidth are common:
  * every machine on one switch). Returns how many. */
-static int order_groups(const double *w, int k, int tau, struct hx_arena *a, int *orders) {
+static int order_groups(const double *w, int k, int tau, struct hx_arena *a, int *orders,
+                        long *scans) {
   struct path_search ps = {.k = k, .tau = tau, .w = w, .budget = 20000};
   ps.cur = HX_NEW_ARRAY(a, int, k);
   ps.used = HX_NEW_ARRAY(a, bool, k);
   ps.paths = orders;
   for (int start = 0; start < k; start++) {
+    if (ps.scans >= ORDER_SCAN_BUDGET && ps.npaths > 0)
+      break;
     memset(ps.used, 0, sizeof(bool) * (size_t)k);
     ps.used[start] = true;
     ps.cur[0] = start;
@@ -274,6 +286,7 @@ static int order_groups(const double *w, int k, int tau, struct hx_arena *a, int
     else
       extend_path(&ps, 1, 0);
   }
+  *scans = ps.scans;
   return ps.npaths;
 }
 
@@ -363,7 +376,8 @@ struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena 
   }
   g->k = k;
   g->orders = HX_NEW_ARRAY(a, int, (long)HX_SCHED_ORDERS * k);
-  g->norders = order_groups(group_bandwidth(c, a, devices, n, g->group, k), k, tau, a, g->orders);
+  g->norders = order_groups(group_bandwidth(c, a, devices, n, g->group, k), k, tau, a, g->orders,
+                            &g->order_scans);
   return g;
 }
 

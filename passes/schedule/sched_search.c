@@ -32,9 +32,17 @@
  * of its best score relative to the other's) is used, and the other is
  * re-tried every fourth D_dp so a change of regime is noticed.
  *
+ * Limits: a first plan is found cheaply before anything else (first_plan:
+ * a few pipeline counts, one grouping each, no METIS inside pipelines), so
+ * a search that stops early still returns the best plan so far whenever one
+ * exists. After that every loop stops once the search's evaluations
+ * (--search-evals: one fresh skeleton completed or priced each) are spent,
+ * or when the clock (--search-budget) cuts it short, which is then said.
+ *
  * Deterministic: all choices come from the inputs and fixed seeds; the
- * budgets are counts of candidates, not seconds. The clock only stops the
- * search when --search-budget runs out (an explicit user limit). */
+ * budgets are counts of candidates, not seconds. Only a cut by the clock
+ * can make a plan depend on the machine, and hexic warns when that
+ * happens. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,34 +164,33 @@ struct search {
    * for the local search besides the top (they differ most from it). */
   struct hx_plan *best_by_dp[HX_LOCAL_MAX_DEVICES + 1];
   struct hx_sched_split *best_by_dp_split[HX_LOCAL_MAX_DEVICES + 1];
-  long evaluated;
+  long evaluated;              /* candidates considered (progress lines) */
+  struct hx_search_limit limit;
+  bool first_phase;             /* first_plan runs regardless of the limit */
   struct memo groupings;      /* (kmode, devices) -> struct hx_sched_grouping */
   struct memo skeletons;      /* stage lists -> completed plan (or none) */
   struct memo scores;         /* stage lists -> simulated time (local search) */
   int *keybuf;                /* scratch for keys */
-  double start, deadline, last_progress;
-  bool out_of_time;
+  double last_progress;
   double ema[2];              /* per objective: moving average of best score */
   int nsettings;              /* hx_sched_settings, for complete_by_simulation */
   int64_t mbs[HX_SCHED_MAX_SETTINGS];
   bool recompute[HX_SCHED_MAX_SETTINGS];
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+/* Whether the search must stop (its evaluations spent, or the clock ran
+ * out); never while the first plan is being found. */
+static bool stopped(struct search *s) {
+  return !s->first_phase && hx_search_limit_stop(&s->limit);
 }
 
 static void progress(struct search *s) {
-  double t = now_s();
-  if (t > s->deadline)
-    s->out_of_time = true;
-  if (t - s->start < 1.0 || t - s->last_progress < 1.0)
+  double t = hx_search_now_s();
+  if (t - s->limit.start < 1.0 || t - s->last_progress < 1.0)
     return;
   s->last_progress = t;
   fprintf(stderr, "hexic: plan search: %ld candidates, best %.4g s/iteration (%.0f s)\n",
-          s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->start);
+          s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->limit.start);
 }
 
 /* Small clusters: every (micro-batch size, recompute) setting completed and
@@ -263,14 +270,19 @@ static int skeleton_key(const struct hx_plan *sk, int *key) {
   return n;
 }
 
-/* Completes and scores a skeleton, once per distinct skeleton. *fresh says
- * whether this call did the work (a repeat is not considered again). */
+/* Completes and scores a skeleton, once per distinct skeleton: one
+ * evaluation. *fresh says whether this call did the work (a repeat is not
+ * considered again). NULL without work once the search has stopped. */
 static struct hx_plan *complete(struct search *s, const struct hx_plan *sk, bool *fresh) {
   int n = skeleton_key(sk, s->keybuf);
   struct memo_entry *e = memo_get(s->a, &s->skeletons, s->keybuf, n);
-  *fresh = !e->set;
+  *fresh = false;
   if (e->set)
     return e->value;
+  if (stopped(s))
+    return NULL;
+  *fresh = true;
+  s->limit.evals++;
   struct hx_plan *p = complete_and_score(s, sk);
   e->value = p;
   e->set = true;
@@ -301,6 +313,8 @@ static struct hx_plan *build(struct search *s, const struct hx_sched_split *sp, 
   sk->schedule = ctx->train.schedule;
   *fresh = false;
   for (int i = 0; i < sp->npipelines; i++) {
+    if (stopped(s))
+      return NULL;
     const struct hx_sched_grouping *g = grouping(s, sp->devices[i], sp->count[i], kmode);
     /* a pipeline with fewer orders than `variant` keeps its last one */
     int v = variant < g->norders ? variant : g->norders - 1;
@@ -318,7 +332,7 @@ static double try_split(struct search *s, struct hx_sched_split *sp) {
   static const enum hx_tp_layout layouts[] = {HX_LAYOUT_THROUGHPUT, HX_LAYOUT_WIDE,
                                               HX_LAYOUT_NARROW};
   double best = INFINITY;
-  for (int kmode = 0; kmode < 3; kmode++)
+  for (int kmode = 0; kmode < 3 && !stopped(s); kmode++)
     for (int l = 0; l < s->b.layouts; l++)
       for (int v = 0; v < (kmode == 1 ? s->b.variants : 1); v++) {
         bool fresh;
@@ -347,19 +361,32 @@ static int ladder(const struct budgets *b, int max_dp, int *out) {
   return n;
 }
 
+/* The most pipelines the pool's memory can hold: each pipeline keeps a whole
+ * replica of the weights and optimizer state (activations aside), so no
+ * more than the pool's usable memory over one replica's state; at least 1. */
+static int memory_max_dp(const struct hx_ctx *ctx, const struct pool *p) {
+  double have = 0;
+  for (int i = 0; i < p->n; i++)
+    have += (double)ctx->cluster.gpus[ctx->cluster.devices[p->devices[i]].gpu_type].memory_bytes -
+            HX_MEMORY_RESERVE_BYTES;
+  double replica = (double)ctx->model.params_total * hx_state_bytes_per_param(&ctx->train);
+  double most = replica > 0 ? floor(have / replica) : (double)p->n;
+  return most < 1 ? 1 : most > p->n ? p->n : (int)most;
+}
+
 static void explore_pool(struct search *s, const struct pool *pool) {
   struct hx_ctx *ctx = s->ctx;
-  int max_dp = pool->n;
+  int max_dp = memory_max_dp(ctx, pool); /* more pipelines cannot fit */
   if (ctx->train.global_batch < max_dp)
     max_dp = (int)ctx->train.global_batch;
   int dps[512];
   int ndps = ladder(&s->b, max_dp, dps);
   s->ema[0] = s->ema[1] = 0;
-  for (int di = 0; di < ndps && !s->out_of_time; di++) {
+  for (int di = 0; di < ndps && !stopped(s); di++) {
     double got[2] = {INFINITY, INFINITY};
     bool warmup = di < 3 || di % 4 == 0;
     int prefer = s->ema[1] < s->ema[0] ? 1 : 0;
-    for (int obj = 0; obj < 2 && !s->out_of_time; obj++) {
+    for (int obj = 0; obj < 2 && !stopped(s); obj++) {
       if (!warmup && obj != prefer)
         continue;
       uint64_t seed = 0x5eed0000u + (uint64_t)dps[di] * 2 + (uint64_t)obj;
@@ -374,6 +401,36 @@ static void explore_pool(struct search *s, const struct pool *pool) {
       double norm = fmin(got[0], got[1]);
       for (int obj = 0; obj < 2; obj++)
         s->ema[obj] = 0.7 * s->ema[obj] + 0.3 * (got[obj] / norm);
+    }
+  }
+}
+
+/* The first plan: a few pipeline counts, most likely to fit first (half
+ * what memory allows, then fewer by halves, then the most), each split by
+ * phase 1 as explore_pool would (same seed: its completions are memoised
+ * for the search) and built with one group per machine and the throughput
+ * layout, which need no METIS inside pipelines. Stops at the first plan
+ * that fits. Cheap (at most ~2 log2(devices) evaluations), and run before
+ * the limits apply, so a search that stops early still has a plan. */
+static void first_plan(struct search *s, const struct pool *pool) {
+  int top = memory_max_dp(s->ctx, pool);
+  if (s->ctx->train.global_batch < top)
+    top = (int)s->ctx->train.global_batch;
+  int dps[64], n = 0;
+  for (int d = top / 2 > 0 ? top / 2 : 1; d >= 1 && n < 62; d /= 2)
+    dps[n++] = d;
+  if (dps[0] != top)
+    dps[n++] = top;
+  enum hx_edge_objective obj = HX_EDGES_RECIPROCAL;
+  for (int i = 0; i < n && s->ntop == 0; i++) {
+    uint64_t seed = 0x5eed0000u + (uint64_t)dps[i] * 2 + (uint64_t)obj;
+    struct hx_sched_split *sp = hx_sched_phase1(s->ctx, s->a, pool->devices, pool->n, dps[i],
+                                                obj, seed);
+    for (int kmode = 1; sp && kmode >= 0 && s->ntop == 0; kmode--) {
+      bool fresh;
+      struct hx_plan *p = build(s, sp, kmode, HX_LAYOUT_THROUGHPUT, 0, &fresh);
+      if (fresh)
+        consider(s, p, sp);
     }
   }
 }
@@ -607,7 +664,7 @@ static struct hx_sched_split *propose(struct search *s, const struct hx_sched_sp
 /* Hill-climbs one candidate's device split: a move is kept when the best
  * plan built on the new split scores better. */
 static void refine_from(struct search *s, struct hx_sched_split *cur, double cur_t, int steps) {
-  for (int step = 0; step < steps && !s->out_of_time; step++) {
+  for (int step = 0; step < steps && !stopped(s); step++) {
     struct hx_sched_split *sp = propose(s, cur);
     if (!sp)
       continue;
@@ -769,7 +826,7 @@ static struct hx_plan *add_machine(struct search *s, const struct hx_plan *plan,
 static struct hx_plan *try_add(struct search *s, struct hx_plan *plan, int *budget) {
   for (int node = 0; node < s->ctx->cluster.nnodes; node++)
     for (int i = 0; i < plan->npipelines; i++)
-      for (int at = 0; at <= plan->pipelines[i].nstages && *budget > 0; at++) {
+      for (int at = 0; at <= plan->pipelines[i].nstages && *budget > 0 && !stopped(s); at++) {
         bool fresh;
         struct hx_plan *q = add_machine(s, plan, i, node, at, &fresh);
         if (!q && at == 0)
@@ -785,7 +842,7 @@ static struct hx_plan *try_add(struct search *s, struct hx_plan *plan, int *budg
 /* First-improvement hill climbing over the stage moves of every pipeline. */
 static struct hx_plan *polish(struct search *s, struct hx_plan *plan, int budget) {
   bool improved = true;
-  while (improved && budget > 0 && !s->out_of_time) {
+  while (improved && budget > 0 && !stopped(s)) {
     improved = false;
     if (hx_plan_used_devices(plan) < plan->ndevices) {
       struct hx_plan *q = try_add(s, plan, &budget);
@@ -798,7 +855,8 @@ static struct hx_plan *polish(struct search *s, struct hx_plan *plan, int budget
     for (int op = 0; op < NOPS && !improved; op++)
       for (int i = 0; i < plan->npipelines && !improved; i++)
         for (int st = 0; st < plan->pipelines[i].nstages && !improved; st++)
-          for (int to = 0; to < plan->pipelines[i].nstages && !improved && budget > 0; to++) {
+          for (int to = 0; to < plan->pipelines[i].nstages && !improved && budget > 0 && !stopped(s);
+               to++) {
             if (!op_applies(s, plan, i, st, to, (enum stage_op)op))
               continue;
             bool fresh;
@@ -852,6 +910,11 @@ static double price_skeleton(void *cookie, const struct hx_plan *skeleton, doubl
   *fresh = !sc || (!sc->exact && sc->t < beat);
   if (!*fresh)
     return sc->t;
+  if (stopped(s)) {
+    *fresh = false;
+    return NAN; /* ends the local search */
+  }
+  s->limit.evals++;
   if (!sc)
     e->value = sc = HX_NEW(s->a, struct score);
   e->set = true;
@@ -886,7 +949,7 @@ static void climb_top(struct search *s) {
       split[n++] = s->best_by_dp_split[dp];
     }
   }
-  for (int i = 0; i < n && !s->out_of_time; i++) {
+  for (int i = 0; i < n && !stopped(s); i++) {
     struct hx_plan *sk = hx_sched_local_search(s->ctx, s->a, start[i], s->b.climb_pricings,
                                                s->b.climb_kicks, price_skeleton, s);
     bool fresh;
@@ -932,21 +995,23 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   s.sim_score = ctx->cluster.ndevices <= SIM_SCORE_MAX;
   s.rng.state = 0x4865786953636c65ull; /* fixed: same inputs, same plan */
   s.keybuf = HX_NEW_ARRAY(&scratch, int, longest_key(ctx));
-  s.start = s.last_progress = now_s();
-  s.deadline = s.start + (ctx->opt.search_budget_s > 0 ? ctx->opt.search_budget_s : 300.0);
+  hx_search_limit_init(&s.limit, &ctx->opt);
+  s.last_progress = s.limit.start;
   if (ctx->baseline && !ctx->baseline->sim.valid)
     hx_simulate(ctx, ctx->baseline, NULL);
   struct pool *pools = HX_NEW_ARRAY(&scratch, struct pool, s.b.pools);
   int npools = make_pools(&s, pools, s.b.pools);
-  for (int i = 0; i < npools && !s.out_of_time; i++)
+  s.first_phase = true;
+  for (int i = 0; i < npools && s.ntop == 0; i++)
+    first_plan(&s, &pools[i]);
+  s.first_phase = false;
+  for (int i = 0; i < npools && !stopped(&s); i++)
     explore_pool(&s, &pools[i]);
   refine(&s);
   polish_top(&s);
   climb_top(&s);
   struct hx_plan *best = finish(&s);
   hx_arena_free(&scratch);
-  if (s.out_of_time)
-    fprintf(stderr, "hexic: plan search stopped by --search-budget after %ld candidates\n",
-            s.evaluated);
+  hx_search_limit_report(&s.limit, "the plan search");
   return best;
 }

@@ -11,6 +11,11 @@ usage: check_plans.py CHECK HEXIC REPO
   hexiseq      long-context-13b on hetero-64: plan.json devices carry seq and
                heads, baselines[] lists Ring, Ulysses and USP
   plan_tp      a --plan file whose TP degree does not divide the heads fails
+  limits       issue 10: a search the clock cuts short still returns its first
+               plan (no "no plan fits") and warns that the plan may differ;
+               --search-evals=N gives the same plan.json on every run, and on
+               small clusters (ranked by the simulator) a larger N is never
+               slower; spending every evaluation is noted; bad values exit 2
 """
 import json
 import os
@@ -280,6 +285,53 @@ def check_hexiseq(hexic, d, repo):
     return None
 
 
+# 7 one-GPU machines whose links are slower than their own GPUs (no TP
+# across them), a 4-layer model: one pipeline would need 7 stages, and no
+# symmetric shape divides the batch of 64 over 7 devices, so only a search
+# that looks past D_dp = 1 finds a plan.
+SEVEN = ('gpu "A" { tflops = 100; memory = 16 GiB }\n'
+         'node "n" { gpu = "A"; gpus = 1; bandwidth = 100 GB/s; replicas = 7 }\n'
+         'network { bandwidth = 10 GB/s; latency = 5 us }\n')
+
+
+def check_limits(hexic, d):
+    files = [write(d, "m.hx", MODEL % (4, 256, 704, 4, 4, 256, 64)), write(d, "c.hx", SEVEN)]
+    p, plan = plan_json(hexic, files, os.path.join(d, "cut"), "--search-budget=1e-9")
+    if p.returncode != 0 or plan is None:
+        return "a search cut short by the clock found no plan (exit %d): %s" % (p.returncode,
+                                                                               p.stderr)
+    if "warning:" not in p.stderr or "may differ" not in p.stderr:
+        return "no warning that a cut search may give another plan: %s" % p.stderr
+    rng = random.Random(5)
+    small = [write(d, "sm.hx", MODEL % (8, 1024, 2816, 8, 8, 1024, 16)),
+             write(d, "sc.hx", random_cluster(rng, 8, exact=8))]
+    last = None
+    for n in (1, 3, 30, 300, 100000):
+        blobs = []
+        for k in range(2):
+            p, plan = plan_json(hexic, small, os.path.join(d, "e%d_%d" % (n, k)),
+                                "--search-evals=%d" % n)
+            if p.returncode != 0 or plan is None:
+                return "--search-evals=%d: exit %d: %s" % (n, p.returncode, p.stderr)
+            with open(os.path.join(d, "e%d_%d" % (n, k), "plan.json"), "rb") as f:
+                blobs.append(f.read())
+        if blobs[0] != blobs[1]:
+            return "--search-evals=%d: plan.json differs between two runs" % n
+        t = plan["simulated"]["iteration_s"]
+        print("--search-evals=%d: %.9g s" % (n, t))
+        if last is not None and t > last * (1 + 1e-12):
+            return "--search-evals=%d gave a slower plan (%.9g s) than fewer (%.9g s)" % (n, t,
+                                                                                       last)
+        if n == 3 and "--search-evals=3" not in p.stderr:
+            return "spending every evaluation was not noted: %s" % p.stderr
+        last = t
+    for bad in ("0", "-1", "1.5", "x", "2000000000"):
+        rc, _, err = run(hexic, small, "--search-evals=" + bad)
+        if rc != 2:
+            return "--search-evals=%s: exit %d, not a usage error" % (bad, rc)
+    return None
+
+
 def main():
     check, hexic, repo = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory() as d:
@@ -295,6 +347,8 @@ def main():
             why = check_hexiseq(hexic, d, repo)
         elif check == "plan_tp":
             why = check_plan_tp(hexic, d)
+        elif check == "limits":
+            why = check_limits(hexic, d)
         else:
             why = "unknown check " + check
     if why:

@@ -13,7 +13,7 @@
 #include "passes/passes.h"
 #include "passes/schedule/sched.h"
 
-#include "tests/check.h"
+#include "tests/fixture.h"
 
 /* ---- graph validation ------------------------------------------------------ */
 
@@ -135,6 +135,37 @@ static void test_metis_totals(void) {
       CHECK(size[p] > 0);
   }
   hx_arena_free(&a);
+}
+
+/* Issue 10: ordering one group per machine over 2048 one-GPU machines
+ * looked at k^3 / 2 = 4e9 groups (half a minute) before the search could
+ * check its budget. The order search's work is now bounded by its scan
+ * budget plus one greedy path (k^2), and still yields full permutations. */
+static void test_order_work(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  fx_model(&ctx, "t", 8, 256, 704, 4, 4, 1000, 64);
+  fx_train(&ctx, HX_RECOMPUTE_NONE, 64);
+  enum { K = 2048 };
+  int *types = HX_NEW_ARRAY(&ctx.arena, int, K), *devs = HX_NEW_ARRAY(&ctx.arena, int, K);
+  double tflops[] = {100}, mem[] = {16};
+  for (int i = 0; i < K; i++)
+    devs[i] = i;
+  fx_cluster(&ctx, K, 1, types, tflops, mem, 1, 1e11, 1e10, 5e-6);
+  struct hx_sched_grouping *g =
+      hx_sched_grouping(&ctx, &ctx.arena, devs, K, HX_SCHED_K_MACHINES, 3, 1);
+  CHECK(g->k == K && g->norders >= 1);
+  CHECK(g->order_scans <= 4000000L + (long)K * K);
+  bool *seen = HX_NEW_ARRAY(&ctx.arena, bool, K);
+  for (int o = 0; o < g->norders; o++) {
+    memset(seen, 0, sizeof(bool) * K);
+    for (int i = 0; i < K; i++) {
+      int grp = g->orders[(long)o * K + i];
+      CHECK(grp >= 0 && grp < K && !seen[grp]);
+      seen[grp] = true;
+    }
+  }
+  hx_arena_free(&ctx.arena);
 }
 
 /* ---- layer split -------------------------------------------------------------- */
@@ -424,6 +455,7 @@ static void test_tp_degrees(void) {
 int main(void) {
   test_graph_check();
   test_metis_totals();
+  test_order_work();
   test_layer_split();
   test_batch_split();
   test_sync_groups();
