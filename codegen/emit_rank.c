@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "emit_programs.h"
+#include "escape.h"
 
 enum { COMMENT_WIDTH = 96 }; /* stay clear of ColumnLimit 100 so clang-format never reflows */
 
@@ -20,23 +21,6 @@ static void format_double(char *buf, size_t size, double v) {
     if (strtod(buf, NULL) == v)
       break;
   }
-}
-
-static void put_string_literal(FILE *f, const char *s) {
-  if (!s) {
-    fputs("NULL", f);
-    return;
-  }
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20 || *p >= 0x7f)
-      fprintf(f, "\\%03o", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
 }
 
 /* A header-comment list "label: a, b, c" wrapped at COMMENT_WIDTH. */
@@ -84,10 +68,13 @@ static const char *group_label(const struct program_set *set, const struct hx_pr
   return text;
 }
 
+/* "device a800:0 (A800)", for comments only: the names are escaped for one. */
 static const char *device_description(const struct program_set *set, int world_rank) {
   const struct hx_cluster *c = &set->ctx->cluster;
   const struct hx_device *dev = &c->devices[set->ranks[world_rank].device];
-  return hx_sprintf(hx_prog_arena(set), "device %s (%s)", dev->name, c->gpus[dev->gpu_type].name);
+  struct hx_arena *a = hx_prog_arena(set);
+  return hx_sprintf(a, "device %s (%s)", hx_esc_c_comment(a, dev->name),
+                    hx_esc_c_comment(a, c->gpus[dev->gpu_type].name));
 }
 
 static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
@@ -170,10 +157,10 @@ static void emit_train(const struct program_set *set, FILE *f) {
   emit_double_field(f, "grad_clip", t->grad_clip);
   fprintf(f, "    .warmup_steps = %lld,\n    .steps = %lld,\n    .seed = %lld,\n    .data = ",
           (long long)t->warmup_steps, (long long)t->steps, (long long)t->seed);
-  put_string_literal(f, t->data);
+  fputs(hx_esc_c_string(hx_prog_arena(set), t->data), f);
   fprintf(f, ",\n    .checkpoint_every = %lld,\n    .checkpoint_dir = ",
           (long long)t->checkpoint_every);
-  put_string_literal(f, t->checkpoint_dir);
+  fputs(hx_esc_c_string(hx_prog_arena(set), t->checkpoint_dir), f);
   fputs(",\n};\n\n", f);
 }
 

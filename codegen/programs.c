@@ -63,8 +63,7 @@ static void emit_clang_format(const struct program_set *set, FILE *f, int unused
 /* Calls emit(set, f, arg) with f open on dir/name; mode 0 keeps fopen's. */
 static bool write_file(const struct program_set *set, const char *dir, const char *name, int mode,
                        void (*emit)(const struct program_set *, FILE *, int), int arg) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  const char *path = hx_sprintf(hx_prog_arena(set), "%s/%s", dir, name); /* any length */
   FILE *f = fopen(path, "w");
   if (!f) {
     hx_error_plain("cannot write '%s': %s", path, strerror(errno));

@@ -5,12 +5,18 @@
 #include "passes/cost/cost.h"
 #include "ir/plan_util.h"
 #include "codegen.h"
+#include "escape.h"
 
 static const double GIB = 1073741824.0;
 
+/* A user string in a Markdown cell or heading (codegen/escape.h). */
+static const char *md(const struct hx_ctx *ctx, const char *s) {
+  return hx_esc_markdown((struct hx_arena *)&ctx->arena, s);
+}
+
 static void stage_gpus(const struct hx_ctx *ctx, const struct hx_stage *st, FILE *f) {
   for (int k = 0; k < st->ndevices; k++)
-    fprintf(f, "%s%s", k ? ", " : "", ctx->cluster.devices[st->devices[k]].name);
+    fprintf(f, "%s%s", k ? ", " : "", md(ctx, ctx->cluster.devices[st->devices[k]].name));
 }
 
 static void stage_rows(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *f) {
@@ -57,7 +63,7 @@ static void device_shards(const struct hx_ctx *ctx, const struct hx_plan *p, FIL
     int64_t tokens = 0;
     for (int k = 0; k < d->nseq; k++)
       tokens += d->seq[k].end - d->seq[k].begin;
-    fprintf(f, "| %d | %s | %d | %d | %d | %d | %lld | ", r, ctx->cluster.devices[r].name,
+    fprintf(f, "| %d | %s | %d | %d | %d | %d | %lld | ", r, md(ctx, ctx->cluster.devices[r].name),
             d->pipeline, d->stage, d->cp_rank, d->hp_rank, (long long)tokens);
     for (int k = 0; k < d->nseq; k++)
       fprintf(f, "%s[%lld, %lld)", k ? " " : "", (long long)d->seq[k].begin,
@@ -85,7 +91,7 @@ static void where_time_goes(const struct hx_plan *p, FILE *f) {
 
 bool hx_emit_report(const struct hx_ctx *ctx, FILE *f) {
   const struct hx_plan *p = ctx->plan;
-  fprintf(f, "# hexic plan: %s on %d devices\n\nStrategy **%s**", ctx->model.name,
+  fprintf(f, "# hexic plan: %s on %d devices\n\nStrategy **%s**", md(ctx, ctx->model.name),
           ctx->cluster.ndevices, p->strategy);
   if (p->description)
     fprintf(f, " (%s)", p->description);

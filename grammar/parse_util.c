@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "grammar/parse_state.h"
+#include "ir/text/utf8.h"
 
 const char *const hx_block_keywords[HX_B_COUNT] = {
     [HX_B_MODEL] = "model", [HX_B_TRAIN] = "train",     [HX_B_GPU] = "gpu",         [HX_B_NODE] = "node",
@@ -13,12 +14,48 @@ struct location hx_loc_at(const struct hx_parse_state *ps, int line, int col) {
   return loc;
 }
 
+/* How many leading bytes of s (n bytes) are printable as they stand: valid
+ * UTF-8 with no control characters. */
+static size_t printable_prefix(const char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint32_t cp;
+    int len = hx_utf8_decode(s + i, n - i, &cp);
+    if (len == 0 || cp < 0x20 || cp == 0x7f)
+      break;
+    i += (size_t)len;
+  }
+  return i;
+}
+
 const char *hx_short_text(struct hx_arena *a, const char *s) {
   enum { MAX_SHOWN = 48 };
   if (!s)
     return "";
   size_t n = strlen(s);
-  if (n <= MAX_SHOWN)
+  if (n <= MAX_SHOWN && printable_prefix(s, n) == n)
     return s;
-  return hx_sprintf(a, "%.*s...", MAX_SHOWN, s);
+  /* Cut at a character boundary; a control byte or one that is not UTF-8
+   * shows as '?' so a message never carries a newline or a terminal escape
+   * sequence from the input. */
+  char *out = hx_alloc(a, MAX_SHOWN + 4), *o = out;
+  size_t i = 0;
+  while (i < n && i < MAX_SHOWN) {
+    uint32_t cp;
+    size_t len = (size_t)hx_utf8_decode(s + i, n - i, &cp);
+    if (len == 0 || cp < 0x20 || cp == 0x7f) {
+      *o++ = '?';
+      i++;
+      continue;
+    }
+    if (i + len > MAX_SHOWN)
+      break;
+    memcpy(o, s + i, len);
+    o += len;
+    i += len;
+  }
+  if (i < n)
+    memcpy(o, "...", 3), o += 3;
+  *o = '\0';
+  return out;
 }

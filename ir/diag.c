@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/text/utf8.h"
+
 static FILE *diag_stream;
 static int errors;
 static int last_printed = 1; /* whether the last error/warning was printed, for notes */
@@ -17,9 +19,20 @@ void hx_diag_reset(void) {
 
 static FILE *out(void) { return diag_stream ? diag_stream : stderr; }
 
+/* The byte length of the printable character at p[i] (p[to] excluded): 1
+ * for printable ASCII, 2-4 for a UTF-8 sequence, 0 for a control byte or a
+ * byte that is not UTF-8, which print as '?' so a diagnostic never sends
+ * the terminal an escape sequence or bytes it cannot show. */
+static long char_at(const char *p, long i, long to) {
+  uint32_t cp;
+  int n = hx_utf8_decode(p + i, (size_t)(to - i), &cp);
+  return n == 0 || cp < 0x20 || cp == 0x7f ? 0 : n;
+}
+
 /* Prints the line that loc points into, and a caret under its column. Tabs in
  * the prefix are kept so the caret lines up in a terminal; other control bytes
- * (a NUL in a fuzzed file) print as '?', and very long lines are cut around
+ * (a NUL in a fuzzed file) and bytes that are not UTF-8 print as '?', the
+ * caret counts one column per character, and very long lines are cut around
  * the caret so a 10 MB line does not become a 10 MB diagnostic. */
 static void print_source_line(struct location loc) {
   const struct hx_source *src = loc.src;
@@ -46,17 +59,24 @@ static void print_source_line(struct location loc) {
   fputs("  ", f);
   if (from > 0)
     fputs("...", f);
-  for (long i = from; i < to; i++) {
-    unsigned char c = (unsigned char)p[i];
-    fputc(c == '\t' || (c >= 32 && c != 127) ? c : '?', f);
+  for (long i = from; i < to;) {
+    long n = char_at(p, i, to);
+    if (n > 1)
+      fwrite(p + i, 1, (size_t)n, f);
+    else
+      fputc(p[i] == '\t' || n == 1 ? p[i] : '?', f);
+    i += n > 1 ? n : 1;
   }
   if (to < width)
     fputs("...", f);
   fputs("\n  ", f);
   if (from > 0)
     fputs("   ", f);
-  for (long i = from; i < col; i++)
+  for (long i = from; i < col;) { /* one column per character shown above */
+    long n = char_at(p, i, to);
     fputc(p[i] == '\t' ? '\t' : ' ', f);
+    i += n > 1 ? n : 1;
+  }
   fputs("^\n", f);
 }
 

@@ -14,6 +14,7 @@
 #include "frontend.h"
 #include "passes.h"
 #include "ir/text/dump.h"
+#include "ir/text/utf8.h"
 
 /* ---------------------------------------------------------------- schema */
 
@@ -821,6 +822,93 @@ static void warn_slow_links(struct sema *s, const struct name_index *ix) {
   report_suppressed(&faster);
 }
 
+/* ------------------------------------------------------------- strings */
+
+/* Every name and path goes into generated C, Makefiles, shell scripts and
+ * JSON (codegen escapes each per language too); a control character or a
+ * byte that is not UTF-8 is never part of a sane name, so it is refused
+ * here, pointed at. */
+
+/* Where the byte at index in the unescaped string starts in the source:
+ * at is the string's opening quote; escapes ("\n") are two bytes there. */
+static struct location string_byte_loc(struct location at, size_t index) {
+  const char *line = hx_source_line(at.src, at.line);
+  if (!line)
+    return at;
+  const char *quote = line + at.col - 1, *p = quote + 1;
+  if (*quote != '"')
+    return at;
+  for (size_t i = 0; i < index && *p && *p != '\n'; i++)
+    p += p[0] == '\\' && p[1] && p[1] != '\n' ? 2 : 1;
+  at.col += (int)(p - quote);
+  return at;
+}
+
+static const char *control_name(unsigned char c) {
+  switch (c) {
+  case '\t':
+    return "a tab";
+  case '\n':
+    return "a newline";
+  case '\r':
+    return "a carriage return";
+  case 0x1b:
+    return "an escape character";
+  case 0x7f:
+    return "a delete character";
+  }
+  return "a control character";
+}
+
+/* The index of the first control character or non-UTF-8 byte, or -1. */
+static long bad_byte(const char *text) {
+  size_t len = strlen(text);
+  for (size_t i = 0; i < len;) {
+    unsigned char c = (unsigned char)text[i];
+    uint32_t cp;
+    int n = hx_utf8_decode(text + i, len - i, &cp);
+    if (c < 0x20 || c == 0x7f || n == 0)
+      return (long)i;
+    i += (size_t)n;
+  }
+  return -1;
+}
+
+/* what: "the name of a gpu block", "'data'" (%s and one string argument). */
+static void check_string(struct sema *s, const char *text, struct location at, const char *what,
+                         const char *arg) {
+  long i = bad_byte(text);
+  if (i < 0)
+    return;
+  static const char why[] = "names and paths must be printable text, as hexic writes them into "
+                            "generated code, scripts and JSON";
+  const char *where = hx_sprintf(s->arena, what, arg);
+  unsigned char c = (unsigned char)text[i];
+  if (c < 0x20 || c == 0x7f)
+    hx_error(string_byte_loc(at, (size_t)i), "%s (byte 0x%02x) in %s: %s", control_name(c), c, where, why);
+  else
+    hx_error(string_byte_loc(at, (size_t)i), "byte 0x%02x in %s is not valid UTF-8: %s", c, where, why);
+}
+
+static void check_value_strings(struct sema *s, const struct hx_field *f, const struct hx_value *v) {
+  if (v->kind == HX_V_STRING)
+    check_string(s, v->text, v->loc, "'%s'", f->name);
+  for (int i = 0; v->kind == HX_V_LIST && i < v->nitems; i++)
+    check_value_strings(s, f, &v->items[i]);
+}
+
+static void check_strings(struct sema *s) {
+  for (const struct hx_block *b = s->ctx->ast.first; b; b = b->next) {
+    const char *kw = hx_block_keywords[b->kind];
+    if (b->name)
+      check_string(s, b->name, b->name_loc, "the name of a %s block", kw);
+    if (b->name2)
+      check_string(s, b->name2, b->name2_loc, "the second name of a %s block", kw);
+    for (const struct hx_field *f = b->fields; f; f = f->next)
+      check_value_strings(s, f, &f->value);
+  }
+}
+
 /* ------------------------------------------------------- the whole input */
 
 /* Where to point an error about something missing from every file: the end
@@ -882,6 +970,7 @@ static void check_missing(struct sema *s) {
 bool hx_pass_sema(struct hx_ctx *ctx) {
   struct sema s = {ctx, &ctx->arena, {NULL, 0}};
   int before = hx_error_count();
+  check_strings(&s);
   check_singletons(&s);
   check_missing(&s);
   const struct hx_block *model = first_block(&ctx->ast, HX_B_MODEL), *train = first_block(&ctx->ast, HX_B_TRAIN);

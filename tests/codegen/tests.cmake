@@ -26,3 +26,10 @@ foreach(mode static train resume equiv refuse fault hexic)
   # Each builds and runs MPI jobs on both cores.
   set_tests_properties(codegen.${mode} PROPERTIES LABELS "codegen;mpi" TIMEOUT 300 PROCESSORS 2)
 endforeach()
+
+# Hostile names (quotes, $(...), backticks, */, %s%n, #, \, ??/, spaces)
+# through hexic -o: every file generated, compiled, parsed, and no command run.
+add_test(NAME codegen.hostile_names
+  COMMAND bash ${HX_CG_TESTS}/hostile_names.sh ${HX_BIN} $<TARGET_FILE:parse_check>
+          ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/codegen-hostile)
+set_tests_properties(codegen.hostile_names PROPERTIES LABELS "codegen" TIMEOUT 120)

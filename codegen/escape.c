@@ -1,0 +1,110 @@
+#include "escape.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/text/utf8.h"
+
+/* The escapes grow a byte to at most 4 (\ooo, \xNN, a quote pair aside). */
+static char *output_for(struct hx_arena *a, const char *s) { return hx_alloc(a, 4 * strlen(s) + 8); }
+
+/* A missing name (a hand-built plan in a test) escapes as the empty one. */
+static const char *or_empty(const char *s) { return s ? s : ""; }
+
+/* The length of the valid UTF-8 character at s (of n bytes) that is not a
+ * control character; 0 for a control byte or a byte that is not UTF-8. */
+static int printable_char(const char *s, size_t n) {
+  uint32_t cp;
+  int len = hx_utf8_decode(s, n, &cp);
+  return len == 0 || cp < 0x20 || cp == 0x7f ? 0 : len;
+}
+
+const char *hx_esc_c_string(struct hx_arena *a, const char *s) {
+  if (!s)
+    return "NULL";
+  char *out = output_for(a, s), *o = out;
+  *o++ = '"';
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\' || *p == '?')
+      o += sprintf(o, "\\%c", *p);
+    else if (*p < 0x20 || *p >= 0x7f) /* octal: always three digits, so a digit after it is safe */
+      o += sprintf(o, "\\%03o", *p);
+    else
+      *o++ = (char)*p;
+  }
+  *o++ = '"';
+  *o = '\0';
+  return out;
+}
+
+const char *hx_esc_c_comment(struct hx_arena *a, const char *s) {
+  s = or_empty(s);
+  char *out = output_for(a, s), *o = out;
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    int len = strchr("*\\?", s[i]) ? 0 : printable_char(s + i, n - i);
+    if (len == 0) {
+      o += sprintf(o, "\\x%02x", (unsigned char)s[i]);
+      i++;
+      continue;
+    }
+    memcpy(o, s + i, (size_t)len);
+    o += len;
+    i += (size_t)len;
+  }
+  *o = '\0';
+  return out;
+}
+
+const char *hx_esc_make(struct hx_arena *a, const char *s) {
+  s = or_empty(s);
+  char *out = output_for(a, s), *o = out;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '$')
+      *o++ = '$', *o++ = '$';
+    else if (*p == '#')
+      *o++ = '\\', *o++ = '#';
+    else
+      *o++ = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+  }
+  if (o > out && o[-1] == '\\') /* an empty expansion after it: the line ends in ')' */
+    o += sprintf(o, "$()");
+  *o = '\0';
+  return out;
+}
+
+const char *hx_esc_slurm(struct hx_arena *a, const char *s) {
+  s = or_empty(s);
+  char *out = output_for(a, s), *o = out;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    bool keep = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                strchr("._-", *p);
+    *o++ = keep ? (char)*p : '_';
+  }
+  *o = '\0';
+  return out;
+}
+
+const char *hx_esc_markdown(struct hx_arena *a, const char *s) {
+  s = or_empty(s);
+  char *out = output_for(a, s), *o = out;
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    if (strchr("\\`*_[]<>|#~&", s[i])) {
+      *o++ = '\\', *o++ = s[i++];
+      continue;
+    }
+    int len = printable_char(s + i, n - i);
+    if (len == 0) {
+      *o++ = '?';
+      i++;
+      continue;
+    }
+    memcpy(o, s + i, (size_t)len);
+    o += len;
+    i += (size_t)len;
+  }
+  *o = '\0';
+  return out;
+}
