@@ -16,6 +16,12 @@ struct hx_rt_model {
   int tie_embeddings; /* logits use tok_emb; no lm_head tensor */
 };
 
+/* The plan's train precision. bf16: bf16 activations and forward weights
+ * with fp32 master weights, gradients, gradient sums and AdamW moments;
+ * fp32: fp32 throughout (the exactness mode). The CPU backend computes in
+ * fp32 whatever this says. */
+enum hx_rt_precision { HX_RT_FP32 = 0, HX_RT_BF16 = 1 };
+
 /* Training settings; the command line may override steps, data and the
  * checkpoint directory (see hx_rt_main). */
 struct hx_rt_train {
@@ -26,6 +32,7 @@ struct hx_rt_train {
   const char *data;           /* token file; NULL: synthetic tokens */
   int checkpoint_every;       /* 0: never */
   const char *checkpoint_dir; /* NULL: "checkpoints" */
+  int precision;              /* enum hx_rt_precision */
 };
 
 /* One entry of a rank's per-step schedule. Activations travel leader to
@@ -106,10 +113,20 @@ struct hx_rt_rank_config {
   const struct hx_rt_group *groups; /* only those this rank belongs to */
   int nops;
   const struct hx_rt_op *schedule; /* one optimizer step */
+  /* The device the plan put this rank on: its GPU type's name (the CUDA
+   * backend warns when the GPU it binds has another name) and the bytes the
+   * plan's memory model assumes the rank needs there (0: unknown; a CUDA
+   * rank exits at start when the GPU has less free). */
+  const char *device_type;
+  int64_t device_memory_bytes;
 };
 
 /* Runs the rank: MPI start-up and world check, parameters, data, the
  * schedule once per step, checkpoints; returns the process exit status.
+ * The backend is chosen when the program is linked: beside the runtime
+ * (the C files of rtlib/) link those of rtlib/cpu/ (CPU kernels, MPI) or of
+ * rtlib/cuda/ (a GPU bound by local rank, CUDA kernels, MPI staged through
+ * host memory); both define the device and transport of rt_backend.h.
  * Options (every rank gets the same): --data FILE, --steps N,
  * --checkpoint-dir DIR, --checkpoint-every N, --resume, --reschedule (resume
  * under another --steps), --dump-weights FILE
