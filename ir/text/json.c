@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/diag.h"
+#include "utf8.h"
 
 enum { MAX_DEPTH = 64 };
 
@@ -48,36 +49,117 @@ static bool literal(struct reader *r, const char *word) {
 
 static void parse_value(struct reader *r, struct hx_json *v, int depth);
 
+/* Fails with the error pointed at p (a byte of the current line). */
+static void fail_at(struct reader *r, const char *p, const char *what) {
+  r->p = p;
+  fail(r, what);
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* Four hex digits at p (before end) into *out; false if they are not. */
+static bool hex4(const char *p, const char *end, uint32_t *out) {
+  if (end - p < 4)
+    return false;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) {
+    int d = hex_digit(p[i]);
+    if (d < 0)
+      return false;
+    v = v << 4 | (uint32_t)d;
+  }
+  *out = v;
+  return true;
+}
+
+/* A \u escape at r->p (on the backslash), a surrogate pair taken whole, as
+ * UTF-8 into *o. NUL is refused: a name is a C string. */
+static bool unicode_escape(struct reader *r, char **o) {
+  const char *at = r->p;
+  uint32_t cp, low;
+  if (!hex4(at + 2, r->end, &cp)) {
+    fail_at(r, at, "\\u wants four hex digits");
+    return false;
+  }
+  r->p = at + 6;
+  if (cp >= 0xdc00 && cp <= 0xdfff) {
+    fail_at(r, at, "a lone low surrogate in a \\u escape");
+    return false;
+  }
+  if (cp >= 0xd800 && cp <= 0xdbff) {
+    if (r->end - r->p < 6 || r->p[0] != '\\' || r->p[1] != 'u' || !hex4(r->p + 2, r->end, &low) ||
+        low < 0xdc00 || low > 0xdfff) {
+      fail_at(r, at, "a high surrogate in a \\u escape without the low one after it");
+      return false;
+    }
+    cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+    r->p += 6;
+  }
+  if (cp == 0) {
+    fail_at(r, at, "\\u0000 (NUL) in a string");
+    return false;
+  }
+  *o += hx_utf8_encode(cp, *o);
+  return true;
+}
+
+/* One escape at r->p (on the backslash) into *o. */
+static bool escape(struct reader *r, char **o) {
+  if (r->p + 1 >= r->end) {
+    fail(r, "unterminated string");
+    return false;
+  }
+  if (r->p[1] == 'u')
+    return unicode_escape(r, o);
+  const char *esc = r->p[1] ? strchr("\"\\/bfnrt", r->p[1]) : NULL;
+  if (!esc) {
+    fail(r, "unknown escape in a string");
+    return false;
+  }
+  *(*o)++ = "\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrt"];
+  r->p += 2;
+  return true;
+}
+
+/* A string (r->p on its opening quote) per RFC 8259: escapes including \u
+ * with surrogate pairs, and UTF-8 text, which is checked byte by byte. */
 static const char *parse_string(struct reader *r) {
   r->p++; /* the opening quote */
   /* size the copy by this string, not by the rest of the file: every key is
-   * a string, so that would make parsing quadratic in memory */
+   * a string, so that would make parsing quadratic in memory; no escape
+   * decodes to more bytes than it takes */
   const char *q = r->p;
   while (q < r->end && *q != '"')
     q += *q == '\\' && q + 1 < r->end ? 2 : 1;
   char *out = hx_alloc(r->a, (size_t)(q - r->p) + 1), *o = out;
   while (r->p < r->end && *r->p != '"') {
     unsigned char c = (unsigned char)*r->p;
+    uint32_t cp;
+    int n = c < 0x80 ? 1 : hx_utf8_decode(r->p, (size_t)(r->end - r->p), &cp);
     if (c < 0x20) {
       fail(r, "control character in a string");
       return NULL;
     }
+    if (n == 0) {
+      fail(r, hx_sprintf(r->a, "byte 0x%02x in a string is not valid UTF-8", c));
+      return NULL;
+    }
     if (c == '\\') {
-      r->p++;
-      if (r->p >= r->end)
-        break;
-      const char *esc = strchr("\"\\/bfnrt", *r->p);
-      if (!esc || !*r->p) {
-        fail(r, *r->p == 'u' ? "\\u escapes are not supported in plan files"
-                             : "unknown escape in a string");
+      if (!escape(r, &o))
         return NULL;
-      }
-      *o++ = "\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrt"];
-      r->p++;
       continue;
     }
-    *o++ = (char)c;
-    r->p++;
+    memcpy(o, r->p, (size_t)n);
+    o += n;
+    r->p += n;
   }
   if (r->p >= r->end) {
     fail(r, "unterminated string");
@@ -234,14 +316,22 @@ bool hx_json_int(const struct hx_json *v, int64_t lo, int64_t hi, int64_t *out) 
 
 void hx_json_string(FILE *f, const char *s) {
   fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    const char *esc = strchr("\"\\\b\f\n\r\t", *p);
-    if (esc) /* the short escapes, which hx_json_parse reads back */
+  s = s ? s : "";
+  size_t len = strlen(s);
+  for (size_t i = 0; i < len;) {
+    unsigned char c = (unsigned char)s[i];
+    const char *esc = c ? strchr("\"\\\b\f\n\r\t", c) : NULL;
+    uint32_t cp;
+    int n = hx_utf8_decode(s + i, len - i, &cp);
+    if (esc) /* the short escapes */
       fprintf(f, "\\%c", "\"\\bfnrt"[esc - "\"\\\b\f\n\r\t"]);
-    else if (*p < 0x20)
-      fprintf(f, "\\u%04x", *p);
+    else if (c < 0x20 || c == 0x7f)
+      fprintf(f, "\\u%04x", c);
+    else if (n == 0) /* not UTF-8: JSON text cannot hold it */
+      fputs("\\ufffd", f);
     else
-      fputc(*p, f);
+      fwrite(s + i, 1, (size_t)n, f);
+    i += n > 1 ? (size_t)n : 1;
   }
   fputc('"', f);
 }

@@ -24,16 +24,23 @@ struct hx_json {
   const char **keys;     /* object keys, parallel to items */
 };
 
-/* Parses src->text; on a syntax error reports "name:line:col: error: ..."
- * through hx_error and returns NULL. Nesting deeper than 64 is an error. */
+/* Parses src->text as RFC 8259 JSON: strings take every escape, \uXXXX
+ * and surrogate pairs included (decoded to UTF-8; \u0000 is refused, as
+ * names are C strings), and their raw bytes must be UTF-8. On an error
+ * reports "name:line:col: error: ..." through hx_error and returns NULL.
+ * Nesting deeper than 64 is an error. */
 struct hx_json *hx_json_parse(struct hx_arena *a, const struct hx_source *src);
 /* The value of `key` in an object, NULL when absent or not an object. */
 const struct hx_json *hx_json_get(const struct hx_json *obj, const char *key);
 /* True when v is a number with an integer value in [lo, hi]; *out gets it. */
 bool hx_json_int(const struct hx_json *v, int64_t lo, int64_t hi, int64_t *out);
 
-/* Writers. Numbers: integers that a double holds exactly print as integers,
- * others with %.17g (round-trips exactly), non-finite ones as null. */
+/* Writers. Strings per RFC 8259: '"' and '\\' escaped, control characters
+ * (and DEL) as short escapes or \u00XX, UTF-8 as it is, and a byte that is
+ * not UTF-8 (which JSON text cannot hold) as \ufffd; hx_json_parse reads
+ * every string back that is valid UTF-8. Numbers: integers that a double
+ * holds exactly print as integers, others with %.17g (round-trips exactly),
+ * non-finite ones as null. */
 void hx_json_string(FILE *f, const char *s);
 void hx_json_number(FILE *f, double v);
 

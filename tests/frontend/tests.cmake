@@ -1,4 +1,4 @@
-# Front-end tests: golden diagnostics and IR dumps, unit tests for units and
+# Front-end tests: golden diagnostics and IR dumps, unit tests for units, JSON strings and
 # the bandwidth table, an in-process mutation test, every example through
 # `hexic --check`, and the command line. Regenerate the goldens with
 #   UPDATE=1 ctest -R frontend.golden
@@ -23,7 +23,7 @@ foreach(input ${hx_fe_ir})
   endif()
 endforeach()
 
-foreach(t test_units test_mutate)
+foreach(t test_units test_mutate test_json)
   add_executable(fe_${t} ${HX_FE_DIR}/${t}.c)
   target_link_libraries(fe_${t} PRIVATE hexic_core)
   add_test(NAME frontend.${t} COMMAND fe_${t})
