@@ -33,3 +33,9 @@ add_test(NAME codegen.hostile_names
   COMMAND bash ${HX_CG_TESTS}/hostile_names.sh ${HX_BIN} $<TARGET_FILE:parse_check>
           ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/codegen-hostile)
 set_tests_properties(codegen.hostile_names PROPERTIES LABELS "codegen" TIMEOUT 120)
+
+# The escaping functions one by one (GNU make reads the Makefile escape back).
+add_executable(cg_test_escape ${HX_CG_TESTS}/test_escape.c)
+target_link_libraries(cg_test_escape PRIVATE hexic_core)
+add_test(NAME codegen.escape COMMAND cg_test_escape)
+set_tests_properties(codegen.escape PROPERTIES LABELS "codegen")
