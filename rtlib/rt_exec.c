@@ -1,7 +1,8 @@
 /* hx_rt_main: what every generated rank program runs. Start-up and world
- * check, parameters, data, then per optimizer step the rank's schedule
- * table, the gradient sync, clipping by the global norm, AdamW, one log line
- * and the checkpoints. */
+ * check, the backend's device and transport (rt_backend.h: whichever the
+ * program was linked with), parameters, data, then per optimizer step the
+ * rank's schedule table, the gradient sync, clipping by the global norm,
+ * AdamW, one log line and the checkpoints. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +78,7 @@ static void make_shard(struct rt_exec *e) {
                 c->head_bounds[r], c->head_bounds[r + 1], c->ffn_bounds[r], c->ffn_bounds[r + 1]);
 }
 
-static void set_up_kernels(struct rt_exec *e) {
+static void set_up_shapes(struct rt_exec *e) {
   const struct hx_rt_model *m = e->cfg->model;
   e->dims = (struct hxk_dims){.dim = m->hidden,
                               .ffn = m->ffn,
@@ -91,41 +92,7 @@ static void set_up_kernels(struct rt_exec *e) {
   if (!hxk_dims_check(&e->dims))
     hx_rt_fatal(HX_RT_EXIT_ERROR, "the model's shape is not a valid Llama shape");
   make_shard(e);
-  e->rope = rt_calloc((size_t)hxk_rope_table_floats(&e->dims), sizeof(float));
-  hxk_rope_table(e->rope, &e->dims);
-  e->kv_of = rt_calloc((size_t)m->heads, sizeof(int));
-  hxk_kv_map(e->kv_of, &e->dims, &e->shard);
-  bool split = e->cfg->tp > 1;
-  e->layer_ctx = (struct hxk_layer_ctx){.dims = &e->dims,
-                                        .shard = &e->shard,
-                                        .rope = e->rope,
-                                        .kv_of = e->kv_of,
-                                        .recompute = e->cfg->recompute != 0,
-                                        .allreduce = split ? rt_tp_allreduce : NULL,
-                                        .allreduce_arg = split ? e : NULL};
   e->tokens = (long)e->cfg->micro_batch_size * m->seq_len;
-  e->act_floats = hxk_layer_acts_floats(&e->layer_ctx, e->cfg->micro_batch_size);
-}
-
-/* The TP communicator: one MPI_Comm_split over the world (every rank calls
- * it once), coloured by the stage's first rank and ordered by TP rank, so
- * TP rank r of the table is rank r of the communicator. */
-static void create_tp_comm(struct rt_exec *e) {
-  const struct hx_rt_rank_config *c = e->cfg;
-  MPI_Comm comm;
-  hx_rt_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->tp_group[0], c->tp_rank, &comm),
-                  "create the tensor-parallel communicator");
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  if (size != c->tp)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: TP communicator has %d ranks, the plan says %d",
-                size, c->tp);
-  if (c->tp == 1) {
-    MPI_Comm_free(&comm);
-    comm = MPI_COMM_NULL;
-  }
-  e->tp_comm = comm;
-  hx_rt_progress();
 }
 
 static void open_data(struct rt_exec *e, const struct rt_args *a) {
@@ -141,29 +108,26 @@ static void open_data(struct rt_exec *e, const struct rt_args *a) {
   }
 }
 
-/* Global loss and gradient norm in one reduction; every rank gets both and
- * takes the same clipped AdamW step. Returns the step's global loss. */
+/* Global loss and gradient norm in one reduction (host scalars, over the
+ * world); every rank gets both and takes the same clipped AdamW step.
+ * Returns the step's global loss. */
 static double optimizer_step(struct rt_exec *e, double *lr_out) {
   const struct hx_rt_train *t = e->cfg->train;
-  double local[2] = {e->loss_sum, rt_grad_sumsq_for_norm(e)}, global[2];
+  double local[2] = {e->dev->take_loss(), e->dev->grad_norm_sumsq()}, global[2];
   MPI_Request req;
   hx_rt_mpi_check(MPI_Iallreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
                   "loss and norm all-reduce");
   hx_rt_wait_all(1, &req, &(struct hx_rt_wait){"loss and norm all-reduce", -1, -1, 0, NULL});
-  double factor = hxk_clip_factor(global[1], t->grad_clip);
-  if (factor != 1.0)
-    hxk_scale(e->p.g, e->p.n, (float)factor);
   double lr = hxk_lr_at(e->step, t->lr, t->warmup_steps, e->steps);
   struct hxk_adamw hp = {t->beta1, t->beta2, t->eps, t->weight_decay};
-  hxk_adamw_step(e->p.w, e->p.g, e->p.m, e->p.v, e->p.decay, e->p.n, &hp, e->step, lr);
+  e->dev->optimizer_step(global[1], t->grad_clip, &hp, e->step, lr);
   *lr_out = lr;
   return global[0];
 }
 
 static void run_step(struct rt_exec *e) {
   double start = hx_rt_now_s(), lr = 0, loss = 0;
-  memset(e->p.g, 0, (size_t)e->p.n * sizeof(float));
-  e->loss_sum = 0;
+  e->dev->zero(e->p.dev.g, (size_t)e->p.lay.n * sizeof(float));
   for (int i = 0; i < e->cfg->nops; i++) {
     const struct hx_rt_op *op = &e->cfg->schedule[i];
     if (op->kind == HX_RT_GRAD_SYNC) {
@@ -183,10 +147,13 @@ static void run_step(struct rt_exec *e) {
   }
 }
 
-static struct hx_rt_ckpt_state ckpt_state(const struct rt_exec *e) {
-  struct hx_rt_ckpt_state st = {e->step, 0, rt_ckpt_tensors(e, NULL), NULL, e->steps};
+/* The checkpoint's view of the rank: tensors pointing into host copies of
+ * the parameters and moments (h). */
+static struct hx_rt_ckpt_state ckpt_state(const struct rt_exec *e,
+                                          const struct rt_host_params *h) {
+  struct hx_rt_ckpt_state st = {e->step, 0, rt_ckpt_tensors(e, h, NULL), NULL, e->steps};
   st.tensors = rt_calloc((size_t)st.ntensors, sizeof *st.tensors);
-  rt_ckpt_tensors(e, st.tensors);
+  rt_ckpt_tensors(e, h, st.tensors);
   return st;
 }
 
@@ -255,10 +222,14 @@ static void check_schedule(const struct rt_exec *e, const struct rt_args *a, int
 static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
   if (!a->resume)
     return;
-  struct hx_rt_ckpt_state st = ckpt_state(e);
+  struct rt_host_params h = rt_host_params_new(e, true);
+  struct hx_rt_ckpt_state st = ckpt_state(e, &h);
   int64_t step = hx_rt_ckpt_resume(MPI_COMM_WORLD, a->checkpoint_dir, e->cfg->fingerprint, &st);
   int64_t schedule_steps = st.schedule_steps;
   free(st.tensors);
+  if (step > 0) /* loaded: onto the device */
+    rt_host_params_upload(e, &h);
+  rt_host_params_free(&h);
   if (step < 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot resume from '%s'", a->checkpoint_dir);
   if (step == 0) {
@@ -285,9 +256,12 @@ static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
 static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
   if (a->checkpoint_every <= 0 || e->step % a->checkpoint_every != 0)
     return;
-  struct hx_rt_ckpt_state st = ckpt_state(e);
+  struct rt_host_params h = rt_host_params_new(e, true);
+  rt_host_params_download(e, &h);
+  struct hx_rt_ckpt_state st = ckpt_state(e, &h);
   bool ok = hx_rt_ckpt_save(MPI_COMM_WORLD, a->checkpoint_dir, e->cfg->fingerprint, &st);
   free(st.tensors);
+  rt_host_params_free(&h);
   if (!ok)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint of step %lld failed", (long long)e->step);
   hx_rt_progress();
@@ -308,12 +282,13 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   struct rt_args args;
   parse_args(cfg, argc, argv, &args);
   struct rt_exec e = {.cfg = cfg, .steps = args.steps};
-  set_up_kernels(&e);
+  set_up_shapes(&e);
+  print_banner(&e);
+  e.dev = rt_device_open(cfg);
+  e.tr = rt_transport_open(cfg, e.dev);
   rt_params_init(&e);
   rt_slots_init(&e);
-  create_tp_comm(&e);
   rt_sync_init(&e);
-  print_banner(&e);
   open_data(&e, &args);
   check_checkpoint_dir(&e, &args);
   maybe_resume(&e, &args);

@@ -1,5 +1,7 @@
 /* The executor's state, shared by rtlib/rt_exec*.c only (generated code sees
- * hexic_rt.h alone). */
+ * hexic_rt.h alone). The executor is one code path for every backend: what
+ * touches device memory or the network goes through e->dev and e->tr
+ * (rt_backend.h). */
 #ifndef HX_RT_EXEC_INTERNAL_H
 #define HX_RT_EXEC_INTERNAL_H
 
@@ -8,6 +10,7 @@
 
 #include "hexic_rt.h"
 #include "kernels/cpu/llama.h"
+#include "rt_backend.h"
 #include "rt_ckpt.h"
 #include "rt_data.h"
 
@@ -16,81 +19,84 @@
  * cannot wrap (MPI's int counts are chunked: hx_rt_chunk_count). */
 _Static_assert(sizeof(long) >= 8, "rtlib needs a 64-bit long (LP64)");
 
-/* This rank's parameters, gradients and AdamW moments: each one flat buffer
- * holding the rank's tensors in the spec's order (tok_emb, its layers,
- * final_norm, lm_head), so every gradient-sync group's tensors are one
- * contiguous range and AdamW is one call over everything. */
+/* This rank's parameters: the layout the device allocates them by (four
+ * flat fp32 buffers holding the rank's tensors in the spec's order:
+ * tok_emb, its layers, final_norm, lm_head, so every gradient-sync group's
+ * tensors are a list of ranges and AdamW is one call over everything) and
+ * the device's buffers. */
 struct rt_params {
-  long n; /* floats in each buffer */
-  float *w, *g, *m, *v;
-  uint8_t *decay;                    /* AdamW weight decay on (1) or off (0), per element */
-  long tok_emb, final_norm, lm_head; /* offsets; -1 when not held */
-  long layers;                       /* offset of the first local layer */
-  long layer_floats;                 /* floats of one layer */
-  int nlayers;                       /* local layers */
-  struct hxk_layer_params *lw, *lg;  /* per local layer, into w and g */
-  struct hxk_head_params hw, hg;
+  struct rt_layout lay;
+  struct rt_weights dev; /* w, g, m, v in device memory */
 };
 
-/* Buffers of one micro-batch in flight (one slot), and the requests of the
- * sends still reading them (one per chunk of the message: rt_exec.chunks). */
+/* Buffers of one micro-batch in flight (one slot), in device memory but for
+ * the host's token batch, and the sends still reading out_act and din. */
 struct rt_slot {
-  int32_t *inputs, *targets; /* [mbs * T] */
-  float *acts;               /* every local layer's saved activations */
-  float *out_act;            /* forward output, being sent to the next stage */
-  float *dout;               /* gradient of the stage output (head's or received) */
-  float *din;                /* gradient of the stage input, being sent back */
-  MPI_Request *act_req, *grad_req;
-  int act_m, grad_m; /* the micro-batch each send carries (for the stall report) */
+  int32_t *host_tokens; /* [2 * mbs * T]: inputs, then targets (rt_data) */
+  int32_t *tokens;      /* the same on the device */
+  void *acts;           /* every local layer's saved activations */
+  void *out_act;        /* forward output, being sent to the next stage */
+  void *dout;           /* gradient of the stage output (head's or received) */
+  void *din;            /* gradient of the stage input, being sent back */
+  struct rt_send *act_send, *grad_send;
 };
 
-/* A contiguous range of the flat parameter buffers. */
-struct rt_run {
-  long off, n;
-};
-
-/* A list of ranges, adjacent ones merged. */
+/* A list of ranges of the flat parameter buffers, adjacent ones merged. */
 struct rt_runs {
   int n, cap;
   struct rt_run *items;
   long floats; /* sum of the runs' lengths */
 };
 
-/* One gradient-sync group as this rank executes it: the ranges of p.g it
- * sums, packed into e->pack for one all-reduce. */
+/* One gradient-sync group as this rank executes it: the ranges of the
+ * gradients it sums, packed into e->pack for one all-reduce. */
 struct rt_sync {
-  MPI_Comm comm;
+  int group; /* the transport's handle */
   struct rt_runs runs;
 };
 
 struct rt_exec {
   const struct hx_rt_rank_config *cfg;
+  const struct rt_device *dev;
+  const struct rt_transport *tr;
   struct hxk_dims dims;
   struct hxk_shard shard;
-  struct hxk_layer_ctx layer_ctx;
-  float *rope;
-  int *kv_of;
-  long tokens;     /* per micro-batch: mbs * T */
-  long act_floats; /* per layer and micro-batch */
-  int chunks;      /* MPI messages per activation or gradient (hx_rt_chunk_count) */
+  struct rt_model model; /* what the device's kernels run */
+  long tokens;           /* per micro-batch: mbs * T */
+  size_t act_bytes;      /* one activation [tokens, D] in the device's dtype */
+  size_t acts_bytes;     /* what one layer keeps per micro-batch */
   struct rt_params p;
   struct rt_slot *slots;
-  float *x0, *x1; /* ping-pong activations [tokens, D] */
-  float *scratch; /* layer and head scratch */
+  void *x0, *x1;   /* ping-pong activations [tokens, D] */
+  void *scratch;   /* layer and head scratch */
   struct hx_rt_data data;
-  double loss_sum; /* this step's scaled loss over this rank's sequences */
   int64_t step, steps;
-  MPI_Comm tp_comm;     /* this stage's TP group (MPI_COMM_NULL when tp == 1) */
-  struct rt_sync *syncs; /* one per cfg->groups entry */
-  float *pack;           /* the largest group's packed gradient */
+  struct rt_sync *syncs;     /* one per cfg->groups entry */
+  float *pack;               /* the largest group's packed gradient (device) */
   struct rt_runs replicated; /* tensors every TP rank holds whole: zeroed off TP rank 0 */
   struct rt_runs in_norm;    /* what this rank adds to the global norm: rt_for_each_owned */
 };
 
+/* Host copies of the parameters and moments, for checkpoints and the weight
+ * dump (the device's buffers need not be host memory). */
+struct rt_host_params {
+  float *w, *m, *v;
+};
+
 /* rt_exec_params.c */
 void rt_params_init(struct rt_exec *e);
-double rt_grad_sumsq_for_norm(const struct rt_exec *e);
-int rt_ckpt_tensors(const struct rt_exec *e, struct hx_rt_ckpt_tensor *out);
+
+/* Host buffers for the parameters (and with moments, m and v): zeroed;
+ * download fills them from the device, upload writes them back (and tells
+ * the device its weights changed). */
+struct rt_host_params rt_host_params_new(const struct rt_exec *e, bool moments);
+void rt_host_params_free(struct rt_host_params *h);
+void rt_host_params_download(const struct rt_exec *e, struct rt_host_params *h);
+void rt_host_params_upload(const struct rt_exec *e, const struct rt_host_params *h);
+
+/* The checkpoint's tensors, pointing into h; with out NULL only counts them. */
+int rt_ckpt_tensors(const struct rt_exec *e, const struct rt_host_params *h,
+                    struct hx_rt_ckpt_tensor *out);
 
 /* Layer tensor t of local layer l: offset into the flat buffers. */
 long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t);
@@ -116,9 +122,9 @@ void rt_for_each_owned(const struct rt_exec *e, rt_piece_fn visit, void *arg);
 void rt_runs_add(struct rt_runs *r, long off, long n);
 void rt_sync_init(struct rt_exec *e);
 void rt_sync_gradients(struct rt_exec *e);
-void rt_tp_allreduce(float *buf, long n, void *arg); /* the kernels' hxk_allreduce_fn */
+void rt_tp_allreduce(void *buf, long n, void *arg); /* the device's rt_tp_reduce_fn */
 
-/* rt_exec_dump.c */
+/* rt_exec_params.c: --dump-weights */
 void rt_dump_weights(const struct rt_exec *e, const char *path);
 
 /* rt_exec_ops.c */

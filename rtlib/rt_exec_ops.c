@@ -1,8 +1,9 @@
 /* The schedule's operations on one micro-batch: receive, forward, send,
- * backward. Sends are non-blocking from per-slot buffers (so two neighbours
- * that both send in 1F1B's steady phase cannot deadlock); every wait goes
- * through hx_rt_wait_all with the peer or group it waits on, so a stall is
- * traced to the rank that stopped (rt_init.h).
+ * backward, on the device's buffers through its kernel table and the
+ * transport. Sends are non-blocking from per-slot buffers (so two neighbours
+ * that both send in 1F1B's steady phase cannot deadlock); every wait names
+ * the peer or group it waits on, so a stall is traced to the rank that
+ * stopped (rt_init.h).
  *
  * With tensor parallelism every TP rank of a stage runs the same ops on the
  * same full activations: only the stage leader talks to the neighbouring
@@ -28,72 +29,46 @@ static struct rt_slot *slot_of(struct rt_exec *e, int m) {
 
 static bool is_leader(const struct rt_exec *e) { return e->cfg->tp_rank == e->cfg->leader_tp_rank; }
 
-static float *floats(long n) { return rt_calloc((size_t)n, sizeof(float)); }
-
 void rt_slots_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
+  const struct rt_device *d = e->dev;
   long xd = e->tokens * e->dims.dim;
-  e->chunks = hx_rt_message_chunks(xd);
+  int nlayers = e->p.lay.nlayers > 0 ? e->p.lay.nlayers : 1;
+  e->act_bytes = (size_t)xd * rt_dtype_bytes(d->dtype);
+  e->acts_bytes = d->acts_bytes();
   e->slots = rt_calloc((size_t)c->activation_slots, sizeof *e->slots);
   for (int i = 0; i < c->activation_slots; i++) {
     struct rt_slot *s = &e->slots[i];
-    s->inputs = rt_calloc((size_t)e->tokens, sizeof *s->inputs);
-    s->targets = rt_calloc((size_t)e->tokens, sizeof *s->targets);
-    s->acts = floats(e->act_floats * (e->p.nlayers > 0 ? e->p.nlayers : 1));
-    s->out_act = floats(xd);
-    s->dout = floats(xd);
-    s->din = floats(xd);
-    s->act_req = rt_calloc((size_t)e->chunks, sizeof *s->act_req);
-    s->grad_req = rt_calloc((size_t)e->chunks, sizeof *s->grad_req);
-    for (int k = 0; k < e->chunks; k++)
-      s->act_req[k] = s->grad_req[k] = MPI_REQUEST_NULL;
-    s->act_m = s->grad_m = -1;
+    s->host_tokens = rt_calloc((size_t)(2 * e->tokens), sizeof *s->host_tokens);
+    s->tokens = d->alloc((size_t)(2 * e->tokens) * sizeof *s->tokens);
+    s->acts = d->alloc(e->acts_bytes * (size_t)nlayers);
+    s->out_act = d->alloc(e->act_bytes);
+    s->dout = d->alloc(e->act_bytes);
+    s->din = d->alloc(e->act_bytes);
+    s->act_send = e->tr->send_new(xd, d->dtype);
+    s->grad_send = e->tr->send_new(xd, d->dtype);
   }
-  e->x0 = floats(xd);
-  e->x1 = floats(xd);
-  long layer_scratch = hxk_layer_scratch_floats(&e->layer_ctx, e->cfg->micro_batch_size);
-  long head_scratch = hxk_head_scratch_floats(&e->dims, e->tokens);
-  e->scratch = floats(layer_scratch > head_scratch ? layer_scratch : head_scratch);
+  e->x0 = d->alloc(e->act_bytes);
+  e->x1 = d->alloc(e->act_bytes);
+  e->scratch = d->alloc(d->scratch_bytes());
 }
 
-/* A wait on one peer, named for the stall report (rt_init.h). */
-static void wait_on_peer(MPI_Request *r, int n, const char *what, int micro_batch, int peer) {
-  struct hx_rt_wait w = {what, micro_batch, peer, 0, NULL};
-  hx_rt_wait_all(n, r, &w);
+/* Local layer l's saved activations in slot s. */
+static void *acts_of(const struct rt_exec *e, const struct rt_slot *s, int l) {
+  return (char *)s->acts + (size_t)l * e->acts_bytes;
 }
 
-/* Posts one message of n floats to or from peer as its chunks (all with the
- * same tag: MPI keeps them in order), one request per chunk in reqs. */
-static void post_floats(float *buf, long n, int peer, int tag, bool send, MPI_Request *reqs,
-                        const char *what) {
-  int64_t max = hx_rt_max_count();
-  for (int k = 0, nk = hx_rt_message_chunks(n); k < nk; k++) {
-    int64_t off;
-    int count;
-    hx_rt_chunk_at(n, max, k, &off, &count);
-    int rc = send ? MPI_Isend(buf + off, count, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &reqs[k])
-                  : MPI_Irecv(buf + off, count, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &reqs[k]);
-    hx_rt_mpi_check(rc, what);
-  }
-}
-
-static void recv_floats(struct rt_exec *e, float *buf, long n, int from, int m, int kind,
-                        const char *what) {
-  int tag = tag_of(m, kind);
-  MPI_Request *reqs = rt_calloc((size_t)e->chunks, sizeof *reqs);
-  post_floats(buf, n, from, tag, false, reqs, what);
-  wait_on_peer(reqs, e->chunks, what, m, from);
-  free(reqs);
-}
-
-/* Global sequences of micro-batch m: this pipeline's, mbs at a time. */
+/* Global sequences of micro-batch m: this pipeline's, mbs at a time, read on
+ * the host and uploaded (inputs, then targets). */
 static void load_batch(struct rt_exec *e, int m, struct rt_slot *s) {
   const struct hx_rt_rank_config *c = e->cfg;
   int64_t j0 = c->first_sequence + (int64_t)m * c->micro_batch_size;
   char err[1024];
   if (!hx_rt_data_batch(&e->data, e->dims.seq_len, c->train->global_batch, e->step, j0,
-                        c->micro_batch_size, s->inputs, s->targets, err, sizeof err))
+                        c->micro_batch_size, s->host_tokens, s->host_tokens + e->tokens, err,
+                        sizeof err))
     hx_rt_fatal(HX_RT_EXIT_ERROR, "step %lld: %s", (long long)e->step + 1, err);
+  e->dev->upload(s->tokens, s->host_tokens, (size_t)(2 * e->tokens) * sizeof *s->tokens);
 }
 
 /* Embedding (first stage) or the received activation, this stage's layers,
@@ -101,30 +76,25 @@ static void load_batch(struct rt_exec *e, int m, struct rt_slot *s) {
  * head's kernel computes both in one pass and its gradient only adds. */
 static void forward(struct rt_exec *e, int m) {
   const struct hx_rt_rank_config *c = e->cfg;
+  const struct rt_device *d = e->dev;
   struct rt_slot *s = slot_of(e, m);
-  long nseq = c->micro_batch_size;
   load_batch(e, m, s);
   if (c->has_embedding)
-    hxk_embedding_forward(e->x0, s->inputs, e->p.w + e->p.tok_emb, e->tokens, e->dims.dim);
-  float *x = e->x0, *y = e->x1;
-  for (int l = 0; l < e->p.nlayers; l++) {
-    hxk_layer_forward(&e->layer_ctx, &e->p.lw[l], x, y, s->acts + l * e->act_floats, e->scratch,
-                      nseq);
-    float *t = x;
+    d->embed_forward(e->x0, s->tokens);
+  void *x = e->x0, *y = e->x1;
+  for (int l = 0; l < e->p.lay.nlayers; l++) {
+    d->layer_forward(l, x, y, acts_of(e, s, l), e->scratch);
+    void *t = x;
     x = y;
     y = t;
   }
   if (c->has_head) {
     double scale = 1.0 / ((double)c->train->global_batch * e->dims.seq_len);
-    memset(s->dout, 0, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
-    double loss = hxk_head_forward_backward(&e->dims, &e->p.hw, &e->p.hg, x, s->targets,
-                                            e->tokens, scale, s->dout, e->scratch);
-    if (c->tp_rank == 0)
-      e->loss_sum += loss;
+    d->zero(s->dout, e->act_bytes);
+    d->head(x, s->tokens + e->tokens, scale, s->dout, e->scratch, c->tp_rank == 0);
   } else if (is_leader(e)) {
-    wait_on_peer(s->act_req, e->chunks, "finish an earlier activation send", s->act_m,
-                 c->next_leader);
-    memcpy(s->out_act, x, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
+    e->tr->send_wait(s->act_send, "finish an earlier activation send");
+    d->copy(s->out_act, x, e->act_bytes);
   }
 }
 
@@ -133,88 +103,65 @@ static void forward(struct rt_exec *e, int m) {
  * previous stage. */
 static void backward(struct rt_exec *e, int m) {
   const struct hx_rt_rank_config *c = e->cfg;
+  const struct rt_device *d = e->dev;
   struct rt_slot *s = slot_of(e, m);
-  const float *dout = s->dout;
-  float *dx = e->x0, *spare = e->x1;
-  for (int l = e->p.nlayers - 1; l >= 0; l--) {
-    hxk_layer_backward(&e->layer_ctx, &e->p.lw[l], &e->p.lg[l], dout, dx,
-                       s->acts + l * e->act_floats, e->scratch, c->micro_batch_size);
+  const void *dout = s->dout;
+  void *dx = e->x0, *spare = e->x1;
+  for (int l = e->p.lay.nlayers - 1; l >= 0; l--) {
+    d->layer_backward(l, dout, dx, acts_of(e, s, l), e->scratch);
     dout = dx;
     dx = spare;
-    spare = (float *)dout;
+    spare = (void *)dout;
   }
   /* dout now holds the gradient of the stage input */
   if (c->has_embedding) {
-    hxk_embedding_backward(e->p.g + e->p.tok_emb, s->inputs, dout, e->tokens, e->dims.dim);
+    d->embed_backward(s->tokens, dout);
     return;
   }
   if (!is_leader(e))
     return;
-  wait_on_peer(s->grad_req, e->chunks, "finish an earlier gradient send", s->grad_m,
-               c->prev_leader);
-  memcpy(s->din, dout, (size_t)(e->tokens * e->dims.dim) * sizeof(float));
-}
-
-/* The leader's copy of buf[0..n) to every TP rank of the stage, chunk by
- * chunk (collectives on one communicator are matched in the order posted). */
-static void broadcast_in_stage(struct rt_exec *e, float *buf, long n, int m, const char *what) {
-  if (e->cfg->tp == 1)
-    return;
-  int64_t max = hx_rt_max_count();
-  int nk = hx_rt_message_chunks(n);
-  MPI_Request *reqs = rt_calloc((size_t)nk, sizeof *reqs);
-  for (int k = 0; k < nk; k++) {
-    int64_t off;
-    int count;
-    hx_rt_chunk_at(n, max, k, &off, &count);
-    hx_rt_mpi_check(MPI_Ibcast(buf + off, count, MPI_FLOAT, e->cfg->leader_tp_rank, e->tp_comm,
-                               &reqs[k]),
-                    what);
-  }
-  struct hx_rt_wait w = {what, m, -1, e->cfg->tp, e->cfg->tp_group};
-  hx_rt_wait_all(nk, reqs, &w);
-  free(reqs);
+  e->tr->send_wait(s->grad_send, "finish an earlier gradient send");
+  d->copy(s->din, dout, e->act_bytes);
 }
 
 static void recv_act(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
+  enum rt_dtype dt = e->dev->dtype;
   if (is_leader(e))
-    recv_floats(e, e->x0, n, e->cfg->prev_leader, m, TAG_ACT, "receive an activation");
-  broadcast_in_stage(e, e->x0, n, m, "broadcast an activation in the TP group");
+    e->tr->recv(e->x0, n, dt, e->cfg->prev_leader, tag_of(m, TAG_ACT), m,
+                "receive an activation");
+  e->tr->tp_broadcast(e->x0, n, dt, m, "broadcast an activation in the TP group");
 }
 
 static void send_act(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
-  post_floats(s->out_act, e->tokens * e->dims.dim, e->cfg->next_leader, tag_of(m, TAG_ACT), true,
-              s->act_req, "send an activation");
-  s->act_m = m;
+  e->tr->send_start(s->act_send, s->out_act, e->tokens * e->dims.dim, e->cfg->next_leader,
+                    tag_of(m, TAG_ACT), m, "send an activation");
 }
 
 static void recv_grad(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
-  float *dout = slot_of(e, m)->dout;
+  enum rt_dtype dt = e->dev->dtype;
+  void *dout = slot_of(e, m)->dout;
   if (is_leader(e))
-    recv_floats(e, dout, n, e->cfg->next_leader, m, TAG_GRAD, "receive a gradient");
-  broadcast_in_stage(e, dout, n, m, "broadcast a gradient in the TP group");
+    e->tr->recv(dout, n, dt, e->cfg->next_leader, tag_of(m, TAG_GRAD), m, "receive a gradient");
+  e->tr->tp_broadcast(dout, n, dt, m, "broadcast a gradient in the TP group");
 }
 
 static void send_grad(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
-  post_floats(s->din, e->tokens * e->dims.dim, e->cfg->prev_leader, tag_of(m, TAG_GRAD), true,
-              s->grad_req, "send a gradient");
-  s->grad_m = m;
+  e->tr->send_start(s->grad_send, s->din, e->tokens * e->dims.dim, e->cfg->prev_leader,
+                    tag_of(m, TAG_GRAD), m, "send a gradient");
 }
 
 void rt_wait_sends(struct rt_exec *e) {
-  const struct hx_rt_rank_config *c = e->cfg;
-  for (int i = 0; i < c->activation_slots; i++) {
-    struct rt_slot *s = &e->slots[i];
-    wait_on_peer(s->act_req, e->chunks, "finish an activation send", s->act_m, c->next_leader);
-    wait_on_peer(s->grad_req, e->chunks, "finish a gradient send", s->grad_m, c->prev_leader);
+  for (int i = 0; i < e->cfg->activation_slots; i++) {
+    e->tr->send_wait(e->slots[i].act_send, "finish an activation send");
+    e->tr->send_wait(e->slots[i].grad_send, "finish a gradient send");
   }
 }
 

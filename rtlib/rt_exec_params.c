@@ -1,12 +1,17 @@
 /* The executor's parameters: one flat buffer per kind (weights, gradients,
- * AdamW m and v) laid out in the spec's tensor order, initialised by the
- * kernels' sharding-independent init, so any plan starts from the same
- * weights as one device. */
+ * AdamW m and v) laid out in the spec's tensor order, allocated by the
+ * device, initialised on the host by the kernels' sharding-independent init
+ * and uploaded, so any plan on any backend starts from the same weights as
+ * one device; their host copies for checkpoints; and --dump-weights, which
+ * gathers them unsharded on rank 0. */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
+#include "rt_log.h"
 
 void *rt_calloc(size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size ? size : 1);
@@ -23,7 +28,7 @@ static bool holds_tok_emb(const struct hx_rt_rank_config *c) {
 
 static void lay_out(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
-  struct rt_params *p = &e->p;
+  struct rt_layout *p = &e->p.lay;
   long vd = (long)e->dims.vocab * e->dims.dim;
   long n = 0;
   p->tok_emb = holds_tok_emb(c) ? n : -1;
@@ -36,51 +41,53 @@ static void lay_out(struct rt_exec *e) {
   n += c->has_head ? e->dims.dim : 0;
   p->lm_head = c->has_head && !c->model->tie_embeddings ? n : -1;
   n += p->lm_head >= 0 ? vd : 0;
+  p->head_weight = p->lm_head >= 0 ? p->lm_head : p->tok_emb; /* tied: the logits read tok_emb */
   p->n = n;
 }
 
-static void bind(struct rt_exec *e) {
-  struct rt_params *p = &e->p;
-  p->lw = rt_calloc((size_t)p->nlayers, sizeof *p->lw);
-  p->lg = rt_calloc((size_t)p->nlayers, sizeof *p->lg);
-  for (int l = 0; l < p->nlayers; l++) {
-    long off = p->layers + l * p->layer_floats;
-    hxk_layer_bind(&p->lw[l], p->w + off, &e->dims, &e->shard);
-    hxk_layer_bind(&p->lg[l], p->g + off, &e->dims, &e->shard);
-    hxk_layer_decay_mask(p->decay + off, &e->dims, &e->shard);
-  }
-  if (p->final_norm < 0)
-    return;
-  long head = p->lm_head >= 0 ? p->lm_head : p->tok_emb; /* tied: the logits read tok_emb */
-  p->hw = (struct hxk_head_params){p->w + p->final_norm, p->w + head};
-  p->hg = (struct hxk_head_params){p->g + p->final_norm, p->g + head};
-}
-
-static void init_values(struct rt_exec *e) {
-  struct rt_params *p = &e->p;
-  uint64_t seed = e->cfg->train->seed;
+/* Every tensor the rank holds, in buffer order, with its AdamW decay
+ * (matrices decay, norm gains do not): the device's optimizer table. */
+static void list_tensors(struct rt_exec *e) {
+  struct rt_layout *p = &e->p.lay;
   long vd = (long)e->dims.vocab * e->dims.dim;
-  if (p->tok_emb >= 0) {
-    hxk_init_param(p->w + p->tok_emb, &e->dims, &e->shard, seed, HXK_TOK_EMB, 0);
-    memset(p->decay + p->tok_emb, 1, (size_t)vd);
-  }
+  int cap = 3 + p->nlayers * HXK_LAYER_NPARAMS, n = 0;
+  struct rt_tensor *t = rt_calloc((size_t)cap, sizeof *t);
+  if (p->tok_emb >= 0)
+    t[n++] = (struct rt_tensor){p->tok_emb, vd, hxk_param_decays(HXK_TOK_EMB)};
   for (int l = 0; l < p->nlayers; l++)
-    for (int t = 0; t < HXK_LAYER_NPARAMS; t++) {
-      struct hxk_layer_params *lw = &p->lw[l];
-      float *dst[HXK_LAYER_NPARAMS] = {lw->attn_norm, lw->wq,     lw->wk,   lw->wv,    lw->wo,
-                                       lw->mlp_norm,  lw->w_gate, lw->w_up, lw->w_down};
-      hxk_init_param(dst[t], &e->dims, &e->shard, seed, (enum hxk_param)t, e->cfg->layer_begin + l);
+    for (int k = 0; k < HXK_LAYER_NPARAMS; k++) {
+      enum hxk_param pk = (enum hxk_param)k;
+      t[n++] = (struct rt_tensor){rt_layer_tensor(e, l, pk),
+                                  hxk_layer_param_floats(&e->dims, &e->shard, pk),
+                                  hxk_param_decays(pk)};
     }
   if (p->final_norm >= 0)
-    hxk_init_param(p->w + p->final_norm, &e->dims, &e->shard, seed, HXK_FINAL_NORM, 0);
-  if (p->lm_head >= 0) {
-    hxk_init_param(p->w + p->lm_head, &e->dims, &e->shard, seed, HXK_LM_HEAD, 0);
-    memset(p->decay + p->lm_head, 1, (size_t)vd);
-  }
+    t[n++] = (struct rt_tensor){p->final_norm, e->dims.dim, hxk_param_decays(HXK_FINAL_NORM)};
+  if (p->lm_head >= 0)
+    t[n++] = (struct rt_tensor){p->lm_head, vd, hxk_param_decays(HXK_LM_HEAD)};
+  p->tensors = t;
+  p->ntensors = n;
+}
+
+/* The initial weights in a host buffer: per tensor, the slice this rank
+ * holds of the full tensor's init. */
+static void init_values(const struct rt_exec *e, float *w) {
+  const struct rt_layout *p = &e->p.lay;
+  uint64_t seed = e->cfg->train->seed;
+  if (p->tok_emb >= 0)
+    hxk_init_param(w + p->tok_emb, &e->dims, &e->shard, seed, HXK_TOK_EMB, 0);
+  for (int l = 0; l < p->nlayers; l++)
+    for (int t = 0; t < HXK_LAYER_NPARAMS; t++)
+      hxk_init_param(w + rt_layer_tensor(e, l, (enum hxk_param)t), &e->dims, &e->shard, seed,
+                     (enum hxk_param)t, e->cfg->layer_begin + l);
+  if (p->final_norm >= 0)
+    hxk_init_param(w + p->final_norm, &e->dims, &e->shard, seed, HXK_FINAL_NORM, 0);
+  if (p->lm_head >= 0)
+    hxk_init_param(w + p->lm_head, &e->dims, &e->shard, seed, HXK_LM_HEAD, 0);
 }
 
 long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t) {
-  long off = e->p.layers + (long)l * e->p.layer_floats;
+  long off = e->p.lay.layers + (long)l * e->p.lay.layer_floats;
   for (int k = 0; k < (int)t; k++)
     off += hxk_layer_param_floats(&e->dims, &e->shard, (enum hxk_param)k);
   return off;
@@ -88,7 +95,7 @@ long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t) {
 
 /* Tensors held whole by every TP rank with identical gradients. */
 static void list_replicated(struct rt_exec *e) {
-  const struct rt_params *p = &e->p;
+  const struct rt_layout *p = &e->p.lay;
   struct rt_runs *r = &e->replicated;
   long vd = (long)e->dims.vocab * e->dims.dim;
   if (p->tok_emb >= 0)
@@ -112,7 +119,7 @@ static void visit_whole(const struct rt_exec *e, enum hxk_param t, long off, rt_
 
 void rt_for_each_owned(const struct rt_exec *e, rt_piece_fn visit, void *arg) {
   const struct hx_rt_rank_config *c = e->cfg;
-  const struct rt_params *p = &e->p;
+  const struct rt_layout *p = &e->p.lay;
   if (c->pipeline != 0)
     return;
   bool lead = c->tp_rank == 0;
@@ -153,47 +160,257 @@ static void add_to_norm(void *arg, const struct rt_piece *piece) {
   rt_runs_add(arg, piece->off, (piece->r1 - piece->r0) * (piece->c1 - piece->c0));
 }
 
+/* The device's view of the model; the TP hook only when TP splits it. */
+static void describe_model(struct rt_exec *e) {
+  bool split = e->cfg->tp > 1;
+  e->model = (struct rt_model){.dims = &e->dims,
+                               .shard = &e->shard,
+                               .recompute = e->cfg->recompute != 0,
+                               .nseq = e->cfg->micro_batch_size,
+                               .layout = &e->p.lay,
+                               .tp_reduce = split ? rt_tp_allreduce : NULL,
+                               .tp_arg = split ? e : NULL};
+}
+
 void rt_params_init(struct rt_exec *e) {
   lay_out(e);
-  struct rt_params *p = &e->p;
-  p->w = rt_calloc((size_t)p->n, sizeof(float));
-  p->g = rt_calloc((size_t)p->n, sizeof(float));
-  p->m = rt_calloc((size_t)p->n, sizeof(float));
-  p->v = rt_calloc((size_t)p->n, sizeof(float));
-  p->decay = rt_calloc((size_t)p->n, 1); /* norm gains stay 0: no decay */
-  bind(e);
-  init_values(e);
+  list_tensors(e);
   list_replicated(e);
   rt_for_each_owned(e, add_to_norm, &e->in_norm);
+  e->p.lay.norm = e->in_norm.items;
+  e->p.lay.nnorm = e->in_norm.n;
+  describe_model(e);
+  e->dev->setup(&e->model, &e->p.dev);
+  struct rt_host_params init = rt_host_params_new(e, false);
+  init_values(e, init.w);
+  rt_host_params_upload(e, &init);
+  rt_host_params_free(&init);
 }
 
-double rt_grad_sumsq_for_norm(const struct rt_exec *e) {
-  double s = 0.0;
-  for (int i = 0; i < e->in_norm.n; i++)
-    s += hxk_sum_squares(e->p.g + e->in_norm.items[i].off, e->in_norm.items[i].n);
-  return s;
+struct rt_host_params rt_host_params_new(const struct rt_exec *e, bool moments) {
+  size_t n = (size_t)e->p.lay.n;
+  struct rt_host_params h = {rt_calloc(n, sizeof(float)), NULL, NULL};
+  if (moments) {
+    h.m = rt_calloc(n, sizeof(float));
+    h.v = rt_calloc(n, sizeof(float));
+  }
+  return h;
 }
 
-static int add_tensor(const struct rt_exec *e, struct hx_rt_ckpt_tensor *out, int i, long off,
-                      long n) {
+void rt_host_params_free(struct rt_host_params *h) {
+  free(h->w);
+  free(h->m);
+  free(h->v);
+  *h = (struct rt_host_params){NULL, NULL, NULL};
+}
+
+void rt_host_params_download(const struct rt_exec *e, struct rt_host_params *h) {
+  size_t bytes = (size_t)e->p.lay.n * sizeof(float);
+  e->dev->download(h->w, e->p.dev.w, bytes);
+  if (h->m)
+    e->dev->download(h->m, e->p.dev.m, bytes);
+  if (h->v)
+    e->dev->download(h->v, e->p.dev.v, bytes);
+}
+
+void rt_host_params_upload(const struct rt_exec *e, const struct rt_host_params *h) {
+  size_t bytes = (size_t)e->p.lay.n * sizeof(float);
+  e->dev->upload(e->p.dev.w, h->w, bytes);
+  if (h->m)
+    e->dev->upload(e->p.dev.m, h->m, bytes);
+  if (h->v)
+    e->dev->upload(e->p.dev.v, h->v, bytes);
+  e->dev->weights_changed();
+}
+
+static int add_tensor(const struct rt_host_params *h, struct hx_rt_ckpt_tensor *out, int i,
+                      long off, long n) {
   if (out)
-    out[i] = (struct hx_rt_ckpt_tensor){e->p.w + off, e->p.m + off, e->p.v + off, n};
+    out[i] = (struct hx_rt_ckpt_tensor){h->w + off, h->m + off, h->v + off, n};
   return i + 1;
 }
 
 /* The checkpoint's tensors in the spec's order (one entry per global tensor
  * and per local layer); with out NULL only counts them. */
-int rt_ckpt_tensors(const struct rt_exec *e, struct hx_rt_ckpt_tensor *out) {
-  const struct rt_params *p = &e->p;
+int rt_ckpt_tensors(const struct rt_exec *e, const struct rt_host_params *h,
+                    struct hx_rt_ckpt_tensor *out) {
+  const struct rt_layout *p = &e->p.lay;
   long vd = (long)e->dims.vocab * e->dims.dim;
   int i = 0;
   if (p->tok_emb >= 0)
-    i = add_tensor(e, out, i, p->tok_emb, vd);
+    i = add_tensor(h, out, i, p->tok_emb, vd);
   for (int l = 0; l < p->nlayers; l++)
-    i = add_tensor(e, out, i, p->layers + l * p->layer_floats, p->layer_floats);
+    i = add_tensor(h, out, i, p->layers + l * p->layer_floats, p->layer_floats);
   if (p->final_norm >= 0)
-    i = add_tensor(e, out, i, p->final_norm, e->dims.dim);
+    i = add_tensor(h, out, i, p->final_norm, e->dims.dim);
   if (p->lm_head >= 0)
-    i = add_tensor(e, out, i, p->lm_head, vd);
+    i = add_tensor(h, out, i, p->lm_head, vd);
   return i;
+}
+
+/* ---------------------------------------------------------------------------
+ * --dump-weights FILE: the full, unsharded parameters after training, for
+ * comparing any plan with one device.
+ *
+ * Every rank sends rank 0 the pieces it owns — one copy of each element over
+ * the world, rt_for_each_owned's rule (ranks outside pipeline 0 send none) —
+ * as records (tensor, layer, rows [r0, r1), columns [c0, c1)) plus the packed
+ * values. Rank 0 places them into the model, checks that every element was
+ * written exactly once, and writes FILE: the tensors in docs/model-spec.md's
+ * order, each full and row-major, as raw little-endian float32, nothing else.
+ * ------------------------------------------------------------------------- */
+
+enum { REC_INTS = 6 }; /* tensor, layer, r0, r1, c0, c1 */
+
+struct pieces {
+  const float *weights; /* a host copy of the rank's flat parameter buffer */
+  int nrec, cap_rec;
+  int *rec;
+  long nfloats, cap_floats;
+  float *vals;
+};
+
+/* rt_for_each_owned's visitor: one record and its values. */
+static void add_piece(void *arg, const struct rt_piece *piece) {
+  struct pieces *p = arg;
+  long n = (piece->r1 - piece->r0) * (piece->c1 - piece->c0);
+  if (n <= 0)
+    return;
+  if (p->nrec == p->cap_rec) {
+    p->cap_rec = p->cap_rec ? 2 * p->cap_rec : 64;
+    p->rec = realloc(p->rec, (size_t)p->cap_rec * REC_INTS * sizeof(int));
+  }
+  if (p->nfloats + n > p->cap_floats) {
+    p->cap_floats = 2 * (p->nfloats + n);
+    p->vals = realloc(p->vals, (size_t)p->cap_floats * sizeof(float));
+  }
+  if (!p->rec || !p->vals)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory gathering the weights");
+  int *r = p->rec + (size_t)p->nrec++ * REC_INTS;
+  r[0] = (int)piece->t, r[1] = piece->layer, r[2] = (int)piece->r0, r[3] = (int)piece->r1,
+  r[4] = (int)piece->c0, r[5] = (int)piece->c1;
+  memcpy(p->vals + p->nfloats, p->weights + piece->off, (size_t)n * sizeof(float));
+  p->nfloats += n;
+}
+
+/* Offset of tensor t of layer l in the full model, spec order. */
+static long full_offset(const struct hxk_dims *d, bool tied, enum hxk_param t, int layer,
+                        long *total) {
+  long off = 0, rows, cols, found = -1;
+  hxk_param_shape(d, HXK_TOK_EMB, &rows, &cols);
+  if (t == HXK_TOK_EMB)
+    found = off;
+  off += rows * cols;
+  for (int l = 0; l < d->layers; l++)
+    for (int k = 0; k < HXK_LAYER_NPARAMS; k++) {
+      if ((int)t == k && l == layer)
+        found = off;
+      hxk_param_shape(d, (enum hxk_param)k, &rows, &cols);
+      off += rows * cols;
+    }
+  if (t == HXK_FINAL_NORM)
+    found = off;
+  off += d->dim;
+  if (!tied) {
+    if (t == HXK_LM_HEAD)
+      found = off;
+    off += (long)d->vocab * d->dim;
+  }
+  *total = off;
+  return found;
+}
+
+/* Rank 0: writes every record's values into the full model; counts how often
+ * each element was written. */
+static void place(const struct rt_exec *e, const int *rec, int nrec, const float *vals,
+                  float *model, unsigned char *hits) {
+  bool tied = e->cfg->model->tie_embeddings != 0;
+  for (int i = 0; i < nrec; i++, rec += REC_INTS) {
+    long total, rows, cols;
+    enum hxk_param t = (enum hxk_param)rec[0];
+    long base = full_offset(&e->dims, tied, t, rec[1], &total);
+    hxk_param_shape(&e->dims, t, &rows, &cols);
+    if (base < 0 || rec[3] > rows || rec[5] > cols)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: weight dump record %d out of range", i);
+    for (long r = rec[2]; r < rec[3]; r++)
+      for (long c = rec[4]; c < rec[5]; c++) {
+        model[base + r * cols + c] = *vals++;
+        hits[base + r * cols + c]++;
+      }
+  }
+}
+
+static void write_model(const char *path, const float *model, const unsigned char *hits, long n) {
+  for (long i = 0; i < n; i++)
+    if (hits[i] != 1)
+      hx_rt_fatal(HX_RT_EXIT_ERROR,
+                  "internal: weight dump element %ld was written %d times (want once)", i,
+                  hits[i]);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(model, sizeof(float), (size_t)n, f) != (size_t)n || fclose(f) != 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "cannot write the weights to '%s'", path);
+}
+
+static int *displacements(const int *counts, int n) {
+  int *d = rt_calloc((size_t)n, sizeof(int));
+  for (int i = 1; i < n; i++)
+    d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+
+void rt_dump_weights(const struct rt_exec *e, const char *path) {
+  struct rt_host_params h = rt_host_params_new(e, false);
+  rt_host_params_download(e, &h);
+  struct pieces mine = {.weights = h.w};
+  rt_for_each_owned(e, add_piece, &mine);
+  rt_host_params_free(&h);
+  if (mine.nfloats > INT_MAX / 2)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--dump-weights is for small models (this rank holds %ld)",
+                mine.nfloats);
+  int world = e->cfg->world_size, root = e->cfg->rank == 0;
+  int sizes[2] = {mine.nrec * REC_INTS, (int)mine.nfloats};
+  int *all = rt_calloc((size_t)world * 2, sizeof(int));
+  hx_rt_mpi_check(MPI_Gather(sizes, 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD),
+                  "gather the weight dump sizes");
+  int *rec_counts = rt_calloc((size_t)world, sizeof(int));
+  int *val_counts = rt_calloc((size_t)world, sizeof(int));
+  long recs = 0, nvals = 0;
+  for (int r = 0; r < world; r++) {
+    rec_counts[r] = all[2 * r];
+    val_counts[r] = all[2 * r + 1];
+    recs += rec_counts[r];
+    nvals += val_counts[r];
+  }
+  /* MPI_Gatherv's displacements are int: the whole model must fit them. */
+  if (recs > INT_MAX || nvals > INT_MAX)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--dump-weights is for small models (%ld floats in all)", nvals);
+  int *rec_displ = displacements(rec_counts, world), *val_displ = displacements(val_counts, world);
+  int *rec_all = rt_calloc((size_t)(root ? recs : 1), sizeof(int));
+  float *val_all = rt_calloc((size_t)(root ? nvals : 1), sizeof(float));
+  hx_rt_mpi_check(MPI_Gatherv(mine.rec, sizes[0], MPI_INT, rec_all, rec_counts, rec_displ, MPI_INT,
+                              0, MPI_COMM_WORLD),
+                  "gather the weight dump records");
+  hx_rt_mpi_check(MPI_Gatherv(mine.vals, sizes[1], MPI_FLOAT, val_all, val_counts, val_displ,
+                              MPI_FLOAT, 0, MPI_COMM_WORLD),
+                  "gather the weights");
+  if (root) {
+    long total;
+    full_offset(&e->dims, e->cfg->model->tie_embeddings != 0, HXK_TOK_EMB, 0, &total);
+    float *model = rt_calloc((size_t)total, sizeof(float));
+    unsigned char *hits = rt_calloc((size_t)total, 1);
+    place(e, rec_all, (int)(recs / REC_INTS), val_all, model, hits);
+    write_model(path, model, hits, total);
+    hx_rt_log_banner("weights: %ld floats, unsharded, written to %s", total, path);
+    free(model);
+    free(hits);
+  }
+  free(mine.rec);
+  free(mine.vals);
+  free(all);
+  free(rec_counts);
+  free(val_counts);
+  free(rec_displ);
+  free(val_displ);
+  free(rec_all);
+  free(val_all);
 }

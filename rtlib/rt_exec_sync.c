@@ -1,8 +1,9 @@
 /* Gradient synchronisation across pipelines (and the TP ranks that hold a
  * tensor whole): each group of the rank's table names tensor parts; the rank
  * turns them into ranges of its flat gradient buffer once, at start-up, and
- * every step packs them, all-reduces the pack over the group's communicator
- * and unpacks. See hexic_rt.h (struct hx_rt_group) for what is summed where. */
+ * every step packs them on the device, all-reduces the pack over the group
+ * (the transport) and unpacks. See hexic_rt.h (struct hx_rt_group) for what
+ * is summed where. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,7 @@ static void add_layer_parts(const struct rt_exec *e, const struct hx_rt_group *g
 /* The ranges of p.g that group g sums on this rank, in a fixed order (the
  * same on every member: parts in the order of the spec's tensors). */
 static void plan_group(const struct rt_exec *e, const struct hx_rt_group *g, struct rt_runs *r) {
-  const struct rt_params *p = &e->p;
+  const struct rt_layout *p = &e->p.lay;
   const struct hxk_shard *s = &e->shard;
   long vd = (long)e->dims.vocab * e->dims.dim;
   if (g->parts & HX_RT_PART_TOK_EMB) {
@@ -111,62 +112,28 @@ static void plan_group(const struct rt_exec *e, const struct hx_rt_group *g, str
   }
 }
 
-/* One communicator per group, created in increasing group id order on every
- * member (MPI_Comm_create_group is collective over the group only, and this
+/* One transport group per table entry, opened in increasing group id order
+ * on every member (the opening is collective over the group only, and this
  * order makes overlapping groups safe), and the group's ranges. */
 void rt_sync_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   e->syncs = rt_calloc((size_t)(c->ngroups ? c->ngroups : 1), sizeof *e->syncs);
-  MPI_Group world;
-  hx_rt_mpi_check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
   long largest = 1;
   for (int i = 0; i < c->ngroups; i++) {
     const struct hx_rt_group *g = &c->groups[i];
-    MPI_Group members;
-    hx_rt_mpi_check(MPI_Group_incl(world, g->nranks, g->ranks, &members), "MPI_Group_incl");
-    hx_rt_mpi_check(MPI_Comm_create_group(MPI_COMM_WORLD, members, g->id, &e->syncs[i].comm),
-                    "create a gradient-sync communicator");
-    MPI_Group_free(&members);
+    e->syncs[i].group = e->tr->group_open(g);
     plan_group(e, g, &e->syncs[i].runs);
     if (e->syncs[i].runs.floats > largest)
       largest = e->syncs[i].runs.floats;
     hx_rt_progress();
   }
-  MPI_Group_free(&world);
-  e->pack = rt_calloc((size_t)largest, sizeof(float));
+  e->pack = e->dev->alloc((size_t)largest * sizeof(float));
 }
 
-/* buf[0..n) summed over comm, chunk by chunk (MPI counts are int;
- * collectives on one communicator are matched in the order posted). */
-static void allreduce_floats(float *buf, long n, MPI_Comm comm, const struct hx_rt_wait *w) {
-  int64_t max = hx_rt_max_count();
-  int nk = hx_rt_message_chunks(n);
-  MPI_Request *reqs = rt_calloc((size_t)nk, sizeof *reqs);
-  for (int k = 0; k < nk; k++) {
-    int64_t off;
-    int count;
-    hx_rt_chunk_at(n, max, k, &off, &count);
-    hx_rt_mpi_check(
-        MPI_Iallreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, comm, &reqs[k]),
-        w->what);
-  }
-  hx_rt_wait_all(nk, reqs, w);
-  free(reqs);
-}
-
-static void sync_one(struct rt_exec *e, const struct rt_sync *s, const struct hx_rt_group *g) {
-  float *at = e->pack;
-  for (int k = 0; k < s->runs.n; k++) {
-    memcpy(at, e->p.g + s->runs.items[k].off, (size_t)s->runs.items[k].n * sizeof(float));
-    at += s->runs.items[k].n;
-  }
-  struct hx_rt_wait w = {"gradient all-reduce", -1, -1, g->nranks, g->ranks};
-  allreduce_floats(e->pack, s->runs.floats, s->comm, &w);
-  at = e->pack;
-  for (int k = 0; k < s->runs.n; k++) {
-    memcpy(e->p.g + s->runs.items[k].off, at, (size_t)s->runs.items[k].n * sizeof(float));
-    at += s->runs.items[k].n;
-  }
+static void sync_one(struct rt_exec *e, const struct rt_sync *s) {
+  e->dev->pack(e->pack, e->p.dev.g, s->runs.items, s->runs.n);
+  e->tr->group_allreduce(s->group, e->pack, s->runs.floats, "gradient all-reduce");
+  e->dev->unpack(e->p.dev.g, e->pack, s->runs.items, s->runs.n);
 }
 
 /* The loss carries the global 1/(B*T), so plain sums weigh every sequence
@@ -175,17 +142,16 @@ static void sync_one(struct rt_exec *e, const struct rt_sync *s, const struct hx
 void rt_sync_gradients(struct rt_exec *e) {
   if (e->cfg->tp_rank != 0)
     for (int k = 0; k < e->replicated.n; k++)
-      memset(e->p.g + e->replicated.items[k].off, 0,
-             (size_t)e->replicated.items[k].n * sizeof(float));
+      e->dev->zero(e->p.dev.g + e->replicated.items[k].off,
+                   (size_t)e->replicated.items[k].n * sizeof(float));
   for (int i = 0; i < e->cfg->ngroups; i++) {
-    sync_one(e, &e->syncs[i], &e->cfg->groups[i]);
+    sync_one(e, &e->syncs[i]);
     hx_rt_progress();
   }
 }
 
-void rt_tp_allreduce(float *buf, long n, void *arg) {
+void rt_tp_allreduce(void *buf, long n, void *arg) {
   struct rt_exec *e = arg;
-  struct hx_rt_wait w = {"tensor-parallel all-reduce", -1, -1, e->cfg->tp, e->cfg->tp_group};
-  allreduce_floats(buf, n, e->tp_comm, &w);
+  e->tr->tp_allreduce(buf, n, e->dev->dtype, "tensor-parallel all-reduce");
   hx_rt_progress();
 }

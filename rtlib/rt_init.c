@@ -525,6 +525,89 @@ int hx_rt_message_tag(int64_t micro_batch, int kind, int tag_ub) {
   return kind + 4 * (int)(micro_batch % span);
 }
 
+/* ---- messages of any size ---- */
+
+void hx_rt_post_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, bool send,
+                       MPI_Comm comm, MPI_Request *reqs, const char *what) {
+  int size = 0;
+  hx_rt_mpi_check(MPI_Type_size(type, &size), what);
+  for (int k = 0, nk = hx_rt_message_chunks(n); k < nk; k++) {
+    int64_t off;
+    int count;
+    hx_rt_chunk_at(n, g_max_count, k, &off, &count);
+    char *at = (char *)buf + off * size;
+    int rc = send ? MPI_Isend(at, count, type, peer, tag, comm, &reqs[k])
+                  : MPI_Irecv(at, count, type, peer, tag, comm, &reqs[k]);
+    hx_rt_mpi_check(rc, what);
+  }
+}
+
+static MPI_Request *requests(int n) {
+  MPI_Request *r = calloc((size_t)(n > 0 ? n : 1), sizeof *r);
+  if (!r)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%d MPI requests)", n);
+  return r;
+}
+
+void hx_rt_bcast_chunks(void *buf, int64_t n, MPI_Datatype type, int root, MPI_Comm comm,
+                        const struct hx_rt_wait *w) {
+  int size = 0, nk = hx_rt_message_chunks(n);
+  hx_rt_mpi_check(MPI_Type_size(type, &size), w->what);
+  MPI_Request *reqs = requests(nk);
+  for (int k = 0; k < nk; k++) {
+    int64_t off;
+    int count;
+    hx_rt_chunk_at(n, g_max_count, k, &off, &count);
+    hx_rt_mpi_check(MPI_Ibcast((char *)buf + off * size, count, type, root, comm, &reqs[k]),
+                    w->what);
+  }
+  hx_rt_wait_all(nk, reqs, w);
+  free(reqs);
+}
+
+void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct hx_rt_wait *w) {
+  int nk = hx_rt_message_chunks(n);
+  MPI_Request *reqs = requests(nk);
+  for (int k = 0; k < nk; k++) {
+    int64_t off;
+    int count;
+    hx_rt_chunk_at(n, g_max_count, k, &off, &count);
+    hx_rt_mpi_check(
+        MPI_Iallreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, comm, &reqs[k]),
+        w->what);
+  }
+  hx_rt_wait_all(nk, reqs, w);
+  free(reqs);
+}
+
+MPI_Comm hx_rt_split_comm(int color, int key, int size, const char *what) {
+  MPI_Comm comm;
+  hx_rt_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), what);
+  int got = 0;
+  MPI_Comm_size(comm, &got);
+  if (got != size)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: %s: %d ranks, the plan says %d", what, got, size);
+  if (size == 1) {
+    MPI_Comm_free(&comm);
+    comm = MPI_COMM_NULL;
+  }
+  hx_rt_progress();
+  return comm;
+}
+
+MPI_Comm hx_rt_group_comm(const int *ranks, int n, int tag) {
+  MPI_Group world, members;
+  MPI_Comm comm;
+  hx_rt_mpi_check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  hx_rt_mpi_check(MPI_Group_incl(world, n, ranks, &members), "MPI_Group_incl");
+  hx_rt_mpi_check(MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm),
+                  "create a gradient-sync communicator");
+  MPI_Group_free(&members);
+  MPI_Group_free(&world);
+  hx_rt_progress();
+  return comm;
+}
+
 /* An integer setting from the environment in [lo, hi]; fallback when unset. */
 static int int_from_env(const char *name, int lo, int hi, int fallback) {
   const char *s = getenv(name);

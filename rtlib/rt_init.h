@@ -57,6 +57,7 @@ enum hx_rt_exit {
   HX_RT_EXIT_ERROR = 1,     /* bad data file, unwritable checkpoint, ... */
   HX_RT_EXIT_WORLD = 3,     /* launched world does not match the plan */
   HX_RT_EXIT_MPI = 4,       /* an MPI call failed (a peer died, ...) */
+  HX_RT_EXIT_DEVICE = 5,    /* no GPU, too little GPU memory, a CUDA call failed */
   HX_RT_EXIT_TIMEOUT = 124, /* the watchdog saw no progress (like timeout(1)) */
 };
 
@@ -147,6 +148,34 @@ int hx_rt_tag_ub(void);
  * the order they were sent, and both ends of a pipeline link send and
  * receive micro-batches in increasing order. Pure. */
 int hx_rt_message_tag(int64_t micro_batch, int kind, int tag_ub);
+
+/* ---- messages of any size (the transports' MPI, rtlib/rt_backend.h) ----
+ * Every call below is checked (hx_rt_mpi_check with `what`), every wait goes
+ * through hx_rt_wait_all, and counts are elements of `type`, chunked. */
+
+/* Posts one message of n elements to (send) or from peer on comm as its
+ * hx_rt_message_chunks(n) chunks, all with tag (MPI keeps them in order):
+ * one request per chunk in reqs. */
+void hx_rt_post_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, bool send,
+                       MPI_Comm comm, MPI_Request *reqs, const char *what);
+
+/* buf[0..n) from root to every rank of comm, chunk by chunk (collectives on
+ * one communicator are matched in the order posted); returns when done. */
+void hx_rt_bcast_chunks(void *buf, int64_t n, MPI_Datatype type, int root, MPI_Comm comm,
+                        const struct hx_rt_wait *w);
+
+/* buf[0..n) summed element-wise over comm, in place, chunk by chunk. */
+void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct hx_rt_wait *w);
+
+/* MPI_Comm_split of the world (collective: every rank calls it once) into
+ * communicators of `size` ranks, ranked by key; MPI_COMM_NULL when size is 1.
+ * A communicator of another size is a fatal internal error. */
+MPI_Comm hx_rt_split_comm(int color, int key, int size, const char *what);
+
+/* The communicator of world ranks[0..n) (increasing), created with
+ * MPI_Comm_create_group: collective over those ranks only; the caller
+ * creates overlapping ones in one global order. */
+MPI_Comm hx_rt_group_comm(const int *ranks, int n, int tag);
 
 /* Prints "hexic-rt: rank R: error: <message>" to stderr and aborts the whole
  * job (MPI_Abort when MPI is up, exit otherwise) with code. */

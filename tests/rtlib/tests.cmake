@@ -27,3 +27,12 @@ foreach(c world_ok world_count world_order world_fingerprint watchdog_hang watch
             $<TARGET_FILE:rt_mpi_probe> ${CMAKE_CURRENT_BINARY_DIR}/rtlib-ckpt-${c})
   set_tests_properties(rtlib.mpi.${c} PROPERTIES LABELS "rtlib;mpi" TIMEOUT 90)
 endforeach()
+
+# One rank training through hx_rt_main as a generated program would, linked
+# with the CPU backend (run_backend.sh).
+add_executable(rt_backend_cpu ${HX_RT_TESTS}/rt_backend_main.c)
+target_link_libraries(rt_backend_cpu PRIVATE hexic_rt hexic_rt_cpu)
+add_test(NAME rtlib.backend_cpu
+  COMMAND bash ${HX_RT_TESTS}/run_backend.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:rt_backend_cpu> -
+          $<TARGET_FILE:weights_cmp> ${CMAKE_CURRENT_BINARY_DIR}/rtlib-backend-cpu)
+set_tests_properties(rtlib.backend_cpu PROPERTIES LABELS "rtlib;mpi" TIMEOUT 120)

@@ -1,0 +1,142 @@
+/* The CPU backend's transport: MPI straight on the device's buffers, which
+ * are host memory. What the executor did before it had a transport
+ * interface, moved behind it: messages of any size travel as chunks
+ * (hx_rt_post_chunks), every wait names its peer or group
+ * (hx_rt_wait_all), and the communicators are created as before. */
+#include <stdlib.h>
+
+#include "rtlib/rt_backend.h"
+#include "rtlib/rt_init.h"
+
+/* One gradient-sync group: its communicator and its table entry. */
+struct group {
+  MPI_Comm comm;
+  const struct hx_rt_group *g;
+};
+
+static struct {
+  const struct hx_rt_rank_config *cfg;
+  MPI_Comm tp; /* MPI_COMM_NULL when tp == 1 */
+  struct group *groups;
+  int ngroups, cap;
+} mpi;
+
+struct rt_send {
+  MPI_Request *reqs; /* one per chunk of the largest message */
+  int nreqs;
+  enum rt_dtype dt;
+  int peer, micro_batch; /* of the message in flight, for the stall report */
+};
+
+static void *must_calloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu x %zu bytes)", count, size);
+  return p;
+}
+
+/* Elements travel as what they are; only fp32 is summed. */
+static MPI_Datatype mpi_type(enum rt_dtype dt) { return dt == RT_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+
+static struct rt_send *mpi_send_new(long max_n, enum rt_dtype dt) {
+  struct rt_send *s = must_calloc(1, sizeof *s);
+  s->nreqs = hx_rt_message_chunks(max_n);
+  s->reqs = must_calloc((size_t)s->nreqs, sizeof *s->reqs);
+  for (int k = 0; k < s->nreqs; k++)
+    s->reqs[k] = MPI_REQUEST_NULL;
+  s->dt = dt;
+  s->peer = s->micro_batch = -1;
+  return s;
+}
+
+/* The handle's requests must be complete (MPI_REQUEST_NULL) before it
+ * carries the next message; the executor waits first. */
+static void check_idle(const struct rt_send *s) {
+  for (int k = 0; k < s->nreqs; k++)
+    if (s->reqs[k] != MPI_REQUEST_NULL)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: a send started before the previous one finished");
+}
+
+static void mpi_send_start(struct rt_send *s, const void *buf, long n, int peer, int tag,
+                           int micro_batch, const char *what) {
+  if (hx_rt_message_chunks(n) > s->nreqs)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: %s of %ld elements exceeds its handle", what, n);
+  check_idle(s);
+  hx_rt_post_chunks((void *)buf, n, mpi_type(s->dt), peer, tag, true, MPI_COMM_WORLD, s->reqs,
+                    what);
+  s->peer = peer;
+  s->micro_batch = micro_batch;
+}
+
+static void mpi_send_wait(struct rt_send *s, const char *what) {
+  struct hx_rt_wait w = {what, s->micro_batch, s->peer, 0, NULL};
+  hx_rt_wait_all(s->nreqs, s->reqs, &w);
+}
+
+static void mpi_recv(void *buf, long n, enum rt_dtype dt, int peer, int tag, int micro_batch,
+                     const char *what) {
+  int nk = hx_rt_message_chunks(n);
+  MPI_Request *reqs = must_calloc((size_t)nk, sizeof *reqs);
+  hx_rt_post_chunks(buf, n, mpi_type(dt), peer, tag, false, MPI_COMM_WORLD, reqs, what);
+  struct hx_rt_wait w = {what, micro_batch, peer, 0, NULL};
+  hx_rt_wait_all(nk, reqs, &w);
+  free(reqs);
+}
+
+static void mpi_tp_broadcast(void *buf, long n, enum rt_dtype dt, int micro_batch,
+                             const char *what) {
+  const struct hx_rt_rank_config *c = mpi.cfg;
+  if (c->tp == 1)
+    return;
+  struct hx_rt_wait w = {what, micro_batch, -1, c->tp, c->tp_group};
+  hx_rt_bcast_chunks(buf, n, mpi_type(dt), c->leader_tp_rank, mpi.tp, &w);
+}
+
+static void mpi_tp_allreduce(void *buf, long n, enum rt_dtype dt, const char *what) {
+  const struct hx_rt_rank_config *c = mpi.cfg;
+  if (dt != RT_FP32)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: the MPI transport sums fp32 only");
+  struct hx_rt_wait w = {what, -1, -1, c->tp, c->tp_group};
+  hx_rt_allreduce_floats(buf, n, mpi.tp, &w);
+}
+
+/* Collective over the group; every member opens its groups in increasing
+ * id order (rt_exec_sync.c), which makes overlapping groups safe. */
+static int mpi_group_open(const struct hx_rt_group *g) {
+  if (mpi.ngroups == mpi.cap) {
+    mpi.cap = mpi.cap ? 2 * mpi.cap : 8;
+    struct group *grown = realloc(mpi.groups, (size_t)mpi.cap * sizeof *grown);
+    if (!grown)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory opening gradient-sync groups");
+    mpi.groups = grown;
+  }
+  mpi.groups[mpi.ngroups] = (struct group){hx_rt_group_comm(g->ranks, g->nranks, g->id), g};
+  return mpi.ngroups++;
+}
+
+static void mpi_group_allreduce(int group, float *buf, long n, const char *what) {
+  const struct group *grp = &mpi.groups[group];
+  struct hx_rt_wait w = {what, -1, -1, grp->g->nranks, grp->g->ranks};
+  hx_rt_allreduce_floats(buf, n, grp->comm, &w);
+}
+
+static const struct rt_transport mpi_transport = {
+    .name = "mpi",
+    .send_new = mpi_send_new,
+    .send_start = mpi_send_start,
+    .send_wait = mpi_send_wait,
+    .recv = mpi_recv,
+    .tp_broadcast = mpi_tp_broadcast,
+    .tp_allreduce = mpi_tp_allreduce,
+    .group_open = mpi_group_open,
+    .group_allreduce = mpi_group_allreduce,
+};
+
+const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
+                                             const struct rt_device *dev) {
+  (void)dev; /* host memory: MPI reads and writes it directly */
+  mpi.cfg = cfg;
+  mpi.tp = hx_rt_split_comm(cfg->tp_group[0], cfg->tp_rank, cfg->tp,
+                            "create the tensor-parallel communicator");
+  return &mpi_transport;
+}

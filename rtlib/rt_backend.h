@@ -1,0 +1,191 @@
+/* The two interfaces between the executor (rtlib/rt_exec*.c) and a backend
+ * (rtlib/cpu/, rtlib/cuda/), in two sections:
+ *   - the device: memory, copies and the kernel table the executor calls;
+ *   - the transport: messages between ranks on the device's buffers.
+ * Plain structs of function pointers, as QBE's targets are: the executor is
+ * one code path that calls through them, and what differs between CPU and
+ * GPU lives behind them. A program links exactly one backend library, which
+ * defines rt_device_open and rt_transport_open (the choice is made at link
+ * time: hexic_rt_cpu or hexic_rt_cuda). A process is one rank and opens one
+ * device and one transport, so a backend keeps its state in its own files.
+ *
+ * What stays on the host, in the executor, whatever the backend: the plan's
+ * tables, the schedule, token batches (uploaded per micro-batch), the loss
+ * and norm scalars, and the MPI protocols of start-up, checkpoints and the
+ * weight dump (rt_init, rt_ckpt), which stage parameters through host
+ * buffers with upload and download. */
+#ifndef HX_RT_BACKEND_H
+#define HX_RT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hexic_rt.h"
+#include "kernels/cpu/llama.h"
+
+/* Element type of activations, of their gradients and of the weights the
+ * forward reads (the numbers of hx_rt_precision and of the CUDA kernels'
+ * hxc_dtype). Parameter gradients, master weights and AdamW moments are
+ * fp32 whatever this says. */
+enum rt_dtype {
+  RT_FP32 = 0,
+  RT_BF16 = 1,
+};
+
+static inline size_t rt_dtype_bytes(enum rt_dtype dt) { return dt == RT_BF16 ? 2 : 4; }
+
+/* A contiguous range of the flat parameter buffers, in floats. */
+struct rt_run {
+  long off, n;
+};
+
+/* ---------------------------------------------------------------------------
+ * The device.
+ * ------------------------------------------------------------------------- */
+
+/* One tensor (or TP shard of one) the rank holds, in the flat buffers. */
+struct rt_tensor {
+  long off, n;
+  bool decay; /* AdamW weight decay: matrices yes, norm gains no */
+};
+
+/* The rank's parameters as the executor lays them out (rt_exec_params.c):
+ * four flat fp32 buffers (weights, gradients, AdamW m and v) with the
+ * tensors in the spec's order. Offsets are -1 for what the rank does not
+ * hold. */
+struct rt_layout {
+  long n;                           /* floats of each buffer */
+  long tok_emb, final_norm, lm_head;
+  long head_weight;                 /* what the logits read: lm_head, or tok_emb when tied */
+  long layers, layer_floats;        /* first local layer; floats of one layer */
+  int nlayers;
+  int ntensors;
+  const struct rt_tensor *tensors;  /* every tensor held, in buffer order */
+  int nnorm;
+  const struct rt_run *norm;        /* what this rank adds to the global gradient norm */
+};
+
+/* Sums buf[0..n) (device memory, elements of the device's dtype) over the
+ * stage's TP group in place; the executor's hook into the transport. */
+typedef void (*rt_tp_reduce_fn)(void *buf, long n, void *arg);
+
+/* What the kernels need to run this rank's part of the model. */
+struct rt_model {
+  const struct hxk_dims *dims;
+  const struct hxk_shard *shard;
+  bool recompute;       /* full activation recompute in backward */
+  long nseq;            /* sequences per micro-batch */
+  const struct rt_layout *layout;
+  rt_tp_reduce_fn tp_reduce; /* NULL: TP degree 1 */
+  void *tp_arg;
+};
+
+/* The flat fp32 parameter buffers, in device memory. */
+struct rt_weights {
+  float *w, *g, *m, *v;
+};
+
+struct rt_device {
+  const char *backend; /* "cpu", "cuda": for messages */
+  enum rt_dtype dtype;
+
+  /* Memory. Pointers are device memory unless named host. Every call either
+   * succeeds or ends the run (hx_rt_fatal): callers check nothing. */
+  void *(*alloc)(size_t bytes); /* zeroed */
+  void (*free)(void *p);
+  void (*zero)(void *p, size_t bytes);
+  void (*copy)(void *dst, const void *src, size_t bytes);
+  /* Synchronous: upload returns when host may be reused, download when the
+   * bytes are there (after every kernel queued before it). */
+  void (*upload)(void *dst, const void *host, size_t bytes);
+  void (*download)(void *host, const void *src, size_t bytes);
+  /* dst[packed] = src[runs] (pack) and dst[runs] = src[packed] (unpack):
+   * the ranges of a gradient-sync group, back to back in dst or src. */
+  void (*pack)(float *dst, const float *src, const struct rt_run *runs, int nruns);
+  void (*unpack)(float *dst, const float *src, const struct rt_run *runs, int nruns);
+
+  /* The model: allocates the parameter buffers (zeroed) and everything the
+   * kernel table needs. model and its layout must outlive the device. */
+  void (*setup)(const struct rt_model *model, struct rt_weights *out);
+  /* The weights were written by upload (the init, which the executor runs
+   * on the host so that every backend starts from the same values; a
+   * resume): refresh whatever the forward reads instead of the master
+   * weights (a bf16 copy). */
+  void (*weights_changed)(void);
+  /* Bytes of the activations one layer keeps per micro-batch, and of the
+   * scratch that layers and head share. */
+  size_t (*acts_bytes)(void);
+  size_t (*scratch_bytes)(void);
+
+  /* The kernel table: one micro-batch of model->nseq sequences (n tokens),
+   * activations of dtype. Token arrays are device memory. */
+  void (*embed_forward)(void *x, const int32_t *tokens);
+  void (*embed_backward)(const int32_t *tokens, const void *dx); /* adds into g */
+  /* Local layer l: out = layer(x), keeping acts; backward WRITES dx and adds
+   * into g. */
+  void (*layer_forward)(int l, const void *x, void *out, void *acts, void *scratch);
+  void (*layer_backward)(int l, const void *dout, void *dx, const void *acts, void *scratch);
+  /* Final norm, LM head and the loss scale * sum -log p(target), with its
+   * backward: ADDS into g and dx. count: add the loss to what take_loss
+   * returns (TP rank 0 counts, the other TP ranks compute the same). */
+  void (*head)(const void *x, const int32_t *targets, double scale, void *dx, void *scratch,
+               bool count);
+  /* The loss counted since the last call (synchronous). */
+  double (*take_loss)(void);
+  /* sum g^2 over layout->norm, in double (synchronous). */
+  double (*grad_norm_sumsq)(void);
+  /* Clips the gradients by hxk_clip_factor(global_sumsq, grad_clip) and
+   * takes one AdamW step (hxk_adamw_step's formulas), refreshing what the
+   * forward reads. */
+  void (*optimizer_step)(double global_sumsq, double grad_clip, const struct hxk_adamw *hp,
+                         long step, double lr);
+};
+
+/* Opens this rank's device (the CUDA backend binds a GPU by local rank and
+ * checks its free memory against cfg->device_memory_bytes). Called once,
+ * after hx_rt_init; collective over MPI_COMM_WORLD. */
+const struct rt_device *rt_device_open(const struct hx_rt_rank_config *cfg);
+
+/* ---------------------------------------------------------------------------
+ * The transport: device buffers between ranks. Every wait goes through
+ * hx_rt_wait_all naming its peer or group (rt_init.h), so a stall is traced.
+ * `what` names the operation in messages; micro_batch is -1 when none.
+ * ------------------------------------------------------------------------- */
+
+/* A non-blocking send and what it needs while in flight (requests; a host
+ * staging buffer where the device's memory is not the host's). */
+struct rt_send;
+
+struct rt_transport {
+  const char *name;
+
+  /* Between stage leaders (world ranks), tags from hx_rt_message_tag. A send
+   * handle carries one message of at most max_n elements at a time;
+   * send_wait completes it (nothing in flight: returns at once), and the
+   * source buffer may be rewritten only after that. recv blocks. */
+  struct rt_send *(*send_new)(long max_n, enum rt_dtype dt);
+  void (*send_start)(struct rt_send *s, const void *buf, long n, int peer, int tag,
+                     int micro_batch, const char *what);
+  void (*send_wait)(struct rt_send *s, const char *what);
+  void (*recv)(void *buf, long n, enum rt_dtype dt, int peer, int tag, int micro_batch,
+               const char *what);
+
+  /* The stage's TP group (cfg->tp_group), set up by rt_transport_open: the
+   * leader's buf to every member, and an element-wise sum in place. */
+  void (*tp_broadcast)(void *buf, long n, enum rt_dtype dt, int micro_batch, const char *what);
+  void (*tp_allreduce)(void *buf, long n, enum rt_dtype dt, const char *what);
+
+  /* Gradient-sync groups: every member opens its groups in increasing id
+   * order (collective over the group); the handle names it afterwards. The
+   * sum is of fp32 gradients, in fp32. */
+  int (*group_open)(const struct hx_rt_group *g);
+  void (*group_allreduce)(int group, float *buf, long n, const char *what);
+};
+
+/* Opens the transport: collective over MPI_COMM_WORLD (it creates the TP
+ * communicators). dev is the device whose buffers it carries. */
+const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
+                                             const struct rt_device *dev);
+
+#endif
