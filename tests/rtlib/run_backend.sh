@@ -10,7 +10,8 @@ set -u
 mpiexec=$1 cpu=$2 cuda=$3 weights_cmp=$4 work=$5
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# CUDA maps memory where ASan protects its shadow gap by default.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:protect_shadow_gap=0}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
 fail() {

@@ -28,11 +28,31 @@ foreach(c world_ok world_count world_order world_fingerprint watchdog_hang watch
   set_tests_properties(rtlib.mpi.${c} PROPERTIES LABELS "rtlib;mpi" TIMEOUT 90)
 endforeach()
 
-# One rank training through hx_rt_main as a generated program would, linked
-# with the CPU backend (run_backend.sh).
+# The backends (rtlib/cpu/, rtlib/cuda/). The CUDA backend's pure rules
+# (binding.c, staging.c: no CUDA in them) run on any machine.
+add_executable(test_rt_cuda_rules ${HX_RT_TESTS}/test_rt_cuda_rules.c
+  ${CMAKE_SOURCE_DIR}/rtlib/cuda/binding.c ${CMAKE_SOURCE_DIR}/rtlib/cuda/staging.c)
+target_include_directories(test_rt_cuda_rules PRIVATE ${CMAKE_SOURCE_DIR} ${CBLAS_INCLUDE_DIR})
+target_link_libraries(test_rt_cuda_rules PRIVATE m)
+add_test(NAME rtlib.cuda_rules COMMAND test_rt_cuda_rules)
+set_tests_properties(rtlib.cuda_rules PROPERTIES LABELS rtlib TIMEOUT 60)
+# One rank training through hx_rt_main on each backend (run_backend.sh): the
+# CPU one always; the CUDA one against it, labelled gpu, skipped (exit 77)
+# without a GPU. tests/rtlib/emulate_backend.sh runs it on a host emulation.
 add_executable(rt_backend_cpu ${HX_RT_TESTS}/rt_backend_main.c)
 target_link_libraries(rt_backend_cpu PRIVATE hexic_rt hexic_rt_cpu)
 add_test(NAME rtlib.backend_cpu
   COMMAND bash ${HX_RT_TESTS}/run_backend.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:rt_backend_cpu> -
           $<TARGET_FILE:weights_cmp> ${CMAKE_CURRENT_BINARY_DIR}/rtlib-backend-cpu)
 set_tests_properties(rtlib.backend_cpu PROPERTIES LABELS "rtlib;mpi" TIMEOUT 120)
+if(HEXIC_CUDA)
+  add_executable(rt_backend_cuda ${HX_RT_TESTS}/rt_backend_main.c)
+  target_compile_definitions(rt_backend_cuda PRIVATE HX_TEST_CUDA)
+  target_link_libraries(rt_backend_cuda PRIVATE hexic_rt hexic_rt_cuda)
+  add_test(NAME rtlib.backend_cuda
+    COMMAND bash ${HX_RT_TESTS}/run_backend.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:rt_backend_cpu>
+            $<TARGET_FILE:rt_backend_cuda> $<TARGET_FILE:weights_cmp>
+            ${CMAKE_CURRENT_BINARY_DIR}/rtlib-backend-cuda)
+  set_tests_properties(rtlib.backend_cuda PROPERTIES
+    SKIP_RETURN_CODE 77 LABELS "gpu;rtlib" TIMEOUT 300)
+endif()

@@ -1,0 +1,67 @@
+/* The CUDA backend's own door: what device_cuda.c and
+ * transport_mpi_staged.c share, and the pure rules of binding.c and
+ * staging.c (no CUDA in them: tests/rtlib/test_rt_cuda_rules.c runs them on
+ * any machine). This header includes no CUDA header, so that test compiles
+ * without the toolkit. */
+#ifndef HX_RT_CUDA_BACKEND_H
+#define HX_RT_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rtlib/rt_backend.h"
+
+/* The stream every kernel and copy of this rank is queued on (device_cuda.c).
+ * cudaStream_t is `struct CUstream_st *`; naming the struct keeps CUDA's
+ * headers out of this one. */
+struct CUstream_st;
+struct CUstream_st *rt_cuda_stream(void);
+
+/* ---- binding.c: which GPU a rank takes, and whether it is the plan's ---- */
+
+/* The GPU of the rank with this index among its node's ranks: local_rank
+ * modulo the node's GPU count (several ranks share a GPU when there are
+ * more ranks than GPUs, as the one-GPU tests run them). */
+int rt_cuda_pick_device(int local_rank, int device_count);
+
+/* Whether the device's name (cudaDeviceProp.name, e.g. "NVIDIA H100 80GB
+ * HBM3") is the plan's GPU type (e.g. "H100"): the type with everything
+ * but letters and digits dropped equals, ignoring case, one or more
+ * consecutive words of the name joined ("RTX4090" is "NVIDIA GeForce RTX
+ * 4090"); "L40" is not "L40S". An empty or NULL type matches anything. */
+bool rt_cuda_name_matches(const char *device_name, const char *plan_type);
+
+/* Whether needed bytes (the plan's memory model for the rank; <= 0:
+ * unknown) fit in free_bytes; if not, the reason in msg: the device, what
+ * the plan assumes, what is free, and what to do. */
+bool rt_cuda_memory_fits(int64_t needed, int64_t free_bytes, int64_t total_bytes, int device,
+                         const char *device_name, char *msg, size_t msg_size);
+
+/* ---- staging.c: MPI on device buffers through host memory ---- */
+
+/* A collective on n device elements travels through a host staging area of
+ * stage_bytes in pieces of this many elements, each taking bytes_per_elem
+ * there (at least 1, at most INT_MAX: one piece is one MPI count). */
+int64_t rt_stage_piece_elems(int64_t stage_bytes, int64_t bytes_per_elem);
+
+/* bf16 <-> fp32 on the host (bf16 is the upper half of an fp32): sums of
+ * bf16 activations are taken in fp32 and rounded once, to nearest even,
+ * NaN kept NaN. */
+void rt_f32_from_bf16(float *dst, const uint16_t *src, int64_t n);
+void rt_bf16_from_f32(uint16_t *dst, const float *src, int64_t n);
+
+/* A run of rows: `rows` runs of `width` floats, `stride` apart, starting at
+ * `off`, whose packed copy starts at `packed`: one 2-D copy
+ * (cudaMemcpy2DAsync) instead of one copy per run, for the column slices of
+ * a TP-split matrix, which a gradient-sync group lists row by row. */
+struct rt_block {
+  long off, width, stride, rows, packed;
+};
+
+/* The block starting at runs[k] (the runs of one pack, in order): the
+ * longest sequence of equal widths at one constant stride (a lone run is a
+ * block of one row). Returns the index after it. */
+int rt_runs_block(const struct rt_run *runs, int nruns, int k, long packed, struct rt_block *b);
+
+#endif

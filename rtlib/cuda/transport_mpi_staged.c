@@ -1,0 +1,240 @@
+/* The CUDA backend's transport for part 1: MPI on device buffers staged
+ * through pinned host memory. Slower than NCCL, but it works for several
+ * ranks on one GPU (NCCL refuses two ranks of one communicator on the same
+ * GPU), which is how the multi-rank plans are tested on a one-GPU machine.
+ *
+ * - A send copies the device buffer into its handle's pinned buffer (after
+ *   the work queued before it on the device's stream) and posts MPI sends
+ *   from there, so the device buffer is free at once and the send stays
+ *   non-blocking.
+ * - A receive or broadcast lands in a pinned staging buffer of the whole
+ *   message (the receiver must post the chunks the sender sent) and is
+ *   copied up.
+ * - An all-reduce goes in pieces through the staging buffer, at most
+ *   HEXIC_STAGE_BYTES (default 64 MiB) at a time, so gradient buffers of any
+ *   size need no pinned copy of their own; bf16 elements are summed in fp32
+ *   on the host and rounded once. HEXIC_STAGE_BYTES must be the same on
+ *   every rank: it sets the pieces, and each piece is one collective. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "rtlib/cuda/cuda_backend.h"
+#include "rtlib/rt_init.h"
+
+#define DEFAULT_STAGE_BYTES (INT64_C(64) << 20)
+
+struct group {
+  MPI_Comm comm;
+  const struct hx_rt_group *g;
+};
+
+static struct {
+  const struct hx_rt_rank_config *cfg;
+  MPI_Comm tp; /* MPI_COMM_NULL when tp == 1 */
+  struct group *groups;
+  int ngroups, cap;
+  void *stage; /* pinned; grows to the largest message or piece */
+  size_t stage_cap;
+  int64_t stage_bytes; /* HEXIC_STAGE_BYTES */
+} st;
+
+struct rt_send {
+  void *host; /* pinned copy of the message in flight */
+  MPI_Request *reqs;
+  int nreqs;
+  enum rt_dtype dt;
+  int peer, micro_batch;
+};
+
+static void *must_calloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu x %zu bytes)", count, size);
+  return p;
+}
+
+static void *pinned(size_t bytes) {
+  void *p = NULL;
+  HXC_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+  return p;
+}
+
+static void *stage_of(size_t bytes) {
+  if (bytes > st.stage_cap) {
+    if (st.stage)
+      HXC_CHECK(cudaFreeHost(st.stage));
+    st.stage = pinned(bytes);
+    st.stage_cap = bytes;
+  }
+  return st.stage;
+}
+
+/* Copies after the work queued on the device's stream, and returns when the
+ * bytes are there. */
+static void to_host(void *host, const void *dev, size_t bytes) {
+  HXC_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, rt_cuda_stream()));
+  HXC_CHECK(cudaStreamSynchronize(rt_cuda_stream()));
+}
+
+static void to_device(void *dev, const void *host, size_t bytes) {
+  HXC_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, rt_cuda_stream()));
+  HXC_CHECK(cudaStreamSynchronize(rt_cuda_stream()));
+}
+
+static MPI_Datatype mpi_type(enum rt_dtype dt) { return dt == RT_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+
+static size_t bytes_of(long n, enum rt_dtype dt) { return (size_t)n * rt_dtype_bytes(dt); }
+
+/* ---- between stage leaders ---- */
+
+static struct rt_send *staged_send_new(long max_n, enum rt_dtype dt) {
+  struct rt_send *s = must_calloc(1, sizeof *s);
+  s->host = pinned(bytes_of(max_n, dt));
+  s->nreqs = hx_rt_message_chunks(max_n);
+  s->reqs = must_calloc((size_t)s->nreqs, sizeof *s->reqs);
+  for (int k = 0; k < s->nreqs; k++)
+    s->reqs[k] = MPI_REQUEST_NULL;
+  s->dt = dt;
+  s->peer = s->micro_batch = -1;
+  return s;
+}
+
+static void staged_send_start(struct rt_send *s, const void *buf, long n, int peer, int tag,
+                              int micro_batch, const char *what) {
+  if (hx_rt_message_chunks(n) > s->nreqs)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: %s of %ld elements exceeds its handle", what, n);
+  for (int k = 0; k < s->nreqs; k++) /* the pinned copy is still being sent */
+    if (s->reqs[k] != MPI_REQUEST_NULL)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: a send started before the previous one finished");
+  to_host(s->host, buf, bytes_of(n, s->dt));
+  hx_rt_post_chunks(s->host, n, mpi_type(s->dt), peer, tag, true, MPI_COMM_WORLD, s->reqs, what);
+  s->peer = peer;
+  s->micro_batch = micro_batch;
+}
+
+static void staged_send_wait(struct rt_send *s, const char *what) {
+  struct hx_rt_wait w = {what, s->micro_batch, s->peer, 0, NULL};
+  hx_rt_wait_all(s->nreqs, s->reqs, &w);
+}
+
+static void staged_recv(void *buf, long n, enum rt_dtype dt, int peer, int tag, int micro_batch,
+                        const char *what) {
+  void *host = stage_of(bytes_of(n, dt));
+  int nk = hx_rt_message_chunks(n);
+  MPI_Request *reqs = must_calloc((size_t)nk, sizeof *reqs);
+  hx_rt_post_chunks(host, n, mpi_type(dt), peer, tag, false, MPI_COMM_WORLD, reqs, what);
+  struct hx_rt_wait w = {what, micro_batch, peer, 0, NULL};
+  hx_rt_wait_all(nk, reqs, &w);
+  free(reqs);
+  to_device(buf, host, bytes_of(n, dt));
+}
+
+/* ---- collectives ---- */
+
+static void staged_tp_broadcast(void *buf, long n, enum rt_dtype dt, int micro_batch,
+                                const char *what) {
+  const struct hx_rt_rank_config *c = st.cfg;
+  if (c->tp == 1)
+    return;
+  bool root = c->tp_rank == c->leader_tp_rank;
+  void *host = stage_of(bytes_of(n, dt));
+  if (root)
+    to_host(host, buf, bytes_of(n, dt));
+  struct hx_rt_wait w = {what, micro_batch, -1, c->tp, c->tp_group};
+  hx_rt_bcast_chunks(host, n, mpi_type(dt), c->leader_tp_rank, st.tp, &w);
+  if (!root)
+    to_device(buf, host, bytes_of(n, dt));
+}
+
+/* buf[0..n) of dt summed over comm, piece by piece through the staging
+ * buffer: fp32 pieces as they are, bf16 ones widened to fp32 on the host. */
+static void staged_allreduce(void *buf, long n, enum rt_dtype dt, MPI_Comm comm,
+                             const struct hx_rt_wait *w) {
+  int64_t per_elem = (int64_t)sizeof(float) + (dt == RT_BF16 ? 2 : 0);
+  int64_t piece = rt_stage_piece_elems(st.stage_bytes, per_elem);
+  int64_t most = n < piece ? n : piece;
+  float *sum = stage_of((size_t)(most * per_elem));
+  uint16_t *narrow = (uint16_t *)(sum + most); /* bf16 only */
+  for (int64_t k = 0, nk = hx_rt_chunk_count(n, piece); k < nk; k++) {
+    int64_t off;
+    int count;
+    hx_rt_chunk_at(n, piece, k, &off, &count);
+    char *at = (char *)buf + (size_t)off * rt_dtype_bytes(dt);
+    if (dt == RT_BF16) {
+      to_host(narrow, at, bytes_of(count, dt));
+      rt_f32_from_bf16(sum, narrow, count);
+    } else {
+      to_host(sum, at, bytes_of(count, dt));
+    }
+    hx_rt_allreduce_floats(sum, count, comm, w);
+    if (dt == RT_BF16) {
+      rt_bf16_from_f32(narrow, sum, count);
+      to_device(at, narrow, bytes_of(count, dt));
+    } else {
+      to_device(at, sum, bytes_of(count, dt));
+    }
+  }
+}
+
+static void staged_tp_allreduce(void *buf, long n, enum rt_dtype dt, const char *what) {
+  const struct hx_rt_rank_config *c = st.cfg;
+  struct hx_rt_wait w = {what, -1, -1, c->tp, c->tp_group};
+  staged_allreduce(buf, n, dt, st.tp, &w);
+}
+
+/* Collective over the group; every member opens its groups in increasing
+ * id order, which makes overlapping groups safe. */
+static int staged_group_open(const struct hx_rt_group *g) {
+  if (st.ngroups == st.cap) {
+    st.cap = st.cap ? 2 * st.cap : 8;
+    struct group *grown = realloc(st.groups, (size_t)st.cap * sizeof *grown);
+    if (!grown)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory opening gradient-sync groups");
+    st.groups = grown;
+  }
+  st.groups[st.ngroups] = (struct group){hx_rt_group_comm(g->ranks, g->nranks, g->id), g};
+  return st.ngroups++;
+}
+
+static void staged_group_allreduce(int group, float *buf, long n, const char *what) {
+  const struct group *grp = &st.groups[group];
+  struct hx_rt_wait w = {what, -1, -1, grp->g->nranks, grp->g->ranks};
+  staged_allreduce(buf, n, RT_FP32, grp->comm, &w);
+}
+
+static const struct rt_transport staged_transport = {
+    .name = "mpi-staged",
+    .send_new = staged_send_new,
+    .send_start = staged_send_start,
+    .send_wait = staged_send_wait,
+    .recv = staged_recv,
+    .tp_broadcast = staged_tp_broadcast,
+    .tp_allreduce = staged_tp_allreduce,
+    .group_open = staged_group_open,
+    .group_allreduce = staged_group_allreduce,
+};
+
+static int64_t stage_bytes_from_env(void) {
+  const char *s = getenv("HEXIC_STAGE_BYTES");
+  if (!s || !*s)
+    return DEFAULT_STAGE_BYTES;
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end || v < 16)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "HEXIC_STAGE_BYTES='%s' is not a byte count of at least 16", s);
+  return v;
+}
+
+const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
+                                             const struct rt_device *dev) {
+  (void)dev; /* its stream: rt_cuda_stream() */
+  st.cfg = cfg;
+  st.stage_bytes = stage_bytes_from_env();
+  st.tp = hx_rt_split_comm(cfg->tp_group[0], cfg->tp_rank, cfg->tp,
+                           "create the tensor-parallel communicator");
+  return &staged_transport;
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs the CUDA backend (rtlib/cuda/) on the host emulation of CUDA of
+# tests/gpu/emulate/ (kernels/cuda/ rewritten for g++, the runtime on host
+# memory; tests/rtlib/emu_backend_extra.cpp adds the calls of rtlib/cuda/),
+# on a machine without a GPU, against the CPU backend:
+#   1. one rank, tiny shape: run_backend.sh (fp32 losses within 1e-4 and
+#      weights within 1e-4 of the CPU's; bf16 losses within 2%);
+#   2. emit_fixture's TP 2 + PP 2 pipeline beside a one-stage pipeline of
+#      another batch size, five ranks through the staged MPI transport,
+#      small HEXIC_STAGE_BYTES so the all-reduces go in pieces: fp32 losses
+#      and weights as the same plan's CPU programs.
+# What it checks: the executor's calls through the device and transport
+# interfaces, the bindings, packing, staging and bf16 plumbing. What it
+# cannot: speed, streams running concurrently, a real GPU's errors.
+#
+#   bash tests/rtlib/emulate_backend.sh [one|multi]   (both by default;
+#   builds into build-emu-backend/; HEXIC_CPU_BUILD=DIR takes the CPU side
+#   from an existing build)
+set -euo pipefail
+part=${1:-all}
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=${HEXIC_EMU_BACKEND_BUILD:-$root/build-emu-backend}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+emu=$root/tests/gpu/emulate
+blas=-I/usr/include/x86_64-linux-gnu/openblas-pthread
+mkdir -p "$out/obj"
+
+# The CPU side (reference programs, weights_cmp, emit_fixture): a build
+# without nvcc, or the one HEXIC_CPU_BUILD names.
+cpu=${HEXIC_CPU_BUILD:-$out/cpu}
+[ -n "${HEXIC_CPU_BUILD:-}" ] ||
+  cmake -S . -B "$cpu" -DCMAKE_BUILD_TYPE=Release -DHEXIC_CUDA=OFF >/dev/null
+cmake --build "$cpu" -j2 --target hexic_kernels rt_backend_cpu weights_cmp emit_fixture >/dev/null
+
+# kernels/cuda/ on the emulator, then the runtime and the CUDA backend as C.
+cxx() { g++ -std=c++17 -O2 -g -include "$emu/cuda_emu.h" -I"$root" -I"$cuda/include" -w -c "$1" -o "$2"; }
+cc() { mpicc -std=gnu11 -O1 -g -Wall -Wextra -Werror -I"$root" -I"$root/rtlib" -I"$cuda/include" $blas -c "$1" -o "$2"; }
+# An object is rebuilt when it is older than its source or any header.
+headers=$(ls -t kernels/cuda/*.h kernels/cuda/*.cuh kernels/cpu/*.h rtlib/*.h rtlib/cuda/*.h \
+  "$emu/cuda_emu.h" | head -n 1)
+jobs=()
+add() { # COMPILER SOURCE OBJECT
+  if [ ! "$3" -nt "$2" ] || [ ! "$3" -nt "$headers" ]; then jobs+=("$1 $2 $3"); fi
+}
+for cu in kernels/cuda/*.cu; do
+  name=$(basename "$cu" .cu)
+  python3 "$emu/transform.py" "$cu" "$out/obj/$name.cpp.new"
+  if cmp -s "$out/obj/$name.cpp.new" "$out/obj/$name.cpp"; then rm "$out/obj/$name.cpp.new"
+  else mv "$out/obj/$name.cpp.new" "$out/obj/$name.cpp"; fi
+  add cxx "$out/obj/$name.cpp" "$out/obj/k_$name.o"
+done
+add cxx "$emu/emu_runtime.cpp" "$out/obj/emu_runtime.o"
+add cxx "$root/tests/rtlib/emu_backend_extra.cpp" "$out/obj/emu_extra.o"
+for c in rtlib/*.c rtlib/cuda/*.c; do
+  add cc "$root/$c" "$out/obj/rt_$(basename "$c" .c).o"
+done
+for o in "$out"/obj/rt_*.o; do # objects of sources that are gone
+  [ -e "$o" ] || continue
+  n=$(basename "$o" .o); n=${n#rt_}
+  [ -e "rtlib/$n.c" ] || [ -e "rtlib/cuda/$n.c" ] || rm -f "$o"
+done
+[ ${#jobs[@]} -eq 0 ] || printf '%s\n' "${jobs[@]}" |
+  xargs -P 2 -I{} bash -c "$(declare -f cxx cc); emu=$emu root=$root cuda=$cuda blas=$blas {}"
+rm -f "$out/libhexic_emu.a"
+ar rcs "$out/libhexic_emu.a" "$out"/obj/*.o
+libs=("$out/libhexic_emu.a" "$cpu/libhexic_kernels.a" -lopenblas -lstdc++ -lm -lpthread)
+
+# 1. one rank
+if [ "$part" != multi ]; then
+mpicc -std=gnu11 -DHX_TEST_CUDA -I"$root" -I"$cuda/include" tests/rtlib/rt_backend_main.c \
+  "${libs[@]}" -o "$out/rt_backend_emu"
+bash tests/rtlib/run_backend.sh "$(command -v mpirun)" "$cpu/tests/rt_backend_cpu" \
+  "$out/rt_backend_emu" "$cpu/tests/weights_cmp" "$out/one-rank"
+fi
+[ "$part" = one ] && exit 0
+
+# 2. TP 2 + PP 2 and an uneven second pipeline, five ranks, staged transport
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+plan=$out/plan
+rm -rf "$plan" && "$cpu/tests/emit_fixture" "$plan" "2x2@2:2,4:2;2x1@4" >/dev/null
+make -s -C "$plan" -j2 >/dev/null
+mkdir -p "$plan/emu"
+ranks=()
+for src in "$plan"/rank_*.c; do
+  r=$(basename "$src" .c)
+  mpicc -std=gnu11 -I"$root/rtlib" "$src" "${libs[@]}" -o "$plan/emu/$r"
+  ranks+=("$r")
+done
+# run DIR WEIGHTS: every rank of the plan from DIR under one mpirun.
+run() {
+  local app=() r
+  for r in "${ranks[@]}"; do app+=(${app[@]:+:} -np 1 "$1/$r" --steps 3 --dump-weights "$2"); done
+  mpirun --oversubscribe "${app[@]}"
+}
+run "$plan" "$plan/cpu.w" >"$plan/cpu.log" 2>&1 || { cat "$plan/cpu.log"; exit 1; }
+HEXIC_STAGE_BYTES=4096 run "$plan/emu" "$plan/emu.w" >"$plan/emu.log" 2>&1 ||
+  { cat "$plan/emu.log"; exit 1; }
+losses() { sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$1"; }
+paste <(losses "$plan/cpu.log") <(losses "$plan/emu.log") | awk '
+  { n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad++; print "step " n ": cpu " $1 ", emulated cuda " $2 }
+  END { exit !(n == 3 && bad == 0) }' || { echo "FAIL: multi-rank losses differ"; exit 1; }
+"$cpu/tests/weights_cmp" "$plan/cpu.w" "$plan/emu.w" 1e-4
+echo "emulate_backend: one rank and TP 2 + PP 2 (five ranks, staged) agree with the CPU backend"
