@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One rank of a tiny Llama through hx_rt_main on each backend, compared:
 #   run_backend.sh MPIEXEC CPU_BIN CUDA_BIN|- WEIGHTS_CMP WORKDIR
-# CPU_BIN (rt_backend_cpu) trains 3 steps in fp32 and dumps its weights.
+# CPU_BIN (rt_backend_cpu) trains 3 steps in fp32 and dumps its weights; in
+# bf16 it gives the same losses (the CPU computes in fp32) and says so.
 # With CUDA_BIN (rt_backend_cuda, or its host emulation) the same 3 steps in
 # fp32 must give the CPU's losses within 1e-4 relative and its weights
 # within 1e-4, and 3 steps in bf16 its losses within 2%. Exit 77 (skipped)
@@ -38,6 +39,11 @@ close() {
 train cpu "$cpu" fp32 || fail "the CPU backend's run failed"
 [ "$(losses cpu | wc -l)" = 3 ] || fail "the CPU run printed no 3 loss lines"
 grep -q "weights: .* written to cpu.w" cpu.log || fail "the CPU run dumped no weights"
+# The CPU computes in fp32 whatever the plan says, and says so once.
+train cpu16 "$cpu" bf16 || fail "the CPU backend's bf16 run failed"
+[ "$(losses cpu16)" = "$(losses cpu)" ] || fail "the CPU backend's bf16 run is not its fp32 run"
+[ "$(grep -c "precision: the plan says bf16; the CPU backend computes in fp32" cpu16.log)" = 1 ] ||
+  fail "the CPU backend does not say once that it runs a bf16 plan in fp32"
 [ "$cuda" = - ] && { echo "cpu: $(losses cpu | tr '\n' ' ')"; exit 0; }
 
 train cuda32 "$cuda" fp32
