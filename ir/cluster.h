@@ -15,6 +15,11 @@ struct hx_gpu_type {
   int64_t memory_bytes;
   double mem_bandwidth; /* bytes/s; 0 when not given */
   double efficiency;    /* reachable fraction of peak, (0, 1] */
+  /* CUDA compute capability x 10 (90: sm_90): the block's cuda_arch when
+   * given, else what the GPU's name says (sema's table), else 0 (unknown;
+   * an error only for --target=cuda). */
+  int cuda_arch;
+  bool cuda_arch_given; /* written in the block, not read off the name */
 };
 
 struct hx_node {

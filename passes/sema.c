@@ -4,10 +4,12 @@
  * located error; the pass goes on after one so a run reports them all. The
  * device-to-device table and the node pairs nothing connects are the
  * cluster-table pass's job. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "grammar/parse_state.h"
 #include "ir/units.h"
@@ -82,12 +84,13 @@ static const struct field_spec train_fields[TR_COUNT] = {
     {"checkpoint_dir", T_STRING, false, 0, 0, false, NULL},
 };
 
-enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_COUNT };
+enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_CUDA_ARCH, G_COUNT };
 static const struct field_spec gpu_fields[G_COUNT] = {
     {"tflops", T_REAL, true, 0, 1e9, true, NULL},
     {"memory", T_BYTES, true, 0, 1e18, true, NULL},
     {"mem_bandwidth", T_BANDWIDTH, false, 0, 1e18, false, NULL},
     {"efficiency", T_REAL, false, 0, 1, true, NULL},
+    {"cuda_arch", T_INT, false, 0, 10000, false, NULL}, /* then one of cuda_archs[] */
 };
 
 enum { N_GPU, N_GPUS, N_BANDWIDTH, N_LATENCY, N_REPLICAS, N_COUNT };
@@ -489,6 +492,116 @@ static void build_train(struct sema *s, const struct hx_block *b) {
   s->ctx->has_train = true;
 }
 
+/* ------------------------------------------------- CUDA architectures */
+
+/* The architectures CUDA 13's nvcc compiles for (compute capability x 10).
+ * Volta (70) is gone from CUDA 13; Turing (75) is there, but hexic's kernels
+ * need bf16 tensor cores, so --target=cuda refuses it (check_cuda_archs). */
+static const int cuda_archs[] = {75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
+enum { ARCH_VOLTA = 70, ARCH_TURING = 75 };
+
+static const char *cuda_arch_list(struct sema *s) {
+  const char *list = "";
+  for (size_t i = 0; i < sizeof cuda_archs / sizeof cuda_archs[0]; i++)
+    list = hx_sprintf(s->arena, "%s%s%d", list, i ? ", " : "", cuda_archs[i]);
+  return list;
+}
+
+static bool known_cuda_arch(int64_t arch) {
+  for (size_t i = 0; i < sizeof cuda_archs / sizeof cuda_archs[0]; i++)
+    if (cuda_archs[i] == arch)
+      return true;
+  return false;
+}
+
+/* GPU names and their architectures, as data-centre and workstation GPUs
+ * are commonly written ("A100", "RTX 4090", "NVIDIA H100 SXM5"). A name the
+ * table does not know gets no guess: the block must say cuda_arch. */
+static const struct {
+  const char *model;
+  int arch;
+} arch_of_model[] = {
+    {"V100", 70},  {"T4", 75},    {"A100", 80},  {"A800", 80},   {"A30", 80},   {"A10", 86},
+    {"A40", 86},   {"A6000", 86}, {"3080", 86},  {"3090", 86},   {"L4", 89},    {"L40", 89},
+    {"L40S", 89},  {"4080", 89},  {"4090", 89},  {"H100", 90},   {"H800", 90},  {"H200", 90},
+    {"H20", 90},   {"GH200", 90}, {"B100", 100}, {"B200", 100},  {"GB200", 100},
+};
+
+/* The word of name that names the model: words are runs of letters and
+ * digits, upper-cased; vendor and family words before it are skipped, and
+ * "RTX" is dropped ("RTX4090", "GeForce RTX 4090" -> "4090"). */
+static void model_word(const char *name, char *word, size_t size) {
+  static const char *const skip[] = {"NVIDIA", "GEFORCE", "TESLA", "QUADRO", "RTX"};
+  const char *p = name;
+  for (;;) {
+    while (*p && !isalnum((unsigned char)*p))
+      p++;
+    size_t n = 0;
+    while (isalnum((unsigned char)p[n]))
+      n++;
+    bool skipped = false;
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0] && n; i++)
+      if (n == strlen(skip[i]) && !strncasecmp(p, skip[i], n))
+        skipped = true;
+    if (!skipped) {
+      if (n > 3 && !strncasecmp(p, "RTX", 3))
+        p += 3, n -= 3;
+      size_t k = 0;
+      for (; k < n && k + 1 < size; k++)
+        word[k] = (char)toupper((unsigned char)p[k]);
+      word[k] = 0;
+      return;
+    }
+    p += n;
+  }
+}
+
+/* The architecture the GPU's name says, or 0: the model word is a table
+ * entry, or one followed by letters only ("A10G", "H100SXM", "4090D"), the
+ * longest entry winning; digits after an entry make another GPU ("A1000"
+ * is not an "A100"). */
+static int arch_from_name(const char *name) {
+  char word[64];
+  model_word(name, word, sizeof word);
+  int arch = 0;
+  size_t best = 0;
+  for (size_t i = 0; i < sizeof arch_of_model / sizeof arch_of_model[0]; i++) {
+    size_t n = strlen(arch_of_model[i].model);
+    if (n <= best || strncmp(word, arch_of_model[i].model, n))
+      continue;
+    const char *rest = word + n;
+    while (isalpha((unsigned char)*rest))
+      rest++;
+    if (!*rest)
+      arch = arch_of_model[i].arch, best = n;
+  }
+  return arch;
+}
+
+/* cuda_arch = NN overrides the name table; a value CUDA 13 does not compile
+ * for is an error whatever the target (the block describes a GPU wrongly). */
+static void get_cuda_arch(struct sema *s, const struct hx_field *f, struct hx_gpu_type *g) {
+  g->cuda_arch = arch_from_name(g->name);
+  if (!f)
+    return;
+  g->cuda_arch_given = true;
+  g->cuda_arch = 0; /* until the value is good: a refused one is reported once, here */
+  double x;
+  if (!get_number(s, f, &gpu_fields[G_CUDA_ARCH], &x))
+    return;
+  int64_t arch = f->value.integer;
+  if (arch == ARCH_VOLTA) {
+    hx_error(f->value.loc, "'cuda_arch' 70 is Volta (V100), which CUDA 13 no longer compiles for; "
+                           "hexic's CUDA target needs sm_80 or newer");
+  } else if (!known_cuda_arch(arch)) {
+    hx_error(f->value.loc,
+             "'cuda_arch' must be one of %s (the architectures CUDA 13 compiles for), not %lld",
+             cuda_arch_list(s), (long long)arch);
+  } else {
+    g->cuda_arch = (int)arch;
+  }
+}
+
 /* ------------------------------------------------------------- cluster */
 
 static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_type *g) {
@@ -504,10 +617,10 @@ static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_ty
   /* Default: the fraction of dense bf16 peak that transformer training
    * typically sustains (Megatron-class MFU is 40-60%). */
   get_real(s, f[G_EFFICIENCY], &gpu_fields[G_EFFICIENCY], 0.5, &g->efficiency);
+  get_cuda_arch(s, f[G_CUDA_ARCH], g);
 }
 
 static int find_gpu(const struct sema *s, const char *name) { return table_find(&s->gpu_names, name, NULL); }
-
 /* A node block as written, before replica expansion. */
 struct node_decl {
   const struct hx_block *block;
@@ -799,6 +912,38 @@ static void warn_unused_gpus(struct sema *s) {
   report_suppressed(&unused);
 }
 
+/* --target=cuda compiles the kernels for each GPU type a node uses: each
+ * needs an architecture CUDA 13 and hexic's kernels build for. */
+static void check_cuda_archs(struct sema *s) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  bool *used = HX_NEW_ARRAY(s->arena, bool, c->ngpus);
+  for (int n = 0; n < c->nnodes; n++)
+    if (c->nodes[n].gpu_type >= 0)
+      used[c->nodes[n].gpu_type] = true;
+  for (int i = 0; i < c->ngpus; i++) {
+    const struct hx_gpu_type *g = &c->gpus[i];
+    const char *name = shorten(s, g->name);
+    if (!used[i] || (g->cuda_arch_given && g->cuda_arch == 0))
+      continue; /* no node runs it, or its cuda_arch was refused already */
+    if (g->cuda_arch == 0)
+      hx_error(g->loc,
+               "--target=cuda needs the CUDA architecture of GPU type \"%s\", and its name is not one "
+               "hexic knows: add 'cuda_arch = NN' to the block (compute capability x 10, e.g. 90 "
+               "for sm_90)",
+               name);
+    else if (g->cuda_arch == ARCH_VOLTA)
+      hx_error(g->loc,
+               "GPU type \"%s\" is a Volta GPU (sm_70), which CUDA 13 no longer compiles for: "
+               "--target=cuda cannot build for it",
+               name);
+    else if (g->cuda_arch == ARCH_TURING)
+      hx_error(g->loc,
+               "GPU type \"%s\" is sm_75 (Turing): hexic's CUDA kernels need bf16 tensor cores, "
+               "sm_80 or newer",
+               name);
+  }
+}
+
 static void warn_slow_links(struct sema *s, const struct name_index *ix) {
   const struct hx_cluster *c = &s->ctx->cluster;
   struct warning_kind slower = {"links slower than the network", 0};
@@ -997,6 +1142,8 @@ bool hx_pass_sema(struct hx_ctx *ctx) {
     else if (b->kind == HX_B_NETWORK)
       build_network(&s, b);
   }
+  if (ctx->opt.target == HX_TARGET_CUDA)
+    check_cuda_archs(&s);
   if (hx_error_count() == before) {
     warn_unused_gpus(&s);
     warn_slow_links(&s, &ix);

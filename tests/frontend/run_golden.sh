@@ -6,6 +6,7 @@
 #            equal FILE.dump and its stderr (warnings) equal FILE.err.
 # MODE ast:  as ir with --print-after=parse into FILE.ast.
 # UPDATE=1 rewrites the expected files from the current output instead.
+# FILE.args, when present, holds more options for hexic (e.g. --target=cuda).
 set -u
 hexic=$1 mode=$2 file=$3
 cd "$(dirname "$0")/../.." || exit 2
@@ -19,6 +20,7 @@ case $mode in
   ast) args=(--print-after=parse) want_rc=0 stdout_file=$base.ast ;;
   *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
+[ -f "$base.args" ] && read -r -a extra <"$base.args" && args+=("${extra[@]}")
 "$hexic" "${args[@]}" "$file" >"$out" 2>"$err"
 rc=$?
 
