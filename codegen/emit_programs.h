@@ -67,6 +67,7 @@ struct program_set {
   int ngroups;
   struct hx_prog_group *groups; /* ids are indices */
   char fingerprint[17];         /* FNV-1a 64 of everything the ranks must agree on, hex */
+  double *memory_need;          /* by cluster device: bytes the plan's memory model needs */
 };
 
 /* The emitters receive a const context but allocate from its arena like
@@ -87,5 +88,19 @@ void hx_emit_rank_source(const struct program_set *set, FILE *f, int rank);
 void hx_emit_makefile(const struct program_set *set, FILE *f, int unused);
 void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused);
 void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused);
+
+/* ---- --target=cuda (emit_cuda.c) ---- */
+
+/* The CUDA architecture of world rank w's GPU (90: sm_90; sema resolved it). */
+int hx_rank_cuda_arch(const struct program_set *set, int w);
+/* False (with an error) for a plan the CUDA kernels cannot run. */
+bool hx_cuda_plan_supported(const struct program_set *set);
+/* The Makefile of a --target=cuda program set: one kernel library per
+ * architecture in the plan, each rank linked against its own GPU's. */
+void hx_emit_cuda_makefile(const struct program_set *set, FILE *f, int unused);
+/* launch.sh's GPU lines: the binding it relies on and a check of this
+ * machine's GPUs (warnings only). */
+void hx_emit_launch_gpu_check(const struct program_set *set, FILE *f);
+void hx_emit_launch_gpu_header(FILE *f);
 
 #endif

@@ -1,6 +1,7 @@
 /* rank_NNNN.c: one rank's role as a header comment, its part of the plan as
  * literal tables, and a main that hands them to the runtime. Written directly
  * in the .clang-format style (see codegen/programs.c). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,29 @@ static const char *device_description(const struct program_set *set, int world_r
                     hx_esc_c_comment(a, c->gpus[dev->gpu_type].name));
 }
 
+static const char *precision_text(const struct program_set *set) {
+  bool bf16 = set->ctx->train.precision == HX_PREC_BF16;
+  if (set->ctx->opt.target != HX_TARGET_CUDA)
+    return "fp32 on CPU";
+  return bf16 ? "bf16 on the GPU (fp32 master weights, gradients and AdamW moments)"
+              : "fp32 on the GPU";
+}
+
+static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* --target=cuda: the GPU the rank binds, the library it links, and what
+ * its memory check compares. */
+static void emit_gpu_comment(const struct program_set *set, FILE *f, int w) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  const struct hx_gpu_type *g = &c->gpus[c->devices[set->ranks[w].device].gpu_type];
+  int arch = hx_rank_cuda_arch(set, w);
+  fprintf(f, " *   GPU: %s, sm_%d (%s); kernels: libhexic_cuda_sm%d.a\n",
+          hx_esc_c_comment(hx_prog_arena(set), g->name), arch,
+          g->cuda_arch_given ? "its cuda_arch" : "known from its name", arch);
+  fprintf(f, " *   memory: the plan assumes %.2f GiB of the GPU's %.2f GiB, checked at start\n",
+          gib(set->memory_need[set->ranks[w].device]), gib((double)g->memory_bytes));
+}
+
 static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
   const struct hx_prog_rank *r = &set->ranks[w];
   const struct hx_model *m = &set->ctx->model;
@@ -117,10 +141,12 @@ static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
       comment_rank_list(f, "     ", hx_sprintf(hx_prog_arena(set), "%s; ranks", label),
                         set->groups[g].ranks, set->groups[g].nranks);
     }
-  fprintf(f, " *   schedule: %s, %d activation slot%s; fp32 on CPU%s\n",
+  fprintf(f, " *   schedule: %s, %d activation slot%s; %s%s\n",
           set->plan->schedule == HX_PP_1F1B ? "1F1B" : "GPipe", r->activation_slots,
-          r->activation_slots == 1 ? "" : "s",
+          r->activation_slots == 1 ? "" : "s", precision_text(set),
           r->st->recompute ? ", full activation recompute" : "");
+  if (set->ctx->opt.target == HX_TARGET_CUDA)
+    emit_gpu_comment(set, f, w);
   fputs(" */\n#include <stddef.h>\n\n#include \"hexic_rt.h\"\n\n", f);
 }
 
@@ -161,7 +187,8 @@ static void emit_train(const struct program_set *set, FILE *f) {
   fprintf(f, ",\n    .checkpoint_every = %lld,\n    .checkpoint_dir = ",
           (long long)t->checkpoint_every);
   fputs(hx_esc_c_string(hx_prog_arena(set), t->checkpoint_dir), f);
-  fputs(",\n};\n\n", f);
+  fprintf(f, ",\n    .precision = %s,\n};\n\n",
+          t->precision == HX_PREC_BF16 ? "HX_RT_BF16" : "HX_RT_FP32");
 }
 
 /* Lines "code // comment" with the comments aligned the way clang-format
@@ -291,7 +318,15 @@ static void emit_config(const struct program_set *set, FILE *f, int w, int ngrou
   fprintf(f, "    .prev_leader = %d,\n    .next_leader = %d,\n", r->prev_leader, r->next_leader);
   fprintf(f, "    .model = &model,\n    .train = &train,\n    .ngroups = %d,\n", ngroups);
   fprintf(f, "    .groups = %s,\n", ngroups ? "groups" : "NULL");
-  fprintf(f, "    .nops = %d,\n    .schedule = schedule,\n};\n\n", r->nsteps + 2);
+  fprintf(f, "    .nops = %d,\n    .schedule = schedule,\n", r->nsteps + 2);
+  if (set->ctx->opt.target == HX_TARGET_CUDA) {
+    const struct hx_cluster *c = &set->ctx->cluster;
+    const char *type = c->gpus[c->devices[r->device].gpu_type].name;
+    fprintf(f, "    .device_type = %s,\n    .device_memory_bytes = %lld,\n",
+            hx_esc_c_string(hx_prog_arena(set), type),
+            (long long)floor(set->memory_need[r->device]));
+  }
+  fputs("};\n\n", f);
 }
 
 void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {

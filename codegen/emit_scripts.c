@@ -69,8 +69,12 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "# usage: ./launch.sh [--hostfile FILE] [ARGS...]\n"
         "# ARGS go to every rank: --data FILE, --steps N, --checkpoint-dir DIR,\n"
         "# --checkpoint-every N, --resume, --reschedule, --dump-weights FILE. Build first\n"
-        "# with `make`.\n"
-        "set -uo pipefail\n"
+        "# with `make`.\n",
+        f);
+  bool cuda = set->ctx->opt.target == HX_TARGET_CUDA;
+  if (cuda)
+    hx_emit_launch_gpu_header(f);
+  fputs("set -uo pipefail\n"
         "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
         "mpirun_args=()\n"
         "if [ \"${1:-}\" = --hostfile ]; then\n"
@@ -80,6 +84,8 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "fi\n",
         f);
   emit_mpmd_list(set, f);
+  if (cuda)
+    hx_emit_launch_gpu_check(set, f);
   fputs("# Root may run MPI here (containers); more ranks than cores is expected on a\n"
         "# laptop, and then one BLAS thread per rank avoids thrashing.\n"
         "if [ \"$(id -u)\" = 0 ]; then mpirun_args+=(--allow-run-as-root); fi\n"

@@ -15,6 +15,7 @@
 
 #include "codegen.h"
 #include "emit_programs.h"
+#include "passes/cost/cost.h"
 
 /* Copied beside the output so `clang-format` there uses the style the text
  * was written in; must stay equal to the repository's .clang-format (a test
@@ -28,11 +29,16 @@ static const char clang_format_text[] =
 /* The CPU runtime executes data, pipeline and tensor parallelism (each
  * stage its own TP degree, uneven splits allowed); context/head parallelism
  * is refused here rather than run wrongly. */
+static const char *target_name(const struct hx_ctx *ctx) {
+  return ctx->opt.target == HX_TARGET_CUDA ? "CUDA" : "CPU";
+}
+
 static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st, int p, int s) {
   if (st->cp != 1 || st->hp != 1 || st->seq_layout) {
     hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d%s), which "
-                   "the generated CPU programs do not run yet",
-                   p, s, st->cp, st->hp, st->seq_layout ? ", a HexiSeq layout" : "");
+                   "the generated %s programs do not run yet",
+                   p, s, st->cp, st->hp, st->seq_layout ? ", a HexiSeq layout" : "",
+                   target_name(ctx));
     return false;
   }
   if (st->tp < 1 || st->ndevices != st->tp || st->tp > ctx->model.heads) {
@@ -45,7 +51,8 @@ static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st,
 
 static bool plan_supported(const struct hx_ctx *ctx, const struct hx_plan *plan) {
   if (ctx->train.optimizer != HX_OPT_ADAMW) {
-    hx_error_plain("the generated CPU programs implement only optimizer = adamw");
+    hx_error_plain("the generated %s programs implement only optimizer = adamw",
+                   target_name(ctx));
     return false;
   }
   for (int p = 0; p < plan->npipelines; p++)
@@ -80,10 +87,7 @@ static bool write_file(const struct program_set *set, const char *dir, const cha
 }
 
 enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
-  if (ctx->opt.target == HX_TARGET_CUDA) {
-    hx_error_plain("--target=cuda code generation is not implemented yet; use --target=cpu");
-    return HX_EXIT_USAGE;
-  }
+  bool cuda = ctx->opt.target == HX_TARGET_CUDA;
   const struct hx_plan *plan = ctx->plan;
   if (!plan)
     hx_internal_error("hx_emit_programs: no plan");
@@ -95,7 +99,11 @@ enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
   }
   struct program_set set;
   hx_build_program_set(ctx, plan, &set);
-  if (!hx_plan_groups_agree(&set))
+  if (cuda) { /* what each rank checks against its GPU's free memory at start */
+    set.memory_need = HX_NEW_ARRAY(hx_prog_arena(&set), double, plan->ndevices);
+    hx_plan_memory(ctx, plan, set.memory_need, NULL, NULL);
+  }
+  if (!hx_plan_groups_agree(&set) || (cuda && !hx_cuda_plan_supported(&set)))
     return HX_EXIT_USAGE;
   for (int r = 0; r < set.nranks; r++) {
     char name[32];
@@ -103,7 +111,8 @@ enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
     if (!write_file(&set, dir, name, 0, hx_emit_rank_source, r))
       return HX_EXIT_INPUT;
   }
-  bool ok = write_file(&set, dir, "Makefile", 0, hx_emit_makefile, 0) &&
+  bool ok = write_file(&set, dir, "Makefile", 0, cuda ? hx_emit_cuda_makefile : hx_emit_makefile,
+                       0) &&
             write_file(&set, dir, "launch.sh", 0755, hx_emit_launch_script, 0) &&
             write_file(&set, dir, "slurm.sbatch", 0644, hx_emit_slurm_script, 0) &&
             write_file(&set, dir, ".clang-format", 0, emit_clang_format, 0);

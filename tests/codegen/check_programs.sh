@@ -124,10 +124,12 @@ equiv)
   echo "equiv: 5 plans (DP uneven, PP uneven, DP x PP, tied over PP) match one rank within 1e-5"
   ;;
 refuse)
+  # The fixture's "cpu" GPU type has no CUDA architecture (sema refuses it
+  # for .hx inputs; the emitter checks again for plans built otherwise).
   out=$("$fixture" cuda "8x1@4" --cuda 2>&1)
-  [ $? -eq 2 ] || fail "--target=cuda should exit 2"
-  grep -q "target=cuda code generation is not implemented yet; use --target=cpu" <<<"$out" ||
-    fail "wrong cuda message: $out"
+  [ $? -eq 2 ] || fail "--target=cuda without a CUDA architecture should exit 2"
+  grep -q "rank 0: its GPU type has no known CUDA architecture (cuda_arch = NN in its gpu block)" \
+    <<<"$out" || fail "wrong cuda message: $out"
   out=$("$fixture" cp "8x1@4" --cp 2>&1)
   [ $? -eq 2 ] || fail "a context-parallel plan should be refused with exit 2"
   grep -q "uses context/head parallelism (cp=2 hp=1), which the generated CPU programs do not run" \
@@ -135,7 +137,7 @@ refuse)
   out=$("$fixture" tp5 "8x1@4:5" 2>&1)
   [ $? -eq 2 ] || fail "tp 5 over 4 heads should be refused with exit 2"
   grep -q "tp=5 over 5 devices cannot split 4 heads" <<<"$out" || fail "wrong tp message: $out"
-  echo "refuse: cuda, context-parallel and tp > heads plans refused with exit 2"
+  echo "refuse: cuda without an architecture, context-parallel and tp > heads plans refused with exit 2"
   ;;
 fault)
   emit f "1x4@1,4;2x2@4"
@@ -172,11 +174,14 @@ hexic)
                            END { exit bad > 0 || NR != 5 }' ||
     fail "cpu8 plan ($(head -n 1 h8.plan.txt)) differs from one rank"
   echo "hexic: cpu8 $(head -n 1 h8.plan.txt) matches one rank within 1e-5 for 5 steps"
+  # A CPU "GPU" type has no CUDA architecture: --target=cuda is a located
+  # error in the cluster file, and no program is written.
   out=$("$hexic" "$src/examples/models/tiny.hx" "$src/examples/clusters/cpu1.hx" --target=cuda \
     -o hc 2>&1)
-  [ $? -eq 2 ] || fail "hexic --target=cuda should exit 2"
-  grep -q "hexic: error: --target=cuda code generation is not implemented yet; use --target=cpu" \
+  [ $? -eq 1 ] || fail "hexic --target=cuda on a CPU cluster should exit 1"
+  grep -q 'cpu1.hx:2:1: error: --target=cuda needs the CUDA architecture of GPU type "cpu"' \
     <<<"$out" || fail "wrong cuda message: $out"
+  [ ! -e hc/rank_0000.c ] || fail "--target=cuda wrote programs for a cluster it refused"
   ;;
 *)
   fail "unknown mode $mode"

@@ -32,7 +32,7 @@ train {
   checkpoint_dir = "ck pt/$(touch pwned)/*/ ??= \\"
 }
 gpu "G*/ #error x /* \"q\" ??/ $(shell touch pwned) `touch pwned` %s%n # \\" {
-  tflops = 0.02; memory = 4 GiB; efficiency = 1; mem_bandwidth = 10 GB/s
+  tflops = 0.02; memory = 4 GiB; efficiency = 1; mem_bandwidth = 10 GB/s; cuda_arch = 90
 }
 node "n'\"$(touch pwned)|`x`*/#%n ??/ \\" {
   gpu = "G*/ #error x /* \"q\" ??/ $(shell touch pwned) `touch pwned` %s%n # \\"
@@ -114,7 +114,27 @@ grep -qF '| n'"'"'"$(touch pwned)\|\`x\`\*/\#%n ??/ \\:0 |' "$out/report.md" ||
   fail "report.md: the device names are not escaped"
 grep -q '^#error' "$out"/rank_*.c && fail "a name planted a directive"
 
+# --target=cuda: the GPU type name also goes into the rank's device_type
+# literal, its GPU comment and the Makefile's architecture comment.
+cuda_out="$work/out dir/cuda with space"
+"$hexic" hostile.hx --target=cuda -o "$cuda_out" >cuda.txt 2>&1 || { cat cuda.txt; fail "hexic --target=cuda"; }
+for f in "$cuda_out"/rank_*.c; do
+  mpicc -std=c11 -Wall -Wextra -Werror -Wcomment -Wtrigraphs -fsyntax-only -I "$src/rtlib" "$f" ||
+    fail "$f (cuda) does not compile with -std=c11 -Werror"
+done
+"$parse_check" -I "$src/rtlib" "$cuda_out"/rank_*.c >/dev/null || fail "libclang diagnostics (cuda)"
+sed -n '/^static const struct hx_rt_rank_config rank_config = {/,/^};/p' "$cuda_out/rank_0000.c" |
+  grep '\.device_type = ' | sed 's/^ *\.device_type = \(.*\),$/static const char *type = \1;/' >type.h
+printf '#include <stdio.h>\n#include "type.h"\nint main(void) { puts(type); return 0; }\n' >probe_type.c
+mpicc -std=c11 -Wall -Wextra -Werror -Wno-unused-variable -I . probe_type.c -o probe_type ||
+  fail "device_type probe build"
+[ "$(./probe_type)" = "$gpu_name" ] || { ./probe_type; fail "device_type is not the GPU type's name"; }
+make -n -C "$cuda_out" >cuda_make.txt 2>&1 || { cat cuda_make.txt; fail "make -n (cuda)"; }
+grep -q -- "-gencode arch=compute_90,code=sm_90" cuda_make.txt || fail "make -n (cuda) lost the arch"
+bash -n "$cuda_out/launch.sh" || fail "launch.sh (cuda) syntax"
+grep -q '^#error' "$cuda_out"/rank_*.c && fail "a name planted a directive (cuda)"
+
 found=$(find "$work" -name pwned)
 [ -z "$found" ] || fail "a name ran a command: $found"
 echo "hostile names: every file generated, compiled -Werror (gnu11, c11), parsed, make -n, bash -n," \
-  "JSON round trip, --plan, no command run"
+  "JSON round trip, --plan, --target=cuda, no command run"

@@ -39,3 +39,15 @@ add_executable(cg_test_escape ${HX_CG_TESTS}/test_escape.c)
 target_link_libraries(cg_test_escape PRIVATE hexic_core)
 add_test(NAME codegen.escape COMMAND cg_test_escape)
 set_tests_properties(codegen.escape PROPERTIES LABELS "codegen")
+
+# --target=cuda without a GPU (issue 12): a program set of two architectures
+# (TP 2 + PP 2 + uneven batches) and the one-H200 example built with nvcc and
+# mpicc, warnings as errors, each kernel library once per architecture;
+# launch.sh's GPU warnings; GPU names and refusals. Needs nvcc, not a GPU.
+if(HEXIC_CUDA)
+  add_test(NAME codegen.cuda_programs
+    COMMAND bash ${HX_CG_TESTS}/cuda_programs.sh ${CMAKE_CURRENT_BINARY_DIR}/codegen-cuda
+            ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:parse_check>)
+  set_tests_properties(codegen.cuda_programs PROPERTIES
+    LABELS "codegen;cuda;mpi" TIMEOUT 600 PROCESSORS 2)
+endif()

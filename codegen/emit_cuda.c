@@ -1,0 +1,275 @@
+/* --target=cuda: the Makefile that builds a program set with nvcc, launch.sh's
+ * GPU check, and the plan shapes the CUDA kernels refuse (the rank sources
+ * are emit_rank.c's, with the GPU fields filled).
+ *
+ * What is fixed at compile time, and why not more: each rank_NNNN.c holds
+ * its plan as literal constants (shapes, shards, peers, schedule), as for
+ * the CPU; the kernels of kernels/cuda/ are compiled once per GPU
+ * architecture of the plan (SASS for it, plus its PTX for newer GPUs) into
+ * one library that every rank of that architecture links. The one shape the
+ * kernels' code depends on, the head dimension, is a template parameter
+ * there: the library holds each supported instantiation and the model's
+ * picks one. The other shapes (token counts, hidden size, TP shard widths)
+ * go to cuBLASLt, which chooses its algorithms per shape at start-up, and to
+ * memory-bound element-wise kernels, where a constant width gains nothing;
+ * compiling per shape would multiply nvcc's minutes by the number of
+ * distinct shapes (every TP degree and layer split), so a 1024-rank plan
+ * compiles one library per architecture, not 1024 variants. */
+#include <string.h>
+
+#include "emit_programs.h"
+#include "escape.h"
+
+#ifndef HEXIC_SOURCE_DIR
+#error "HEXIC_SOURCE_DIR must name the hexic source tree (CMake defines it)"
+#endif
+
+/* Head dimensions the attention kernels are instantiated for, and the
+ * widest row RMSNorm's backward takes (kernels/cuda/attention.cu,
+ * rmsnorm.cu). */
+static const int cuda_head_dims[] = {16, 32, 64, 128};
+enum { CUDA_MAX_HIDDEN = 16384, CUDA_MIN_ARCH = 80 };
+
+int hx_rank_cuda_arch(const struct program_set *set, int w) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  return c->gpus[c->devices[set->ranks[w].device].gpu_type].cuda_arch;
+}
+
+static bool head_dim_supported(int64_t hd) {
+  for (size_t i = 0; i < sizeof cuda_head_dims / sizeof cuda_head_dims[0]; i++)
+    if (cuda_head_dims[i] == hd)
+      return true;
+  return false;
+}
+
+bool hx_cuda_plan_supported(const struct program_set *set) {
+  const struct hx_model *m = &set->ctx->model;
+  int64_t hd = m->hidden / m->heads;
+  if (!head_dim_supported(hd)) {
+    hx_error_plain("the CUDA kernels run head dimensions 16, 32, 64 and 128; the model's "
+                   "hidden/heads is %lld",
+                   (long long)hd);
+    return false;
+  }
+  if (m->hidden > CUDA_MAX_HIDDEN) {
+    hx_error_plain("the CUDA kernels take hidden sizes up to %d; the model's is %lld",
+                   CUDA_MAX_HIDDEN, (long long)m->hidden);
+    return false;
+  }
+  for (int w = 0; w < set->nranks; w++) { /* sema refuses these for .hx inputs */
+    int arch = hx_rank_cuda_arch(set, w);
+    if (arch == 0)
+      hx_error_plain("rank %d: its GPU type has no known CUDA architecture (cuda_arch = NN in "
+                     "its gpu block)",
+                     w);
+    else if (arch < CUDA_MIN_ARCH)
+      hx_error_plain("rank %d: its GPU is sm_%d; hexic's CUDA kernels need sm_%d or newer", w,
+                     arch, CUDA_MIN_ARCH);
+    if (arch < CUDA_MIN_ARCH)
+      return false;
+  }
+  return true;
+}
+
+/* The architectures of the plan's ranks, increasing, without repeats. */
+static int plan_archs(const struct program_set *set, int *archs) {
+  int n = 0;
+  for (int w = 0; w < set->nranks; w++) {
+    int a = hx_rank_cuda_arch(set, w), i = n;
+    while (i > 0 && archs[i - 1] > a)
+      i--;
+    if (i > 0 && archs[i - 1] == a)
+      continue;
+    memmove(archs + i + 1, archs + i, (size_t)(n - i) * sizeof *archs);
+    archs[i] = a;
+    n++;
+  }
+  return n;
+}
+
+/* "# sm_89: RTX4090, L40S (ranks 2 to 3)": the GPU types of one
+ * architecture, for the reader of the Makefile. */
+static void emit_arch_comment(const struct program_set *set, FILE *f, int arch) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  fprintf(f, "# sm_%d:", arch);
+  const char *sep = " ";
+  for (int g = 0; g < c->ngpus; g++) {
+    bool used = false;
+    for (int w = 0; w < set->nranks && !used; w++)
+      used = c->devices[set->ranks[w].device].gpu_type == g;
+    if (used && c->gpus[g].cuda_arch == arch) {
+      fprintf(f, "%s%s", sep, hx_esc_make(hx_prog_arena(set), c->gpus[g].name));
+      sep = ", ";
+    }
+  }
+  fputc('\n', f);
+}
+
+static void emit_rank_lists(const struct program_set *set, FILE *f, const int *archs, int narchs) {
+  fputs("# Ranks by the architecture of their GPU.\n", f);
+  for (int i = 0; i < narchs; i++) {
+    fprintf(f, "RANKS_SM%d =", archs[i]);
+    for (int w = 0; w < set->nranks; w++)
+      if (hx_rank_cuda_arch(set, w) == archs[i])
+        fprintf(f, " rank_%04d", w);
+    fputc('\n', f);
+  }
+  fputs("RANKS =", f);
+  for (int i = 0; i < narchs; i++)
+    fprintf(f, " $(RANKS_SM%d)", archs[i]);
+  fputs("\nCUDA_LIBS =", f);
+  for (int i = 0; i < narchs; i++)
+    fprintf(f, " libhexic_cuda_sm%d.a", archs[i]);
+  fputs("\n\n", f);
+}
+
+static void emit_header(const struct program_set *set, FILE *f) {
+  fputs("# Generated by hexic " HEXIC_VERSION " for --target=cuda; do not edit.\n"
+        "# Builds the runtime (rtlib/, its CUDA backend rtlib/cuda/ and the CPU kernels it\n"
+        "# shares) from HEXIC_HOME with mpicc into libhexic.a; the CUDA kernels\n"
+        "# (kernels/cuda/) with nvcc once per GPU architecture of the plan into\n"
+        "# libhexic_cuda_smNN.a; then one program per rank, linked against the library of\n"
+        "# its GPU's architecture. Fixed at compile time: each rank's plan (the constants\n"
+        "# of rank_NNNN.c) and its GPU's architecture (SASS for it and its PTX). The\n"
+        "# kernels take the shapes as arguments (the head dimension picks one of their\n"
+        "# compiled instantiations, cuBLASLt its algorithms per shape at start), so every\n"
+        "# rank of an architecture shares one library. `make HEXIC_HOME=/path/to/hexic`\n"
+        "# for another tree, `make CUDA_HOME=/path/to/cuda` for another CUDA 13 toolkit.\n",
+        f);
+  fprintf(f, "HEXIC_HOME ?= %s\n", hx_esc_make(hx_prog_arena(set), HEXIC_SOURCE_DIR));
+  fputs("CUDA_HOME ?= /usr/local/cuda\n"
+        "CC = mpicc\n"
+        "NVCC = $(CUDA_HOME)/bin/nvcc\n"
+        "CFLAGS ?= -O2\n"
+        "NVCCFLAGS ?= -O3\n"
+        "WARNINGS = -Wall -Wextra -Werror\n"
+        "# nvcc's flags as the top-level CMakeLists.txt compiles hexic_kernels_cuda.\n"
+        "NVCC_WARNINGS = --Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror\n"
+        "BLAS_INCLUDE ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread\n"
+        "CPPFLAGS += -I$(HEXIC_HOME) -I$(HEXIC_HOME)/rtlib $(BLAS_INCLUDE) -I$(CUDA_HOME)/include\n"
+        "LDLIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ \\\n"
+        "         -lopenblas -lm -lpthread\n"
+        "ALL_CFLAGS = -std=gnu11 $(CFLAGS) $(WARNINGS)\n"
+        "ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) $(NVCC_WARNINGS) -I$(HEXIC_HOME)\n\n",
+        f);
+}
+
+/* The runtime, its CUDA backend and the CPU kernels: one archive, as for
+ * --target=cpu but with rtlib/cuda/ in place of rtlib/cpu/. */
+static void emit_runtime_rules(FILE *f) {
+  fputs("RT_SOURCES = $(wildcard $(HEXIC_HOME)/rtlib/*.c)\n"
+        "BACKEND_SOURCES = $(wildcard $(HEXIC_HOME)/rtlib/cuda/*.c)\n"
+        "KERNEL_SOURCES = $(wildcard $(HEXIC_HOME)/kernels/cpu/*.c)\n"
+        "CUDA_SOURCES = $(wildcard $(HEXIC_HOME)/kernels/cuda/*.cu)\n"
+        "LIB_OBJECTS = $(patsubst $(HEXIC_HOME)/rtlib/%.c,obj/rtlib_%.o,$(RT_SOURCES)) \\\n"
+        "              $(patsubst $(HEXIC_HOME)/rtlib/cuda/%.c,obj/cuda_%.o,$(BACKEND_SOURCES)) \\\n"
+        "              $(patsubst $(HEXIC_HOME)/kernels/cpu/%.c,obj/kernels_%.o,$(KERNEL_SOURCES))\n"
+        "LIB_HEADERS = $(wildcard $(HEXIC_HOME)/rtlib/*.h $(HEXIC_HOME)/rtlib/cuda/*.h \\\n"
+        "                         $(HEXIC_HOME)/kernels/cpu/*.h $(HEXIC_HOME)/kernels/cuda/*.h)\n"
+        "CUDA_HEADERS = $(wildcard $(HEXIC_HOME)/kernels/cuda/*.h $(HEXIC_HOME)/kernels/cuda/*.cuh \\\n"
+        "                          $(HEXIC_HOME)/kernels/cpu/*.h)\n\n"
+        "all: $(RANKS)\n\n"
+        "obj/rtlib_%.o: $(HEXIC_HOME)/rtlib/%.c $(LIB_HEADERS)\n"
+        "\t@mkdir -p obj\n"
+        "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@\n\n"
+        "obj/cuda_%.o: $(HEXIC_HOME)/rtlib/cuda/%.c $(LIB_HEADERS)\n"
+        "\t@mkdir -p obj\n"
+        "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@\n\n"
+        "obj/kernels_%.o: $(HEXIC_HOME)/kernels/cpu/%.c $(LIB_HEADERS)\n"
+        "\t@mkdir -p obj\n"
+        "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@\n\n"
+        "libhexic.a: $(LIB_OBJECTS)\n"
+        "\trm -f $@\n"
+        "\tar rcs $@ $^\n\n",
+        f);
+}
+
+/* One architecture: its kernel objects, its library, and its ranks. */
+static void emit_arch_rules(const struct program_set *set, FILE *f, int arch) {
+  emit_arch_comment(set, f, arch);
+  fprintf(f,
+          "obj/sm_%d/%%.o: $(HEXIC_HOME)/kernels/cuda/%%.cu $(CUDA_HEADERS)\n"
+          "\t@mkdir -p obj/sm_%d\n"
+          "\t$(NVCC) $(ALL_NVCCFLAGS) -gencode arch=compute_%d,code=sm_%d \\\n"
+          "\t  -gencode arch=compute_%d,code=compute_%d -c $< -o $@\n\n"
+          "libhexic_cuda_sm%d.a: $(patsubst $(HEXIC_HOME)/kernels/cuda/%%.cu,obj/sm_%d/%%.o,"
+          "$(CUDA_SOURCES))\n"
+          "\trm -f $@\n"
+          "\tar rcs $@ $^\n\n"
+          "$(RANKS_SM%d): %%: %%.c libhexic.a libhexic_cuda_sm%d.a $(LIB_HEADERS)\n"
+          "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $< libhexic.a libhexic_cuda_sm%d.a $(LDLIBS) -o $@\n\n",
+          arch, arch, arch, arch, arch, arch, arch, arch, arch, arch, arch);
+}
+
+void hx_emit_cuda_makefile(const struct program_set *set, FILE *f, int unused) {
+  (void)unused;
+  int *archs = HX_NEW_ARRAY(hx_prog_arena(set), int, set->nranks);
+  int narchs = plan_archs(set, archs);
+  emit_header(set, f);
+  emit_rank_lists(set, f, archs, narchs);
+  emit_runtime_rules(f);
+  for (int i = 0; i < narchs; i++)
+    emit_arch_rules(set, f, archs[i]);
+  fputs("clean:\n"
+        "\trm -rf obj libhexic.a $(CUDA_LIBS) $(RANKS)\n\n"
+        ".PHONY: all clean\n",
+        f);
+}
+
+/* The most ranks the plan puts on one node: GPUs a machine of it needs for
+ * a GPU per rank. */
+static int max_ranks_per_node(const struct program_set *set) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  int *count = HX_NEW_ARRAY(hx_prog_arena(set), int, c->nnodes > 0 ? c->nnodes : 1);
+  int most = 0;
+  for (int w = 0; w < set->nranks; w++) {
+    int n = ++count[c->devices[set->ranks[w].device].node];
+    if (n > most)
+      most = n;
+  }
+  return most;
+}
+
+void hx_emit_launch_gpu_check(const struct program_set *set, FILE *f) {
+  int per_machine = max_ranks_per_node(set);
+  fprintf(f,
+          "# GPUs (see the header): a warning when nvidia-smi is missing or this machine has\n"
+          "# fewer GPUs than the ranks it runs: the plan's %d without --hostfile, else the most\n"
+          "# the plan puts on one machine (%d). nvidia-smi failing (no driver) counts as no GPU.\n"
+          "case \" ${mpirun_args[*]:-} \" in\n"
+          "*\" --hostfile \"*) need=%d ;;\n"
+          "*) need=${#programs[@]} ;;\n"
+          "esac\n"
+          "if ! command -v nvidia-smi >/dev/null 2>&1; then\n"
+          "  echo \"launch.sh: warning: nvidia-smi not found: cannot count this machine's GPUs "
+          "(a rank that finds none stops)\" >&2\n"
+          "else\n"
+          "  if gpu_names=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then\n"
+          "    gpus=$(grep -c . <<<\"$gpu_names\")\n"
+          "  else\n"
+          "    gpus=0\n"
+          "  fi\n"
+          "  if [ -n \"${CUDA_VISIBLE_DEVICES+set}\" ]; then\n"
+          "    visible=$(tr ',' '\\n' <<<\"$CUDA_VISIBLE_DEVICES\" | grep -c .)\n"
+          "    if [ \"$visible\" -lt \"$gpus\" ]; then gpus=$visible; fi\n"
+          "  fi\n"
+          "  if [ \"$gpus\" -eq 0 ]; then\n"
+          "    echo \"launch.sh: warning: no usable GPU here (nvidia-smi): the ranks will stop\" >&2\n"
+          "  elif [ \"$gpus\" -lt \"$need\" ]; then\n"
+          "    echo \"launch.sh: warning: $need ranks share this machine's $gpus GPU(s): each takes "
+          "GPU (local rank mod $gpus)\" >&2\n"
+          "  fi\n"
+          "fi\n",
+          set->nranks, per_machine, per_machine);
+}
+
+/* The lines of launch.sh's header comment about GPUs. */
+void hx_emit_launch_gpu_header(FILE *f) {
+  fputs("# --target=cuda: every rank binds a GPU itself by its local rank on its machine\n"
+        "# (GPU local rank mod the machine's GPU count; rtlib/cuda), so no CUDA_VISIBLE_DEVICES\n"
+        "# is needed and ranks past a machine's GPUs share them. A rank warns when its GPU is\n"
+        "# not the plan's type, and stops, naming itself, when there is no GPU or it lacks the\n"
+        "# memory the plan assumed. This script warns when nvidia-smi is missing or lists\n"
+        "# fewer GPUs than the ranks it starts here.\n",
+        f);
+}

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# --target=cuda on a machine without a GPU (issue 12, items 4 and 6): what
+# hexic writes must build with nvcc and mpicc, warnings as errors, and
+# launch.sh must say what it finds. Run by ctest (label cuda) when CMake
+# found nvcc; the GPU runs are tests/gpu/run.sh's.
+#   cuda_programs.sh WORKDIR SRCDIR HEXIC PARSE_CHECK
+# 1. A plan of TP 2 + PP 2 + uneven batches (tests/codegen/plans/
+#    tp2_pp2_uneven.json) over H100s and RTX 4090s (sm_90 and sm_89): the
+#    same bytes twice, formatted, parsed; every rank compiles and links; each
+#    kernel source is compiled once per architecture and each library
+#    archived once; each rank links its own GPU's library; the ranks carry
+#    the plan's GPU type, memory and precision.
+# 2. The issue's "Done when": tiny.hx on one-h200.hx, --target=cuda, make.
+# 3. launch.sh's GPU check with a stand-in nvidia-smi, and a rank started
+#    on this GPU-less machine stopping with a message.
+# 4. Architectures read off GPU names; shapes and GPUs the kernels refuse.
+set -uo pipefail
+work=$1 src=$2 hexic=$3 parse_check=$4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+tiny=$src/examples/models/tiny.hx
+plan=$src/tests/codegen/plans/tp2_pp2_uneven.json
+
+# ---- 1. two architectures ---------------------------------------------
+gen_mix() {
+  "$hexic" "$tiny" "$src/examples/clusters/mixed-h100-4090.hx" --plan="$plan" --target=cuda \
+    -o "$1" >"$1.plan.txt" || fail "hexic --target=cuda -o $1"
+}
+gen_mix mix
+gen_mix again
+diff -r mix again || fail "two compilations differ"
+for f in mix/*.c; do
+  clang-format --style=file "$f" | cmp -s - "$f" || fail "clang-format changes $f"
+done
+"$parse_check" -I "$src/rtlib" mix/*.c || fail "libclang diagnostics"
+bash -n mix/launch.sh || fail "launch.sh syntax"
+
+# The GPU fields: type, the memory plan.json gives the device, precision.
+python3 - mix <<'EOF' || fail "the ranks' GPU fields"
+import json, re, sys
+d = sys.argv[1]
+plan = json.load(open(d + "/plan.json"))
+peak = plan["simulated"]["peak_memory_bytes"]
+for dev in plan["devices"]:
+    r = dev["rank"]
+    text = open("%s/rank_%04d.c" % (d, r)).read()
+    want = {"device_type": '"%s"' % dev["gpu"], "device_memory_bytes": str(int(peak[r]))}
+    for field, value in want.items():
+        got = re.search(r"\.%s = (.*),\n" % field, text)
+        assert got and got.group(1) == value, (r, field, got and got.group(1), value)
+    assert ".precision = HX_RT_FP32," in text, r
+    arch = "sm_90" if dev["gpu"] == "H100" else "sm_89"
+    assert "GPU: %s, %s (known from its name); kernels: libhexic_cuda_%s.a" % (
+        dev["gpu"], arch, arch.replace("_", "")) in text, r
+EOF
+
+start=$(date +%s)
+make -C mix -j2 >mix.make.log 2>&1 || { cat mix.make.log; fail "make in mix"; }
+echo "two architectures: make -j2 took $(($(date +%s) - start)) s"
+ncu=$(find "$src/kernels/cuda" -name '*.cu' | wc -l)
+for arch in 89 90; do
+  n=$(grep -c -- "-gencode arch=compute_$arch,code=sm_$arch" mix.make.log)
+  [ "$n" -eq "$ncu" ] || fail "sm_$arch: $n nvcc runs for $ncu kernel sources"
+  n=$(grep -c "^ar rcs libhexic_cuda_sm$arch.a" mix.make.log)
+  [ "$n" -eq 1 ] || fail "libhexic_cuda_sm$arch.a archived $n times"
+done
+[ "$(grep -c -- '-gencode arch=compute_[0-9]*,code=sm_' mix.make.log)" -eq $((2 * ncu)) ] ||
+  fail "nvcc ran for an architecture the plan does not have"
+grep -q -- '--Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror' mix.make.log ||
+  fail "nvcc ran without warnings as errors"
+for r in 0 1 2 3; do
+  lib=sm90
+  [ $r -ge 2 ] && lib=sm89
+  [ -x "mix/rank_000$r" ] || fail "rank_000$r was not linked"
+  grep -q "rank_000$r.c libhexic.a libhexic_cuda_$lib.a .*-lcublasLt -lcudart" mix.make.log ||
+    fail "rank_000$r is not linked against libhexic_cuda_$lib.a and cuBLASLt"
+done
+left=$(make --no-print-directory -C mix -n 2>&1)
+grep -q "nvcc\|mpicc\|ar rcs" <<<"$left" && { echo "$left"; fail "a second make would build again"; }
+
+# ---- 2. the issue's command on one H200 ---------------------------------
+# The runtime and the sm_90 library come from mix (same rules and flags,
+# timestamps kept), so make here only compiles and links the rank.
+"$hexic" "$tiny" "$src/examples/clusters/one-h200.hx" --target=cuda -o out >out.plan.txt ||
+  fail "hexic tiny.hx one-h200.hx --target=cuda"
+cp -rp mix/obj mix/libhexic.a mix/libhexic_cuda_sm90.a out/
+make -C out >out.make.log 2>&1 || { cat out.make.log; fail "make -C out"; }
+grep -q nvcc out.make.log && fail "make -C out compiled the kernels again"
+[ -x out/rank_0000 ] || fail "out/rank_0000 was not linked"
+grep -q "GPU: H200, sm_90 (its cuda_arch)" out/rank_0000.c || fail "rank_0000.c: no GPU line"
+echo "one H200: hexic --target=cuda -o out && make -C out"
+
+# ---- 3. launch.sh -------------------------------------------------------
+# A stand-in nvidia-smi: $FAKE_GPUS names, or exit 9 as without a driver.
+mkdir -p fakebin
+cat >fakebin/nvidia-smi <<'EOF'
+#!/usr/bin/env bash
+[ "$FAKE_GPUS" = fail ] && { echo "NVIDIA-SMI has failed"; exit 9; }
+for _ in $(seq "$FAKE_GPUS"); do echo "NVIDIA H200"; done
+EOF
+chmod +x fakebin/nvidia-smi
+# launch NAME DIR [launch.sh args]: the ranks stop on the missing data file
+# (on a GPU machine too); the launch.sh warnings are what is checked.
+launch() {
+  local name=$1 dir=$2
+  shift 2
+  PATH="$PWD/fakebin:$PATH" "$dir/launch.sh" "$@" --data /nonexistent/tokens.bin --steps 1 \
+    >"$name.log" 2>&1 && fail "$name: the job succeeded without its data"
+}
+FAKE_GPUS=1 launch one mix
+grep -q "launch.sh: warning: 4 ranks share this machine's 1 GPU(s)" one.log ||
+  { cat one.log; fail "no warning for 4 ranks on 1 GPU"; }
+FAKE_GPUS=4 launch four mix
+grep -q "launch.sh: warning" four.log && { cat four.log; fail "a warning with a GPU per rank"; }
+FAKE_GPUS=fail launch broken mix
+grep -q "launch.sh: warning: no usable GPU here (nvidia-smi): the ranks will stop" broken.log ||
+  { cat broken.log; fail "no warning when nvidia-smi fails"; }
+FAKE_GPUS=4 CUDA_VISIBLE_DEVICES=1 launch hidden mix
+grep -q "launch.sh: warning: 4 ranks share this machine's 1 GPU(s)" hidden.log ||
+  { cat hidden.log; fail "CUDA_VISIBLE_DEVICES not counted"; }
+# With a hostfile, a machine needs GPUs for the plan's ranks on one node (2).
+echo "localhost slots=4" >hosts
+FAKE_GPUS=2 launch hosts mix --hostfile hosts
+grep -q "launch.sh: warning" hosts.log && { cat hosts.log; fail "a warning for 2 ranks per machine on 2 GPUs"; }
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  out/launch.sh --steps 1 >nogpu.log 2>&1 && fail "a cuda program ran on a machine without a GPU"
+  grep -q "launch.sh: warning: nvidia-smi not found" nogpu.log || { cat nogpu.log; fail "no nvidia-smi warning"; }
+  grep -q "launch.sh: rank 0 (rank_0000) failed: " nogpu.log || { cat nogpu.log; fail "the rank's failure is not named"; }
+  echo "no GPU here: $(grep 'launch.sh: rank 0' nogpu.log)"
+fi
+
+# ---- 4. architectures and refusals ------------------------------------------
+# Seven one-GPU machines named as vendors and clouds write them; a plan of
+# seven one-rank pipelines (5+5+5+5+4+4+4 sequences) puts a rank on each.
+cat >names.hx <<'EOF'
+gpu "A100-SXM4-80GB" { tflops = 312; memory = 80 GiB }
+gpu "NVIDIA RTX A6000" { tflops = 155; memory = 48 GiB }
+gpu "GeForce RTX 3090 Ti" { tflops = 80; memory = 24 GiB }
+gpu "L40S" { tflops = 362; memory = 48 GiB }
+gpu "H100 SXM5" { tflops = 989; memory = 80 GiB }
+gpu "GH200" { tflops = 989; memory = 96 GiB }
+gpu "B200" { tflops = 2250; memory = 180 GiB }
+node "a" { gpu = "A100-SXM4-80GB"; gpus = 1 }
+node "b" { gpu = "NVIDIA RTX A6000"; gpus = 1 }
+node "c" { gpu = "GeForce RTX 3090 Ti"; gpus = 1 }
+node "d" { gpu = "L40S"; gpus = 1 }
+node "e" { gpu = "H100 SXM5"; gpus = 1 }
+node "f" { gpu = "GH200"; gpus = 1 }
+node "g" { gpu = "B200"; gpus = 1 }
+network { bandwidth = 10 GB/s }
+EOF
+python3 - >seven.json <<'EOF'
+import json
+pipes = [{"micro_batches": m, "micro_batch_size": 1, "stages": [
+    {"ranks": [r], "tp": 1, "layers": [0, 4], "leader": r, "recompute": False}]}
+    for r, m in enumerate([5, 5, 5, 5, 4, 4, 4])]
+print(json.dumps({"strategy": "file", "description": "seven", "schedule": "1f1b", "pipelines": pipes}))
+EOF
+"$hexic" "$tiny" names.hx --plan=seven.json --target=cuda -o names >names.txt 2>&1 ||
+  { cat names.txt; fail "hexic on names.hx"; }
+for want in "RANKS_SM80 = rank_0000" "RANKS_SM86 = rank_0001 rank_0002" "RANKS_SM89 = rank_0003" \
+  "RANKS_SM90 = rank_0004 rank_0005" "RANKS_SM100 = rank_0006"; do
+  grep -qx "$want" names/Makefile || { grep RANKS_SM names/Makefile; fail "names: no '$want'"; }
+done
+# Names that are not those GPUs get no guess, and only --target=cuda asks.
+sed -i 's/"B200"/"A1000"/g; s/"GH200"/"RTX 6000"/g' names.hx
+"$hexic" "$tiny" names.hx --check --target=cuda >unknown.txt 2>&1
+[ $? -eq 1 ] || { cat unknown.txt; fail "unknown GPU names accepted for --target=cuda"; }
+[ "$(grep -c 'needs the CUDA architecture of GPU type "\(A1000\|RTX 6000\)"' unknown.txt)" -eq 2 ] ||
+  { cat unknown.txt; fail "A1000 and RTX 6000 should each need cuda_arch"; }
+"$hexic" "$tiny" names.hx --check >/dev/null 2>&1 || fail "--target=cpu asked for a CUDA architecture"
+# A head dimension the attention kernels have no instantiation for (96/4).
+sed 's/hidden = 64/hidden = 96/' "$tiny" >hd24.hx
+"$hexic" hd24.hx "$src/examples/clusters/one-h200.hx" --target=cuda -o hd24 >hd24.txt 2>&1
+[ $? -eq 2 ] || { cat hd24.txt; fail "head dimension 24 should be refused with exit 2"; }
+grep -q "the CUDA kernels run head dimensions 16, 32, 64 and 128; the model's hidden/heads is 24" \
+  hd24.txt || { cat hd24.txt; fail "wrong head-dimension message"; }
+# bf16: the ranks say so.
+sed 's/precision = fp32/precision = bf16/' "$tiny" >bf16.hx
+"$hexic" bf16.hx "$src/examples/clusters/one-h200.hx" --target=cuda -o bf16 >/dev/null ||
+  fail "hexic bf16.hx"
+grep -q ".precision = HX_RT_BF16," bf16/rank_0000.c || fail "bf16 plan without HX_RT_BF16"
+grep -q "bf16 on the GPU (fp32 master weights, gradients and AdamW moments)" bf16/rank_0000.c ||
+  fail "bf16 plan without its comment"
+echo "cuda programs: 2 architectures built once each, every rank linked, launch.sh warnings," \
+  "7 GPU names, refusals"
