@@ -31,6 +31,9 @@ namespace {
 
 /* ---- fragments and the mma ------------------------------------------------ */
 
+/* tests/gpu/emulate/ runs this file on the host and supplies these two
+ * warp-collective instructions itself (from the PTX ISA's layouts). */
+#ifndef HXC_EMULATED_MMA
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                                           uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -51,6 +54,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4],
       : "r"(addr)
       : "memory");
 }
+#endif
 
 /* Two adjacent bf16 as one register (the lower index in the low half). */
 __device__ __forceinline__ uint32_t ld_pair(const bf16 *p) {

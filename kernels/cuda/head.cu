@@ -102,7 +102,7 @@ __global__ void sum_losses(double *loss, const float *losses, long n,
     sum += losses[i];
   shared[threadIdx.x] = sum;
   __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half >>= 1) {
+  for (unsigned half = blockDim.x / 2; half > 0; half >>= 1) {
     if (threadIdx.x < half)
       shared[threadIdx.x] += shared[threadIdx.x + half];
     __syncthreads();
@@ -142,7 +142,7 @@ void hxc_head_forward_backward(struct hxc_ctx *ctx, const struct hxk_dims *d,
           s.logits, lp, targets + t0, s.losses + t0, V, (float)scale);
     else
       cross_entropy_rows<false><<<(unsigned)rows, 256, 0, stream>>>(
-          s.logits, NULL, targets + t0, s.losses + t0, V, (float)scale);
+          s.logits, nullptr, targets + t0, s.losses + t0, V, (float)scale);
     HXC_LAUNCHED("cross_entropy_rows");
     if (!backward)
       continue;

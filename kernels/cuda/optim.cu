@@ -39,7 +39,7 @@ struct hxc_adamw_group {
 __device__ double block_sum_double(double x, double *shared) {
   shared[threadIdx.x] = x;
   __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half >>= 1) {
+  for (unsigned half = blockDim.x / 2; half > 0; half >>= 1) {
     if (threadIdx.x < half)
       shared[threadIdx.x] += shared[threadIdx.x + half];
     __syncthreads();

@@ -1,0 +1,110 @@
+/* A host emulation of the little of CUDA that kernels/cuda/ uses, so that the
+ * kernels' own source runs on a machine without a GPU against the CPU
+ * kernels (tests/gpu/emulate/run.sh). Force-included (g++ -include) before
+ * every translation unit; run.sh first rewrites `k<<<grid, block, smem,
+ * stream>>>(args)` into `emu::launch(k, grid, block, smem, stream)(args)`
+ * and `extern __shared__ T name[];` into a pointer to the launch's dynamic
+ * shared memory.
+ *
+ * Model: the blocks of a launch run one after another; the threads of a
+ * block are coroutines (own stacks, one OS thread), switched only at
+ * barriers, so __shared__ arrays can be function statics. Warp-collective
+ * operations (shuffles, mma.sync, ldmatrix) are a warp barrier, an exchange
+ * through per-warp slots, and a second barrier; a collective that not every
+ * lane of a warp reaches is reported as a deadlock, as is a __syncthreads
+ * some live thread never reaches. mma.sync.m16n8k16 and ldmatrix.trans
+ * follow the fragment layouts of the PTX ISA (written out in
+ * emu_runtime.cpp); what this checks is that the kernels use those layouts
+ * consistently and that their indexing, masking and softmax algebra are
+ * right. It cannot check timing, memory coalescing or the real hardware's
+ * rounding inside a tensor-core accumulation. */
+#ifndef HXC_CUDA_EMU_H
+#define HXC_CUDA_EMU_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <functional>
+
+namespace emu {
+
+struct thread_state {
+  uint3 thread_idx, block_idx;
+  dim3 block_dim, grid_dim;
+  int linear; /* index in the block, x fastest */
+};
+
+/* The emulated thread now running. */
+extern thread_state *current;
+
+void block_barrier();
+float shfl_xor(float x, int lane_mask);
+double shfl_xor(double x, int lane_mask);
+void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+               uint32_t b1);
+void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row_addr);
+void *dynamic_smem();
+float atomic_add(float *p, float v);
+
+/* Runs body once per thread of every block of the grid. */
+void run_grid(dim3 grid, dim3 block, size_t smem,
+              const std::function<void()> &body);
+
+template <class F> struct launcher {
+  F kernel;
+  dim3 grid, block;
+  size_t smem;
+  template <class... A> void operator()(A... args) const {
+    F k = kernel;
+    run_grid(grid, block, smem, [=]() { k(args...); });
+  }
+};
+
+template <class F>
+launcher<F> launch(F kernel, dim3 grid, dim3 block, size_t smem = 0,
+                   cudaStream_t stream = 0) {
+  (void)stream; /* one stream: every launch completes before the next */
+  return launcher<F>{kernel, grid, block, smem};
+}
+
+} /* namespace emu */
+
+/* Device-side integer min/max, and the C++ form of cudaFuncSetAttribute,
+ * which the CUDA headers declare for nvcc only. */
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+template <class T>
+cudaError_t cudaFuncSetAttribute(T *func, enum cudaFuncAttribute attr,
+                                 int value) {
+  return cudaFuncSetAttribute((const void *)func, attr, value);
+}
+
+#define threadIdx (emu::current->thread_idx)
+#define blockIdx (emu::current->block_idx)
+#define blockDim (emu::current->block_dim)
+#define gridDim (emu::current->grid_dim)
+#define __syncthreads() emu::block_barrier()
+#define __shfl_xor_sync(mask, x, lane_mask) emu::shfl_xor((x), (lane_mask))
+#define atomicAdd(p, v) emu::atomic_add((p), (v))
+#undef __shared__
+#define __shared__ static
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
+
+/* attention_tc.cu's two warp-collective instructions. */
+#define HXC_EMULATED_MMA 1
+static inline void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                             uint32_t b0, uint32_t b1) {
+  emu::mma_16816(d, a, b0, b1);
+}
+static inline void ldmatrix_x4_trans(uint32_t (&r)[4],
+                                     const __nv_bfloat16 *row_addr) {
+  emu::ldmatrix_x4_trans(r, row_addr);
+}
+
+#endif
