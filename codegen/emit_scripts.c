@@ -147,6 +147,7 @@ void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused) {
           "#SBATCH --job-name=hexic-%s\n"
           "#SBATCH --ntasks=%d\n"
           "#SBATCH --cpus-per-task=1\n"
+          "%s"
           "#SBATCH --output=hexic-%%j.out\n"
           "set -euo pipefail\n"
           "cd \"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"\n"
@@ -156,5 +157,8 @@ void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused) {
           "  printf '%%d ./rank_%%04d %%s\\n' \"$r\" \"$r\" \"$*\" >>\"$conf\"\n"
           "done\n"
           "srun --mpi=pmix --multi-prog \"$conf\"\n",
-          job, set->nranks, set->nranks - 1);
+          job, set->nranks,
+          /* each rank is one device of the plan; Slurm then shows a task its GPU alone */
+          set->ctx->opt.target == HX_TARGET_CUDA ? "#SBATCH --gpus-per-task=1\n" : "",
+          set->nranks - 1);
 }

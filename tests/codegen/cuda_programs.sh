@@ -38,6 +38,13 @@ for f in mix/*.c; do
 done
 "$parse_check" -I "$src/rtlib" mix/*.c || fail "libclang diagnostics"
 bash -n mix/launch.sh || fail "launch.sh syntax"
+grep -qx "#SBATCH --gpus-per-task=1" mix/slurm.sbatch || fail "slurm.sbatch asks for no GPU per task"
+# The same plan for --target=cpu knows nothing of GPUs.
+"$hexic" "$tiny" "$src/examples/clusters/mixed-h100-4090.hx" --plan="$plan" -o cpu >/dev/null ||
+  fail "hexic --target=cpu"
+grep -q "nvcc\|cuda" cpu/Makefile && fail "the CPU Makefile mentions CUDA"
+grep -q "gpus-per-task\|nvidia-smi" cpu/slurm.sbatch cpu/launch.sh && fail "CPU scripts ask for GPUs"
+grep -q "device_type\|GPU:" cpu/rank_0000.c && fail "a CPU rank carries GPU fields"
 
 # The GPU fields: type, the memory plan.json gives the device, precision.
 python3 - mix <<'EOF' || fail "the ranks' GPU fields"
