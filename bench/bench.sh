@@ -1,9 +1,10 @@
 #!/bin/sh
 # The scheduler bench (issue 4): simulated iteration time of hexic's plan
 # against the best symmetric plan and, on <= 8 devices, the exhaustive
-# optimum; then the planner's wall time at 8 .. 4096 devices (clusters of
-# four GPU types generated here as .hx text). Figures are measured, nothing
-# is asserted.
+# optimum; then a table of the planner's wall time (one core) and its plan's
+# simulated iteration time at 8 .. 4096 devices x global batch 64 .. 4096
+# (Llama-2-70B on clusters of four GPU types generated here as .hx text).
+# Figures are measured, nothing is asserted.
 #   usage: bench/bench.sh [HEXIC]   (default: build-bench/hexic, built Release)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,25 +71,43 @@ awk '{ g = $NF; if (g == "-") next; sub("%", "", g); g += 0; n++; s += g; if (g 
        if (g <= 2) w++ }
      END { if (n) printf "gap to the exhaustive optimum over %d clusters: mean %+.2f%%, max %+.2f%%, %d within 2%%\n", n, s / n, m, w }' "$tmp/gaps"
 
-echo "== planner wall time, Llama-2-70B, four GPU types"
-for n in 8 64 512 1024 4096; do
+# A cluster of n devices of four GPU types, as .hx text: n/8 machines of 8
+# (n/2 of 2 below 32 devices), a quarter of each type, one network.
+cluster() {
+  n=$1
   [ "$n" -lt 32 ] && nodes=$((n / 2)) || nodes=$((n / 8))
   gpn=$(( n / nodes ))
-  {
-    echo 'gpu "H100" { tflops = 989; memory = 80 GiB }'
-    echo 'gpu "A100" { tflops = 312; memory = 80 GiB }'
-    echo 'gpu "A800" { tflops = 312; memory = 80 GiB }'
-    echo 'gpu "L40S" { tflops = 362; memory = 48 GiB }'
-    for t in h100:H100 a100:A100 a800:A800 l40s:L40S; do
-      echo "node \"${t%%:*}\" { gpu = \"${t#*:}\"; gpus = $gpn; bandwidth = 300 GB/s; latency = 2 us; replicas = $((nodes / 4)) }"
-    done
-    echo 'network { bandwidth = 25 GB/s; latency = 5 us }'
-  } > "$tmp/big.hx"
-  start=$(date +%s.%N)
-  out=$("$hexic" "$ex/models/llama2-70b.hx" "$tmp/big.hx" --print-ir 2>/dev/null || true)
-  end=$(date +%s.%N)
-  h=$(printf '%s\n' "$out" | iter plan); b=$(printf '%s\n' "$out" | iter base)
-  awk -v n="$n" -v s="$start" -v e="$end" -v h="${h:--}" -v b="${b:--}" 'BEGIN{
-    if (h == "-") printf "%5d devices: no plan fits (planner %.2f s wall)\n", n, e - s
-    else printf "%5d devices: planner %.2f s wall, hexic %s s, baseline %s s\n", n, e - s, h, b }'
+  echo 'gpu "H100" { tflops = 989; memory = 80 GiB }'
+  echo 'gpu "A100" { tflops = 312; memory = 80 GiB }'
+  echo 'gpu "A800" { tflops = 312; memory = 80 GiB }'
+  echo 'gpu "L40S" { tflops = 362; memory = 48 GiB }'
+  for t in h100:H100 a100:A100 a800:A800 l40s:L40S; do
+    echo "node \"${t%%:*}\" { gpu = \"${t#*:}\"; gpus = $gpn; bandwidth = 300 GB/s; latency = 2 us; replicas = $((nodes / 4)) }"
+  done
+  echo 'network { bandwidth = 25 GB/s; latency = 5 us }'
+}
+
+# Planner time grows with the cluster and, through the micro-batch settings
+# and the pipeline counts it can try, with the global batch: one cell per
+# (devices, global batch), the planner's wall time on one core (taskset
+# when there is one) and the simulated iteration time of its plan.
+echo "== planner wall time / simulated iteration time, Llama-2-70B, four GPU types"
+one_core=""
+command -v taskset >/dev/null 2>&1 && one_core="taskset -c 0"
+batches="64 256 1024 4096"
+printf "%8s" devices; for gb in $batches; do printf " %22s" "global_batch $gb"; done; echo
+for n in 8 64 512 1024 4096; do
+  cluster "$n" > "$tmp/big.hx"
+  printf "%8d" "$n"
+  for gb in $batches; do
+    sed "s/global_batch = 64/global_batch = $gb/" "$ex/models/llama2-70b.hx" > "$tmp/m70.hx"
+    start=$(date +%s.%N)
+    out=$($one_core "$hexic" "$tmp/m70.hx" "$tmp/big.hx" --print-ir 2>/dev/null || true)
+    end=$(date +%s.%N)
+    h=$(printf '%s\n' "$out" | iter plan)
+    awk -v s="$start" -v e="$end" -v h="${h:-}" 'BEGIN{
+      if (h == "") printf " %22s", sprintf("%.2f s / no plan", e - s)
+      else printf " %22s", sprintf("%.2f s / %.3g s", e - s, h) }'
+  done
+  echo
 done

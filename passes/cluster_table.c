@@ -141,6 +141,27 @@ static void fill_devices(struct hx_cluster *c, const struct pair_choice *choice)
   }
 }
 
+/* The node x node tables: the same figures fill_devices writes for every
+ * pair of GPUs of two nodes (of one node on the diagonal). */
+static void fill_nodes(struct hx_cluster *c, const struct pair_choice *choice,
+                       struct hx_arena *a) {
+  int nn = c->nnodes;
+  c->node_bandwidth = HX_NEW_ARRAY(a, double, (size_t)nn * (size_t)nn);
+  c->node_latency = HX_NEW_ARRAY(a, double, (size_t)nn * (size_t)nn);
+  for (int x = 0; x < nn; x++)
+    for (int y = 0; y < nn; y++) {
+      int li = choice[(long)x * nn + y].link;
+      double bw = x == y ? c->nodes[x].bandwidth
+                  : li >= 0 ? c->links[li].bandwidth
+                            : c->network_bandwidth;
+      double lat = x == y ? c->nodes[x].latency
+                   : li >= 0 ? c->links[li].latency
+                             : c->network_latency;
+      c->node_bandwidth[(long)x * nn + y] = bw;
+      c->node_latency[(long)x * nn + y] = lat;
+    }
+}
+
 bool hx_pass_cluster_table(struct hx_ctx *ctx) {
   struct hx_cluster *c = &ctx->cluster;
   int before = hx_error_count();
@@ -151,5 +172,6 @@ bool hx_pass_cluster_table(struct hx_ctx *ctx) {
   c->bandwidth = HX_NEW_ARRAY(&ctx->arena, double, cells);
   c->latency = HX_NEW_ARRAY(&ctx->arena, double, cells);
   fill_devices(c, choice);
+  fill_nodes(c, choice, &ctx->arena);
   return true;
 }

@@ -2,6 +2,8 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ir/plan_util.h"
 
@@ -229,8 +231,132 @@ double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st,
 
 /* ---- communication ----------------------------------------------------- */
 
+static int cmp_int64(const void *x, const void *y) {
+  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* The members' distinct nodes in ascending order into node[], multi[x]
+ * true when node[x] holds two distinct members. Returns how many. */
+static int distinct_nodes(const struct hx_cluster *c, const int *ranks, int n, int64_t *key,
+                          int *node, bool *multi) {
+  int first = c->devices[ranks[0]].node;
+  bool one_node = true, distinct = false;
+  for (int i = 1; i < n; i++) {
+    one_node = one_node && c->devices[ranks[i]].node == first;
+    distinct = distinct || ranks[i] != ranks[0];
+  }
+  if (one_node) { /* a TP group: the common case, no sort */
+    node[0] = first;
+    multi[0] = distinct;
+    return 1;
+  }
+  for (int i = 0; i < n; i++)
+    key[i] = (int64_t)c->devices[ranks[i]].node << 32 | (uint32_t)ranks[i];
+  if (n <= 32) { /* insertion sort: small groups, no qsort overhead */
+    for (int i = 1; i < n; i++)
+      for (int j = i; j > 0 && key[j - 1] > key[j]; j--) {
+        int64_t t = key[j];
+        key[j] = key[j - 1];
+        key[j - 1] = t;
+      }
+  } else {
+    qsort(key, (size_t)n, sizeof *key, cmp_int64);
+  }
+  int u = 0;
+  for (int i = 0; i < n; i++) {
+    int nd = (int)(key[i] >> 32);
+    if (u > 0 && node[u - 1] == nd) {
+      multi[u - 1] = multi[u - 1] || key[i] != key[i - 1]; /* a distinct rank */
+      continue;
+    }
+    node[u] = nd;
+    multi[u++] = false;
+  }
+  return u;
+}
+
+/* The slowest bandwidth and largest latency over every ordered pair of the
+ * nodes, and each node's own figures where it holds two distinct members. */
+static void node_links(const struct hx_cluster *c, const int *node, const bool *multi, int u,
+                       double *min_bw, double *max_lat) {
+  int nn = c->nnodes;
+  double bw = INFINITY, lat = 0;
+  for (int x = 0; x < u; x++)
+    for (int y = 0; y < u; y++) {
+      if (x == y && !multi[x])
+        continue;
+      double b = c->node_bandwidth[(long)node[x] * nn + node[y]];
+      double l = c->node_latency[(long)node[x] * nn + node[y]];
+      if (b < bw)
+        bw = b;
+      if (l > lat)
+        lat = l;
+    }
+  *min_bw = bw;
+  *max_lat = lat;
+}
+
+/* The last node set group_links_by_node priced and its figures: the slices
+ * of one layer's gradient sync mostly span the same nodes. */
+struct links_memo {
+  int u, cap;
+  int *node;
+  bool *multi;
+  double bw, lat;
+};
+
+/* hx_group_links over the node tables: the same pairs' figures as the
+ * device tables hold, read from a table that stays in cache (the device
+ * tables of 4096 GPUs do not, and a gradient group of 128 pipelines reads
+ * 16384 pairs); memo (may be NULL) skips a node set priced just before. */
+static void group_links_by_node(const struct hx_cluster *c, const int *ranks, int n,
+                                struct links_memo *memo, double *min_bw, double *max_lat) {
+  enum { STACK = 512 };
+  int64_t key_stack[STACK];
+  int node_stack[STACK];
+  bool multi_stack[STACK];
+  bool heap = n > STACK;
+  int64_t *key = heap ? malloc(sizeof(int64_t) * (size_t)n) : key_stack;
+  int *node = heap ? malloc(sizeof(int) * (size_t)n) : node_stack;
+  bool *multi = heap ? malloc(sizeof(bool) * (size_t)n) : multi_stack;
+  if (!key || !node || !multi)
+    hx_internal_error("out of memory pricing a group");
+  int u = distinct_nodes(c, ranks, n, key, node, multi);
+  if (memo && memo->u == u && !memcmp(memo->node, node, sizeof(int) * (size_t)u) &&
+      !memcmp(memo->multi, multi, sizeof(bool) * (size_t)u)) {
+    *min_bw = memo->bw;
+    *max_lat = memo->lat;
+  } else {
+    node_links(c, node, multi, u, min_bw, max_lat);
+    if (memo) {
+      if (u > memo->cap) {
+        memo->cap = u;
+        memo->node = realloc(memo->node, sizeof(int) * (size_t)u);
+        memo->multi = realloc(memo->multi, sizeof(bool) * (size_t)u);
+        if (!memo->node || !memo->multi)
+          hx_internal_error("out of memory pricing a group");
+      }
+      memo->u = u;
+      memcpy(memo->node, node, sizeof(int) * (size_t)u);
+      memcpy(memo->multi, multi, sizeof(bool) * (size_t)u);
+      memo->bw = *min_bw;
+      memo->lat = *max_lat;
+    }
+  }
+  if (heap) {
+    free(key);
+    free(node);
+    free(multi);
+  }
+}
+
 void hx_group_links(const struct hx_cluster *c, const int *ranks, int n, double *min_bw,
                     double *max_lat) {
+  if (c->node_bandwidth && n > 2) {
+    group_links_by_node(c, ranks, n, NULL, min_bw, max_lat);
+    return;
+  }
   double bw = INFINITY, lat = 0;
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
@@ -249,6 +375,10 @@ void hx_group_links(const struct hx_cluster *c, const int *ranks, int n, double 
 double hx_p2p_s(const struct hx_cluster *c, int a, int b, double bytes) {
   if (a == b)
     return 0;
+  if (c->node_bandwidth) { /* the same figures, from the node tables */
+    long at = (long)c->devices[a].node * c->nnodes + c->devices[b].node;
+    return c->node_latency[at] + bytes / c->node_bandwidth[at];
+  }
   return hx_lat(c, a, b) + bytes / hx_bw(c, a, b);
 }
 
@@ -262,8 +392,19 @@ static double ring_s(const struct hx_cluster *c, const int *ranks, int n, double
   return steps * lat + volume / bw;
 }
 
+/* A ring all-reduce of `bytes` over n members whose slowest link is bw and
+ * largest latency lat. */
+static double allreduce_over(int n, double bytes, double bw, double lat) {
+  double volume = 2.0 * (n - 1) / n * bytes, steps = 2.0 * (n - 1);
+  return steps * lat + volume / bw;
+}
+
 double hx_allreduce_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
-  return ring_s(c, ranks, n, 2.0 * (n - 1) / n * bytes, 2.0 * (n - 1));
+  if (n <= 1)
+    return 0;
+  double bw, lat;
+  hx_group_links(c, ranks, n, &bw, &lat);
+  return allreduce_over(n, bytes, bw, lat);
 }
 
 double hx_broadcast_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
@@ -295,8 +436,11 @@ int hx_best_leader(const struct hx_ctx *ctx, const struct hx_stage *from, const 
                    int64_t mbs) {
   double bytes = hx_hop_bytes(ctx, mbs), best_s = INFINITY;
   int best = to->devices[0];
+  /* the broadcast inside `to` does not depend on the leader: priced once,
+   * added as hop_with_leader adds it (the same sums, bit for bit) */
+  double bcast = hx_broadcast_s(&ctx->cluster, to->devices, to->ndevices, bytes);
   for (int i = 0; i < to->ndevices; i++) {
-    double t = hop_with_leader(ctx, from->leader, to, to->devices[i], bytes);
+    double t = hx_p2p_s(&ctx->cluster, from->leader, to->devices[i], bytes) + bcast;
     if (t < best_s) {
       best_s = t;
       best = to->devices[i];
@@ -382,12 +526,25 @@ static void grad_sync_slices(const struct hx_ctx *ctx, struct hx_arena *scratch,
   int stack[STACK_MEMBERS], width;
   int64_t nslices = hx_grad_slicing(plan, layer, &width);
   int *members = width <= STACK_MEMBERS ? stack : HX_NEW_ARRAY(scratch, int, width);
+  struct links_memo memo = {0};
+  const struct hx_cluster *c = &ctx->cluster;
   for (int64_t k = 0; k < nslices; k++) {
     hx_grad_slice_ranks(plan, layer, nslices, k, members);
-    double t = hx_allreduce_s(&ctx->cluster, members, width, bytes / (double)nslices);
+    double t;
+    if (c->node_bandwidth && width > 2) {
+      /* hx_allreduce_s's formula, its links priced through the memo: the
+       * slices of one layer are on the same nodes when TP stays in nodes */
+      double bw, lat;
+      group_links_by_node(c, members, width, &memo, &bw, &lat);
+      t = allreduce_over(width, bytes / (double)nslices, bw, lat);
+    } else {
+      t = hx_allreduce_s(c, members, width, bytes / (double)nslices);
+    }
     for (int i = 0; i < width; i++)
       per_rank[members[i]] += t;
   }
+  free(memo.node);
+  free(memo.multi);
 }
 
 static void grad_sync_derived(const struct hx_ctx *ctx, struct hx_arena *scratch,
@@ -594,6 +751,11 @@ static double sync_chain_end_s(const struct hx_plan *plan, double *const *ends,
 }
 
 double hx_estimate_iteration_s(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  return hx_estimate_iteration_below(ctx, plan, INFINITY);
+}
+
+double hx_estimate_iteration_below(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                                   double beat) {
   struct hx_arena scratch;
   hx_arena_init(&scratch);
   int layers = (int)ctx->model.layers, n = plan->npipelines;
@@ -611,6 +773,12 @@ double hx_estimate_iteration_s(const struct hx_ctx *ctx, const struct hx_plan *p
       opt = fmax(opt, hx_stage_optimizer_s(ctx, &p->stages[s], s == 0, s == p->nstages - 1));
   }
   double end = pipes;
+  /* the sync only ever adds (fmax, then a sum of non-negative times): when
+   * pipes + opt cannot beat `beat`, the estimate cannot either */
+  if (pipes + opt >= beat) {
+    hx_arena_free(&scratch);
+    return pipes + opt;
+  }
   if (hx_plan_replicates_weights(plan)) {
     /* one layer's sync per range of layers where no pipeline changes stage */
     int *bounds = HX_NEW_ARRAY(&scratch, int, layers + 2);

@@ -201,6 +201,12 @@ bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double
  * queue on the stage's devices: the sync the backward does not hide); then
  * the slowest optimizer step. Scratch memory only (freed on return). */
 double hx_estimate_iteration_s(const struct hx_ctx *ctx, const struct hx_plan *plan);
+/* The same estimate when it is below `beat`; else some value >= beat (the
+ * pipelines and optimizer alone, without pricing the gradient sync): a
+ * search keeping the best of many plans skips the sync of those that
+ * cannot win. */
+double hx_estimate_iteration_below(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                                   double beat);
 
 /* ============================================================
  * HexiSeq: context x head parallelism
@@ -419,6 +425,14 @@ struct hx_sim_options {
  * may be NULL. Allocates nothing that outlives the call except the recorded
  * events. */
 bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_options *opt);
+
+/* The most tasks one simulation builds (about 100 bytes each with their
+ * dependencies: some 1.6 GB); a plan that needs more (a huge global batch in
+ * micro-batches of one over many stages) is not simulated (sim.valid false),
+ * and the planners do not propose one. hx_sim_task_bound is an upper bound
+ * on a plan's tasks, in 64 bits (stages x micro-batches exceed 2^31). */
+enum { HX_SIM_MAX_TASKS = 1 << 24 };
+int64_t hx_sim_task_bound(const struct hx_ctx *ctx, const struct hx_plan *plan);
 
 /* A lower bound on the iteration_s hx_simulate would report for `plan`,
  * from the same durations and the dependencies every schedule obeys (stage

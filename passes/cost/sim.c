@@ -218,8 +218,9 @@ static void build_pipeline(struct sim *s, int i) {
   const struct hx_pipeline *p = &s->plan->pipelines[i];
   int m = (int)p->micro_batches, nst = p->nstages;
   struct pipe_tasks pt;
-  pt.fwd = HX_NEW_ARRAY(&s->scratch, int, nst * m);
-  pt.bwd = HX_NEW_ARRAY(&s->scratch, int, nst * m);
+  /* stages x micro-batches in 64 bits: it is the product that grows */
+  pt.fwd = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
+  pt.bwd = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
   struct stage_times *times = HX_NEW_ARRAY(&s->scratch, struct stage_times, nst);
   for (int si = 0; si < nst; si++) {
     int gs = s->stage_base[i] + si;
@@ -229,9 +230,9 @@ static void build_pipeline(struct sim *s, int i) {
       int step = order[k];
       int id = compute_task(s, i, si, gs, step, times[si]);
       if (step > 0)
-        pt.fwd[si * m + step - 1] = id;
+        pt.fwd[(int64_t)si * m + step - 1] = id;
       else
-        pt.bwd[si * m - step - 1] = id;
+        pt.bwd[(int64_t)si * m - step - 1] = id;
       s->last_task[gs] = id;
     }
   }
@@ -240,12 +241,12 @@ static void build_pipeline(struct sim *s, int i) {
     for (int j = 0; j < m; j++) {
       double dur = times[si].hop_next;
       int f = hop_task(s, i, si, si + 1, j, dur);
-      depend(s, pt.fwd[si * m + j], f);
-      depend(s, f, pt.fwd[(si + 1) * m + j]);
+      depend(s, pt.fwd[(int64_t)si * m + j], f);
+      depend(s, f, pt.fwd[(int64_t)(si + 1) * m + j]);
       int b = hop_task(s, i, si + 1, si, j, dur);
-      depend(s, pt.bwd[(si + 1) * m + j], b);
+      depend(s, pt.bwd[(int64_t)(si + 1) * m + j], b);
       /* the receiving backward: for the last micro-batch, its first piece */
-      int recv = j == m - 1 ? s->piece[s->stage_base[i] + si][0] : pt.bwd[si * m + j];
+      int recv = j == m - 1 ? s->piece[s->stage_base[i] + si][0] : pt.bwd[(int64_t)si * m + j];
       depend(s, b, recv);
     }
 }
@@ -638,7 +639,24 @@ static void build(struct sim *s) {
   build_optimizer(s);
 }
 
-static bool plan_is_simulable(const struct hx_plan *plan) {
+int64_t hx_sim_task_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  int64_t layers = ctx->model.layers + 2, tasks = 0; /* + embedding and head */
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    int64_t m = p->micro_batches > 0 ? p->micro_batches : 0;
+    /* forward and backward per stage and micro-batch, a hop each way per
+     * boundary, the last backward split per layer, the optimizer step */
+    tasks += 4 * (int64_t)p->nstages * m + (int64_t)p->nstages * (layers + 1);
+    if (tasks > INT64_MAX / 8)
+      return INT64_MAX / 8;
+  }
+  /* the gradient all-reduces: at most one per layer and device */
+  return tasks + layers * (int64_t)plan->ndevices;
+}
+
+/* Whether the plan is well formed enough to price (the lower bound needs no
+ * more); hx_simulate also needs it small enough to build. */
+static bool plan_is_priceable(const struct hx_plan *plan) {
   if (plan->npipelines <= 0)
     return false;
   for (int i = 0; i < plan->npipelines; i++) {
@@ -667,7 +685,7 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
   opt->events = NULL;
   opt->nevents = 0;
   plan->sim.valid = false;
-  if (!plan_is_simulable(plan)) {
+  if (!plan_is_priceable(plan) || hx_sim_task_bound(ctx, plan) > HX_SIM_MAX_TASKS) {
     opt->memory_shortfall = INFINITY;
     opt->worst_rank = -1;
     return false;
@@ -758,7 +776,7 @@ static double pipeline_lower_bound(const struct sim *s, int i) {
 }
 
 double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) {
-  if (!plan_is_simulable(plan))
+  if (!plan_is_priceable(plan))
     return 0;
   struct sim s;
   memset(&s, 0, sizeof s);

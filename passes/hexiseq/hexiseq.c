@@ -451,6 +451,8 @@ static struct hx_plan *fastest_of(struct search *s, enum kind k) {
     if (isinf(s->est[k][j]))
       break;
     struct hx_plan *p = simulated(s->ctx, s->best[k][j]);
+    if (!p->sim.valid) /* too many micro-batches x stages to simulate */
+      continue;
     if (!best || p->sim.iteration_s < best->sim.iteration_s)
       best = p;
   }

@@ -23,6 +23,15 @@
 
 #include "ir/hexic.h"
 
+/* The bandwidth from device a to device b (a != b): the node tables' figure
+ * when the cluster has them (the same value, from a table that stays in
+ * cache on large clusters), else the device table's. */
+static inline double hx_sched_bw(const struct hx_cluster *c, int a, int b) {
+  if (c->node_bandwidth)
+    return c->node_bandwidth[(long)c->devices[a].node * c->nnodes + c->devices[b].node];
+  return hx_bw(c, a, b);
+}
+
 /* ---- deterministic randomness ------------------------------------------ */
 
 struct hx_rng {

@@ -68,7 +68,7 @@ bool hx_sched_may_share_tp(const struct hx_cluster *c, int a, int b) {
   if (na == nb)
     return true;
   double own = fmin(c->nodes[na].bandwidth, c->nodes[nb].bandwidth);
-  return fmin(hx_bw(c, a, b), hx_bw(c, b, a)) >= own;
+  return fmin(hx_sched_bw(c, a, b), hx_sched_bw(c, b, a)) >= own;
 }
 
 /* Island id (the smallest index in its island) of each member: each run of
@@ -340,7 +340,7 @@ static double *group_bandwidth(const struct hx_cluster *c, struct hx_arena *a, c
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
       if (group[i] != group[j])
-        w[group[i] * k + group[j]] += hx_bw(c, devices[i], devices[j]);
+        w[group[i] * k + group[j]] += hx_sched_bw(c, devices[i], devices[j]);
   return w;
 }
 

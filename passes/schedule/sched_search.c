@@ -970,6 +970,9 @@ static struct hx_plan *finish(struct search *s) {
     hx_sched_build_groups(ctx, &ctx->arena, p);
     p->description = hx_sprintf(&ctx->arena, "dp=%d, %d of %d devices", p->npipelines,
                                 hx_plan_used_devices(p), ctx->cluster.ndevices);
+    /* one that cannot beat the best so far (a sound bound) is not simulated */
+    if (best && hx_sim_lower_bound(ctx, p) >= best->sim.iteration_s)
+      continue;
     hx_simulate(ctx, p, NULL);
     if (p->sim.valid && (!best || p->sim.iteration_s < best->sim.iteration_s))
       best = p;

@@ -234,6 +234,76 @@ static void test_sim_data_parallel(double bw) {
   hx_arena_free(&ctx.arena);
 }
 
+/* Issue 10: stages x micro-batches was an int product: 256 stages of
+ * 2^23 + 1 micro-batches wrapped past 2^31 and indexed the task tables out
+ * of bounds. The product is 64-bit, and a plan with more tasks than the
+ * simulator builds is refused (sim.valid false) at once, its bound still
+ * priced; a plan just under the limit is simulated. */
+static void test_sim_task_limit(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  set_model(&ctx, 256, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 256, 1e-3, 24, 1e9, 1e-5);
+  struct hx_plan *p = simple_plan(&ctx, 1, 256, 1);
+  p->pipelines[0].micro_batches = ((int64_t)1 << 23) + 1;
+  CHECK(hx_sim_task_bound(&ctx, p) > (int64_t)INT32_MAX);
+  CHECK(!hx_simulate(&ctx, p, NULL));
+  CHECK(!p->sim.valid);
+  CHECK(hx_sim_lower_bound(&ctx, p) > 0);
+  p->pipelines[0].micro_batches = 1000; /* 256 x 1000 x 4 tasks: fine */
+  CHECK(hx_sim_task_bound(&ctx, p) <= HX_SIM_MAX_TASKS);
+  hx_simulate(&ctx, p, NULL);
+  CHECK(p->sim.valid && p->sim.iteration_s > 0);
+  hx_arena_free(&ctx.arena);
+}
+
+/* The node tables (issue 10: group costs on 4096 GPUs read them, the device
+ * tables do not fit in cache) must give every group the figures the device
+ * tables give: random groups (one node, many, repeated ranks) over a
+ * cluster of nodes of 1-4 devices with random per-node-pair links. */
+static void test_node_tables(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  enum { NODES = 40 };
+  int types[NODES];
+  double tflops[] = {100}, mem[] = {16};
+  memset(types, 0, sizeof types);
+  fx_cluster(&ctx, NODES, 3, types, tflops, mem, 1, 2e11, 1e10, 1e-5);
+  struct hx_cluster *c = &ctx.cluster;
+  uint64_t rng = 99;
+  c->node_bandwidth = HX_NEW_ARRAY(&ctx.arena, double, NODES * NODES);
+  c->node_latency = HX_NEW_ARRAY(&ctx.arena, double, NODES * NODES);
+  for (int x = 0; x < NODES; x++)
+    for (int y = 0; y < NODES; y++) {
+      c->node_bandwidth[x * NODES + y] = 1e9 * (1 + fx_below(&rng, 50));
+      c->node_latency[x * NODES + y] = 1e-6 * (1 + fx_below(&rng, 30));
+    }
+  for (int a = 0; a < c->ndevices; a++)
+    for (int b = 0; b < c->ndevices; b++) {
+      int at = c->devices[a].node * NODES + c->devices[b].node;
+      c->bandwidth[(long)a * c->ndevices + b] = a == b ? 0 : c->node_bandwidth[at];
+      c->latency[(long)a * c->ndevices + b] = a == b ? 0 : c->node_latency[at];
+    }
+  double *node_bw = c->node_bandwidth, *node_lat = c->node_latency;
+  int ranks[64];
+  for (int trial = 0; trial < 500; trial++) {
+    int n = 1 + fx_below(&rng, 64), spread = 1 + fx_below(&rng, c->ndevices);
+    int base = fx_below(&rng, c->ndevices - spread + 1);
+    for (int i = 0; i < n; i++)
+      ranks[i] = base + fx_below(&rng, spread); /* repeats allowed */
+    double bw1, lat1, bw2, lat2;
+    hx_group_links(c, ranks, n, &bw1, &lat1);
+    double ar1 = hx_allreduce_s(c, ranks, n, 1e8), p1 = hx_p2p_s(c, ranks[0], ranks[n - 1], 1e6);
+    c->node_bandwidth = c->node_latency = NULL; /* the device tables only */
+    hx_group_links(c, ranks, n, &bw2, &lat2);
+    double ar2 = hx_allreduce_s(c, ranks, n, 1e8), p2 = hx_p2p_s(c, ranks[0], ranks[n - 1], 1e6);
+    c->node_bandwidth = node_bw;
+    c->node_latency = node_lat;
+    CHECK(bw1 == bw2 && lat1 == lat2 && ar1 == ar2 && p1 == p2);
+  }
+  hx_arena_free(&ctx.arena);
+}
+
 static void test_sim_events(void) {
   struct hx_ctx ctx;
   fx_init(&ctx);
@@ -356,6 +426,8 @@ int main(void) {
   test_sim_data_parallel(1e9);  /* sync slower than compute: a tail */
   test_sim_data_parallel(1e15); /* fast sync: hidden under the backward */
   test_sim_events();
+  test_sim_task_limit();
+  test_node_tables();
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;

@@ -263,6 +263,47 @@ static void test_batch_split(void) {
   CHECK(!hx_sched_split_batch(s, c, 2, 1, m)); /* fewer micro-batches than pipelines */
 }
 
+/* The one-at-a-time greedy the split is defined by (O(total x n)). */
+static void greedy_batch(const double *slow, const double *chain, int n, int64_t total,
+                         int64_t *m) {
+  for (int i = 0; i < n; i++)
+    m[i] = 1;
+  for (int64_t handed = n; handed < total; handed++) {
+    int pick = 0;
+    double pick_t = INFINITY;
+    for (int i = 0; i < n; i++) {
+      double t = (double)m[i] * slow[i] + chain[i];
+      if (t < pick_t) {
+        pick = i;
+        pick_t = t;
+      }
+    }
+    m[pick]++;
+  }
+}
+
+/* Issue 10: large batches are handed out by threshold, not one at a time;
+ * the split must stay the greedy's exactly, ties (equal pipelines, times on
+ * a grid) included. */
+static void test_batch_split_large(void) {
+  struct hx_rng rng = {4242};
+  enum { N = 64 };
+  double slow[N], chain[N];
+  int64_t m[N], want[N];
+  for (int trial = 0; trial < 200; trial++) {
+    int n = 1 + hx_rng_below(&rng, N);
+    int64_t total = n + hx_rng_below(&rng, 20000);
+    bool grid = trial % 3 == 0; /* many exact ties */
+    for (int i = 0; i < n; i++) {
+      slow[i] = grid ? 0.25 * (1 + hx_rng_below(&rng, 4)) : 1e-3 + hx_rng_below(&rng, 100000) / 7e3;
+      chain[i] = grid ? 0.5 * hx_rng_below(&rng, 8) : slow[i] * (1 + hx_rng_below(&rng, 40) / 3.0);
+    }
+    CHECK(hx_sched_split_batch(slow, chain, n, total, m));
+    greedy_batch(slow, chain, n, total, want);
+    CHECK(!memcmp(m, want, sizeof(int64_t) * (size_t)n));
+  }
+}
+
 /* ---- sync groups ---------------------------------------------------------------- */
 
 static void set_model(struct hx_ctx *ctx, int64_t layers, int64_t heads, int64_t kv) {
@@ -458,6 +499,7 @@ int main(void) {
   test_order_work();
   test_layer_split();
   test_batch_split();
+  test_batch_split_large();
   test_sync_groups();
   test_tp_degrees();
   test_holds();
