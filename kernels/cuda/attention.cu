@@ -17,6 +17,8 @@
  * above the causal diagonal compute and are masked, never skipped), so the
  * full-warp shuffles are always legal. */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/common.cuh"
 
@@ -353,10 +355,27 @@ attention_backward_dkv_tiled(T *dk, T *dv, const float *dbuf, const T *dout,
 /* ---------------------------------------------------------------------------
  * Entry points.
  * ------------------------------------------------------------------------- */
+/* The process-wide choice; until set, the environment's HEXIC_ATTENTION
+ * (tiled | tc | auto) decides, so a run can leave the tensor cores without
+ * a rebuild. */
 static enum hxc_attention_impl attention_impl = HXC_ATTN_AUTO;
+static bool attention_impl_set;
 
 void hxc_attention_set_impl(enum hxc_attention_impl impl) {
   attention_impl = impl;
+  attention_impl_set = true;
+}
+
+static enum hxc_attention_impl current_impl(void) {
+  if (!attention_impl_set) {
+    const char *env = getenv("HEXIC_ATTENTION");
+    if (env && strcmp(env, "tiled") == 0)
+      attention_impl = HXC_ATTN_TILED;
+    else if (env && strcmp(env, "tc") == 0)
+      attention_impl = HXC_ATTN_TENSOR_CORE;
+    attention_impl_set = true;
+  }
+  return attention_impl;
 }
 
 static bool tiled_supports(int hd) {
@@ -387,9 +406,10 @@ static bool aligned16(const void *const *ptrs, int count) {
 /* AUTO takes the tensor cores where they apply and the operands are
  * aligned; a forced choice is checked by require_shape. */
 static bool use_tensor_cores(int hd, enum hxc_dtype dt, bool aligned) {
-  if (attention_impl == HXC_ATTN_TILED)
+  enum hxc_attention_impl impl = current_impl();
+  if (impl == HXC_ATTN_TILED)
     return false;
-  if (attention_impl == HXC_ATTN_TENSOR_CORE)
+  if (impl == HXC_ATTN_TENSOR_CORE)
     return true;
   return aligned && hxc_attention_tc_supports(hd, dt);
 }

@@ -78,13 +78,21 @@ static void make_descriptors(struct hxc_algo_entry *e) {
                                        (uint64_t)g->m, (uint64_t)g->n, g->ldc));
 }
 
-/* Asks the heuristic for the best algorithm within the context's workspace
- * and the operands' alignments; a shape with none is a fatal error. */
-static void choose_algorithm(struct hxc_ctx *ctx, struct hxc_algo_entry *e) {
+/* The heuristic's best algorithm within the context's workspace and the
+ * operands' alignments (false when it has none). With `fp32_sums`, split-K
+ * algorithms that keep their partial sums in the output type are left out:
+ * for a bf16 output those would round every partial to bf16. */
+static bool heuristic(struct hxc_ctx *ctx, struct hxc_algo_entry *e,
+                      bool fp32_sums, cublasLtMatmulHeuristicResult_t *result) {
   cublasLtMatmulPreference_t pref;
   HXC_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = ctx->workspace_bytes;
   uint32_t al[3] = {e->align_a, e->align_b, e->align_c};
+  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  if (fp32_sums)
+    HXC_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+        sizeof schemes));
   HXC_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   HXC_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -95,13 +103,21 @@ static void choose_algorithm(struct hxc_ctx *ctx, struct hxc_algo_entry *e) {
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
   HXC_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof al[2]));
-  cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   HXC_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->op, e->la, e->lb,
-                                           e->lc, e->lc, pref, 1, &result,
+                                           e->lc, e->lc, pref, 1, result,
                                            &found));
   HXC_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+  return found >= 1 && result->state == CUBLAS_STATUS_SUCCESS;
+}
+
+/* The algorithm of a new cache entry: fp32 partial sums when the output is
+ * bf16 and such an algorithm exists; a shape with none is a fatal error. */
+static void choose_algorithm(struct hxc_ctx *ctx, struct hxc_algo_entry *e) {
+  cublasLtMatmulHeuristicResult_t result;
+  bool ok = (e->key.cd == HXC_BF16 && heuristic(ctx, e, true, &result)) ||
+            heuristic(ctx, e, false, &result);
+  if (!ok) {
     char what[256];
     const struct hxc_gemm *g = &e->key;
     snprintf(what, sizeof what,

@@ -133,7 +133,9 @@ enum hxc_attention_impl {
 /* Whether hxc_attention_* accept this head dimension / implementation. */
 bool hxc_attention_supported(int hd, enum hxc_dtype dt,
                              enum hxc_attention_impl impl);
-/* Process-wide choice (default AUTO); the checks and the bench pin one. */
+/* Process-wide choice; the checks and the bench pin one. Until it is
+ * called, HEXIC_ATTENTION=tiled|tc in the environment chooses (default
+ * AUTO): a way to run without the tensor-core kernel, no rebuild needed. */
 void hxc_attention_set_impl(enum hxc_attention_impl impl);
 
 /* Causal GQA attention, flash-attention style (tiles of queries and keys in
