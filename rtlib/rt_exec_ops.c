@@ -11,8 +11,6 @@
  * TP rank computes the (unsplit) embedding and head itself, identically, so
  * no gradient of the stage boundary or of those tensors needs a broadcast;
  * the loss is counted on TP rank 0 only. */
-#include <stdlib.h>
-#include <string.h>
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
