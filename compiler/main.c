@@ -27,7 +27,7 @@ static const char usage_text[] =
     "                        parse sema model-stats cluster-table baseline schedule\n"
     "                        simulate emit\n"
     "  --target=cpu|cuda     generated programs run on CPU over MPI (default) or on\n"
-    "                        GPUs over NCCL\n"
+    "                        NVIDIA GPUs, one per rank (MPI staged through host memory)\n"
     "  --strategy=NAME       auto (default), hexiscale, symmetric, exhaustive, hexiseq\n"
     "  --search-evals=N      stop the plan search after N evaluations (candidate\n"
     "                        plans priced; default 100000): the same N gives the same\n"

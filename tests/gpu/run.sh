@@ -89,26 +89,232 @@ else
   record "kernels" FAIL "not run: the build failed"
 fi
 
-# ---- the later checks of issue 12 (the runtime's part) ------------------------
-# TODO(issue 12, runtime): each block below records TODO until the runtime
-# and --target=cuda programs exist; replace the record line with the check.
-#
-# [tiny-model losses, one GPU] hexic examples/models/tiny.hx with a one-GPU
-#   cluster --target=cuda; fp32: the per-step losses of 20 steps equal the CPU
-#   single-rank run's within 1e-4 relative; bf16: within 2% and falling over
-#   50 steps.
-record "tiny model, 1 GPU, fp32 vs CPU (20 steps)" TODO "check not written yet (runtime side)"
-record "tiny model, 1 GPU, bf16 (50 steps)" TODO "check not written yet (runtime side)"
-#
-# [multi-rank plan on one GPU] TP 2 + PP 2 + uneven batches through the MPI
-#   transport that stages device buffers through host memory; losses equal
-#   to the one-GPU run in fp32.
-record "multi-rank plan on one GPU (TP2+PP2)" TODO "check not written yet (runtime side)"
-#
-# [throughput] the 1.3B Llama (24 layers, hidden 2048, 16 heads, ffn 5504,
-#   seq 2048, vocab 32000), bf16, one GPU: tokens/s and MFU against the GPU's
-#   dense bf16 peak (the simulator's FLOP formula); target MFU >= 40%.
-record "1.3B throughput, bf16, 1 GPU" TODO "check not written yet (runtime side)"
+# ---- --target=cuda programs (issue 12: the runtime's checks) ------------------
+# hexic writes each program set into $work; its generated Makefile builds it
+# (the first CUDA set compiles the runtime and the kernel library, later sets
+# get copies with their timestamps, so make only links their ranks);
+# launch.sh runs it on text (hexic-shard of the licence texts, else the
+# docs). The cluster: examples/clusters/one-h200.hx on an H200 (or with no
+# GPU), else one GPU of this machine's name, memory and compute capability
+# (HEXIC_GPU_PEAK_TFLOPS, default 989, its dense bf16 peak). Each check
+# records one row, whatever the others did; without a GPU the programs are
+# still generated and built, and the runs are SKIP.
+work=$build/gpu-programs
+rm -rf "$work"
+mkdir -p "$work"
+hexic=$build/hexic
+have_gpu=0
+if nvidia-smi -L >/dev/null 2>&1; then have_gpu=1; fi
+peak=${HEXIC_GPU_PEAK_TFLOPS:-989}
+one=$root/examples/clusters/one-h200.hx
+if [ $have_gpu = 1 ] && [[ $gpu_cc =~ ^([0-9]+)\.([0-9]+)$ ]] && [[ $gpu_name != *H200* ]]; then
+  one=$work/this-gpu.hx
+  mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | tr -cd 0-9)
+  printf 'gpu "%s" { tflops = %s; memory = %s MiB; cuda_arch = %s }\nnode "gpu0" { gpu = "%s"; gpus = 1 }\n' \
+    "$(tr -cd 'A-Za-z0-9 ._-' <<<"$gpu_name")" "$peak" "${mem:-81920}" \
+    "${BASH_REMATCH[1]}${BASH_REMATCH[2]}" "$(tr -cd 'A-Za-z0-9 ._-' <<<"$gpu_name")" >"$one"
+fi
+# Four ranks of the multi-rank plan on this one GPU: a node of four of it.
+{ grep '^gpu ' "$one"; sed -n 's/^gpu \("[^"]*"\).*/node "gpu0" { gpu = \1; gpus = 4; bandwidth = 100 GB\/s }/p' "$one"; } >"$work/four.hx"
+tiny=$root/examples/models/tiny.hx
+sed 's/precision = fp32/precision = bf16/' "$tiny" >"$work/tiny-bf16.hx"
+cat >"$work/llama-1.3b.hx" <<'EOF'
+model "llama-1.3b" {
+  layers = 24; hidden = 2048; ffn = 5504; heads = 16
+  vocab = 32000; seq_len = 2048
+}
+train {
+  global_batch = 32; micro_batch = 8
+  precision = bf16; recompute = none
+  lr = 3e-4; warmup_steps = 2; steps = 8; seed = 1
+}
+EOF
+
+# gen NAME TARGET HEXIC_ARGS...: the program set in $work/NAME.
+gen() {
+  local name=$1 target=$2
+  shift 2
+  "$hexic" "$@" --target="$target" -o "$work/$name" >"$work/$name.hexic.txt" 2>&1
+}
+# build_set NAME: its Makefile, with the first CUDA set's runtime and kernels.
+cuda_built=
+build_set() {
+  local dir=$work/$1 cuda=0
+  grep -q NVCC "$dir/Makefile" && cuda=1
+  if [ $cuda = 1 ] && [ -n "$cuda_built" ]; then cp -rp "$cuda_built"/obj "$cuda_built"/*.a "$dir"/; fi
+  make -C "$dir" -j"$jobs" >"$dir.make.log" 2>&1 || return 1
+  if [ $cuda = 1 ] && [ -z "$cuda_built" ]; then cuda_built=$dir; fi
+}
+# run_set NAME STEPS SECONDS ARGS...: launch.sh; "STEP LOSS MS" lines into
+# NAME.steps; true when every step printed. run_rc: launch.sh's status.
+run_set() {
+  local name=$1 steps=$2 limit=$3
+  shift 3
+  timeout "$limit" "$work/$name/launch.sh" --steps "$steps" "$@" >"$work/$name.out" 2>&1
+  run_rc=$?
+  cat "$work/$name.out" >>"$log"
+  sed -n 's/^step \([0-9]*\)\/[0-9]* | loss \([0-9.]*\) | lr [^|]*| \([0-9.]*\) ms .*/\1 \2 \3/p' \
+    "$work/$name.out" >"$work/$name.steps"
+  [ $run_rc -eq 0 ] && [ "$(wc -l <"$work/$name.steps")" -eq "$steps" ]
+}
+# why NAME: what stopped a set, in one line.
+why() {
+  local out=$work/$1.out
+  if [ "$run_rc" = 124 ]; then echo "timed out"; return; fi
+  grep -m 1 -o 'launch.sh: rank [0-9]* ([a-z_0-9]*) failed.*' "$out" || tail -n 1 "$out" | cut -c1-120
+}
+# ready NAME HEXIC_ARGS...: generated and built, else a FAIL row's reason in
+# $reason. gpu_run NAME ...: run_set, turning "no GPU" into $skip.
+ready() {
+  local name=$1
+  shift
+  reason=
+  if ! gen "$name" "$@"; then reason="hexic: $(grep -m 1 error "$work/$name.hexic.txt")"; return 1; fi
+  if ! build_set "$name"; then reason="make failed: $(grep -m 1 'error' "$work/$name.make.log")"; return 1; fi
+}
+gpu_run() {
+  skip=
+  if [ $have_gpu = 0 ]; then skip="no GPU (nvidia-smi); generated and built"; return 1; fi
+  run_set "$@" && return 0
+  if grep -q "no CUDA device" "$work/$1.out"; then skip="no GPU visible to the CUDA runtime"; fi
+  return 1
+}
+# maxrel A B N: the largest |b - a| / a over steps 1..N of A.steps and B.steps
+# ("missing" when either lacks one).
+maxrel() {
+  awk -v n="$3" 'NR == FNR { a[$1] = $2; next } ($1 in a) && $1 <= n { k++
+      r = ($2 - a[$1]) / a[$1]; if (r < 0) r = -r; if (r > m) m = r }
+    END { if (k < n) print "missing"; else printf "%.2e\n", m }' "$work/$1.steps" "$work/$2.steps"
+}
+within() { [ "$1" != missing ] && awk -v x="$1" -v t="$2" 'BEGIN { exit !(x <= t) }'; }
+# mean NAME FIRST LAST: the mean loss over those steps.
+mean() { awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b { s += $2; n++ } END { printf "%.4f", s / n }' "$work/$1.steps"; }
+# outcome ROW: a SKIP or FAIL row for a set that did not run.
+outcome() {
+  if [ -n "$skip" ]; then record "$1" SKIP "$skip"; else record "$1" FAIL "$2"; fi
+}
+
+t=$(date +%s)
+programs=0
+if [ -f "$build/CMakeCache.txt" ] &&
+  cmake --build "$build" -j"$jobs" --target hexic hexic-shard >>"$log" 2>&1; then
+  programs=1
+  if ls /usr/share/common-licenses/* >/dev/null 2>&1; then
+    cat /usr/share/common-licenses/* >"$work/text.txt"
+  else
+    cat "$root"/docs/*.md "$root"/README.md >"$work/text.txt"
+  fi
+  "$build/hexic-shard" "$work/text.txt" "$work/text.bin" >>"$log" 2>&1 || programs=0
+fi
+data=(--data "$work/text.bin")
+
+# [tiny, fp32 and bf16 vs the CPU] the CPU single-rank run is the reference.
+row32="tiny model, 1 GPU, fp32 vs CPU (20 steps)"
+row16="tiny model, 1 GPU, bf16 vs CPU (50 steps)"
+cpu_ok=0
+if [ $programs = 0 ]; then
+  record "$row32" FAIL "hexic or hexic-shard did not build (see $log)"
+  record "$row16" FAIL "hexic or hexic-shard did not build"
+elif ! ready cpu1 cpu "$tiny" "$root/examples/clusters/cpu1.hx"; then
+  record "$row32" FAIL "the CPU reference: $reason"
+  record "$row16" FAIL "the CPU reference: $reason"
+elif ! run_set cpu1 50 300 "${data[@]}"; then
+  record "$row32" FAIL "the CPU reference did not train: $(why cpu1)"
+  record "$row16" FAIL "the CPU reference did not train"
+else
+  cpu_ok=1
+fi
+if [ $cpu_ok = 1 ]; then
+  t=$(date +%s)
+  if ! ready g32 cuda "$tiny" "$one"; then
+    record "$row32" FAIL "$reason"
+  elif ! gpu_run g32 20 120 "${data[@]}"; then
+    outcome "$row32" "did not train: $(why g32)"
+  else
+    d=$(maxrel cpu1 g32 20)
+    if within "$d" 1e-4; then
+      record "$row32" PASS "max rel. diff $d (tol 1e-4); loss $(mean g32 1 1) -> $(mean g32 20 20); $(elapsed "$t")"
+    else
+      record "$row32" FAIL "max rel. diff $d > 1e-4"
+      paste "$work/cpu1.steps" "$work/g32.steps" | head -20
+    fi
+  fi
+  t=$(date +%s)
+  if ! ready g16 cuda "$work/tiny-bf16.hx" "$one"; then
+    record "$row16" FAIL "$reason"
+  elif ! gpu_run g16 50 120 "${data[@]}"; then
+    outcome "$row16" "did not train: $(why g16)"
+  else
+    d=$(maxrel cpu1 g16 50)
+    first=$(mean g16 1 10) last=$(mean g16 41 50)
+    figures="max rel. diff $d (tol 2e-2); mean loss steps 1-10 $first, 41-50 $last"
+    if within "$d" 2e-2 && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }'; then
+      record "$row16" PASS "$figures; $(elapsed "$t")"
+    else
+      record "$row16" FAIL "$figures (must fall by 0.5)"
+    fi
+  fi
+fi
+
+# [multi-rank plan on one GPU] TP 2 + PP 2 + uneven batches (20 and 12
+# sequences): four ranks share the GPU through the MPI transport that stages
+# device buffers through host memory; losses as the one-GPU fp32 run's.
+row="multi-rank plan on one GPU (TP2+PP2, uneven)"
+t=$(date +%s)
+if [ $programs = 0 ]; then
+  record "$row" FAIL "hexic did not build"
+elif ! ready gmr cuda "$tiny" "$work/four.hx" --plan="$root/tests/codegen/plans/tp2_pp2_uneven.json"; then
+  record "$row" FAIL "$reason"
+elif ! gpu_run gmr 20 180 "${data[@]}"; then
+  outcome "$row" "did not train: $(why gmr)"
+else
+  ref=g32 against="the one-GPU fp32 run"
+  if [ ! -s "$work/g32.steps" ] || [ "$(wc -l <"$work/g32.steps")" -ne 20 ]; then
+    ref=cpu1 against="the CPU run (the one-GPU run did not train)"
+  fi
+  d=$(maxrel "$ref" gmr 20)
+  if within "$d" 1e-4; then
+    record "$row" PASS "max rel. diff $d vs $against (tol 1e-4); $(elapsed "$t")"
+  else
+    record "$row" FAIL "max rel. diff $d vs $against > 1e-4"
+    paste "$work/$ref.steps" "$work/gmr.steps" | head -20
+  fi
+fi
+
+# [throughput] the 1.3B Llama, bf16, micro-batches of 8, one GPU: 8 steps,
+# the first 2 left out (start-up, cuBLASLt's algorithm choice). MFU as the
+# simulator counts it (model FLOPs, 3 x forward, no recompute): the plan's
+# simulated MFU scaled by measured over simulated tokens/s, so against the
+# cluster file's dense bf16 peak (989 TFLOPS for the H200).
+row="1.3B throughput, bf16, 1 GPU"
+t=$(date +%s)
+if [ $programs = 0 ]; then
+  record "$row" FAIL "hexic did not build"
+elif ! ready g13 cuda "$work/llama-1.3b.hx" "$one"; then
+  record "$row" FAIL "$reason"
+elif ! gpu_run g13 8 300; then
+  outcome "$row" "did not run: $(why g13)"
+else
+  plan_peak=$(sed -n 's/^gpu .*tflops = \([0-9.]*\).*/\1/p' "$one" | head -n 1)
+  figures=$(python3 - "$work/g13/plan.json" "$work/g13.steps" "$plan_peak" <<'EOF'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+steps = [line.split() for line in open(sys.argv[2])]
+ms = [float(s[2]) for s in steps[2:]]
+tokens = plan["model"]["global_batch"] * plan["model"]["seq_len"]
+tps = tokens / (sum(ms) / len(ms) / 1000)
+sim = plan["simulated"]
+mfu = sim["mfu"] * tps / sim["tokens_per_s"]
+print("%.0f tokens/s, MFU %.1f%% of %s TFLOPS (target >= 40%%), %.0f ms/step; simulated %.0f tokens/s"
+      % (tps, 100 * mfu, sys.argv[3], sum(ms) / len(ms), sim["tokens_per_s"]))
+EOF
+  )
+  if [ -n "$figures" ]; then
+    record "$row" PASS "$figures; $(elapsed "$t")"
+  else
+    record "$row" FAIL "no figures from $work/g13.steps"
+  fi
+fi
 
 # ---- attention bench (figures, not a check) -----------------------------------
 if [ $built = 1 ]; then
