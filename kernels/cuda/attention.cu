@@ -85,6 +85,30 @@ __device__ __forceinline__ void load_row(float *dst, const T *base, long ld,
                  : 0.0f;
 }
 
+/* row[dims of lane l] += scale * vals (a gradient row, added into). */
+template <typename T, int HD>
+__device__ __forceinline__ void add_row(T *row, const float *vals, float scale,
+                                        int l) {
+  constexpr int EPL = tiled_cfg<HD>::EPL;
+#pragma unroll
+  for (int e = 0; e < EPL; e++) {
+    T *p = row + dim_of<HD>(l, e);
+    store_f(p, load_f(p) + scale * vals[e]);
+  }
+}
+
+/* The lane's dims of key row uu of the smem tiles sk and sv. */
+template <int HD>
+__device__ __forceinline__ void tile_row(float *kr, float *vr, const float *sk,
+                                         const float *sv, int uu, int l) {
+  constexpr int EPL = tiled_cfg<HD>::EPL;
+#pragma unroll
+  for (int e = 0; e < EPL; e++) {
+    kr[e] = sk[uu * HD + dim_of<HD>(l, e)];
+    vr[e] = sv[uu * HD + dim_of<HD>(l, e)];
+  }
+}
+
 /* ---------------------------------------------------------------------------
  * Forward. Block = (query tile of BR rows, query head, sequence).
  *   for each key u <= t:  s = scale q_t.k_u;  m' = max(m, s);
@@ -126,11 +150,7 @@ attention_forward_tiled(T *o, float *lse, const T *q, const T *k, const T *v,
     int ucount = min(C::BC, key_end - u0);
     for (int uu = 0; uu < ucount; uu++) {
       float kr[C::EPL], vr[C::EPL];
-#pragma unroll
-      for (int e = 0; e < C::EPL; e++) {
-        kr[e] = sk[uu * HD + dim_of<HD>(l, e)];
-        vr[e] = sv[uu * HD + dim_of<HD>(l, e)];
-      }
+      tile_row<HD>(kr, vr, sk, sv, uu, l);
 #pragma unroll
       for (int j = 0; j < C::RQ; j++) {
         float dot = 0.0f;
@@ -217,11 +237,7 @@ attention_backward_dq_tiled(T *dq, float *dbuf, const T *dout, const T *q,
     int ucount = min(C::BC, key_end - u0);
     for (int uu = 0; uu < ucount; uu++) {
       float kr[C::EPL], vr[C::EPL];
-#pragma unroll
-      for (int e = 0; e < C::EPL; e++) {
-        kr[e] = sk[uu * HD + dim_of<HD>(l, e)];
-        vr[e] = sv[uu * HD + dim_of<HD>(l, e)];
-      }
+      tile_row<HD>(kr, vr, sk, sv, uu, l);
 #pragma unroll
       for (int j = 0; j < C::RQ; j++) {
         float sdot = 0.0f, pdot = 0.0f;
@@ -245,14 +261,9 @@ attention_backward_dq_tiled(T *dq, float *dbuf, const T *dout, const T *q,
 #pragma unroll
   for (int j = 0; j < C::RQ; j++) {
     int t = row0 + grp + j * C::GROUPS;
-    if (t >= sh.seq_len)
-      continue;
-    T *row = dq + (tok0 + t) * sh.ldq + (long)h * HD;
-#pragma unroll
-    for (int e = 0; e < C::EPL; e++) {
-      T *p = row + dim_of<HD>(l, e);
-      store_f(p, load_f(p) + sh.scale * dqr[j][e]);
-    }
+    if (t < sh.seq_len)
+      add_row<T, HD>(dq + (tok0 + t) * sh.ldq + (long)h * HD, dqr[j], sh.scale,
+                     l);
   }
 }
 
@@ -308,11 +319,7 @@ attention_backward_dkv_tiled(T *dk, T *dv, const float *dbuf, const T *dout,
       int tcount = min(C::BQ, sh.seq_len - t0);
       for (int tt = 0; tt < tcount; tt++) {
         float qv[C::EPL], dov[C::EPL];
-#pragma unroll
-        for (int e = 0; e < C::EPL; e++) {
-          qv[e] = sq[tt * HD + dim_of<HD>(l, e)];
-          dov[e] = sdo[tt * HD + dim_of<HD>(l, e)];
-        }
+        tile_row<HD>(qv, dov, sq, sdo, tt, l);
 #pragma unroll
         for (int j = 0; j < C::RK; j++) {
           float sdot = 0.0f, pdot = 0.0f;
@@ -343,12 +350,8 @@ attention_backward_dkv_tiled(T *dk, T *dv, const float *dbuf, const T *dout,
     if (u >= sh.seq_len)
       continue;
     long at = (tok0 + u) * sh.ldkv + (long)kvh * HD;
-#pragma unroll
-    for (int e = 0; e < C::EPL; e++) {
-      int d = dim_of<HD>(l, e);
-      store_f(dk + at + d, load_f(dk + at + d) + sh.scale * dkr[j][e]);
-      store_f(dv + at + d, load_f(dv + at + d) + dvr[j][e]);
-    }
+    add_row<T, HD>(dk + at, dkr[j], sh.scale, l);
+    add_row<T, HD>(dv + at, dvr[j], 1.0f, l);
   }
 }
 

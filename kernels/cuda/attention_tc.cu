@@ -156,12 +156,171 @@ __device__ void load_rows_a(uint32_t (&a)[HD / 16][4], const bf16 *base,
   }
 }
 
+/* ---- warp-level products ---------------------------------------------------
+ * A warp holds a 16-row strip; its lane is (g, c) = (lane/4, lane%4).
+ * ------------------------------------------------------------------------- */
+struct lane_id {
+  int lane, g, c;
+};
+
+template <int N>
+__device__ __forceinline__ void zero_frags(float (&x)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; j++)
+    x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.0f;
+}
+
+/* s[16 x 8NS] += A T^T: A [16 x 16KS] as register fragments, T a row-major
+ * smem tile whose rows 0..8NS-1 are the columns of the result. */
+template <int KS, int NS>
+__device__ __forceinline__ void mma_a_tt(float (&s)[NS][4],
+                                         const uint32_t (&a)[KS][4],
+                                         const bf16 *t, int ld, lane_id id) {
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+      uint32_t b0, b1;
+      load_b_rows(b0, b1, t, ld, j * 8, kk * 16, id.g, id.c);
+      mma_16816(s[j], a[kk], b0, b1);
+    }
+}
+
+/* The same with A the rows r0..r0+15 of a row-major smem tile. */
+template <int KS, int NS>
+__device__ __forceinline__ void mma_smem_tt(float (&s)[NS][4], const bf16 *a,
+                                            int r0, const bf16 *t, int ld,
+                                            lane_id id) {
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++) {
+    uint32_t af[4];
+    load_a(af, a, ld, r0, kk * 16, id.g, id.c);
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+      uint32_t b0, b1;
+      load_b_rows(b0, b1, t, ld, j * 8, kk * 16, id.g, id.c);
+      mma_16816(s[j], af, b0, b1);
+    }
+  }
+}
+
+/* acc[16 x 8NO] += P M: P [16 x 8NP] held as C fragments (rounded to bf16
+ * A fragments 16 columns at a time), M a row-major smem tile of 8NP rows. */
+template <int NP, int NO>
+__device__ __forceinline__ void mma_c_m(float (&acc)[NO][4],
+                                        const float (&p)[NP][4], const bf16 *m,
+                                        int ld, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < NP / 2; kk++) {
+    uint32_t a[4];
+    c_to_a(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+    for (int j = 0; j < NO; j += 2) {
+      uint32_t b[4];
+      load_b_cols(b, m, ld, kk * 16, j * 8, lane);
+      mma_16816(acc[j], a, b[0], b[1]);
+      mma_16816(acc[j + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 /* ---- forward ---------------------------------------------------------------
  * Per query row t, over key tiles:  s = scale q_t.k_u (masked for u > t);
  * m' = max(m, max_u s);  l = l e^(m-m') + sum_u e^(s-m');
  * O = O e^(m-m') + P V with P = e^(s-m') (bf16);  at the end O / l and
  * lse = m + log l.
  * ------------------------------------------------------------------------- */
+
+/* The running max and sum of a lane's two rows (g and g+8 of its warp's
+ * strip); l is this lane's share until the end adds the row's 4 lanes. */
+struct row_stats {
+  float m0, m1, l0, l1;
+};
+
+/* Scores of a key tile: scaled, and -inf where the key is after the query
+ * (rows qi0, qi1 of this lane) or past the sequence. */
+template <int NS>
+__device__ __forceinline__ void scale_and_mask(float (&s)[NS][4], int u0,
+                                               int qi0, int qi1, int seq_len,
+                                               float scale, int c) {
+#pragma unroll
+  for (int j = 0; j < NS; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int kj = u0 + j * 8 + 2 * c + (e & 1);
+      int qi = e < 2 ? qi0 : qi1;
+      s[j][e] = (kj > qi || kj >= seq_len) ? -INFINITY : s[j][e] * scale;
+    }
+}
+
+/* The online softmax step: s becomes P = e^(s - m'), the running sums and
+ * the accumulator are rescaled by e^(m - m'). */
+template <int NS, int NO>
+__device__ __forceinline__ void online_softmax(float (&s)[NS][4],
+                                               float (&acc)[NO][4],
+                                               struct row_stats &st) {
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < NS; j++) {
+    mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+    mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+  }
+  float mn0 = fmaxf(st.m0, quad_max(mx0)), mn1 = fmaxf(st.m1, quad_max(mx1));
+  /* A row with every key masked so far keeps m = -inf: exponentiate
+   * against 0 then, so that no -inf - -inf appears. */
+  float base0 = mn0 == -INFINITY ? 0.0f : mn0;
+  float base1 = mn1 == -INFINITY ? 0.0f : mn1;
+  float corr0 = expf(st.m0 - base0), corr1 = expf(st.m1 - base1);
+  st.m0 = mn0;
+  st.m1 = mn1;
+  float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NS; j++) {
+    s[j][0] = expf(s[j][0] - base0);
+    s[j][1] = expf(s[j][1] - base0);
+    s[j][2] = expf(s[j][2] - base1);
+    s[j][3] = expf(s[j][3] - base1);
+    ps0 += s[j][0] + s[j][1];
+    ps1 += s[j][2] + s[j][3];
+  }
+  st.l0 = st.l0 * corr0 + ps0;
+  st.l1 = st.l1 * corr1 + ps1;
+#pragma unroll
+  for (int j = 0; j < NO; j++) {
+    acc[j][0] *= corr0;
+    acc[j][1] *= corr0;
+    acc[j][2] *= corr1;
+    acc[j][3] *= corr1;
+  }
+}
+
+/* o = acc / l and lse = m + log l for the lane's rows inside the sequence. */
+template <int NO>
+__device__ __forceinline__ void store_output(bf16 *o, float *lse,
+                                             const float (&acc)[NO][4],
+                                             struct row_stats st, long tok0,
+                                             int qi0, int qi1, int h,
+                                             const struct tc_shape &sh,
+                                             int c) {
+  float l0 = quad_sum(st.l0), l1 = quad_sum(st.l1);
+  float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  bf16 *row0 = o + (tok0 + qi0) * sh.ldq + (long)h * NO * 8 + 2 * c;
+  bf16 *row1 = o + (tok0 + qi1) * sh.ldq + (long)h * NO * 8 + 2 * c;
+#pragma unroll
+  for (int j = 0; j < NO; j++) {
+    if (qi0 < sh.seq_len)
+      *reinterpret_cast<uint32_t *>(row0 + j * 8) =
+          pack_pair(acc[j][0] * inv0, acc[j][1] * inv0);
+    if (qi1 < sh.seq_len)
+      *reinterpret_cast<uint32_t *>(row1 + j * 8) =
+          pack_pair(acc[j][2] * inv1, acc[j][3] * inv1);
+  }
+  if (c == 0 && qi0 < sh.seq_len)
+    lse[(tok0 + qi0) * sh.nq + h] = st.m0 + logf(l0);
+  if (c == 0 && qi1 < sh.seq_len)
+    lse[(tok0 + qi1) * sh.nq + h] = st.m1 + logf(l1);
+}
+
 template <int HD>
 __global__ void __launch_bounds__(128)
 attention_forward_tc(bf16 *o, float *lse, const bf16 *q, const bf16 *k,
@@ -173,113 +332,31 @@ attention_forward_tc(bf16 *o, float *lse, const bf16 *q, const bf16 *k,
   int h = blockIdx.y, seq = blockIdx.z;
   int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
   long tok0 = (long)seq * sh.seq_len;
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int g = lane >> 2, c = lane & 3;
-  int row0 = tile * BR, wrow = row0 + warp * 16; /* the warp's 16 rows */
-  int qi0 = wrow + g, qi1 = wrow + g + 8;        /* this lane's two rows */
+  int lane = threadIdx.x & 31;
+  lane_id id = {lane, lane >> 2, lane & 3};
+  int row0 = tile * BR, wrow = row0 + (int)(threadIdx.x >> 5) * 16;
+  int qi0 = wrow + id.g, qi1 = qi0 + 8; /* this lane's two rows */
 
   uint32_t qf[KS][4];
-  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, g, c);
+  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, id.g,
+                  id.c);
   float acc[NO][4];
-#pragma unroll
-  for (int j = 0; j < NO; j++)
-    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-
-  int key_end = min(sh.seq_len, row0 + BR);
+  zero_frags(acc);
+  struct row_stats st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
+  int key_end = min(sh.seq_len, row0 + BR); /* causal: no later keys */
   for (int u0 = 0; u0 < key_end; u0 += BC) {
     __syncthreads(); /* the previous tile is no longer read */
     copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
     copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
     __syncthreads();
     float s[NS][4];
-#pragma unroll
-    for (int j = 0; j < NS; j++)
-      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-      for (int j = 0; j < NS; j++) {
-        uint32_t b0, b1;
-        load_b_rows(b0, b1, sk, LD, j * 8, kk * 16, g, c);
-        mma_16816(s[j], qf[kk], b0, b1);
-      }
-    /* scale and mask; the row maxima of this tile */
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < NS; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int kj = u0 + j * 8 + 2 * c + (e & 1);
-        int qi = e < 2 ? qi0 : qi1;
-        float val = s[j][e] * sh.scale;
-        s[j][e] = (kj > qi || kj >= sh.seq_len) ? -INFINITY : val;
-      }
-#pragma unroll
-    for (int j = 0; j < NS; j++) {
-      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-    }
-    float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
-    /* A row with every key masked so far keeps m = -inf: exponentiate
-     * against 0 then, so that no -inf - -inf appears. */
-    float base0 = mn0 == -INFINITY ? 0.0f : mn0;
-    float base1 = mn1 == -INFINITY ? 0.0f : mn1;
-    float corr0 = expf(m0 - base0), corr1 = expf(m1 - base1);
-    m0 = mn0;
-    m1 = mn1;
-    float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < NS; j++) {
-      s[j][0] = expf(s[j][0] - base0);
-      s[j][1] = expf(s[j][1] - base0);
-      s[j][2] = expf(s[j][2] - base1);
-      s[j][3] = expf(s[j][3] - base1);
-      ps0 += s[j][0] + s[j][1];
-      ps1 += s[j][2] + s[j][3];
-    }
-    l0 = l0 * corr0 + ps0; /* this lane's share of the row sum */
-    l1 = l1 * corr1 + ps1;
-#pragma unroll
-    for (int j = 0; j < NO; j++) {
-      acc[j][0] *= corr0;
-      acc[j][1] *= corr0;
-      acc[j][2] *= corr1;
-      acc[j][3] *= corr1;
-    }
-    /* O += P V: k runs over the tile's keys, 16 at a time. */
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) {
-      uint32_t a[4];
-      c_to_a(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int j = 0; j < NO; j += 2) {
-        uint32_t b[4];
-        load_b_cols(b, sv, LD, kk * 16, j * 8, lane);
-        mma_16816(acc[j], a, b[0], b[1]);
-        mma_16816(acc[j + 1], a, b[2], b[3]);
-      }
-    }
+    zero_frags(s);
+    mma_a_tt(s, qf, sk, LD, id); /* S = Q K^T */
+    scale_and_mask(s, u0, qi0, qi1, sh.seq_len, sh.scale, id.c);
+    online_softmax(s, acc, st);
+    mma_c_m(acc, s, sv, LD, lane); /* O += P V */
   }
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
-  float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-#pragma unroll
-  for (int j = 0; j < NO; j++) {
-    int d = j * 8 + 2 * c;
-    if (qi0 < sh.seq_len)
-      *reinterpret_cast<uint32_t *>(o + (tok0 + qi0) * sh.ldq + (long)h * HD +
-                                    d) =
-          pack_pair(acc[j][0] * inv0, acc[j][1] * inv0);
-    if (qi1 < sh.seq_len)
-      *reinterpret_cast<uint32_t *>(o + (tok0 + qi1) * sh.ldq + (long)h * HD +
-                                    d) =
-          pack_pair(acc[j][2] * inv1, acc[j][3] * inv1);
-  }
-  if (c == 0 && qi0 < sh.seq_len)
-    lse[(tok0 + qi0) * sh.nq + h] = m0 + logf(l0);
-  if (c == 0 && qi1 < sh.seq_len)
-    lse[(tok0 + qi1) * sh.nq + h] = m1 + logf(l1);
+  store_output(o, lse, acc, st, tok0, qi0, qi1, h, sh, id.c);
 }
 
 /* ---- backward: D_t = dO_t . O_t, one warp per (token, head) ------------------ */
@@ -298,12 +375,31 @@ __global__ void attention_rowdot_tc(float *dbuf, const bf16 *dout,
     dbuf[r] = dot;
 }
 
-/* Adds scale * (a C fragment pair of rows r, r+8) into a bf16 row-major
- * gradient at columns d, d+1 (rows past seq_len are left alone). */
+/* Adds (x0, x1) into a bf16 pair of a gradient row. */
 __device__ __forceinline__ void add_pair(bf16 *row, float x0, float x1) {
   __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(row);
   float2 old = __bfloat1622float2(*p);
   *p = __floats2bfloat162_rn(old.x + x0, old.y + x1);
+}
+
+/* Adds scale * acc (a strip of 16 rows, HD = 8 NO wide) into rows r0, r1 of
+ * a bf16 gradient (row stride ld, head offset col); rows past seq_len are
+ * left alone. */
+template <int NO>
+__device__ __forceinline__ void add_rows(bf16 *grad, long ld, long col,
+                                         const float (&acc)[NO][4], float scale,
+                                         long tok0, int r0, int r1,
+                                         int seq_len, int c) {
+#pragma unroll
+  for (int j = 0; j < NO; j++) {
+    long d = col + j * 8 + 2 * c;
+    if (r0 < seq_len)
+      add_pair(grad + (tok0 + r0) * ld + d, scale * acc[j][0],
+               scale * acc[j][1]);
+    if (r1 < seq_len)
+      add_pair(grad + (tok0 + r1) * ld + d, scale * acc[j][2],
+               scale * acc[j][3]);
+  }
 }
 
 /* ---- backward, dQ: block = 64 query rows of one head; per key tile
@@ -313,6 +409,26 @@ __device__ __forceinline__ void add_pair(bf16 *row, float x0, float x1) {
 template <int HD> struct dq_cfg {
   static constexpr int BC = HD == 128 ? 32 : 64; /* keys per tile */
 };
+
+/* dS = P (dP - D) in place of s, P = e^(scale s - lse) and 0 where masked;
+ * the lane's rows qi0, qi1 have lse (l0, l1) and D (d0, d1). */
+template <int NS>
+__device__ __forceinline__ void ds_rows(float (&s)[NS][4],
+                                        const float (&dp)[NS][4], int u0,
+                                        int qi0, int qi1, float l0, float l1,
+                                        float d0, float d1,
+                                        const struct tc_shape &sh, int c) {
+#pragma unroll
+  for (int j = 0; j < NS; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int kj = u0 + j * 8 + 2 * c + (e & 1);
+      int qi = e < 2 ? qi0 : qi1;
+      bool in = kj <= qi && kj < sh.seq_len;
+      float p = in ? expf(s[j][e] * sh.scale - (e < 2 ? l0 : l1)) : 0.0f;
+      s[j][e] = p * (dp[j][e] - (e < 2 ? d0 : d1));
+    }
+}
 
 template <int HD>
 __global__ void __launch_bounds__(128)
@@ -326,23 +442,23 @@ attention_backward_dq_tc(bf16 *dq, const float *dbuf, const bf16 *dout,
   int h = blockIdx.y, seq = blockIdx.z;
   int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
   long tok0 = (long)seq * sh.seq_len;
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int g = lane >> 2, c = lane & 3;
-  int row0 = tile * BR, wrow = row0 + warp * 16;
-  int qi0 = wrow + g, qi1 = wrow + g + 8;
+  int lane = threadIdx.x & 31;
+  lane_id id = {lane, lane >> 2, lane & 3};
+  int row0 = tile * BR, wrow = row0 + (int)(threadIdx.x >> 5) * 16;
+  int qi0 = wrow + id.g, qi1 = qi0 + 8;
 
   uint32_t qf[KS][4], df[KS][4];
-  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, g, c);
-  load_rows_a<HD>(df, dout + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, g, c);
-  float lse0 = qi0 < sh.seq_len ? lse[(tok0 + qi0) * sh.nq + h] : 0.0f;
-  float lse1 = qi1 < sh.seq_len ? lse[(tok0 + qi1) * sh.nq + h] : 0.0f;
-  float d0 = qi0 < sh.seq_len ? dbuf[(tok0 + qi0) * sh.nq + h] : 0.0f;
-  float d1 = qi1 < sh.seq_len ? dbuf[(tok0 + qi1) * sh.nq + h] : 0.0f;
+  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, id.g,
+                  id.c);
+  load_rows_a<HD>(df, dout + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, id.g,
+                  id.c);
+  bool in0 = qi0 < sh.seq_len, in1 = qi1 < sh.seq_len;
+  float l0 = in0 ? lse[(tok0 + qi0) * sh.nq + h] : 0.0f;
+  float l1 = in1 ? lse[(tok0 + qi1) * sh.nq + h] : 0.0f;
+  float d0 = in0 ? dbuf[(tok0 + qi0) * sh.nq + h] : 0.0f;
+  float d1 = in1 ? dbuf[(tok0 + qi1) * sh.nq + h] : 0.0f;
   float acc[NO][4];
-#pragma unroll
-  for (int j = 0; j < NO; j++)
-    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-
+  zero_frags(acc);
   int key_end = min(sh.seq_len, row0 + BR);
   for (int u0 = 0; u0 < key_end; u0 += BC) {
     __syncthreads();
@@ -350,56 +466,15 @@ attention_backward_dq_tc(bf16 *dq, const float *dbuf, const bf16 *dout,
     copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
     __syncthreads();
     float s[NS][4], dp[NS][4];
-#pragma unroll
-    for (int j = 0; j < NS; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++)
-        s[j][e] = dp[j][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-      for (int j = 0; j < NS; j++) {
-        uint32_t b0, b1;
-        load_b_rows(b0, b1, sk, LD, j * 8, kk * 16, g, c);
-        mma_16816(s[j], qf[kk], b0, b1);
-        load_b_rows(b0, b1, sv, LD, j * 8, kk * 16, g, c);
-        mma_16816(dp[j], df[kk], b0, b1);
-      }
-    /* dS = P (dP - D), P = e^(scale s - lse), 0 where masked */
-#pragma unroll
-    for (int j = 0; j < NS; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int kj = u0 + j * 8 + 2 * c + (e & 1);
-        int qi = e < 2 ? qi0 : qi1;
-        bool in = kj <= qi && kj < sh.seq_len;
-        float p = in ? expf(s[j][e] * sh.scale - (e < 2 ? lse0 : lse1)) : 0.0f;
-        s[j][e] = p * (dp[j][e] - (e < 2 ? d0 : d1));
-      }
-    /* dQ += dS K: k runs over the tile's keys; B[k][n] = K[key][dim]. */
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) {
-      uint32_t a[4];
-      c_to_a(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int j = 0; j < NO; j += 2) {
-        uint32_t b[4];
-        load_b_cols(b, sk, LD, kk * 16, j * 8, lane);
-        mma_16816(acc[j], a, b[0], b[1]);
-        mma_16816(acc[j + 1], a, b[2], b[3]);
-      }
-    }
+    zero_frags(s);
+    zero_frags(dp);
+    mma_a_tt(s, qf, sk, LD, id);  /* S = Q K^T */
+    mma_a_tt(dp, df, sv, LD, id); /* dP = dO V^T */
+    ds_rows(s, dp, u0, qi0, qi1, l0, l1, d0, d1, sh, id.c);
+    mma_c_m(acc, s, sk, LD, lane); /* dQ += dS K */
   }
-#pragma unroll
-  for (int j = 0; j < NO; j++) {
-    int d = j * 8 + 2 * c;
-    if (qi0 < sh.seq_len)
-      add_pair(dq + (tok0 + qi0) * sh.ldq + (long)h * HD + d,
-               sh.scale * acc[j][0], sh.scale * acc[j][1]);
-    if (qi1 < sh.seq_len)
-      add_pair(dq + (tok0 + qi1) * sh.ldq + (long)h * HD + d,
-               sh.scale * acc[j][2], sh.scale * acc[j][3]);
-  }
+  add_rows(dq, sh.ldq, (long)h * HD, acc, sh.scale, tok0, qi0, qi1,
+           sh.seq_len, id.c);
 }
 
 /* ---- backward, dK and dV: block = 64 keys of one kv head (4 warps x 16
@@ -418,6 +493,42 @@ template <int HD> struct dkv_cfg {
       (size_t)(2 * BK + 2 * BQ) * LD * sizeof(bf16) + 2 * BQ * sizeof(float);
 };
 
+/* P^T in s and dS^T in dp (rows keys kj0, kj1 of this lane, columns the
+ * queries t0 + col), from S^T, dP^T and the tile's lse and D. */
+template <int NS>
+__device__ __forceinline__ void ds_cols(float (&s)[NS][4], float (&dp)[NS][4],
+                                        int t0, int kj0, int kj1,
+                                        const float *slse, const float *sd,
+                                        const struct tc_shape &sh, int c) {
+#pragma unroll
+  for (int j = 0; j < NS; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int col = j * 8 + 2 * c + (e & 1);
+      int qi = t0 + col, kj = e < 2 ? kj0 : kj1;
+      bool in = kj <= qi && qi < sh.seq_len && kj < sh.seq_len;
+      float p = in ? expf(s[j][e] * sh.scale - slse[col]) : 0.0f;
+      s[j][e] = p;
+      dp[j][e] = p * (dp[j][e] - sd[col]);
+    }
+}
+
+/* Loads query tile t0 of head h (q, dO, lse, D) into shared memory. */
+template <int HD>
+__device__ void load_query_tile(bf16 *sq, bf16 *sdo, float *slse, float *sd,
+                                const bf16 *q, const bf16 *dout,
+                                const float *lse, const float *dbuf, int h,
+                                int t0, long tok0, const struct tc_shape &sh) {
+  constexpr int BQ = dkv_cfg<HD>::BQ;
+  copy_tile<HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
+  copy_tile<HD>(sdo, dout + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
+  for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+    bool in = t0 + r < sh.seq_len;
+    slse[r] = in ? lse[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
+    sd[r] = in ? dbuf[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
+  }
+}
+
 template <int HD>
 __global__ void __launch_bounds__(128)
 attention_backward_dkv_tc(bf16 *dk, bf16 *dv, const float *dbuf,
@@ -432,100 +543,39 @@ attention_backward_dkv_tc(bf16 *dk, bf16 *dv, const float *dbuf,
   float *slse = reinterpret_cast<float *>(sdo + BQ * LD), *sd = slse + BQ;
   int tile = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   long tok0 = (long)seq * sh.seq_len;
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int g = lane >> 2, c = lane & 3;
-  int key0 = tile * BK, wkey = warp * 16; /* the warp's keys in the tile */
-  int kj0 = key0 + wkey + g, kj1 = kj0 + 8; /* this lane's two keys */
+  int lane = threadIdx.x & 31;
+  lane_id id = {lane, lane >> 2, lane & 3};
+  int key0 = tile * BK, wkey = (int)(threadIdx.x >> 5) * 16; /* warp's keys */
+  int kj0 = key0 + wkey + id.g, kj1 = kj0 + 8; /* this lane's two keys */
 
   copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK, sh.seq_len);
   copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK, sh.seq_len);
   float dka[NO][4], dva[NO][4];
-#pragma unroll
-  for (int j = 0; j < NO; j++)
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-      dka[j][e] = dva[j][e] = 0.0f;
-
+  zero_frags(dka);
+  zero_frags(dva);
+  /* Local query heads reading kv head kvh: (q_begin + h)/group == kv. */
   int kv_global = kvh + sh.map.kv_begin;
   int h_begin = max(0, kv_global * sh.map.group - sh.map.q_begin);
   int h_end = min(sh.nq, (kv_global + 1) * sh.map.group - sh.map.q_begin);
-  for (int h = h_begin; h < h_end; h++) {
+  for (int h = h_begin; h < h_end; h++)
     for (int t0 = key0; t0 < sh.seq_len; t0 += BQ) {
       __syncthreads(); /* the previous query tile is no longer read */
-      copy_tile<HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
-      copy_tile<HD>(sdo, dout + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
-      for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
-        bool in = t0 + r < sh.seq_len;
-        slse[r] = in ? lse[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
-        sd[r] = in ? dbuf[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
-      }
+      load_query_tile<HD>(sq, sdo, slse, sd, q, dout, lse, dbuf, h, t0, tok0,
+                          sh);
       __syncthreads();
-      /* S^T = K Q^T and dP^T = V dO^T: rows keys, columns queries. */
-      float s[NS][4], dp[NS][4];
-#pragma unroll
-      for (int j = 0; j < NS; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          s[j][e] = dp[j][e] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < KS; kk++) {
-        uint32_t ak[4], av[4];
-        load_a(ak, sk, LD, wkey, kk * 16, g, c);
-        load_a(av, sv, LD, wkey, kk * 16, g, c);
-#pragma unroll
-        for (int j = 0; j < NS; j++) {
-          uint32_t b0, b1;
-          load_b_rows(b0, b1, sq, LD, j * 8, kk * 16, g, c);
-          mma_16816(s[j], ak, b0, b1);
-          load_b_rows(b0, b1, sdo, LD, j * 8, kk * 16, g, c);
-          mma_16816(dp[j], av, b0, b1);
-        }
-      }
-      /* P^T and dS^T in place of s and dp */
-#pragma unroll
-      for (int j = 0; j < NS; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          int col = j * 8 + 2 * c + (e & 1);
-          int qi = t0 + col, kj = e < 2 ? kj0 : kj1;
-          bool in = kj <= qi && qi < sh.seq_len && kj < sh.seq_len;
-          float p = in ? expf(s[j][e] * sh.scale - slse[col]) : 0.0f;
-          s[j][e] = p;
-          dp[j][e] = p * (dp[j][e] - sd[col]);
-        }
-      /* dV += P^T dO and dK += dS^T Q: k runs over the tile's queries. */
-#pragma unroll
-      for (int kk = 0; kk < BQ / 16; kk++) {
-        uint32_t ap[4], ads[4];
-        c_to_a(ap, s[2 * kk], s[2 * kk + 1]);
-        c_to_a(ads, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-        for (int j = 0; j < NO; j += 2) {
-          uint32_t b[4];
-          load_b_cols(b, sdo, LD, kk * 16, j * 8, lane);
-          mma_16816(dva[j], ap, b[0], b[1]);
-          mma_16816(dva[j + 1], ap, b[2], b[3]);
-          load_b_cols(b, sq, LD, kk * 16, j * 8, lane);
-          mma_16816(dka[j], ads, b[0], b[1]);
-          mma_16816(dka[j + 1], ads, b[2], b[3]);
-        }
-      }
+      float s[NS][4], dp[NS][4]; /* rows keys, columns queries */
+      zero_frags(s);
+      zero_frags(dp);
+      mma_smem_tt<KS>(s, sk, wkey, sq, LD, id);   /* S^T = K Q^T */
+      mma_smem_tt<KS>(dp, sv, wkey, sdo, LD, id); /* dP^T = V dO^T */
+      ds_cols(s, dp, t0, kj0, kj1, slse, sd, sh, id.c);
+      mma_c_m(dva, s, sdo, LD, lane); /* dV += P^T dO */
+      mma_c_m(dka, dp, sq, LD, lane); /* dK += dS^T Q */
     }
-  }
-#pragma unroll
-  for (int j = 0; j < NO; j++) {
-    int d = j * 8 + 2 * c;
-    long at0 = (tok0 + kj0) * sh.ldkv + (long)kvh * HD + d;
-    long at1 = (tok0 + kj1) * sh.ldkv + (long)kvh * HD + d;
-    if (kj0 < sh.seq_len) {
-      add_pair(dk + at0, sh.scale * dka[j][0], sh.scale * dka[j][1]);
-      add_pair(dv + at0, dva[j][0], dva[j][1]);
-    }
-    if (kj1 < sh.seq_len) {
-      add_pair(dk + at1, sh.scale * dka[j][2], sh.scale * dka[j][3]);
-      add_pair(dv + at1, dva[j][2], dva[j][3]);
-    }
-  }
+  add_rows(dk, sh.ldkv, (long)kvh * HD, dka, sh.scale, tok0, kj0, kj1,
+           sh.seq_len, id.c);
+  add_rows(dv, sh.ldkv, (long)kvh * HD, dva, 1.0f, tok0, kj0, kj1, sh.seq_len,
+           id.c);
 }
 
 struct tc_shape tc_shape_of(struct hxc_kv_map map, int seq_len, int nq,
