@@ -387,59 +387,114 @@ struct attn_case {
   int seq_len;
 };
 
-static void check_attention_case(const struct attn_case *c, enum hxc_dtype dt,
-                                 enum hxc_attention_impl impl) {
-  char name[96];
-  const char *impl_name = impl == HXC_ATTN_TENSOR_CORE ? "tc" : "tiled";
-  reseed(6 + (uint64_t)c->hd);
-  struct hxk_dims d = {};
-  d.dim = c->heads * c->hd;
-  d.ffn = 8;
-  d.heads = c->heads;
-  d.kv_heads = c->kv_heads;
-  d.vocab = 8;
-  d.seq_len = c->seq_len;
-  d.layers = 1;
-  d.norm_eps = 1e-5f;
-  d.rope_theta = 10000.0;
+/* One attention problem: the shape, the inputs (dq0, dk0, dv0: where the
+ * added-into gradients start) and the CPU's results. */
+struct attn_problem {
+  struct hxk_dims d;
   struct hxk_shard s;
-  if (!hxk_dims_check(&d) ||
-      !hxk_shard_make(&d, c->q_begin, c->q_end, 0, d.ffn, &s)) {
-    report(false, c->name, dt_name(dt), INFINITY, 0, "bad test shape");
-    return;
-  }
-  int nq = s.q_end - s.q_begin, nkv = s.kv_end - s.kv_begin, hd = c->hd;
-  int T = c->seq_len;
-  long n = (long)NSEQ * T, qn = n * nq * hd, kvn = n * nkv * hd;
-  vec q = representable(random_vec(qn, 1.0f), dt);
-  vec k = representable(random_vec(kvn, 1.0f), dt);
-  vec v = representable(random_vec(kvn, 1.0f), dt);
-  vec dout = representable(random_vec(qn, 1.0f), dt);
-  vec dq0 = representable(random_vec(qn, 0.1f), dt);
-  vec dk0 = representable(random_vec(kvn, 0.1f), dt);
-  vec dv0 = representable(random_vec(kvn, 0.1f), dt);
-  /* CPU reference */
-  std::vector<int> kv_of((size_t)nq);
-  hxk_kv_map(kv_of.data(), &d, &s);
-  vec scratch((size_t)hxk_attention_scratch_floats(T));
-  vec o((size_t)qn), lse((size_t)(n * nq)), dq = dq0, dk = dk0, dv = dv0;
-  hxk_attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(),
-                        kv_of.data(), NSEQ, T, nq, nkv, hd, scratch.data());
-  hxk_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(),
-                         q.data(), k.data(), v.data(), lse.data(),
-                         kv_of.data(), NSEQ, T, nq, nkv, hd, scratch.data());
-  /* GPU */
-  hxc_attention_set_impl(impl);
-  void *gq = upload(q, dt), *gk = upload(k, dt), *gv = upload(v, dt);
-  void *gdout = upload(dout, dt), *go = upload(vec((size_t)qn), dt);
-  float *glse = upload_f32(vec((size_t)(n * nq)));
-  void *gdq = upload(dq0, dt), *gdk = upload(dk0, dt), *gdv = upload(dv0, dt);
-  struct hxc_kv_map map = hxc_kv_map_of(&d, &s);
-  hxc_attention_forward(go, glse, gq, gk, gv, map, NSEQ, T, nq, nkv, hd, dt,
-                        stream);
-  hxc_attention_backward(ctx, gdq, gdk, gdv, gdout, gq, gk, gv, go, glse, map,
-                         NSEQ, T, nq, nkv, hd, dt, stream);
-  bool bf = dt == HXC_BF16, tc = impl == HXC_ATTN_TENSOR_CORE;
+  int nq, nkv, hd, T;
+  long n, qn, kvn; /* tokens, elements of q (and o, dq), of k (v, dk, dv) */
+  vec q, k, v, dout, dq0, dk0, dv0;
+  vec o, lse, dq, dk, dv;
+};
+
+static bool make_attn_problem(const struct attn_case *c, enum hxc_dtype dt,
+                              struct attn_problem *p) {
+  reseed(6 + (uint64_t)c->hd);
+  p->d = {};
+  p->d.dim = c->heads * c->hd;
+  p->d.ffn = 8;
+  p->d.heads = c->heads;
+  p->d.kv_heads = c->kv_heads;
+  p->d.vocab = 8;
+  p->d.seq_len = c->seq_len;
+  p->d.layers = 1;
+  p->d.norm_eps = 1e-5f;
+  p->d.rope_theta = 10000.0;
+  if (!hxk_dims_check(&p->d) ||
+      !hxk_shard_make(&p->d, c->q_begin, c->q_end, 0, p->d.ffn, &p->s))
+    return false;
+  p->nq = p->s.q_end - p->s.q_begin;
+  p->nkv = p->s.kv_end - p->s.kv_begin;
+  p->hd = c->hd;
+  p->T = c->seq_len;
+  p->n = (long)NSEQ * p->T;
+  p->qn = p->n * p->nq * p->hd;
+  p->kvn = p->n * p->nkv * p->hd;
+  p->q = representable(random_vec(p->qn, 1.0f), dt);
+  p->k = representable(random_vec(p->kvn, 1.0f), dt);
+  p->v = representable(random_vec(p->kvn, 1.0f), dt);
+  p->dout = representable(random_vec(p->qn, 1.0f), dt);
+  p->dq0 = representable(random_vec(p->qn, 0.1f), dt);
+  p->dk0 = representable(random_vec(p->kvn, 0.1f), dt);
+  p->dv0 = representable(random_vec(p->kvn, 0.1f), dt);
+  return true;
+}
+
+static void attn_reference(struct attn_problem *p) {
+  std::vector<int> kv_of((size_t)p->nq);
+  hxk_kv_map(kv_of.data(), &p->d, &p->s);
+  vec scratch((size_t)hxk_attention_scratch_floats(p->T));
+  p->o = vec((size_t)p->qn);
+  p->lse = vec((size_t)(p->n * p->nq));
+  p->dq = p->dq0, p->dk = p->dk0, p->dv = p->dv0;
+  hxk_attention_forward(p->o.data(), p->lse.data(), p->q.data(), p->k.data(),
+                        p->v.data(), kv_of.data(), NSEQ, p->T, p->nq, p->nkv,
+                        p->hd, scratch.data());
+  hxk_attention_backward(p->dq.data(), p->dk.data(), p->dv.data(),
+                         p->dout.data(), p->q.data(), p->k.data(), p->v.data(),
+                         p->lse.data(), kv_of.data(), NSEQ, p->T, p->nq,
+                         p->nkv, p->hd, scratch.data());
+}
+
+/* The problem on the device: its tensors, and the GPU's forward + backward. */
+struct attn_device {
+  void *q, *k, *v, *dout, *o, *dq, *dk, *dv;
+  float *lse;
+};
+
+static struct attn_device attn_upload(const struct attn_problem *p,
+                                      enum hxc_dtype dt) {
+  struct attn_device g;
+  g.q = upload(p->q, dt), g.k = upload(p->k, dt), g.v = upload(p->v, dt);
+  g.dout = upload(p->dout, dt), g.o = upload(vec((size_t)p->qn), dt);
+  g.lse = upload_f32(vec((size_t)(p->n * p->nq)));
+  g.dq = upload(p->dq0, dt), g.dk = upload(p->dk0, dt),
+  g.dv = upload(p->dv0, dt);
+  return g;
+}
+
+static void attn_run(const struct attn_problem *p, struct attn_device *g,
+                     enum hxc_dtype dt, bool forward) {
+  struct hxc_kv_map map = hxc_kv_map_of(&p->d, &p->s);
+  if (forward)
+    hxc_attention_forward(g->o, g->lse, g->q, g->k, g->v, map, NSEQ, p->T,
+                          p->nq, p->nkv, p->hd, dt, stream);
+  hxc_attention_backward(ctx, g->dq, g->dk, g->dv, g->dout, g->q, g->k, g->v,
+                         g->o, g->lse, map, NSEQ, p->T, p->nq, p->nkv, p->hd,
+                         dt, stream);
+}
+
+static void attn_release(struct attn_device *g) {
+  void *all[] = {g->q, g->k, g->v, g->dout, g->o, g->dq, g->dk, g->dv, g->lse};
+  for (void *b : all)
+    release(b);
+}
+
+/* The gradients dq, dk, dv as one vector (for the bitwise check). */
+static vec attn_grads(const struct attn_problem *p,
+                      const struct attn_device *g, enum hxc_dtype dt) {
+  vec all = download(g->dq, p->qn, dt);
+  vec k = download(g->dk, p->kvn, dt), v = download(g->dv, p->kvn, dt);
+  all.insert(all.end(), k.begin(), k.end());
+  all.insert(all.end(), v.begin(), v.end());
+  return all;
+}
+
+static void attn_compare(const char *prefix, const struct attn_problem *p,
+                         const struct attn_device *g, enum hxc_dtype dt,
+                         bool tc) {
+  bool bf = dt == HXC_BF16;
   double tol_o = !bf ? 1e-5 : tc ? 4 * U : 2 * U;
   const char *why_o = !bf ? "fp32: online vs full softmax, sum order"
                       : tc ? "P rounded to bf16 before P V, one output rounding (4u)"
@@ -448,37 +503,47 @@ static void check_attention_case(const struct attn_case *c, enum hxc_dtype dt,
   const char *why_g = !bf ? "fp32: recomputed P, sum order"
                       : tc ? "P and dS rounded to bf16, D from the bf16 O, one rounding (8u)"
                            : "D from the bf16 O, one rounding of the result (4u)";
-  snprintf(name, sizeof name, "attention_%s.%s.o", impl_name, c->name);
-  compare(name, dt, download(go, qn, dt), o, tol_o, why_o);
-  snprintf(name, sizeof name, "attention_%s.%s.lse", impl_name, c->name);
-  compare(name, dt, download_f32(glse, n * nq), lse, bf && tc ? 1e-4 : 1e-5,
+  char name[96];
+  snprintf(name, sizeof name, "%s.o", prefix);
+  compare(name, dt, download(g->o, p->qn, dt), p->o, tol_o, why_o);
+  snprintf(name, sizeof name, "%s.lse", prefix);
+  compare(name, dt, download_f32(g->lse, p->n * p->nq), p->lse,
+          bf && tc ? 1e-4 : 1e-5,
           bf && tc ? "fp32 scores from exact products, tensor-core sum order"
                    : "fp32 scores: sum order only");
-  snprintf(name, sizeof name, "attention_%s.%s.dq", impl_name, c->name);
-  compare(name, dt, download(gdq, qn, dt), dq, tol_g, why_g);
-  snprintf(name, sizeof name, "attention_%s.%s.dk", impl_name, c->name);
-  compare(name, dt, download(gdk, kvn, dt), dk, tol_g, why_g);
-  snprintf(name, sizeof name, "attention_%s.%s.dv", impl_name, c->name);
-  compare(name, dt, download(gdv, kvn, dt), dv, tol_g, why_g);
-  /* no atomics: a second backward from the same start gives the same bits */
-  vec first_q = download(gdq, qn, dt), first_k = download(gdk, kvn, dt),
-      first_v = download(gdv, kvn, dt);
-  restore(gdq, dq0, dt), restore(gdk, dk0, dt), restore(gdv, dv0, dt);
-  hxc_attention_backward(ctx, gdq, gdk, gdv, gdout, gq, gk, gv, go, glse, map,
-                         NSEQ, T, nq, nkv, hd, dt, stream);
-  vec again = download(gdq, qn, dt), first = first_q;
-  vec again_k = download(gdk, kvn, dt), again_v = download(gdv, kvn, dt);
-  again.insert(again.end(), again_k.begin(), again_k.end());
-  again.insert(again.end(), again_v.begin(), again_v.end());
-  first.insert(first.end(), first_k.begin(), first_k.end());
-  first.insert(first.end(), first_v.begin(), first_v.end());
-  snprintf(name, sizeof name, "attention_%s.%s.deterministic", impl_name,
+  snprintf(name, sizeof name, "%s.dq", prefix);
+  compare(name, dt, download(g->dq, p->qn, dt), p->dq, tol_g, why_g);
+  snprintf(name, sizeof name, "%s.dk", prefix);
+  compare(name, dt, download(g->dk, p->kvn, dt), p->dk, tol_g, why_g);
+  snprintf(name, sizeof name, "%s.dv", prefix);
+  compare(name, dt, download(g->dv, p->kvn, dt), p->dv, tol_g, why_g);
+}
+
+static void check_attention_case(const struct attn_case *c, enum hxc_dtype dt,
+                                 enum hxc_attention_impl impl) {
+  bool tc = impl == HXC_ATTN_TENSOR_CORE;
+  char prefix[64], name[96];
+  snprintf(prefix, sizeof prefix, "attention_%s.%s", tc ? "tc" : "tiled",
            c->name);
-  check_bitwise(name, dt_name(dt), again, first,
+  struct attn_problem p;
+  if (!make_attn_problem(c, dt, &p)) {
+    report(false, prefix, dt_name(dt), INFINITY, 0, "bad test shape");
+    return;
+  }
+  attn_reference(&p);
+  hxc_attention_set_impl(impl);
+  struct attn_device g = attn_upload(&p, dt);
+  attn_run(&p, &g, dt, true);
+  attn_compare(prefix, &p, &g, dt, tc);
+  /* no atomics: a second backward from the same start gives the same bits */
+  vec first = attn_grads(&p, &g, dt);
+  restore(g.dq, p.dq0, dt), restore(g.dk, p.dk0, dt), restore(g.dv, p.dv0, dt);
+  attn_run(&p, &g, dt, false);
+  snprintf(name, sizeof name, "%s.deterministic", prefix);
+  check_bitwise(name, dt_name(dt), attn_grads(&p, &g, dt), first,
                 "a second backward gives the same bits");
   hxc_attention_set_impl(HXC_ATTN_AUTO);
-  release(gq), release(gk), release(gv), release(gdout), release(go),
-      release(glse), release(gdq), release(gdk), release(gdv);
+  attn_release(&g);
 }
 
 static const struct attn_case attn_cases[] = {
@@ -602,99 +667,106 @@ static void check_head(enum hxc_dtype dt) {
 }
 
 /* ---- optimizer -------------------------------------------------------------- */
-static void check_optim(void) {
+static const struct hxk_adamw adamw_hp = {0.9, 0.95, 1e-8, 0.1};
+
+/* The CPU's AdamW step of the group's tensors, clipped as the GPU clips. */
+static void cpu_group_step(std::vector<vec> &w, const std::vector<vec> &gr,
+                           std::vector<vec> &m, std::vector<vec> &v,
+                           const bool *decay, double sumsq, double clip,
+                           long step, double lr) {
+  float factor = (float)hxk_clip_factor(sumsq, clip);
+  for (size_t i = 0; i < w.size(); i++) {
+    long n = (long)w[i].size();
+    vec gs = gr[i];
+    hxk_scale(gs.data(), n, factor);
+    std::vector<uint8_t> mask((size_t)n, decay[i] ? 1 : 0);
+    hxk_adamw_step(w[i].data(), gs.data(), m[i].data(), v[i].data(),
+                   mask.data(), n, &adamw_hp, step, lr);
+  }
+}
+
+/* Three tensors (the middle one crosses the 65536-element chunk boundary),
+ * three steps of sum of squares + clipped AdamW, bf16 copies refreshed. */
+static void check_adamw_group(void) {
   reseed(8);
-  /* three tensors; the middle one crosses the 65536-element chunk boundary */
   const long sizes[3] = {1000, 70000, 320};
   const bool decay[3] = {true, true, false};
-  struct hxk_adamw hp = {0.9, 0.95, 1e-8, 0.1};
-  double clip = 0.5; /* below the gradients' norm: clipping happens */
+  const double clip = 0.5; /* below the gradients' norm: clipping happens */
   std::vector<vec> w(3), gr(3), m(3), v(3);
   struct hxc_adamw_tensor t[3];
-  float *gw[3], *gg[3], *gm[3], *gv[3];
   void *gb[3];
   for (int i = 0; i < 3; i++) {
     w[i] = random_vec(sizes[i], 1.0f);
     gr[i] = random_vec(sizes[i], 0.05f);
-    m[i] = vec((size_t)sizes[i]);
-    v[i] = vec((size_t)sizes[i]);
-    gw[i] = upload_f32(w[i]);
-    gg[i] = upload_f32(gr[i]);
-    gm[i] = upload_f32(m[i]);
-    gv[i] = upload_f32(v[i]);
+    m[i] = v[i] = vec((size_t)sizes[i]);
     gb[i] = upload(vec((size_t)sizes[i]), HXC_BF16);
-    t[i] = {gw[i], gg[i], gm[i], gv[i], gb[i], sizes[i], decay[i]};
+    t[i] = {upload_f32(w[i]), upload_f32(gr[i]), upload_f32(m[i]),
+            upload_f32(v[i]), gb[i], sizes[i], decay[i]};
   }
   struct hxc_adamw_group *grp = hxc_adamw_group_create(t, 3);
   double *gsum = (double *)device_alloc(sizeof(double));
   for (long step = 0; step < 3; step++) {
-    double lr = 1e-3 * (step + 1);
+    double lr = 1e-3 * (step + 1), sumsq = 0.0, got;
     HXC_CHECK(cudaMemsetAsync(gsum, 0, sizeof(double), stream));
     hxc_adamw_group_sumsq(grp, gsum, stream);
-    hxc_adamw_group_step(grp, gsum, clip, &hp, step, lr, stream);
-    double sumsq = 0.0;
+    HXC_CHECK(cudaDeviceSynchronize());
+    HXC_CHECK(cudaMemcpy(&got, gsum, sizeof got, cudaMemcpyDeviceToHost));
+    hxc_adamw_group_step(grp, gsum, clip, &adamw_hp, step, lr, stream);
     for (int i = 0; i < 3; i++)
       sumsq += hxk_sum_squares(gr[i].data(), sizes[i]);
-    if (step == 0) {
-      double got;
-      HXC_CHECK(cudaDeviceSynchronize());
-      HXC_CHECK(cudaMemcpy(&got, gsum, sizeof got, cudaMemcpyDeviceToHost));
+    if (step == 0)
       compare_scalar("adamw_group_sumsq", HXC_FP32, got, sumsq, 1e-12,
                      "double sums: order only");
-    }
-    float factor = (float)hxk_clip_factor(sumsq, clip);
-    for (int i = 0; i < 3; i++) {
-      vec gs = gr[i];
-      hxk_scale(gs.data(), sizes[i], factor);
-      std::vector<uint8_t> mask((size_t)sizes[i], decay[i] ? 1 : 0);
-      hxk_adamw_step(w[i].data(), gs.data(), m[i].data(), v[i].data(),
-                     mask.data(), sizes[i], &hp, step, lr);
-    }
+    cpu_group_step(w, gr, m, v, decay, sumsq, clip, step, lr);
   }
-  static const char *names[3][4] = {
-      {"adamw_group.t0.w", "adamw_group.t0.m", "adamw_group.t0.v", "adamw_group.t0.w_bf16"},
-      {"adamw_group.t1.w", "adamw_group.t1.m", "adamw_group.t1.v", "adamw_group.t1.w_bf16"},
-      {"adamw_group.t2.w", "adamw_group.t2.m", "adamw_group.t2.v", "adamw_group.t2.w_bf16"}};
   for (int i = 0; i < 3; i++) {
-    compare(names[i][0], HXC_FP32, download_f32(gw[i], sizes[i]), w[i], TOL_F32);
-    compare(names[i][1], HXC_FP32, download_f32(gm[i], sizes[i]), m[i], TOL_F32);
-    compare(names[i][2], HXC_FP32, download_f32(gv[i], sizes[i]), v[i], TOL_F32);
-    compare(names[i][3], HXC_BF16, download(gb[i], sizes[i], HXC_BF16),
+    char name[64];
+    snprintf(name, sizeof name, "adamw_group.t%d.w", i);
+    compare(name, HXC_FP32, download_f32(t[i].w, sizes[i]), w[i], TOL_F32);
+    snprintf(name, sizeof name, "adamw_group.t%d.m", i);
+    compare(name, HXC_FP32, download_f32(t[i].m, sizes[i]), m[i], TOL_F32);
+    snprintf(name, sizeof name, "adamw_group.t%d.v", i);
+    compare(name, HXC_FP32, download_f32(t[i].v, sizes[i]), v[i], TOL_F32);
+    snprintf(name, sizeof name, "adamw_group.t%d.w_bf16", i);
+    compare(name, HXC_BF16, download(gb[i], sizes[i], HXC_BF16),
             representable(w[i], HXC_BF16), 2 * U,
             "the master weight rounded once (2u)");
+    release(t[i].w), release((void *)t[i].g), release(t[i].m),
+        release(t[i].v), release(gb[i]);
   }
   hxc_adamw_group_destroy(grp);
-  /* single-buffer pieces */
+  release(gsum);
+}
+
+/* The single-buffer pieces: sum of squares, scale, AdamW with a mask. */
+static void check_adamw_single(void) {
+  reseed(11);
   long n = 5000;
-  vec w1 = random_vec(n, 1.0f), g1 = random_vec(n, 0.1f);
-  vec m1(n), v1(n);
+  vec w = random_vec(n, 1.0f), g = random_vec(n, 0.1f), m(n), v(n);
   std::vector<uint8_t> mask((size_t)n);
   for (long i = 0; i < n; i++)
     mask[(size_t)i] = (uint8_t)(i % 3 != 0);
-  float *dw1 = upload_f32(w1), *dg1 = upload_f32(g1), *dm1 = upload_f32(m1),
-        *dv1 = upload_f32(v1);
+  float *dw = upload_f32(w), *dg = upload_f32(g), *dm = upload_f32(m),
+        *dv = upload_f32(v);
   uint8_t *dmask = (uint8_t *)device_alloc((size_t)n);
+  double *gsum = (double *)device_alloc(sizeof(double)), got;
   HXC_CHECK(cudaMemcpy(dmask, mask.data(), (size_t)n, cudaMemcpyHostToDevice));
-  HXC_CHECK(cudaMemset(gsum, 0, sizeof(double)));
-  hxc_sum_squares(ctx, dg1, n, gsum, stream);
-  hxc_scale(dg1, n, 0.75f, stream);
-  hxc_adamw_step(dw1, dg1, dm1, dv1, dmask, n, &hp, 4, 2e-3, stream);
-  double got;
+  hxc_sum_squares(ctx, dg, n, gsum, stream);
+  hxc_scale(dg, n, 0.75f, stream);
+  hxc_adamw_step(dw, dg, dm, dv, dmask, n, &adamw_hp, 4, 2e-3, stream);
   HXC_CHECK(cudaDeviceSynchronize());
   HXC_CHECK(cudaMemcpy(&got, gsum, sizeof got, cudaMemcpyDeviceToHost));
-  compare_scalar("sum_squares", HXC_FP32, got, hxk_sum_squares(g1.data(), n),
+  compare_scalar("sum_squares", HXC_FP32, got, hxk_sum_squares(g.data(), n),
                  1e-12, "double sums: order only");
-  hxk_scale(g1.data(), n, 0.75f);
-  hxk_adamw_step(w1.data(), g1.data(), m1.data(), v1.data(), mask.data(), n,
-                 &hp, 4, 2e-3);
-  compare("scale", HXC_FP32, download_f32(dg1, n), g1, TOL_F32);
-  compare("adamw_step.w", HXC_FP32, download_f32(dw1, n), w1, TOL_F32);
-  compare("adamw_step.v", HXC_FP32, download_f32(dv1, n), v1, TOL_F32);
-  for (int i = 0; i < 3; i++)
-    release(gw[i]), release(gg[i]), release(gm[i]), release(gv[i]),
-        release(gb[i]);
-  release(gsum), release(dw1), release(dg1), release(dm1), release(dv1),
-      release(dmask);
+  hxk_scale(g.data(), n, 0.75f);
+  hxk_adamw_step(w.data(), g.data(), m.data(), v.data(), mask.data(), n,
+                 &adamw_hp, 4, 2e-3);
+  compare("scale", HXC_FP32, download_f32(dg, n), g, TOL_F32);
+  compare("adamw_step.w", HXC_FP32, download_f32(dw, n), w, TOL_F32);
+  compare("adamw_step.m", HXC_FP32, download_f32(dm, n), m, TOL_F32);
+  compare("adamw_step.v", HXC_FP32, download_f32(dv, n), v, TOL_F32);
+  release(dw), release(dg), release(dm), release(dv), release(dmask),
+      release(gsum);
 }
 
 /* ---- decoder layer ------------------------------------------------------ */
@@ -736,6 +808,70 @@ static void gpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
       release(gout), release(gdx), release(acts), release(scratch);
 }
 
+/* The layer's weights by the spec's init, with the norm gains (exactly 1
+ * there) perturbed so that their gradients matter. */
+static vec layer_weights(const struct hxk_dims *d, const struct hxk_shard *s,
+                         enum hxc_dtype dt) {
+  vec wflat((size_t)hxk_layer_floats(d, s));
+  struct hxk_layer_params p;
+  hxk_layer_bind(&p, wflat.data(), d, s);
+  float *slots[HXK_LAYER_NPARAMS] = {p.attn_norm, p.wq, p.wk, p.wv, p.wo,
+                                     p.mlp_norm, p.w_gate, p.w_up, p.w_down};
+  for (int i = 0; i < HXK_LAYER_NPARAMS; i++)
+    hxk_init_param(slots[i], d, s, 1234, (enum hxk_param)i, 0);
+  for (auto &x : wflat)
+    if (x == 1.0f)
+      x += uniform(0.2f);
+  return representable(wflat, dt);
+}
+
+/* hxk_layer_forward + hxk_layer_backward: out, dx, and the gradients added
+ * to g (in place). */
+static void cpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
+                      vec &wflat, const vec &x, const vec &dout, vec *out,
+                      vec *dx, vec *g) {
+  vec rope((size_t)hxk_rope_table_floats(d));
+  hxk_rope_table(rope.data(), d);
+  std::vector<int> kv_of((size_t)d->heads);
+  hxk_kv_map(kv_of.data(), d, s);
+  struct hxk_layer_ctx lc = {d, s, rope.data(), kv_of.data(), false, NULL, NULL};
+  struct hxk_layer_params w, gp;
+  hxk_layer_bind(&w, wflat.data(), d, s);
+  hxk_layer_bind(&gp, g->data(), d, s);
+  vec acts((size_t)hxk_layer_acts_floats(&lc, NSEQ));
+  vec scratch((size_t)hxk_layer_scratch_floats(&lc, NSEQ));
+  *out = vec(x.size());
+  *dx = vec(x.size());
+  hxk_layer_forward(&lc, &w, x.data(), out->data(), acts.data(),
+                    scratch.data(), NSEQ);
+  hxk_layer_backward(&lc, &w, &gp, dout.data(), dx->data(), acts.data(),
+                     scratch.data(), NSEQ);
+}
+
+/* out, dx and each weight gradient against the CPU's. */
+static void compare_layer(const char *case_name, const struct hxk_dims *d,
+                          const struct hxk_shard *s, enum hxc_dtype dt,
+                          const vec *gpu, const vec *cpu) {
+  bool bf = dt == HXC_BF16;
+  double tol = bf ? 8 * U : 1e-4;
+  const char *why = bf ? "bf16 roundings of each intermediate, in sequence (8u)"
+                       : "about 20 fp32 kernels in sequence, each 1e-5";
+  char name[96];
+  snprintf(name, sizeof name, "layer.%s.out", case_name);
+  compare(name, dt, gpu[0], cpu[0], tol, why);
+  snprintf(name, sizeof name, "layer.%s.dx", case_name);
+  compare(name, dt, gpu[1], cpu[1], tol, why);
+  long off = 0;
+  for (int i = 0; i < HXK_LAYER_NPARAMS; i++) {
+    long len = hxk_layer_param_floats(d, s, (enum hxk_param)i);
+    vec a(gpu[2].begin() + off, gpu[2].begin() + off + len);
+    vec b(cpu[2].begin() + off, cpu[2].begin() + off + len);
+    snprintf(name, sizeof name, "layer.%s.d%s", case_name, param_names[i]);
+    compare(name, dt, a, b, tol, why);
+    off += len;
+  }
+}
+
 static void check_layer_case(const struct layer_case *c, enum hxc_dtype dt) {
   reseed(9);
   struct hxk_dims d = c->d;
@@ -745,71 +881,24 @@ static void check_layer_case(const struct layer_case *c, enum hxc_dtype dt) {
     report(false, c->name, dt_name(dt), INFINITY, 0, "bad test shape");
     return;
   }
-  long n = (long)NSEQ * d.seq_len, nd = n * d.dim;
-  long np = hxk_layer_floats(&d, &s);
-  vec wflat((size_t)np);
-  {
-    struct hxk_layer_params p;
-    hxk_layer_bind(&p, wflat.data(), &d, &s);
-    float *slots[HXK_LAYER_NPARAMS] = {p.attn_norm, p.wq, p.wk, p.wv, p.wo,
-                                       p.mlp_norm, p.w_gate, p.w_up, p.w_down};
-    for (int i = 0; i < HXK_LAYER_NPARAMS; i++)
-      hxk_init_param(slots[i], &d, &s, 1234, (enum hxk_param)i, 0);
-  }
-  /* The spec's init makes the norm gains exactly 1; perturb them so that
-   * their gradients matter in the check. */
-  for (long i = 0; i < np; i++)
-    if (wflat[(size_t)i] == 1.0f)
-      wflat[(size_t)i] += uniform(0.2f);
-  wflat = representable(wflat, dt);
+  long nd = (long)NSEQ * d.seq_len * d.dim;
+  vec wflat = layer_weights(&d, &s, dt);
   vec x = representable(random_vec(nd, 1.0f), dt);
   vec dout = representable(random_vec(nd, 1.0f), dt);
-  vec g0 = random_vec(np, 0.01f);
-  /* CPU reference, fp32 on the same (rounded) values */
-  vec rope((size_t)hxk_rope_table_floats(&d));
-  hxk_rope_table(rope.data(), &d);
-  std::vector<int> kv_of((size_t)d.heads);
-  hxk_kv_map(kv_of.data(), &d, &s);
-  struct hxk_layer_ctx lc = {&d, &s, rope.data(), kv_of.data(), false, NULL, NULL};
-  struct hxk_layer_params w, g;
-  vec rg = g0;
-  hxk_layer_bind(&w, wflat.data(), &d, &s);
-  hxk_layer_bind(&g, rg.data(), &d, &s);
-  vec acts((size_t)hxk_layer_acts_floats(&lc, NSEQ));
-  vec scratch((size_t)hxk_layer_scratch_floats(&lc, NSEQ));
-  vec rout((size_t)nd), rdx((size_t)nd);
-  hxk_layer_forward(&lc, &w, x.data(), rout.data(), acts.data(), scratch.data(),
-                    NSEQ);
-  hxk_layer_backward(&lc, &w, &g, dout.data(), rdx.data(), acts.data(),
-                     scratch.data(), NSEQ);
-  vec out, dx, gflat, out_rc, dx_rc, gflat_rc;
-  gpu_layer(&d, &s, dt, false, wflat, x, dout, g0, &out, &dx, &gflat);
-  gpu_layer(&d, &s, dt, true, wflat, x, dout, g0, &out_rc, &dx_rc, &gflat_rc);
-  bool bf = dt == HXC_BF16;
-  double tol = bf ? 8 * U : 1e-4;
-  const char *why = bf ? "bf16 roundings of each intermediate, in sequence (8u)"
-                       : "about 20 fp32 kernels in sequence, each 1e-5";
+  vec g0 = random_vec((long)wflat.size(), 0.01f);
+  vec cpu[3], gpu[3], rc[3]; /* out, dx, gradients */
+  cpu[2] = g0;
+  cpu_layer(&d, &s, wflat, x, dout, &cpu[0], &cpu[1], &cpu[2]);
+  gpu_layer(&d, &s, dt, false, wflat, x, dout, g0, &gpu[0], &gpu[1], &gpu[2]);
+  gpu_layer(&d, &s, dt, true, wflat, x, dout, g0, &rc[0], &rc[1], &rc[2]);
+  compare_layer(c->name, &d, &s, dt, gpu, cpu);
   char name[96];
-  snprintf(name, sizeof name, "layer.%s.out", c->name);
-  compare(name, dt, out, rout, tol, why);
-  snprintf(name, sizeof name, "layer.%s.dx", c->name);
-  compare(name, dt, dx, rdx, tol, why);
-  long off = 0;
-  for (int i = 0; i < HXK_LAYER_NPARAMS; i++) {
-    long len = hxk_layer_param_floats(&d, &s, (enum hxk_param)i);
-    vec a(gflat.begin() + off, gflat.begin() + off + len);
-    vec b(rg.begin() + off, rg.begin() + off + len);
-    snprintf(name, sizeof name, "layer.%s.d%s", c->name, param_names[i]);
-    compare(name, dt, a, b, tol, why);
-    off += len;
-  }
   snprintf(name, sizeof name, "layer.%s.recompute", c->name);
-  vec all = out, all_rc = out_rc;
-  all.insert(all.end(), dx.begin(), dx.end());
-  all.insert(all.end(), gflat.begin(), gflat.end());
-  all_rc.insert(all_rc.end(), dx_rc.begin(), dx_rc.end());
-  all_rc.insert(all_rc.end(), gflat_rc.begin(), gflat_rc.end());
-  check_bitwise(name, dt_name(dt), all_rc, all,
+  for (int i = 1; i < 3; i++) {
+    gpu[0].insert(gpu[0].end(), gpu[i].begin(), gpu[i].end());
+    rc[0].insert(rc[0].end(), rc[i].begin(), rc[i].end());
+  }
+  check_bitwise(name, dt_name(dt), rc[0], gpu[0],
                 "recompute gives the stored path's bits");
 }
 
@@ -847,8 +936,10 @@ struct group {
 };
 
 static void run_optim(enum hxc_dtype dt) {
-  if (dt == HXC_FP32) /* fp32 state whatever the precision */
-    check_optim();
+  if (dt != HXC_FP32) /* fp32 state whatever the precision: run once */
+    return;
+  check_adamw_group();
+  check_adamw_single();
 }
 
 static const struct group groups[] = {
