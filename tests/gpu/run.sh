@@ -35,6 +35,11 @@ echo "GPU: ${gpu_name:-none visible to nvidia-smi}  compute capability: ${gpu_cc
 "$nvcc" --version 2>/dev/null | tail -1 || echo "nvcc: not found at $nvcc"
 
 # ---- build ------------------------------------------------------------------
+# The packages the rest of hexic needs (CMake finds them even for the CUDA
+# targets); a machine without network that lacks one fails the build below
+# with CMake's message in the log.
+bash scripts/setup.sh >>"$log" 2>&1 || echo "setup.sh could not install what is missing (see $log); building with what is there"
+
 # Only this GPU's architecture (faster than the default 80+90 list).
 arch_flag=()
 if [[ $gpu_cc =~ ^([0-9]+)\.([0-9]+)$ ]]; then
