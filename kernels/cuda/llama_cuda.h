@@ -3,8 +3,8 @@
  * hxc_X here), on device pointers and a cudaStream_t. The math is
  * docs/model-spec.md; each kernel restates the part it computes above its
  * definition in the .cu file of its op group (embedding.cu, rmsnorm.cu,
- * rope.cu, swiglu.cu, residual.cu, linear.cu, attention.cu, head.cu,
- * optim.cu, layer.cu).
+ * rope.cu, swiglu.cu, residual.cu, linear.cu, attention.cu and
+ * attention_tc.cu, head.cu, optim.cu, layer.cu).
  *
  * Conventions (those of the CPU kernels, plus what a GPU adds):
  *  - Row-major; a linear layer y = x W^T has W [out, in]; token n = s*T + t.
@@ -27,6 +27,10 @@
  *  - A struct hxc_ctx holds the cuBLASLt handle, its workspace, the
  *    algorithm cache and a small reduction scratch; calls that take one use
  *    its buffers, so one ctx serves one stream at a time.
+ *  - Device memory is allocated only by hxc_ctx_create, the growth of a
+ *    ctx's scratch (first use of a larger shape) and
+ *    hxc_adamw_group_create; every other buffer is the caller's, sized by a
+ *    *_bytes() function.
  */
 #ifndef HXC_LLAMA_CUDA_H
 #define HXC_LLAMA_CUDA_H
