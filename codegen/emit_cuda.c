@@ -63,8 +63,8 @@ bool hx_cuda_plan_supported(const struct program_set *set) {
                      "its gpu block)",
                      w);
     else if (arch < CUDA_MIN_ARCH)
-      hx_error_plain("rank %d: its GPU is sm_%d; hexic's CUDA kernels need sm_%d or newer", w,
-                     arch, CUDA_MIN_ARCH);
+      hx_error_plain("rank %d: its GPU is sm_%d; hexic's CUDA kernels need sm_%d or newer", w, arch,
+                     CUDA_MIN_ARCH);
     if (arch < CUDA_MIN_ARCH)
       return false;
   }
@@ -147,7 +147,8 @@ static void emit_header(const struct program_set *set, FILE *f) {
         "NVCC_WARNINGS = --Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror\n"
         "BLAS_INCLUDE ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread\n"
         "CPPFLAGS += -I$(HEXIC_HOME) -I$(HEXIC_HOME)/rtlib $(BLAS_INCLUDE) -I$(CUDA_HOME)/include\n"
-        "LDLIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ \\\n"
+        "CUDA_LIB = $(CUDA_HOME)/lib64\n"
+        "LDLIBS = -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublasLt -lcudart -lstdc++ \\\n"
         "         -lopenblas -lm -lpthread\n"
         "ALL_CFLAGS = -std=gnu11 $(CFLAGS) $(WARNINGS)\n"
         "ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) $(NVCC_WARNINGS) -I$(HEXIC_HOME)\n\n",

@@ -51,8 +51,7 @@ static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st,
 
 static bool plan_supported(const struct hx_ctx *ctx, const struct hx_plan *plan) {
   if (ctx->train.optimizer != HX_OPT_ADAMW) {
-    hx_error_plain("the generated %s programs implement only optimizer = adamw",
-                   target_name(ctx));
+    hx_error_plain("the generated %s programs implement only optimizer = adamw", target_name(ctx));
     return false;
   }
   for (int p = 0; p < plan->npipelines; p++)
@@ -111,10 +110,10 @@ enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
     if (!write_file(&set, dir, name, 0, hx_emit_rank_source, r))
       return HX_EXIT_INPUT;
   }
-  bool ok = write_file(&set, dir, "Makefile", 0, cuda ? hx_emit_cuda_makefile : hx_emit_makefile,
-                       0) &&
-            write_file(&set, dir, "launch.sh", 0755, hx_emit_launch_script, 0) &&
-            write_file(&set, dir, "slurm.sbatch", 0644, hx_emit_slurm_script, 0) &&
-            write_file(&set, dir, ".clang-format", 0, emit_clang_format, 0);
+  bool ok =
+      write_file(&set, dir, "Makefile", 0, cuda ? hx_emit_cuda_makefile : hx_emit_makefile, 0) &&
+      write_file(&set, dir, "launch.sh", 0755, hx_emit_launch_script, 0) &&
+      write_file(&set, dir, "slurm.sbatch", 0644, hx_emit_slurm_script, 0) &&
+      write_file(&set, dir, ".clang-format", 0, emit_clang_format, 0);
   return ok ? HX_EXIT_OK : HX_EXIT_INPUT;
 }
