@@ -64,13 +64,17 @@ struct hx_cluster {
    * The diagonal holds 0 (a device never sends to itself). */
   double *bandwidth;
   double *latency;
-  /* nnodes x nnodes: the figures between any two GPUs of nodes a and b (of
-   * one node on the diagonal), which is all the device tables hold when the
-   * cluster-table pass built them; NULL for tables built otherwise (tests).
-   * Group costs over many devices read these: 2 MB where the device tables
-   * of 4096 GPUs are 134 MB each. */
-  double *node_bandwidth;
-  double *node_latency;
+  /* Node classes, set by the cluster-table pass (nclasses 0 for tables built
+   * otherwise, e.g. by tests): the nodes of one class have the same figures
+   * to every other node and between one another (the replicas of a node
+   * block, unless a link names one of them), so two GPUs of distinct nodes
+   * a, b have class_bandwidth / class_latency[class(a) * nclasses +
+   * class(b)] and two GPUs of one node the node's own figures: all that the
+   * device tables hold, in tables that stay in cache (a group of 4096
+   * one-GPU machines reads 16 million device pairs, a few class pairs). */
+  int nclasses;
+  int *node_class; /* per node */
+  double *class_bandwidth, *class_latency;
 };
 
 static inline double hx_bw(const struct hx_cluster *c, int a, int b) {

@@ -141,24 +141,70 @@ static void fill_devices(struct hx_cluster *c, const struct pair_choice *choice)
   }
 }
 
-/* The node x node tables: the same figures fill_devices writes for every
- * pair of GPUs of two nodes (of one node on the diagonal). */
-static void fill_nodes(struct hx_cluster *c, const struct pair_choice *choice,
-                       struct hx_arena *a) {
+static double link_bandwidth(const struct hx_cluster *c, const struct pair_choice *p) {
+  return p->link >= 0 ? c->links[p->link].bandwidth : c->network_bandwidth;
+}
+static double link_latency(const struct hx_cluster *c, const struct pair_choice *p) {
+  return p->link >= 0 ? c->links[p->link].latency : c->network_latency;
+}
+
+/* Whether the nodes [g, g + n) can be one class: one link choice between
+ * any two of them, each the same choice as node g towards every other
+ * node, the same own figures. O(n x nnodes). */
+static bool alike(const struct hx_cluster *c, const struct pair_choice *choice, int g, int n) {
   int nn = c->nnodes;
-  c->node_bandwidth = HX_NEW_ARRAY(a, double, (size_t)nn * (size_t)nn);
-  c->node_latency = HX_NEW_ARRAY(a, double, (size_t)nn * (size_t)nn);
-  for (int x = 0; x < nn; x++)
+  for (int x = g + 1; x < g + n; x++) {
+    if (c->nodes[x].bandwidth != c->nodes[g].bandwidth ||
+        c->nodes[x].latency != c->nodes[g].latency)
+      return false;
     for (int y = 0; y < nn; y++) {
-      int li = choice[(long)x * nn + y].link;
-      double bw = x == y ? c->nodes[x].bandwidth
-                  : li >= 0 ? c->links[li].bandwidth
-                            : c->network_bandwidth;
-      double lat = x == y ? c->nodes[x].latency
-                   : li >= 0 ? c->links[li].latency
-                             : c->network_latency;
-      c->node_bandwidth[(long)x * nn + y] = bw;
-      c->node_latency[(long)x * nn + y] = lat;
+      bool inside = y >= g && y < g + n;
+      if (y == x)
+        continue;
+      int want = inside ? choice[(long)g * nn + g + 1].link : choice[(long)g * nn + y].link;
+      if (choice[(long)x * nn + y].link != want)
+        return false;
+    }
+  }
+  return true;
+}
+
+/* Node classes (ir/cluster.h): each run of replicas of one node block that
+ * is alike is one class, every other node its own; then the figures
+ * between distinct nodes of each two classes. */
+static void fill_classes(struct hx_cluster *c, const struct pair_choice *choice,
+                         struct hx_arena *a) {
+  int nn = c->nnodes, k = 0;
+  c->node_class = HX_NEW_ARRAY(a, int, nn);
+  int *rep = HX_NEW_ARRAY(a, int, nn); /* a node of each class, the next one when two */
+  int *second = HX_NEW_ARRAY(a, int, nn);
+  for (int g = 0; g < nn;) {
+    int n = 1;
+    while (g + n < nn && !strcmp(c->nodes[g + n].base_name, c->nodes[g].base_name))
+      n++;
+    bool one = alike(c, choice, g, n);
+    for (int x = g; x < g + n; x++) {
+      if (one && x > g) {
+        c->node_class[x] = k - 1;
+        continue;
+      }
+      c->node_class[x] = k;
+      rep[k] = x;
+      second[k++] = one && n > 1 ? g + 1 : -1;
+    }
+    g += n;
+  }
+  c->nclasses = k;
+  c->class_bandwidth = HX_NEW_ARRAY(a, double, (size_t)k * (size_t)k);
+  c->class_latency = HX_NEW_ARRAY(a, double, (size_t)k * (size_t)k);
+  for (int x = 0; x < k; x++)
+    for (int y = 0; y < k; y++) {
+      int other = x == y ? second[y] : rep[y];
+      if (other < 0)
+        continue; /* a class of one node: no pair of distinct nodes in it */
+      const struct pair_choice *p = &choice[(long)rep[x] * nn + other];
+      c->class_bandwidth[(long)x * k + y] = link_bandwidth(c, p);
+      c->class_latency[(long)x * k + y] = link_latency(c, p);
     }
 }
 
@@ -172,6 +218,6 @@ bool hx_pass_cluster_table(struct hx_ctx *ctx) {
   c->bandwidth = HX_NEW_ARRAY(&ctx->arena, double, cells);
   c->latency = HX_NEW_ARRAY(&ctx->arena, double, cells);
   fill_devices(c, choice);
-  fill_nodes(c, choice, &ctx->arena);
+  fill_classes(c, choice, &ctx->arena);
   return true;
 }

@@ -236,10 +236,17 @@ static int cmp_int64(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-/* The members' distinct nodes in ascending order into node[], multi[x]
- * true when node[x] holds two distinct members. Returns how many. */
-static int distinct_nodes(const struct hx_cluster *c, const int *ranks, int n, int64_t *key,
-                          int *node, bool *multi) {
+/* hx_group_links over the node classes (ir/cluster.h): two distinct members
+ * on one node have the node's own figures, on distinct nodes their
+ * classes' figures, so the pairs' extremes are those of each node holding
+ * two distinct members, each class holding two distinct nodes, and every
+ * ordered pair of classes present: the same figures as the device tables
+ * give every pair, in O(n log n + classes^2) instead of O(n^2) reads of
+ * tables that do not stay in cache (a gradient group of 4096 one-GPU
+ * pipelines: 16 million). */
+static void group_links_by_class(const struct hx_cluster *c, const int *ranks, int n,
+                                 double *min_bw, double *max_lat) {
+  double bw = INFINITY, lat = 0;
   int first = c->devices[ranks[0]].node;
   bool one_node = true, distinct = false;
   for (int i = 1; i < n; i++) {
@@ -247,114 +254,63 @@ static int distinct_nodes(const struct hx_cluster *c, const int *ranks, int n, i
     distinct = distinct || ranks[i] != ranks[0];
   }
   if (one_node) { /* a TP group: the common case, no sort */
-    node[0] = first;
-    multi[0] = distinct;
-    return 1;
+    *min_bw = distinct ? c->nodes[first].bandwidth : bw;
+    *max_lat = distinct ? c->nodes[first].latency : lat;
+    return;
   }
-  for (int i = 0; i < n; i++)
-    key[i] = (int64_t)c->devices[ranks[i]].node << 32 | (uint32_t)ranks[i];
-  if (n <= 32) { /* insertion sort: small groups, no qsort overhead */
-    for (int i = 1; i < n; i++)
-      for (int j = i; j > 0 && key[j - 1] > key[j]; j--) {
-        int64_t t = key[j];
-        key[j] = key[j - 1];
-        key[j - 1] = t;
-      }
-  } else {
-    qsort(key, (size_t)n, sizeof *key, cmp_int64);
-  }
-  int u = 0;
+  enum { STACK = 512 };
+  int64_t key_stack[STACK];
+  int class_stack[STACK];
+  bool two_stack[STACK];
+  bool heap = n > STACK;
+  int64_t *key = heap ? malloc(sizeof(int64_t) * (size_t)n) : key_stack;
+  int *cls = heap ? malloc(sizeof(int) * (size_t)n) : class_stack;
+  bool *two_nodes = heap ? malloc(sizeof(bool) * (size_t)n) : two_stack;
+  if (!key || !cls || !two_nodes)
+    hx_internal_error("out of memory pricing a group");
+  /* (class, node, rank) in 20 bits each: at most 4096 of any */
   for (int i = 0; i < n; i++) {
-    int nd = (int)(key[i] >> 32);
-    if (u > 0 && node[u - 1] == nd) {
-      multi[u - 1] = multi[u - 1] || key[i] != key[i - 1]; /* a distinct rank */
+    int nd = c->devices[ranks[i]].node;
+    key[i] = (int64_t)c->node_class[nd] << 40 | (int64_t)nd << 20 | ranks[i];
+  }
+  qsort(key, (size_t)n, sizeof *key, cmp_int64);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    int cl = (int)(key[i] >> 40), nd = (int)(key[i] >> 20 & 0xfffff);
+    bool same_class = k > 0 && cls[k - 1] == cl;
+    bool same_node = same_class && (int)(key[i - 1] >> 20 & 0xfffff) == nd;
+    if (same_node && key[i] != key[i - 1]) { /* two distinct members on node nd */
+      bw = fmin(bw, c->nodes[nd].bandwidth);
+      lat = fmax(lat, c->nodes[nd].latency);
+    }
+    if (same_class) {
+      two_nodes[k - 1] = two_nodes[k - 1] || !same_node;
       continue;
     }
-    node[u] = nd;
-    multi[u++] = false;
+    cls[k] = cl;
+    two_nodes[k++] = false;
   }
-  return u;
-}
-
-/* The slowest bandwidth and largest latency over every ordered pair of the
- * nodes, and each node's own figures where it holds two distinct members. */
-static void node_links(const struct hx_cluster *c, const int *node, const bool *multi, int u,
-                       double *min_bw, double *max_lat) {
-  int nn = c->nnodes;
-  double bw = INFINITY, lat = 0;
-  for (int x = 0; x < u; x++)
-    for (int y = 0; y < u; y++) {
-      if (x == y && !multi[x])
+  int nc = c->nclasses;
+  for (int x = 0; x < k; x++)
+    for (int y = 0; y < k; y++) {
+      if (x == y && !two_nodes[x])
         continue;
-      double b = c->node_bandwidth[(long)node[x] * nn + node[y]];
-      double l = c->node_latency[(long)node[x] * nn + node[y]];
-      if (b < bw)
-        bw = b;
-      if (l > lat)
-        lat = l;
+      bw = fmin(bw, c->class_bandwidth[(long)cls[x] * nc + cls[y]]);
+      lat = fmax(lat, c->class_latency[(long)cls[x] * nc + cls[y]]);
     }
+  if (heap) {
+    free(key);
+    free(cls);
+    free(two_nodes);
+  }
   *min_bw = bw;
   *max_lat = lat;
 }
 
-/* The last node set group_links_by_node priced and its figures: the slices
- * of one layer's gradient sync mostly span the same nodes. */
-struct links_memo {
-  int u, cap;
-  int *node;
-  bool *multi;
-  double bw, lat;
-};
-
-/* hx_group_links over the node tables: the same pairs' figures as the
- * device tables hold, read from a table that stays in cache (the device
- * tables of 4096 GPUs do not, and a gradient group of 128 pipelines reads
- * 16384 pairs); memo (may be NULL) skips a node set priced just before. */
-static void group_links_by_node(const struct hx_cluster *c, const int *ranks, int n,
-                                struct links_memo *memo, double *min_bw, double *max_lat) {
-  enum { STACK = 512 };
-  int64_t key_stack[STACK];
-  int node_stack[STACK];
-  bool multi_stack[STACK];
-  bool heap = n > STACK;
-  int64_t *key = heap ? malloc(sizeof(int64_t) * (size_t)n) : key_stack;
-  int *node = heap ? malloc(sizeof(int) * (size_t)n) : node_stack;
-  bool *multi = heap ? malloc(sizeof(bool) * (size_t)n) : multi_stack;
-  if (!key || !node || !multi)
-    hx_internal_error("out of memory pricing a group");
-  int u = distinct_nodes(c, ranks, n, key, node, multi);
-  if (memo && memo->u == u && !memcmp(memo->node, node, sizeof(int) * (size_t)u) &&
-      !memcmp(memo->multi, multi, sizeof(bool) * (size_t)u)) {
-    *min_bw = memo->bw;
-    *max_lat = memo->lat;
-  } else {
-    node_links(c, node, multi, u, min_bw, max_lat);
-    if (memo) {
-      if (u > memo->cap) {
-        memo->cap = u;
-        memo->node = realloc(memo->node, sizeof(int) * (size_t)u);
-        memo->multi = realloc(memo->multi, sizeof(bool) * (size_t)u);
-        if (!memo->node || !memo->multi)
-          hx_internal_error("out of memory pricing a group");
-      }
-      memo->u = u;
-      memcpy(memo->node, node, sizeof(int) * (size_t)u);
-      memcpy(memo->multi, multi, sizeof(bool) * (size_t)u);
-      memo->bw = *min_bw;
-      memo->lat = *max_lat;
-    }
-  }
-  if (heap) {
-    free(key);
-    free(node);
-    free(multi);
-  }
-}
-
 void hx_group_links(const struct hx_cluster *c, const int *ranks, int n, double *min_bw,
                     double *max_lat) {
-  if (c->node_bandwidth && n > 2) {
-    group_links_by_node(c, ranks, n, NULL, min_bw, max_lat);
+  if (c->nclasses > 0 && n > 2) {
+    group_links_by_class(c, ranks, n, min_bw, max_lat);
     return;
   }
   double bw = INFINITY, lat = 0;
@@ -375,11 +331,7 @@ void hx_group_links(const struct hx_cluster *c, const int *ranks, int n, double 
 double hx_p2p_s(const struct hx_cluster *c, int a, int b, double bytes) {
   if (a == b)
     return 0;
-  if (c->node_bandwidth) { /* the same figures, from the node tables */
-    long at = (long)c->devices[a].node * c->nnodes + c->devices[b].node;
-    return c->node_latency[at] + bytes / c->node_bandwidth[at];
-  }
-  return hx_lat(c, a, b) + bytes / hx_bw(c, a, b);
+  return hx_pair_lat(c, a, b) + bytes / hx_pair_bw(c, a, b);
 }
 
 /* steps x max latency + volume / min bandwidth over the group. */
@@ -392,19 +344,8 @@ static double ring_s(const struct hx_cluster *c, const int *ranks, int n, double
   return steps * lat + volume / bw;
 }
 
-/* A ring all-reduce of `bytes` over n members whose slowest link is bw and
- * largest latency lat. */
-static double allreduce_over(int n, double bytes, double bw, double lat) {
-  double volume = 2.0 * (n - 1) / n * bytes, steps = 2.0 * (n - 1);
-  return steps * lat + volume / bw;
-}
-
 double hx_allreduce_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
-  if (n <= 1)
-    return 0;
-  double bw, lat;
-  hx_group_links(c, ranks, n, &bw, &lat);
-  return allreduce_over(n, bytes, bw, lat);
+  return ring_s(c, ranks, n, 2.0 * (n - 1) / n * bytes, 2.0 * (n - 1));
 }
 
 double hx_broadcast_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
@@ -526,25 +467,12 @@ static void grad_sync_slices(const struct hx_ctx *ctx, struct hx_arena *scratch,
   int stack[STACK_MEMBERS], width;
   int64_t nslices = hx_grad_slicing(plan, layer, &width);
   int *members = width <= STACK_MEMBERS ? stack : HX_NEW_ARRAY(scratch, int, width);
-  struct links_memo memo = {0};
-  const struct hx_cluster *c = &ctx->cluster;
   for (int64_t k = 0; k < nslices; k++) {
     hx_grad_slice_ranks(plan, layer, nslices, k, members);
-    double t;
-    if (c->node_bandwidth && width > 2) {
-      /* hx_allreduce_s's formula, its links priced through the memo: the
-       * slices of one layer are on the same nodes when TP stays in nodes */
-      double bw, lat;
-      group_links_by_node(c, members, width, &memo, &bw, &lat);
-      t = allreduce_over(width, bytes / (double)nslices, bw, lat);
-    } else {
-      t = hx_allreduce_s(c, members, width, bytes / (double)nslices);
-    }
+    double t = hx_allreduce_s(&ctx->cluster, members, width, bytes / (double)nslices);
     for (int i = 0; i < width; i++)
       per_rank[members[i]] += t;
   }
-  free(memo.node);
-  free(memo.multi);
 }
 
 static void grad_sync_derived(const struct hx_ctx *ctx, struct hx_arena *scratch,

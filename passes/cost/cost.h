@@ -118,6 +118,25 @@ double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st,
 
 /* ---- communication ----------------------------------------------------- */
 
+/* Bandwidth and latency from device a to device b (a != b): the node's own
+ * figures or the node classes' when the cluster has them (the same figures
+ * as the device tables, from tables that stay in cache), else the device
+ * tables'. */
+static inline double hx_pair_bw(const struct hx_cluster *c, int a, int b) {
+  if (c->nclasses <= 0)
+    return hx_bw(c, a, b);
+  int na = c->devices[a].node, nb = c->devices[b].node;
+  return na == nb ? c->nodes[na].bandwidth
+                  : c->class_bandwidth[(long)c->node_class[na] * c->nclasses + c->node_class[nb]];
+}
+static inline double hx_pair_lat(const struct hx_cluster *c, int a, int b) {
+  if (c->nclasses <= 0)
+    return hx_lat(c, a, b);
+  int na = c->devices[a].node, nb = c->devices[b].node;
+  return na == nb ? c->nodes[na].latency
+                  : c->class_latency[(long)c->node_class[na] * c->nclasses + c->node_class[nb]];
+}
+
 /* Point to point a -> b: latency + bytes / bandwidth; 0 when a == b. */
 double hx_p2p_s(const struct hx_cluster *c, int a, int b, double bytes);
 /* Ring all-reduce of `bytes` (each member's buffer) over ranks[0..n):

@@ -23,15 +23,6 @@
 
 #include "ir/hexic.h"
 
-/* The bandwidth from device a to device b (a != b): the node tables' figure
- * when the cluster has them (the same value, from a table that stays in
- * cache on large clusters), else the device table's. */
-static inline double hx_sched_bw(const struct hx_cluster *c, int a, int b) {
-  if (c->node_bandwidth)
-    return c->node_bandwidth[(long)c->devices[a].node * c->nnodes + c->devices[b].node];
-  return hx_bw(c, a, b);
-}
-
 /* ---- deterministic randomness ------------------------------------------ */
 
 struct hx_rng {
@@ -154,6 +145,10 @@ enum hx_tp_layout {
   HX_LAYOUT_WIDE,       /* the fewest stages (largest legal degrees) */
   HX_LAYOUT_NARROW,     /* every device its own stage (tp = 1) */
 };
+
+/* The largest TP group phase 2 forms (an island is cut into chunks of at
+ * most this many devices): TP beyond 8 GPUs is never fast. */
+enum { HX_SCHED_MAX_TP = 8 };
 
 /* True when tp is a degree the planner may propose: it divides the query
  * heads (even head shards; kv heads are replicated when tp does not divide

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "passes/cost/cost.h"
 #include "sched.h"
 
 uint64_t hx_rng_next(struct hx_rng *r) {
@@ -179,7 +180,7 @@ static void fill_vertex_weights(struct hx_sched_graph *g, const double *compute)
 static double raw_edge(const struct hx_cluster *c, const int *rep, int i, int j,
                        enum hx_edge_objective obj) {
   int a = rep[i], b = rep[j];
-  double bw = fmax(hx_sched_bw(c, a, b), hx_sched_bw(c, b, a));
+  double bw = fmax(hx_pair_bw(c, a, b), hx_pair_bw(c, b, a));
   if (!(bw > 0))
     bw = 1.0;
   return obj == HX_EDGES_BANDWIDTH ? bw : 1.0 / bw;

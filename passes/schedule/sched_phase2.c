@@ -68,7 +68,7 @@ bool hx_sched_may_share_tp(const struct hx_cluster *c, int a, int b) {
   if (na == nb)
     return true;
   double own = fmin(c->nodes[na].bandwidth, c->nodes[nb].bandwidth);
-  return fmin(hx_sched_bw(c, a, b), hx_sched_bw(c, b, a)) >= own;
+  return fmin(hx_pair_bw(c, a, b), hx_pair_bw(c, b, a)) >= own;
 }
 
 /* Island id (the smallest index in its island) of each member: each run of
@@ -79,7 +79,63 @@ static bool run_start(const struct hx_cluster *c, const int *members, int i) {
   return i == 0 || c->devices[members[i]].node != c->devices[members[i - 1]].node;
 }
 
-static void make_islands(const struct hx_cluster *c, const int *members, int n, int *island) {
+/* Whether a GPU of class x and one of class y on another node may share a
+ * TP group: hx_sched_may_share_tp over the class tables (the nodes of a
+ * class share their own figures). */
+static bool classes_share_tp(const struct hx_cluster *c, int x, int y, int node_x, int node_y) {
+  double own = fmin(c->nodes[node_x].bandwidth, c->nodes[node_y].bandwidth);
+  long at = (long)x * c->nclasses + y, ta = (long)y * c->nclasses + x;
+  return fmin(c->class_bandwidth[at], c->class_bandwidth[ta]) >= own;
+}
+
+/* make_islands over node classes: two runs (machines) are joined exactly
+ * when their classes may share TP, so the islands are the components of
+ * runs where each class's runs join each other (when the class may share
+ * with itself) and every run of each class pair that may share; O(runs x
+ * classes) instead of O(runs^2) (4096 one-GPU machines: 16 million). The
+ * ids are the same: the smallest index in each island. */
+static void islands_by_class(const struct hx_cluster *c, struct hx_arena *a, const int *members,
+                             int n, int *island) {
+  int k = c->nclasses;
+  int *first = HX_NEW_ARRAY(a, int, k), *parent = HX_NEW_ARRAY(a, int, n);
+  for (int x = 0; x < k; x++)
+    first[x] = -1;
+  for (int i = 0; i < n; i++) {
+    parent[i] = i;
+    if (run_start(c, members, i)) {
+      int x = c->node_class[c->devices[members[i]].node];
+      if (first[x] < 0)
+        first[x] = i;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (!run_start(c, members, i))
+      continue;
+    int ni = c->devices[members[i]].node, x = c->node_class[ni];
+    for (int y = 0; y < k; y++) {
+      int j = first[y];
+      if (j < 0 || j == i)
+        continue;
+      int nj = c->devices[members[j]].node;
+      if (classes_share_tp(c, x, y, ni, nj)) {
+        int ri = find_root(parent, i), rj = find_root(parent, j);
+        if (ri != rj)
+          parent[ri > rj ? ri : rj] = ri < rj ? ri : rj;
+      }
+    }
+  }
+  /* roots are the smallest index of their component (unions keep the
+   * smaller), so each run's island is its root */
+  for (int i = 0; i < n; i++)
+    island[i] = run_start(c, members, i) ? find_root(parent, i) : island[i - 1];
+}
+
+static void make_islands(const struct hx_cluster *c, struct hx_arena *a, const int *members,
+                         int n, int *island) {
+  if (c->nclasses > 0) {
+    islands_by_class(c, a, members, n, island);
+    return;
+  }
   for (int i = 0; i < n; i++)
     island[i] = run_start(c, members, i) ? i : island[i - 1];
   for (int i = 0; i < n; i++) {
@@ -101,7 +157,7 @@ static void make_islands(const struct hx_cluster *c, const int *members, int n, 
 /* Islands larger than this are cut into chunks of it before their TP split:
  * a TP group beyond 8 GPUs is never fast, and the number of splits of a
  * larger island explodes. */
-enum { MAX_TP_ISLAND = 8 };
+enum { MAX_TP_ISLAND = HX_SCHED_MAX_TP };
 
 /* Forward + backward seconds of one layer for one sequence on a TP group of
  * devices[0..tp). */
@@ -303,7 +359,91 @@ struct stage_list {
  * an island of several machines joined by a link faster than their own
  * (a 25 GB/s network between PCIe machines) they pair devices of different
  * machines; on one machine the order stays the rank order. */
-static void order_by_links(const struct hx_cluster *c, int *members, int n) {
+/* order_by_links over node classes: the same chain in O(n x classes)
+ * instead of O(n^2). From the last member, a member of its own node has
+ * the node's own link and one of another node its classes' link, so the
+ * scan's pick is the fastest of: the lowest unplaced member of the last
+ * member's node, and per class the lowest unplaced member on its first
+ * node (other than the last member's) that has any left; ties to the
+ * lowest rank. Every pick is the lowest unplaced member of its node, so
+ * each node is placed in rank order (a head per node) and a class keeps a
+ * list of its nodes with members left. members[] must be in rank order. */
+static void chain_by_class(const struct hx_cluster *c, struct hx_arena *a, int *members, int n) {
+  int k = c->nclasses;
+  /* nodes in rank order: node v holds members[start[v] .. end[v]) */
+  int *start = HX_NEW_ARRAY(a, int, n + 1), *head = HX_NEW_ARRAY(a, int, n);
+  int *node_of = HX_NEW_ARRAY(a, int, n), nv = 0;
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || c->devices[members[i]].node != c->devices[members[i - 1]].node)
+      start[nv++] = i;
+    node_of[i] = nv - 1;
+  }
+  start[nv] = n;
+  /* per class, a doubly linked list of its nodes with members left */
+  int *first = HX_NEW_ARRAY(a, int, k), *last = HX_NEW_ARRAY(a, int, k);
+  int *next = HX_NEW_ARRAY(a, int, nv), *prev = HX_NEW_ARRAY(a, int, nv);
+  for (int x = 0; x < k; x++)
+    first[x] = last[x] = -1;
+  for (int v = 0; v < nv; v++) {
+    head[v] = start[v];
+    int x = c->node_class[c->devices[members[start[v]]].node];
+    prev[v] = last[x];
+    next[v] = -1;
+    if (last[x] >= 0)
+      next[last[x]] = v;
+    else
+      first[x] = v;
+    last[x] = v;
+  }
+  int *chain = HX_NEW_ARRAY(a, int, n);
+  int at = 0; /* the first member stays first, as in the full scan */
+  for (int i = 0; i < n; i++) {
+    if (i > 0) {
+      int lv = node_of[at], node = c->devices[members[at]].node, lx = c->node_class[node];
+      int pick = -1;
+      double pick_bw = -INFINITY;
+      if (head[lv] < start[lv + 1]) {
+        pick = head[lv];
+        pick_bw = c->nodes[node].bandwidth;
+      }
+      for (int x = 0; x < k; x++) {
+        int v = first[x] == lv ? next[lv] : first[x];
+        if (v < 0)
+          continue;
+        int j = head[v];
+        double bw = c->class_bandwidth[(long)lx * k + x];
+        if (bw > pick_bw || (bw == pick_bw && members[j] < members[pick])) {
+          pick = j;
+          pick_bw = bw;
+        }
+      }
+      at = pick;
+    }
+    chain[i] = members[at];
+    int v = node_of[at];
+    if (++head[v] == start[v + 1]) { /* node v has no member left */
+      int x = c->node_class[c->devices[members[at]].node];
+      if (prev[v] >= 0)
+        next[prev[v]] = next[v];
+      else
+        first[x] = next[v];
+      if (next[v] >= 0)
+        prev[next[v]] = prev[v];
+      else
+        last[x] = prev[v];
+    }
+  }
+  memcpy(members, chain, sizeof(int) * (size_t)n);
+}
+
+static void order_by_links(const struct hx_cluster *c, struct hx_arena *a, int *members, int n) {
+  bool sorted = true;
+  for (int i = 1; i < n && sorted; i++)
+    sorted = members[i - 1] < members[i];
+  if (c->nclasses > 0 && n > 2 && sorted) {
+    chain_by_class(c, a, members, n);
+    return;
+  }
   for (int i = 1; i < n; i++) {
     int pick = i;
     for (int j = i + 1; j < n; j++) {
@@ -337,23 +477,38 @@ static void add_island_stages(const struct hx_ctx *ctx, const int *members, int 
 static double *group_bandwidth(const struct hx_cluster *c, struct hx_arena *a, const int *devices,
                                int n, const int *group, int k) {
   double *w = HX_NEW_ARRAY(a, double, (long)k * k);
+  if (k <= 1)
+    return w; /* no two groups: nothing to sum (n^2 pairs on 4096 devices) */
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
       if (group[i] != group[j])
-        w[group[i] * k + group[j]] += hx_sched_bw(c, devices[i], devices[j]);
+        w[group[i] * k + group[j]] += hx_pair_bw(c, devices[i], devices[j]);
   return w;
 }
 
-/* Groups by machine: the k of "one group per machine", without METIS. */
+/* Groups by machine: the k of "one group per machine", without METIS.
+ * Beyond HX_SCHED_GRAPH_MAX_VERTICES machines, consecutive machines share a
+ * group (as graph vertices do): the orders are searched over a k x k matrix
+ * (4096 machines: 134 MB). */
 static int groups_by_machine(const struct hx_cluster *c, const int *devices, int n, int *group) {
   int k = 0;
+  int *of_node = malloc(sizeof(int) * (size_t)c->nnodes); /* group of each node */
+  if (!of_node)
+    hx_internal_error("out of memory grouping a pipeline");
+  for (int v = 0; v < c->nnodes; v++)
+    of_node[v] = -1;
   for (int i = 0; i < n; i++) {
-    group[i] = -1;
-    for (int j = 0; j < i && group[i] < 0; j++)
-      if (c->devices[devices[j]].node == c->devices[devices[i]].node)
-        group[i] = group[j];
-    if (group[i] < 0)
-      group[i] = k++;
+    int v = c->devices[devices[i]].node;
+    if (of_node[v] < 0)
+      of_node[v] = k++;
+    group[i] = of_node[v];
+  }
+  free(of_node);
+  if (k > HX_SCHED_GRAPH_MAX_VERTICES) {
+    int per = (k + HX_SCHED_GRAPH_MAX_VERTICES - 1) / HX_SCHED_GRAPH_MAX_VERTICES;
+    for (int i = 0; i < n; i++)
+      group[i] /= per;
+    k = (k + per - 1) / per;
   }
   return k;
 }
@@ -398,7 +553,7 @@ bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
     for (int i = 0; i < n; i++)
       if (g->group[i] == order[oi])
         members[m++] = devices[i];
-    make_islands(c, members, m, island);
+    make_islands(c, a, members, m, island);
     for (int root = 0; root < m; root++) {
       if (island[root] != root)
         continue;
@@ -406,7 +561,7 @@ bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
       for (int i = root; i < m; i++)
         if (island[i] == root)
           isl_members[im++] = members[i];
-      order_by_links(c, isl_members, im);
+      order_by_links(c, a, isl_members, im);
       memcpy(laid + nlaid, isl_members, sizeof(int) * (size_t)im);
       add_island_stages(ctx, isl_members, im, layout, &list, nlaid);
       nlaid += im;

@@ -498,11 +498,58 @@ struct pool_list {
   struct memo seen;
 };
 
+/* The most devices one plan can use: at most global_batch pipelines, each
+ * of at most `layers` stages of at most HX_SCHED_MAX_TP devices. */
+static int64_t usable_devices(const struct hx_ctx *ctx) {
+  int tp = HX_SCHED_MAX_TP;
+  while (tp > 1 && !hx_sched_tp_legal(&ctx->model, tp))
+    tp--;
+  double most = (double)ctx->train.global_batch * (double)ctx->model.layers * tp;
+  return most < (double)INT32_MAX ? (int64_t)most : INT32_MAX;
+}
+
+struct ranked_device {
+  double flops;
+  int rank;
+};
+
+static int faster_first(const void *x, const void *y) {
+  const struct ranked_device *a = x, *b = y;
+  if (a->flops != b->flops)
+    return a->flops > b->flops ? -1 : 1;
+  return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+static int cmp_int(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  return (a > b) - (a < b);
+}
+
+/* Keeps the `keep` fastest of devices[0..n) (ties: the lower rank), in rank
+ * order: a pool larger than any plan can use (2048 one-GPU machines for an
+ * 8-layer model and a batch of 7) would only yield pipelines of too many
+ * stages, and "no plan fits" where the fastest few devices fit. */
+static int fastest_devices(const struct hx_cluster *c, struct hx_arena *a, int *devices, int n,
+                           int keep) {
+  struct ranked_device *r = HX_NEW_ARRAY(a, struct ranked_device, n);
+  for (int i = 0; i < n; i++)
+    r[i] = (struct ranked_device){hx_device_flops(c, devices[i]), devices[i]};
+  qsort(r, (size_t)n, sizeof *r, faster_first);
+  for (int i = 0; i < keep; i++)
+    devices[i] = r[i].rank;
+  qsort(devices, (size_t)keep, sizeof(int), cmp_int);
+  return keep;
+}
+
 static void add_pool(struct search *s, struct pool_list *l, const int *devices, int n) {
   if (n <= 0 || l->n == l->cap)
     return;
   struct pool p = {n, HX_NEW_ARRAY(s->a, int, n)};
   memcpy(p.devices, devices, sizeof(int) * (size_t)n);
+  int64_t usable = usable_devices(s->ctx);
+  if (p.n > usable)
+    p.n = n = fastest_devices(&s->ctx->cluster, s->a, p.devices, n, (int)usable);
+  devices = p.devices;
   if (!pool_may_fit(s->ctx, &p))
     return;
   int *key = HX_NEW_ARRAY(s->a, int, 3 * n + 1);

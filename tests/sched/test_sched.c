@@ -139,32 +139,117 @@ static void test_metis_totals(void) {
 
 /* Issue 10: ordering one group per machine over 2048 one-GPU machines
  * looked at k^3 / 2 = 4e9 groups (half a minute) before the search could
- * check its budget. The order search's work is now bounded by its scan
- * budget plus one greedy path (k^2), and still yields full permutations. */
+ * check its budget, over a 2048 x 2048 matrix. Now consecutive machines
+ * share a group beyond HX_SCHED_GRAPH_MAX_VERTICES, the order search's work
+ * is bounded by its scan budget plus one greedy path (k^2), and the orders
+ * are still permutations of the groups. */
 static void test_order_work(void) {
   struct hx_ctx ctx;
   fx_init(&ctx);
   fx_model(&ctx, "t", 8, 256, 704, 4, 4, 1000, 64);
   fx_train(&ctx, HX_RECOMPUTE_NONE, 64);
-  enum { K = 2048 };
-  int *types = HX_NEW_ARRAY(&ctx.arena, int, K), *devs = HX_NEW_ARRAY(&ctx.arena, int, K);
+  enum { MACHINES = 2048 };
+  int *types = HX_NEW_ARRAY(&ctx.arena, int, MACHINES);
+  int *devs = HX_NEW_ARRAY(&ctx.arena, int, MACHINES);
   double tflops[] = {100}, mem[] = {16};
-  for (int i = 0; i < K; i++)
+  for (int i = 0; i < MACHINES; i++)
     devs[i] = i;
-  fx_cluster(&ctx, K, 1, types, tflops, mem, 1, 1e11, 1e10, 5e-6);
+  fx_cluster(&ctx, MACHINES, 1, types, tflops, mem, 1, 1e11, 1e10, 5e-6);
   struct hx_sched_grouping *g =
-      hx_sched_grouping(&ctx, &ctx.arena, devs, K, HX_SCHED_K_MACHINES, 3, 1);
-  CHECK(g->k == K && g->norders >= 1);
-  CHECK(g->order_scans <= 4000000L + (long)K * K);
-  bool *seen = HX_NEW_ARRAY(&ctx.arena, bool, K);
+      hx_sched_grouping(&ctx, &ctx.arena, devs, MACHINES, HX_SCHED_K_MACHINES, 3, 1);
+  int k = g->k;
+  CHECK(k == HX_SCHED_GRAPH_MAX_VERTICES && g->norders >= 1);
+  CHECK(g->order_scans <= 4000000L + (long)k * k);
+  for (int i = 1; i < MACHINES; i++) /* consecutive machines together */
+    CHECK(g->group[i] == g->group[i - 1] || g->group[i] == g->group[i - 1] + 1);
+  bool *seen = HX_NEW_ARRAY(&ctx.arena, bool, k);
+  int bad = 0;
   for (int o = 0; o < g->norders; o++) {
-    memset(seen, 0, sizeof(bool) * K);
-    for (int i = 0; i < K; i++) {
-      int grp = g->orders[(long)o * K + i];
-      CHECK(grp >= 0 && grp < K && !seen[grp]);
-      seen[grp] = true;
+    memset(seen, 0, sizeof(bool) * (size_t)k);
+    for (int i = 0; i < k; i++) {
+      int grp = g->orders[(long)o * k + i];
+      bad += !(grp >= 0 && grp < k && !seen[grp]);
+      if (grp >= 0 && grp < k)
+        seen[grp] = true;
     }
   }
+  CHECK(bad == 0);
+  hx_arena_free(&ctx.arena);
+}
+
+/* Issue 10: phase 2's islands and link-ordered chains over node classes
+ * (O(n x classes)) must lay out every pipeline exactly as the scan of every
+ * device pair does: random device subsets of a cluster of 1-4-GPU nodes in
+ * random classes (own links shared by a class, random class links, some
+ * faster than the nodes' own so TP crosses machines), every grouping and
+ * layout, with the classes and with the device tables only. */
+static void test_stages_by_class(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  fx_model(&ctx, "t", 64, 256, 704, 8, 8, 1000, 64);
+  fx_train(&ctx, HX_RECOMPUTE_NONE, 64);
+  enum { NODES = 24, PER = 4, K = 4, N = NODES * PER };
+  int types[NODES] = {0};
+  double tflops[] = {100}, mem[] = {16};
+  fx_cluster(&ctx, NODES, PER, types, tflops, mem, 1, 1e11, 1e10, 5e-6);
+  struct hx_cluster *c = &ctx.cluster;
+  struct hx_rng rng = {2024};
+  double own[K];
+  c->node_class = HX_NEW_ARRAY(&ctx.arena, int, NODES);
+  c->class_bandwidth = HX_NEW_ARRAY(&ctx.arena, double, K * K);
+  c->class_latency = HX_NEW_ARRAY(&ctx.arena, double, K * K);
+  for (int x = 0; x < K; x++) {
+    own[x] = 1e10 * (1 + hx_rng_below(&rng, 4));
+    for (int y = 0; y <= x; y++) {
+      c->class_bandwidth[x * K + y] = c->class_bandwidth[y * K + x] = 1e10 * (1 + hx_rng_below(&rng, 5));
+      c->class_latency[x * K + y] = c->class_latency[y * K + x] = 1e-6;
+    }
+  }
+  for (int v = 0; v < NODES; v++) {
+    c->node_class[v] = hx_rng_below(&rng, K);
+    c->nodes[v].bandwidth = own[c->node_class[v]];
+    c->nodes[v].latency = 1e-6;
+  }
+  for (int a = 0; a < N; a++)
+    for (int b = 0; b < N; b++) {
+      int na = c->devices[a].node, nb = c->devices[b].node;
+      long ab = (long)a * N + b;
+      c->bandwidth[ab] = a == b ? 0 : na == nb ? c->nodes[na].bandwidth
+                                               : c->class_bandwidth[c->node_class[na] * K + c->node_class[nb]];
+      c->latency[ab] = a == b ? 0 : 1e-6;
+    }
+  int devs[N], compared = 0;
+  for (int trial = 0; trial < 40; trial++) {
+    int n = 0;
+    for (int r = 0; r < N; r++) /* a random subset, in rank order */
+      if (hx_rng_below(&rng, 3))
+        devs[n++] = r;
+    if (n < 2)
+      continue;
+    int kmode = hx_rng_below(&rng, 3), k = kmode == 0 ? 1 : kmode == 1 ? HX_SCHED_K_MACHINES : 2;
+    for (int layout = 0; layout < 3; layout++) {
+      struct hx_pipeline p[2];
+      bool ok[2];
+      for (int pass = 0; pass < 2; pass++) {
+        c->nclasses = pass == 0 ? K : 0;
+        memset(&p[pass], 0, sizeof p[pass]);
+        struct hx_sched_grouping *g = hx_sched_grouping(&ctx, &ctx.arena, devs, n, k, 3, 5);
+        ok[pass] = hx_sched_stages(&ctx, &ctx.arena, devs, n, g, (enum hx_tp_layout)layout, 0,
+                                   &p[pass]);
+      }
+      CHECK(ok[0] == ok[1]);
+      if (!ok[0] || !ok[1])
+        continue;
+      CHECK(p[0].nstages == p[1].nstages);
+      for (int st = 0; st < p[0].nstages && st < p[1].nstages; st++) {
+        CHECK(p[0].stages[st].ndevices == p[1].stages[st].ndevices);
+        CHECK(!memcmp(p[0].stages[st].devices, p[1].stages[st].devices,
+                      sizeof(int) * (size_t)p[0].stages[st].ndevices));
+      }
+      compared++;
+    }
+  }
+  CHECK(compared > 60);
   hx_arena_free(&ctx.arena);
 }
 
@@ -497,6 +582,7 @@ int main(void) {
   test_graph_check();
   test_metis_totals();
   test_order_work();
+  test_stages_by_class();
   test_layer_split();
   test_batch_split();
   test_batch_split_large();
