@@ -608,6 +608,24 @@ MPI_Comm hx_rt_group_comm(const int *ranks, int n, int tag) {
   return comm;
 }
 
+int hx_rt_group_comms_open(struct hx_rt_group_comms *t, const int *ranks, int n, int id) {
+  if (t->n == t->cap) {
+    t->cap = t->cap ? 2 * t->cap : 8;
+    struct hx_rt_group_comm *grown = realloc(t->items, (size_t)t->cap * sizeof *grown);
+    if (!grown)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory opening gradient-sync groups");
+    t->items = grown;
+  }
+  t->items[t->n] = (struct hx_rt_group_comm){hx_rt_group_comm(ranks, n, id), ranks, n};
+  return t->n++;
+}
+
+struct hx_rt_wait hx_rt_group_comms_wait(const struct hx_rt_group_comms *t, int i,
+                                         const char *what) {
+  const struct hx_rt_group_comm *g = &t->items[i];
+  return (struct hx_rt_wait){what, -1, -1, g->nranks, g->ranks};
+}
+
 /* An integer setting from the environment in [lo, hi]; fallback when unset. */
 static int int_from_env(const char *name, int lo, int hi, int fallback) {
   const char *s = getenv(name);

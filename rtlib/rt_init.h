@@ -177,6 +177,26 @@ MPI_Comm hx_rt_split_comm(int color, int key, int size, const char *what);
  * creates overlapping ones in one global order. */
 MPI_Comm hx_rt_group_comm(const int *ranks, int n, int tag);
 
+/* The communicators a transport opened for the gradient-sync groups, in the
+ * order it opened them: a transport's group handle is an index here. */
+struct hx_rt_group_comms {
+  struct hx_rt_group_comm {
+    MPI_Comm comm;
+    const int *ranks; /* the group's world ranks, for the stall report */
+    int nranks;
+  } *items;
+  int n, cap;
+};
+
+/* Creates the communicator of world ranks[0..n) (hx_rt_group_comm: collective
+ * over those ranks, in the one global id order) and appends it; returns its
+ * index. */
+int hx_rt_group_comms_open(struct hx_rt_group_comms *t, const int *ranks, int n, int id);
+
+/* What a collective over entry i waits on, for hx_rt_wait_all. */
+struct hx_rt_wait hx_rt_group_comms_wait(const struct hx_rt_group_comms *t, int i,
+                                         const char *what);
+
 /* Prints "hexic-rt: rank R: error: <message>" to stderr and aborts the whole
  * job (MPI_Abort when MPI is up, exit otherwise) with code. */
 _Noreturn void hx_rt_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

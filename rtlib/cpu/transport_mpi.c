@@ -8,17 +8,10 @@
 #include "rtlib/rt_backend.h"
 #include "rtlib/rt_init.h"
 
-/* One gradient-sync group: its communicator and its table entry. */
-struct group {
-  MPI_Comm comm;
-  const struct hx_rt_group *g;
-};
-
 static struct {
   const struct hx_rt_rank_config *cfg;
   MPI_Comm tp; /* MPI_COMM_NULL when tp == 1 */
-  struct group *groups;
-  int ngroups, cap;
+  struct hx_rt_group_comms groups;
 } mpi;
 
 struct rt_send {
@@ -103,21 +96,12 @@ static void mpi_tp_allreduce(void *buf, long n, enum rt_dtype dt, const char *wh
 /* Collective over the group; every member opens its groups in increasing
  * id order (rt_exec_sync.c), which makes overlapping groups safe. */
 static int mpi_group_open(const struct hx_rt_group *g) {
-  if (mpi.ngroups == mpi.cap) {
-    mpi.cap = mpi.cap ? 2 * mpi.cap : 8;
-    struct group *grown = realloc(mpi.groups, (size_t)mpi.cap * sizeof *grown);
-    if (!grown)
-      hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory opening gradient-sync groups");
-    mpi.groups = grown;
-  }
-  mpi.groups[mpi.ngroups] = (struct group){hx_rt_group_comm(g->ranks, g->nranks, g->id), g};
-  return mpi.ngroups++;
+  return hx_rt_group_comms_open(&mpi.groups, g->ranks, g->nranks, g->id);
 }
 
 static void mpi_group_allreduce(int group, float *buf, long n, const char *what) {
-  const struct group *grp = &mpi.groups[group];
-  struct hx_rt_wait w = {what, -1, -1, grp->g->nranks, grp->g->ranks};
-  hx_rt_allreduce_floats(buf, n, grp->comm, &w);
+  struct hx_rt_wait w = hx_rt_group_comms_wait(&mpi.groups, group, what);
+  hx_rt_allreduce_floats(buf, n, mpi.groups.items[group].comm, &w);
 }
 
 static const struct rt_transport mpi_transport = {

@@ -26,16 +26,10 @@
 
 #define DEFAULT_STAGE_BYTES (INT64_C(64) << 20)
 
-struct group {
-  MPI_Comm comm;
-  const struct hx_rt_group *g;
-};
-
 static struct {
   const struct hx_rt_rank_config *cfg;
   MPI_Comm tp; /* MPI_COMM_NULL when tp == 1 */
-  struct group *groups;
-  int ngroups, cap;
+  struct hx_rt_group_comms groups;
   void *stage; /* pinned; grows to the largest message or piece */
   size_t stage_cap;
   int64_t stage_bytes; /* HEXIC_STAGE_BYTES */
@@ -188,21 +182,12 @@ static void staged_tp_allreduce(void *buf, long n, enum rt_dtype dt, const char 
 /* Collective over the group; every member opens its groups in increasing
  * id order, which makes overlapping groups safe. */
 static int staged_group_open(const struct hx_rt_group *g) {
-  if (st.ngroups == st.cap) {
-    st.cap = st.cap ? 2 * st.cap : 8;
-    struct group *grown = realloc(st.groups, (size_t)st.cap * sizeof *grown);
-    if (!grown)
-      hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory opening gradient-sync groups");
-    st.groups = grown;
-  }
-  st.groups[st.ngroups] = (struct group){hx_rt_group_comm(g->ranks, g->nranks, g->id), g};
-  return st.ngroups++;
+  return hx_rt_group_comms_open(&st.groups, g->ranks, g->nranks, g->id);
 }
 
 static void staged_group_allreduce(int group, float *buf, long n, const char *what) {
-  const struct group *grp = &st.groups[group];
-  struct hx_rt_wait w = {what, -1, -1, grp->g->nranks, grp->g->ranks};
-  staged_allreduce(buf, n, RT_FP32, grp->comm, &w);
+  struct hx_rt_wait w = hx_rt_group_comms_wait(&st.groups, group, what);
+  staged_allreduce(buf, n, RT_FP32, st.groups.items[group].comm, &w);
 }
 
 static const struct rt_transport staged_transport = {
