@@ -56,3 +56,11 @@ if(HEXIC_CUDA)
   set_tests_properties(rtlib.backend_cuda PROPERTIES
     SKIP_RETURN_CODE 77 LABELS "gpu;rtlib" TIMEOUT 300)
 endif()
+
+# hexic-profile: measures this machine (tiny sizes, well under a second each)
+# and writes a cluster .hx that hexic --check accepts, on one rank and on two.
+add_test(NAME rtlib.hexic_profile
+  COMMAND bash ${HX_RT_TESTS}/run_profile_tool.sh $<TARGET_FILE:hexic-profile>
+          $<TARGET_FILE:hexic> ${MPIEXEC_EXECUTABLE} ${CMAKE_SOURCE_DIR}/examples/models/tiny.hx
+          ${CMAKE_CURRENT_BINARY_DIR}/rtlib-profile)
+set_tests_properties(rtlib.hexic_profile PROPERTIES LABELS "rtlib;mpi" TIMEOUT 60)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# hexic-profile end to end: usage and errors, then small measurements on one
+# rank and under mpirun with 2 ranks whose cluster files hexic accepts
+# (`hexic --check` with a model). The figures are the machine's: not asserted.
+#   run_profile_tool.sh HEXIC_PROFILE HEXIC MPIEXEC MODEL.hx WORKDIR
+set -u
+profile=$1 hexic=$2 mpiexec=$3 model=$4 work=$5
+rm -rf "$work" && mkdir -p "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+fail() { echo "FAIL: $*"; exit 1; }
+small=(--hidden 64 --ffn 176 --tokens 64 --seconds 0.1 --stream-mib 4)
+
+"$profile" --help | grep -q "usage: hexic-profile" || fail "--help"
+"$profile" --bogus >/dev/null 2>"$work/err"; [ $? = 2 ] || fail "unknown option: not exit 2"
+grep -q "bad option or value: '--bogus'" "$work/err" || fail "unknown option: $(cat "$work/err")"
+"$profile" --hidden 0 >/dev/null 2>&1; [ $? = 2 ] || fail "--hidden 0 accepted"
+"$profile" --name 'a"b' >/dev/null 2>&1; [ $? = 2 ] || fail "a quote in --name accepted"
+"$profile" "${small[@]}" -o "$work/no-such-dir/x.hx" 2>"$work/err" && fail "unwritable output accepted"
+grep -q "cannot create" "$work/err" || fail "unwritable output: $(cat "$work/err")"
+
+# One rank (no mpirun): a gpu block and a node of --gpus devices, no network.
+"$profile" "${small[@]}" --gpus 3 --name cpu-one -o "$work/one.hx" 2>"$work/err" \
+  || fail "one rank: $(cat "$work/err")"
+grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = 1; mem_bandwidth = [0-9.]* MB/s }$' \
+  "$work/one.hx" || fail "one rank: gpu block: $(cat "$work/one.hx")"
+grep -q 'gpus = 3;' "$work/one.hx" || fail "one rank: --gpus: $(cat "$work/one.hx")"
+"$hexic" --check "$model" "$work/one.hx" || fail "one rank: hexic refused $(cat "$work/one.hx")"
+
+# Two ranks: the ping-pong fills the node's link and the network.
+"$mpiexec" --oversubscribe -np 2 "$profile" "${small[@]}" -o "$work/two.hx" >"$work/out" 2>&1 \
+  || fail "two ranks: $(cat "$work/out")"
+grep -q '^node "host" { gpu = "cpu"; gpus = 2; bandwidth = [0-9.]* MB/s; latency = [0-9.]* us }$' \
+  "$work/two.hx" || fail "two ranks: node: $(cat "$work/two.hx")"
+grep -q '^network { bandwidth = [0-9.]* MB/s; latency = [0-9.]* us }$' "$work/two.hx" \
+  || fail "two ranks: network: $(cat "$work/two.hx")"
+"$hexic" --check "$model" "$work/two.hx" || fail "two ranks: hexic refused $(cat "$work/two.hx")"
+# and a plan over it compiles
+"$hexic" "$model" "$work/two.hx" -o "$work/plan" >/dev/null || fail "two ranks: no plan"
+echo "ok: $(grep -c . "$work/two.hx") lines; $(tail -1 "$work/out")"
