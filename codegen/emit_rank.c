@@ -294,6 +294,96 @@ static void emit_schedule(const struct program_set *set, FILE *f, int w) {
   fputs("};\n\n", f);
 }
 
+/* --emulate's figures (rtlib/hexic_rt.h, struct hx_rt_emulation). */
+
+/* tflops x efficiency of a cluster device. */
+static double device_speed(const struct hx_cluster *c, int device) {
+  const struct hx_gpu_type *g = &c->gpus[c->devices[device].gpu_type];
+  return g->tflops * g->efficiency;
+}
+
+/* The fastest device of the cluster is the machine the emulation runs on. */
+static double fastest_speed(const struct hx_cluster *c) {
+  double best = 0;
+  for (int d = 0; d < c->ndevices; d++)
+    if (device_speed(c, d) > best)
+      best = device_speed(c, d);
+  return best;
+}
+
+struct emu_link {
+  double latency, bandwidth;
+};
+
+static struct emu_link link_between(const struct program_set *set, int wa, int wb) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  if (wa < 0 || wb < 0 || wa == wb)
+    return (struct emu_link){0, 0};
+  int a = set->ranks[wa].device, b = set->ranks[wb].device;
+  if (!c->bandwidth || !c->latency) /* no tables (a test's hand-built cluster) */
+    return (struct emu_link){0, 0};
+  return (struct emu_link){hx_lat(c, a, b), hx_bw(c, a, b)};
+}
+
+/* The slowest link of a ring over ranks (what a ring all-reduce crosses):
+ * the lowest bandwidth and the highest latency of neighbouring members. */
+static struct emu_link slowest_ring_link(const struct program_set *set, const int *ranks, int n) {
+  struct emu_link worst = {0, 0};
+  for (int i = 0; i < n && n > 1; i++) {
+    struct emu_link l = link_between(set, ranks[i], ranks[(i + 1) % n]);
+    if (l.latency > worst.latency)
+      worst.latency = l.latency;
+    if (l.bandwidth > 0 && (worst.bandwidth == 0 || l.bandwidth < worst.bandwidth))
+      worst.bandwidth = l.bandwidth;
+  }
+  return worst;
+}
+
+static void emit_link_row(FILE *f, const char *indent, const char *name, struct emu_link l) {
+  char lat[40], bw[40];
+  format_double(lat, sizeof lat, l.latency);
+  format_double(bw, sizeof bw, l.bandwidth);
+  fprintf(f, "%s%s{%s, %s},\n", indent, name, lat, bw);
+}
+
+static void emit_emulation(const struct program_set *set, FILE *f, int w) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  const struct hx_prog_rank *r = &set->ranks[w];
+  int ngroups = 0;
+  for (int id = 0; id < set->ngroups; id++)
+    ngroups += hx_group_has_rank(&set->groups[id], w);
+  if (ngroups > 0) {
+    fputs("// --emulate: the slowest link of each group above, {latency s, bytes/s}\n"
+          "static const struct hx_rt_link group_links[] = {\n",
+          f);
+    for (int id = 0; id < set->ngroups; id++) {
+      const struct hx_prog_group *g = &set->groups[id];
+      if (!hx_group_has_rank(g, w))
+        continue;
+      /* one row per group, its id in a comment (which also keeps clang-format
+       * from packing the rows) */
+      struct emu_link l = slowest_ring_link(set, g->ranks, g->nranks);
+      char lat[40], bw[40];
+      format_double(lat, sizeof lat, l.latency);
+      format_double(bw, sizeof bw, l.bandwidth);
+      fprintf(f, "    {%s, %s}, // group %d\n", lat, bw, id);
+    }
+    fputs("};\n\n", f);
+  }
+  /* a cluster without speeds (a test's hand-built one): no slowdown */
+  double fastest = fastest_speed(c), own = device_speed(c, r->device);
+  char slow[40];
+  format_double(slow, sizeof slow, fastest > 0 && own > 0 ? fastest / own : 1.0);
+  fputs("// --emulate: this device's speed against the cluster's fastest, and its links\n"
+        "static const struct hx_rt_emulation emulation = {\n",
+        f);
+  fprintf(f, "    .slowdown = %s,\n", slow);
+  emit_link_row(f, "    ", ".prev = ", link_between(set, w, r->prev_leader));
+  emit_link_row(f, "    ", ".next = ", link_between(set, w, r->next_leader));
+  emit_link_row(f, "    ", ".tp = ", slowest_ring_link(set, r->tp_group, r->st->tp));
+  fprintf(f, "    .groups = %s,\n};\n\n", ngroups > 0 ? "group_links" : "NULL");
+}
+
 static void emit_config(const struct program_set *set, FILE *f, int w, int ngroups) {
   const struct hx_prog_rank *r = &set->ranks[w];
   fprintf(f, "static const struct hx_rt_rank_config rank_config = {\n");
@@ -326,7 +416,7 @@ static void emit_config(const struct program_set *set, FILE *f, int w, int ngrou
             hx_esc_c_string(hx_prog_arena(set), type),
             (long long)floor(set->memory_need[r->device]));
   }
-  fputs("};\n\n", f);
+  fputs("    .emulation = &emulation,\n};\n\n", f);
 }
 
 void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {
@@ -337,6 +427,7 @@ void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {
   emit_tp_tables(set, f, w);
   emit_groups(set, f, w, &ngroups);
   emit_schedule(set, f, w);
+  emit_emulation(set, f, w);
   emit_config(set, f, w, ngroups);
   fputs("int main(int argc, char **argv) { return hx_rt_main(&rank_config, argc, argv); }\n", f);
 }

@@ -88,6 +88,30 @@ struct hx_rt_group {
   const int *ranks; /* increasing */
 };
 
+/* One link of the plan's cluster table: what a message between two ranks
+ * costs there, alpha-beta (latency + bytes / bandwidth). */
+struct hx_rt_link {
+  double latency_s;
+  double bandwidth; /* bytes/s */
+};
+
+/* Emulated heterogeneity (`--emulate`, CPU backend; the CUDA backend ignores
+ * it): every rank of a plan runs on one machine, and each runs at the speed
+ * its device has in the cluster file relative to the fastest device of the
+ * plan's cluster, which is taken to be this machine (calibrate it with
+ * hexic-profile). Codegen writes the figures as constants; rt_exec_emulate.c
+ * applies them, and nothing else in the runtime looks at them. */
+struct hx_rt_emulation {
+  /* fastest device's tflops x efficiency / this device's (>= 1): each
+   * forward, backward and optimizer op is followed by a sleep of
+   * (slowdown - 1) x its measured wall time */
+  double slowdown;
+  /* a message takes at least latency + bytes / bandwidth of these links */
+  struct hx_rt_link prev, next; /* to prev_leader / next_leader (unused at the ends) */
+  struct hx_rt_link tp;         /* the TP group's slowest link (unused when tp is 1) */
+  const struct hx_rt_link *groups; /* per entry of groups[]: its slowest link */
+};
+
 struct hx_rt_rank_config {
   const char *program; /* "rank_0003": the launcher runs it as world rank 3 */
   int rank, world_size;
@@ -119,6 +143,9 @@ struct hx_rt_rank_config {
    * rank exits at start when the GPU has less free). */
   const char *device_type;
   int64_t device_memory_bytes;
+  /* What --emulate applies (NULL: the program cannot emulate; --emulate is
+   * then refused). */
+  const struct hx_rt_emulation *emulation;
 };
 
 /* Runs the rank: MPI start-up and world check, parameters, data, the
@@ -129,7 +156,8 @@ struct hx_rt_rank_config {
  * host memory); both define the device and transport of rt_backend.h.
  * Options (every rank gets the same): --data FILE, --steps N,
  * --checkpoint-dir DIR, --checkpoint-every N, --resume, --reschedule (resume
- * under another --steps), --dump-weights FILE
+ * under another --steps), --emulate (run at the cluster file's speeds:
+ * struct hx_rt_emulation), --dump-weights FILE
  * (after training, rank 0 gathers every rank's shards and writes the full
  * unsharded parameters in the spec's order: see rt_exec_dump.c). */
 int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv);

@@ -21,11 +21,12 @@ struct rt_args {
   int resume;
   int reschedule;           /* --reschedule: resume under another --steps */
   const char *dump_weights; /* NULL: none */
+  int emulate;              /* --emulate: the cluster file's speeds (rt_exec_emulate.c) */
 };
 
 static const char usage_text[] =
     "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
-    "--reschedule  --dump-weights FILE";
+    "--reschedule  --emulate  --dump-weights FILE";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -38,7 +39,7 @@ static int64_t parse_count(const char *opt, const char *text) {
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
   *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0, 0, NULL};
+                        c->train->checkpoint_every, 0, 0, NULL, 0};
   if (!a->checkpoint_dir)
     a->checkpoint_dir = "checkpoints";
   for (int i = 1; i < argc; i++) {
@@ -48,6 +49,8 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
       a->resume = 1;
     } else if (!strcmp(opt, "--reschedule")) {
       a->reschedule = 1;
+    } else if (!strcmp(opt, "--emulate")) {
+      a->emulate = 1;
     } else if (!strcmp(opt, "--data") && has_value) {
       a->data = argv[++i];
     } else if (!strcmp(opt, "--steps") && has_value) {
@@ -134,7 +137,9 @@ static void run_step(struct rt_exec *e) {
       rt_wait_sends(e);
       rt_sync_gradients(e);
     } else if (op->kind == HX_RT_OPTIMIZER) {
+      double t0 = hx_rt_now_s();
       loss = optimizer_step(e, &lr);
+      rt_emu_compute_done(e, t0);
     } else {
       rt_run_op(e, op);
     }
@@ -289,6 +294,7 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   rt_params_init(&e);
   rt_slots_init(&e);
   rt_sync_init(&e);
+  rt_emu_init(&e, args.emulate);
   open_data(&e, &args);
   check_checkpoint_dir(&e, &args);
   maybe_resume(&e, &args);

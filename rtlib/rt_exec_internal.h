@@ -55,6 +55,16 @@ struct rt_sync {
   struct rt_runs runs;
 };
 
+/* --emulate's state (rt_exec_emulate.c). */
+struct rt_emu {
+  bool on;
+  const struct hx_rt_emulation *fig;
+  MPI_Comm comm;       /* the send stamps' own communicator */
+  double *stamps;      /* per slot and kind (activation, gradient): when its send started */
+  MPI_Request *reqs;   /* the stamps' sends */
+  double inner_comm_s; /* TP all-reduces inside the current compute op: not stretched */
+};
+
 struct rt_exec {
   const struct hx_rt_rank_config *cfg;
   const struct rt_device *dev;
@@ -75,6 +85,7 @@ struct rt_exec {
   float *pack;               /* the largest group's packed gradient (device) */
   struct rt_runs replicated; /* tensors every TP rank holds whole: zeroed off TP rank 0 */
   struct rt_runs in_norm;    /* what this rank adds to the global norm: rt_for_each_owned */
+  struct rt_emu emu;
 };
 
 /* Host copies of the parameters and moments, for checkpoints and the weight
@@ -131,6 +142,26 @@ void rt_dump_weights(const struct rt_exec *e, const char *path);
 void rt_slots_init(struct rt_exec *e);
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op);
 void rt_wait_sends(struct rt_exec *e);
+
+/* rt_exec_emulate.c: --emulate. The pure rules, in seconds: the sleep after
+ * an op that took op_s, a message of bytes over a link, a ring all-reduce of
+ * bytes over nranks on the link. */
+double rt_emu_compute_sleep_s(double slowdown, double op_s);
+double rt_emu_link_s(const struct hx_rt_link *l, double bytes);
+double rt_emu_ring_s(const struct hx_rt_link *l, int nranks, double bytes);
+/* Collective over the world when requested (every rank gets the same options). */
+void rt_emu_init(struct rt_exec *e, bool requested);
+/* The hooks, each a no-op unless emulating: after a compute op that began at
+ * start_s; after a leader's send_start (kind 0 activation, 1 gradient); after
+ * a leader's recv of bytes from peer; after an all-reduce of bytes over
+ * nranks that began at start_s (group_index -1: the TP group, else the
+ * index in cfg->groups); when every send has been waited. */
+void rt_emu_compute_done(struct rt_exec *e, double start_s);
+void rt_emu_stamp_send(struct rt_exec *e, int kind, int micro_batch, int peer, int tag);
+void rt_emu_arrive(struct rt_exec *e, int peer, int tag, double bytes);
+void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, double bytes,
+                           double start_s);
+void rt_emu_finish(struct rt_exec *e);
 
 void *rt_calloc(size_t count, size_t size);
 

@@ -14,6 +14,7 @@
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
+#include "rt_log.h"
 
 enum { TAG_ACT = 1, TAG_GRAD = 2 }; /* message kinds: hx_rt_message_tag */
 
@@ -125,9 +126,11 @@ static void backward(struct rt_exec *e, int m) {
 static void recv_act(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   enum rt_dtype dt = e->dev->dtype;
-  if (is_leader(e))
+  if (is_leader(e)) {
     e->tr->recv(e->x0, n, dt, e->cfg->prev_leader, tag_of(m, TAG_ACT), m,
                 "receive an activation");
+    rt_emu_arrive(e, e->cfg->prev_leader, tag_of(m, TAG_ACT), (double)e->act_bytes);
+  }
   e->tr->tp_broadcast(e->x0, n, dt, m, "broadcast an activation in the TP group");
 }
 
@@ -137,14 +140,17 @@ static void send_act(struct rt_exec *e, int m) {
   struct rt_slot *s = slot_of(e, m);
   e->tr->send_start(s->act_send, s->out_act, e->tokens * e->dims.dim, e->cfg->next_leader,
                     tag_of(m, TAG_ACT), m, "send an activation");
+  rt_emu_stamp_send(e, 0, m, e->cfg->next_leader, tag_of(m, TAG_ACT));
 }
 
 static void recv_grad(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   enum rt_dtype dt = e->dev->dtype;
   void *dout = slot_of(e, m)->dout;
-  if (is_leader(e))
+  if (is_leader(e)) {
     e->tr->recv(dout, n, dt, e->cfg->next_leader, tag_of(m, TAG_GRAD), m, "receive a gradient");
+    rt_emu_arrive(e, e->cfg->next_leader, tag_of(m, TAG_GRAD), (double)e->act_bytes);
+  }
   e->tr->tp_broadcast(dout, n, dt, m, "broadcast a gradient in the TP group");
 }
 
@@ -154,6 +160,7 @@ static void send_grad(struct rt_exec *e, int m) {
   struct rt_slot *s = slot_of(e, m);
   e->tr->send_start(s->grad_send, s->din, e->tokens * e->dims.dim, e->cfg->prev_leader,
                     tag_of(m, TAG_GRAD), m, "send a gradient");
+  rt_emu_stamp_send(e, 1, m, e->cfg->prev_leader, tag_of(m, TAG_GRAD));
 }
 
 void rt_wait_sends(struct rt_exec *e) {
@@ -161,15 +168,18 @@ void rt_wait_sends(struct rt_exec *e) {
     e->tr->send_wait(e->slots[i].act_send, "finish an activation send");
     e->tr->send_wait(e->slots[i].grad_send, "finish a gradient send");
   }
+  rt_emu_finish(e);
 }
 
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op) {
+  double start = hx_rt_now_s(); /* what --emulate stretches */
   switch (op->kind) {
   case HX_RT_RECV_ACT:
     recv_act(e, op->micro_batch);
     break;
   case HX_RT_FORWARD:
     forward(e, op->micro_batch);
+    rt_emu_compute_done(e, start);
     break;
   case HX_RT_SEND_ACT:
     send_act(e, op->micro_batch);
@@ -179,6 +189,7 @@ void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op) {
     break;
   case HX_RT_BACKWARD:
     backward(e, op->micro_batch);
+    rt_emu_compute_done(e, start);
     break;
   case HX_RT_SEND_GRAD:
     send_grad(e, op->micro_batch);

@@ -9,6 +9,7 @@
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
+#include "rt_log.h"
 
 void rt_runs_add(struct rt_runs *r, long off, long n) {
   if (n <= 0)
@@ -130,9 +131,12 @@ void rt_sync_init(struct rt_exec *e) {
   e->pack = e->dev->alloc((size_t)largest * sizeof(float));
 }
 
-static void sync_one(struct rt_exec *e, const struct rt_sync *s) {
+static void sync_one(struct rt_exec *e, int index, const struct rt_sync *s) {
   e->dev->pack(e->pack, e->p.dev.g, s->runs.items, s->runs.n);
+  double t0 = hx_rt_now_s();
   e->tr->group_allreduce(s->group, e->pack, s->runs.floats, "gradient all-reduce");
+  rt_emu_allreduce_done(e, index, e->cfg->groups[index].nranks,
+                        (double)s->runs.floats * sizeof(float), t0);
   e->dev->unpack(e->p.dev.g, e->pack, s->runs.items, s->runs.n);
 }
 
@@ -145,13 +149,15 @@ void rt_sync_gradients(struct rt_exec *e) {
       e->dev->zero(e->p.dev.g + e->replicated.items[k].off,
                    (size_t)e->replicated.items[k].n * sizeof(float));
   for (int i = 0; i < e->cfg->ngroups; i++) {
-    sync_one(e, &e->syncs[i]);
+    sync_one(e, i, &e->syncs[i]);
     hx_rt_progress();
   }
 }
 
 void rt_tp_allreduce(void *buf, long n, void *arg) {
   struct rt_exec *e = arg;
+  double t0 = hx_rt_now_s();
   e->tr->tp_allreduce(buf, n, e->dev->dtype, "tensor-parallel all-reduce");
+  rt_emu_allreduce_done(e, -1, e->cfg->tp, (double)n * rt_dtype_bytes(e->dev->dtype), t0);
   hx_rt_progress();
 }

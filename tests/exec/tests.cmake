@@ -15,3 +15,10 @@ foreach(mode fixture hexic planfile limits options fault)
   # Each builds and runs MPI jobs on both cores.
   set_tests_properties(exec.${mode} PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
 endforeach()
+
+# --emulate (issue 15, item 2): a mixed cluster's slow ranks carry their
+# slowdown, and the emulated run trains exactly as the plain one.
+add_test(NAME exec.emulate
+  COMMAND bash ${HX_EXEC_TESTS}/run_emulate.sh ${CMAKE_CURRENT_BINARY_DIR}/exec-emulate
+          ${CMAKE_SOURCE_DIR} ${HX_BIN})
+set_tests_properties(exec.emulate PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)

@@ -1,13 +1,13 @@
 # Runtime library services: data, checkpoints, logging, world check, watchdog.
 set(HX_RT_TESTS ${HX_TESTS_DIR}/rtlib)
 
-foreach(t test_rt_data test_rt_ckpt test_rt_log_world test_rt_limits)
+foreach(t test_rt_data test_rt_ckpt test_rt_log_world test_rt_limits test_rt_emulate)
   add_executable(${t} ${HX_RT_TESTS}/${t}.c)
   target_link_libraries(${t} PRIVATE hexic_rt)
   add_test(NAME rtlib.${t} COMMAND ${t})
 endforeach()
 set_tests_properties(rtlib.test_rt_data rtlib.test_rt_ckpt rtlib.test_rt_log_world rtlib.test_rt_limits
-  PROPERTIES LABELS rtlib TIMEOUT 60)
+  rtlib.test_rt_emulate PROPERTIES LABELS rtlib TIMEOUT 60)
 
 # hexic-shard: text in, byte-level shard out, read back by rt_shard_check.
 add_test(NAME rtlib.hexic_shard

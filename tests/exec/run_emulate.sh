@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# --emulate end to end (issue 15, item 2) on a mixed cluster of 4 CPU ranks,
+# two of them three times slower (tests/exec/clusters/mixed4.hx), TP x PP:
+# the slow ranks' programs carry slowdown 3 and the fast ones' 1, and the
+# emulated run trains exactly as the plain one (same losses: emulation only
+# sleeps). Step times are not asserted (bench/measured.sh prints them).
+#   run_emulate.sh WORKDIR SRCDIR HEXIC
+set -uo pipefail
+work=$1 src=$2 hexic=$3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-30}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+
+"$hexic" "$src/examples/models/tiny.hx" "$src/tests/exec/clusters/mixed4.hx" --strategy=symmetric \
+  -o m >plan.txt || fail "hexic: $(cat plan.txt)"
+for r in 0 1 2 3; do
+  dev=$(sed -n 's/^ \* MPI rank [0-9]* of 4: device \([a-z]*\):.*/\1/p' m/rank_000$r.c)
+  want=1.0
+  [ "$dev" = slow ] && want=3.0
+  grep -q "^    .slowdown = $want,$" m/rank_000$r.c || fail "rank $r on $dev: not slowdown $want"
+done
+grep -q '^    .emulation = &emulation,$' m/rank_0000.c || fail "no emulation figures in rank_0000.c"
+make -s -C m -j2 >make.log 2>&1 || { cat make.log; fail "make"; }
+
+losses() { sed -n 's/^step \([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$1"; }
+m/launch.sh --steps 3 >plain.out 2>&1 || { cat plain.out; fail "plain run"; }
+m/launch.sh --steps 3 --emulate >emu.out 2>&1 || { cat emu.out; fail "--emulate run"; }
+grep -q "emulating the cluster file's device and link speeds" emu.out || { cat emu.out; fail "no banner"; }
+grep -q "emulating" plain.out && fail "the plain run emulates"
+[ "$(losses plain.out | wc -l)" -eq 3 ] || { cat plain.out; fail "plain: not 3 step lines"; }
+[ "$(losses plain.out)" = "$(losses emu.out)" ] ||
+  { paste <(losses plain.out) <(losses emu.out); fail "--emulate changed the losses"; }
+ms() { sed -n 's/^step [0-9]*\/[0-9]* | .* | \([0-9.]*\) ms | .*/\1/p' "$1" | tr '\n' ' '; }
+echo "ok: same losses; step ms plain: $(ms plain.out); --emulate: $(ms emu.out)"
