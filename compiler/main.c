@@ -35,6 +35,8 @@ static const char usage_text[] =
     "  --search-budget=SEC   cut the plan search short after SEC seconds (default 30),\n"
     "                        with a warning: the plan may then differ from a run\n"
     "                        that is not cut short\n"
+    "  --tau=N               stage orders follow paths that take one of the N heaviest\n"
+    "                        links at each step (1..16, default 3)\n"
     "  --plan=FILE           take the plan from FILE (a plan.json) instead of searching\n"
     "  --version             print the version and exit\n"
     "  -h, --help            print this text and exit\n"
@@ -61,6 +63,7 @@ enum {
   OPT_STRATEGY,
   OPT_BUDGET,
   OPT_EVALS,
+  OPT_TAU,
   OPT_PLAN,
   OPT_VERSION,
 };
@@ -73,6 +76,7 @@ static const struct option long_options[] = {
     {"strategy", required_argument, NULL, OPT_STRATEGY},
     {"search-budget", required_argument, NULL, OPT_BUDGET},
     {"search-evals", required_argument, NULL, OPT_EVALS},
+    {"tau", required_argument, NULL, OPT_TAU},
     {"plan", required_argument, NULL, OPT_PLAN},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, 'h'},
@@ -157,6 +161,13 @@ static int parse_options(int argc, char **argv, struct hx_options *opt) {
                            "'%s'",
                            optarg);
       opt->search_evals = v;
+      break;
+    }
+    case OPT_TAU: {
+      long long v;
+      if (!parse_count(optarg, 1, 16, &v))
+        return usage_error("--tau wants a whole number in 1..16, not '%s'", optarg);
+      opt->tau = (int)v;
       break;
     }
     case OPT_PLAN:

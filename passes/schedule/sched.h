@@ -197,8 +197,11 @@ bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
  * cheapest; stage 0's leader the one cheapest towards stage 1. */
 void hx_sched_set_leaders(const struct hx_ctx *ctx, struct hx_pipeline *p);
 
-/* tau of the top-tau path: HEXIC_TAU from the environment (1..16), else 3. */
-int hx_sched_tau(void);
+/* tau of the top-tau path (how many of the heaviest edges each step of a
+ * stage-order path may take): --tau (1..HX_SCHED_TAU_MAX), else 3, the
+ * authors' default. */
+enum { HX_SCHED_TAU_DEFAULT = 3, HX_SCHED_TAU_MAX = 16 };
+int hx_sched_tau(const struct hx_options *opt);
 
 /* ---- layer and batch split (sched_layers.c, sched_batch.c) -------------- */
 
@@ -303,5 +306,14 @@ int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute);
 struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
                                           const struct hx_plan *skeleton, int64_t mbs,
                                           bool recompute);
+
+/* hx_sched_complete_setting with a micro-batch size per pipeline (each
+ * dividing the global batch and each other, as hx_sched_settings' sizes
+ * do): the batch split hands each pipeline micro-batches of its own size.
+ * The generated programs take each pipeline's size from the plan. NULL
+ * when it does not fit memory or the batch. */
+struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
+                                        const struct hx_plan *skeleton, const int64_t *mbs,
+                                        bool recompute);
 
 #endif

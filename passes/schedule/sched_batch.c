@@ -113,13 +113,49 @@ bool hx_sched_split_batch(const double *slowest, const double *chain, int n, int
   return true;
 }
 
+/* Pipelines of their own micro-batch sizes (each a power of two, or the
+ * train block's size, dividing the global batch): the same greedy over
+ * sequences. Each pipeline starts with one micro-batch; while sequences are
+ * left, the pipeline that would finish first with one more of its
+ * micro-batches, among those whose size still fits, takes one (ties: the
+ * lower index). The sizes divide one another and the batch, so the
+ * smallest always fits what is left and the batch is exact. */
+static bool split_mixed(const double *slowest, const double *chain, const int64_t *mbs, int n,
+                        int64_t total, int64_t *m) {
+  int64_t left = total;
+  for (int i = 0; i < n; i++) {
+    m[i] = 1;
+    left -= mbs[i];
+  }
+  if (left < 0)
+    return false;
+  while (left > 0) {
+    int pick = -1;
+    double pick_t = INFINITY;
+    for (int i = 0; i < n; i++) {
+      double t = (double)m[i] * slowest[i] + chain[i];
+      if (mbs[i] <= left && (pick < 0 || t < pick_t)) {
+        pick = i;
+        pick_t = t;
+      }
+    }
+    if (pick < 0)
+      return false; /* sizes that do not divide one another */
+    m[pick]++;
+    left -= mbs[pick];
+  }
+  return true;
+}
+
 /* ---- completing a skeleton ------------------------------------------------ */
 
-static void set_settings(struct hx_plan *p, int64_t mbs, bool recompute, int64_t m_guess) {
+static void set_settings(struct hx_plan *p, const int64_t *mbs, bool recompute,
+                         int64_t global_batch) {
   for (int i = 0; i < p->npipelines; i++) {
     struct hx_pipeline *pl = &p->pipelines[i];
-    pl->micro_batch_size = mbs;
-    pl->micro_batches = m_guess;
+    int64_t total = global_batch / mbs[i];
+    pl->micro_batch_size = mbs[i];
+    pl->micro_batches = (total + p->npipelines - 1) / p->npipelines; /* the even share */
     for (int s = 0; s < pl->nstages; s++)
       pl->stages[s].recompute = recompute;
   }
@@ -133,13 +169,15 @@ static bool assign_all_layers(const struct hx_ctx *ctx, struct hx_plan *p) {
 }
 
 static bool split_all_batches(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
-                              int64_t total) {
+                              const int64_t *mbs, bool uniform) {
   int n = p->npipelines;
   double *slowest = HX_NEW_ARRAY(a, double, n), *chain = HX_NEW_ARRAY(a, double, n);
   int64_t *m = HX_NEW_ARRAY(a, int64_t, n);
   for (int i = 0; i < n; i++)
     hx_sched_pipeline_times(ctx, &p->pipelines[i], &slowest[i], &chain[i]);
-  if (!hx_sched_split_batch(slowest, chain, n, total, m))
+  int64_t B = ctx->train.global_batch;
+  if (uniform ? !hx_sched_split_batch(slowest, chain, n, B / mbs[0], m)
+              : !split_mixed(slowest, chain, mbs, n, B, m))
     return false;
   for (int i = 0; i < n; i++)
     p->pipelines[i].micro_batches = m[i];
@@ -151,11 +189,19 @@ static int cmp_int(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
-                                          const struct hx_plan *skeleton, int64_t mbs,
-                                          bool recompute) {
-  int64_t total = ctx->train.global_batch / mbs;
-  if (total < skeleton->npipelines)
+struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
+                                        const struct hx_plan *skeleton, const int64_t *mbs,
+                                        bool recompute) {
+  int n = skeleton->npipelines;
+  int64_t B = ctx->train.global_batch, least = 0;
+  bool uniform = true;
+  for (int i = 0; i < n; i++) {
+    if (mbs[i] < 1 || B % mbs[i])
+      return NULL;
+    least += mbs[i];
+    uniform = uniform && mbs[i] == mbs[0];
+  }
+  if (least > B) /* every pipeline takes at least one micro-batch */
     return NULL;
   struct hx_plan *p = hx_plan_copy(a, skeleton);
   p->groups = NULL; /* a skeleton's old groups would price the sync of other layers */
@@ -163,18 +209,18 @@ struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a
   /* TP ranks in ascending device order, whoever built the skeleton: the
    * gradient-sync slices pair TP rank k of every pipeline, so one canonical
    * order keeps hexic's plans inside the exhaustive planner's space */
-  for (int i = 0; i < p->npipelines; i++)
+  for (int i = 0; i < n; i++)
     for (int s = 0; s < p->pipelines[i].nstages; s++) {
       struct hx_stage *st = &p->pipelines[i].stages[s];
       qsort(st->devices, (size_t)st->ndevices, sizeof(int), cmp_int);
     }
   /* the first layer split assumes the even share of micro-batches; the
    * second uses the split's own counts (GPipe keeps them all in memory) */
-  set_settings(p, mbs, recompute, (total + p->npipelines - 1) / p->npipelines);
-  for (int i = 0; i < p->npipelines; i++)
+  set_settings(p, mbs, recompute, B);
+  for (int i = 0; i < n; i++)
     hx_sched_set_leaders(ctx, &p->pipelines[i]);
   for (int round = 0; round < 2; round++)
-    if (!assign_all_layers(ctx, p) || !split_all_batches(ctx, a, p, total))
+    if (!assign_all_layers(ctx, p) || !split_all_batches(ctx, a, p, mbs, uniform))
       return NULL;
   /* a plan the simulator cannot judge is not proposed */
   if (hx_sim_task_bound(ctx, p) > HX_SIM_MAX_TASKS)
@@ -183,6 +229,19 @@ struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a
   if (!hx_plan_memory_fits(ctx, p, NULL, NULL))
     return NULL;
   return p;
+}
+
+struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
+                                          const struct hx_plan *skeleton, int64_t mbs,
+                                          bool recompute) {
+  int n = skeleton->npipelines;
+  if (ctx->train.global_batch / mbs < n)
+    return NULL;
+  int64_t stack[64];
+  int64_t *each = n <= 64 ? stack : HX_NEW_ARRAY(a, int64_t, n);
+  for (int i = 0; i < n; i++)
+    each[i] = mbs;
+  return hx_sched_complete_mixed(ctx, a, skeleton, each, recompute);
 }
 
 bool hx_sched_recompute_allowed(const struct hx_ctx *ctx, bool full) {

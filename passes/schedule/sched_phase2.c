@@ -20,15 +20,8 @@
 
 bool hx_sched_tp_legal(const struct hx_model *m, int tp) { return tp >= 1 && m->heads % tp == 0; }
 
-int hx_sched_tau(void) {
-  const char *s = getenv("HEXIC_TAU");
-  if (!s || !*s)
-    return 3;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*end || v < 1 || v > 16)
-    return 3;
-  return (int)v;
+int hx_sched_tau(const struct hx_options *opt) {
+  return opt->tau >= 1 && opt->tau <= HX_SCHED_TAU_MAX ? opt->tau : HX_SCHED_TAU_DEFAULT;
 }
 
 /* ---- groups -------------------------------------------------------------- */

@@ -53,7 +53,11 @@
 #include "ir/plan_util.h"
 #include "sched.h"
 
-enum { TOP = 4, MAX_MERGE = 8, MAX_STAGES = 256 };
+/* TOP plans are refined, polished and climbed from; the FINAL best by score
+ * are simulated at the end (on large clusters the score is the estimate,
+ * and the many near-equal candidates of several group counts can push the
+ * plan the simulator prefers out of a short list). */
+enum { TOP = 4, FINAL = 16, MAX_MERGE = 8, MAX_STAGES = 256 };
 /* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation,
  * larger ones by the estimate; up to SMALL_CLUSTER they get the full
  * budgets, beyond it smaller ones. */
@@ -69,18 +73,21 @@ struct budgets {
   int polish_moves;  /* stage moves tried per polished candidate */
   int climb_pricings; /* structures priced per local search */
   int climb_kicks;    /* random restarts of the local search */
+  int kvalues;        /* group counts k per pipeline tried (a prefix of KS) */
+  int k_refine;       /* evaluations of per-pipeline k changes */
+  int mix_steps;      /* evaluations of per-pipeline micro-batch sizes */
 };
 
 static struct budgets budgets_for(int ndevices) {
   /* the local search's neighbourhoods and simulations grow with the
    * cluster: fewer kicks past 8 devices keep 16 under a second */
   if (ndevices <= 8)
-    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 4000, 64};
+    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 4000, 64, 8, 200, 0};
   if (ndevices <= SMALL_CLUSTER)
-    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 1500, 16};
+    return (struct budgets){24, 24, 3, HX_SCHED_ORDERS, 160, 600, 1500, 16, 8, 200, 200};
   if (ndevices <= 512)
-    return (struct budgets){3, 4, 2, 2, 24, 80, 0, 0};
-  return (struct budgets){2, 4, 2, 1, 12, 40, 0, 0};
+    return (struct budgets){3, 4, 2, 2, 24, 80, 0, 0, 5, 24, 24};
+  return (struct budgets){2, 4, 2, 1, 12, 40, 0, 0, 4, 8, 8};
 }
 
 /* ---- memo: int keys -> values -------------------------------------------- */
@@ -150,6 +157,16 @@ struct pool {
   int *devices; /* sorted ranks */
 };
 
+/* How try_split built a plan: its device split, each pipeline's group
+ * count (an index into KS), TP layout and stage order; what the
+ * per-pipeline k refinement starts from. */
+struct recipe {
+  struct hx_sched_split *split;
+  int *kmode;
+  enum hx_tp_layout layout;
+  int variant;
+};
+
 struct search {
   struct hx_ctx *ctx;
   struct hx_arena *a; /* scratch: freed after the winner is copied out */
@@ -159,7 +176,14 @@ struct search {
   struct hx_rng rng;
   struct hx_plan *top[TOP];   /* best by score, ascending */
   struct hx_sched_split *top_split[TOP];
+  struct recipe *top_recipe[TOP]; /* NULL for plans built otherwise */
   int ntop;
+  struct hx_plan *final[FINAL]; /* best by score, ascending */
+  int nfinal;
+  /* the best plans before refine_k and mix_micro_batches add theirs: always
+   * simulated at the end, so those never make the result slower */
+  struct hx_plan *kept[TOP];
+  int nkept;
   /* Small clusters: the best plan of each pipeline count, starting points
    * for the local search besides the top (they differ most from it). */
   struct hx_plan *best_by_dp[HX_LOCAL_MAX_DEVICES + 1];
@@ -226,10 +250,30 @@ static struct hx_plan *complete_and_score(struct search *s, const struct hx_plan
 }
 
 /* Keeps plan among the TOP best by score; ties keep the earlier one. */
-static void consider(struct search *s, struct hx_plan *p, struct hx_sched_split *split) {
+/* Keeps plan among the FINAL best by score; ties keep the earlier one. */
+static void keep_final(struct search *s, struct hx_plan *p) {
+  for (int i = 0; i < s->nfinal; i++)
+    if (s->final[i] == p)
+      return;
+  int at = s->nfinal;
+  while (at > 0 && p->sim.iteration_s < s->final[at - 1]->sim.iteration_s)
+    at--;
+  if (at >= FINAL)
+    return;
+  int last = s->nfinal < FINAL ? s->nfinal : FINAL - 1;
+  for (int i = last; i > at; i--)
+    s->final[i] = s->final[i - 1];
+  s->final[at] = p;
+  if (s->nfinal < FINAL)
+    s->nfinal++;
+}
+
+static void consider_recipe(struct search *s, struct hx_plan *p, struct hx_sched_split *split,
+                            struct recipe *r) {
   s->evaluated++;
   if (!p || !isfinite(p->sim.iteration_s))
     return;
+  keep_final(s, p);
   for (int i = 0; i < s->ntop; i++)
     if (s->top[i] == p) /* polish may reach a plan already kept */
       return;
@@ -248,11 +292,17 @@ static void consider(struct search *s, struct hx_plan *p, struct hx_sched_split 
   for (int i = last; i > at; i--) {
     s->top[i] = s->top[i - 1];
     s->top_split[i] = s->top_split[i - 1];
+    s->top_recipe[i] = s->top_recipe[i - 1];
   }
   s->top[at] = p;
   s->top_split[at] = split;
+  s->top_recipe[at] = r;
   if (s->ntop < TOP)
     s->ntop++;
+}
+
+static void consider(struct search *s, struct hx_plan *p, struct hx_sched_split *split) {
+  consider_recipe(s, p, split, NULL);
 }
 
 /* The skeleton's stage lists as a memo key. */
@@ -289,8 +339,13 @@ static struct hx_plan *complete(struct search *s, const struct hx_plan *sk, bool
   return p;
 }
 
-/* k of a pipeline under k-mode: 0 one group, 1 one per machine, 2 two. */
-static int k_for(int mode) { return mode == 0 ? 1 : mode == 1 ? HX_SCHED_K_MACHINES : 2; }
+/* The group counts k_i phase 2 tries per pipeline, as HexiScale iterates
+ * k_i: one group, one per machine, then 2, 3, 4, ... groups by METIS (a
+ * pipeline with fewer devices than k has one group per device). The first
+ * three are what earlier versions tried; budgets.kvalues says how many. */
+static const int KS[] = {1, HX_SCHED_K_MACHINES, 2, 3, 4, 6, 8, 12};
+enum { NKS = sizeof KS / sizeof KS[0] };
+static int k_for(int mode) { return KS[mode]; }
 
 static const struct hx_sched_grouping *grouping(struct search *s, const int *devices, int n,
                                                 int kmode) {
@@ -305,9 +360,10 @@ static const struct hx_sched_grouping *grouping(struct search *s, const int *dev
   return e->value;
 }
 
-static struct hx_plan *build(struct search *s, const struct hx_sched_split *sp, int kmode,
-                             enum hx_tp_layout layout, int variant, bool *fresh) {
+/* A skeleton from a recipe: pipeline i grouped into KS[kmode[i]] groups. */
+static struct hx_plan *build_recipe(struct search *s, const struct recipe *r, bool *fresh) {
   struct hx_ctx *ctx = s->ctx;
+  const struct hx_sched_split *sp = r->split;
   struct hx_plan *sk = hx_plan_new(s->a, ctx->cluster.ndevices, sp->npipelines);
   sk->strategy = "hexiscale";
   sk->schedule = ctx->train.schedule;
@@ -315,11 +371,11 @@ static struct hx_plan *build(struct search *s, const struct hx_sched_split *sp, 
   for (int i = 0; i < sp->npipelines; i++) {
     if (stopped(s))
       return NULL;
-    const struct hx_sched_grouping *g = grouping(s, sp->devices[i], sp->count[i], kmode);
+    const struct hx_sched_grouping *g = grouping(s, sp->devices[i], sp->count[i], r->kmode[i]);
     /* a pipeline with fewer orders than `variant` keeps its last one */
-    int v = variant < g->norders ? variant : g->norders - 1;
+    int v = r->variant < g->norders ? r->variant : g->norders - 1;
     if (v < 0 ||
-        !hx_sched_stages(ctx, s->a, sp->devices[i], sp->count[i], g, layout, v,
+        !hx_sched_stages(ctx, s->a, sp->devices[i], sp->count[i], g, r->layout, v,
                          &sk->pipelines[i]) ||
         sk->pipelines[i].nstages > ctx->model.layers)
       return NULL;
@@ -327,21 +383,46 @@ static struct hx_plan *build(struct search *s, const struct hx_sched_split *sp, 
   return complete(s, sk, fresh);
 }
 
+static struct recipe *uniform_recipe(struct search *s, struct hx_sched_split *sp, int kmode,
+                                     enum hx_tp_layout layout, int variant) {
+  struct recipe *r = HX_NEW(s->a, struct recipe);
+  *r = (struct recipe){sp, HX_NEW_ARRAY(s->a, int, sp->npipelines), layout, variant};
+  for (int i = 0; i < sp->npipelines; i++)
+    r->kmode[i] = kmode;
+  return r;
+}
+
+static struct hx_plan *build(struct search *s, struct hx_sched_split *sp, int kmode,
+                             enum hx_tp_layout layout, int variant, bool *fresh,
+                             struct recipe **made) {
+  struct recipe *r = uniform_recipe(s, sp, kmode, layout, variant);
+  if (made)
+    *made = r;
+  return build_recipe(s, r, fresh);
+}
+
 /* Every phase-2 variant of one device split; returns the best score. */
 static double try_split(struct search *s, struct hx_sched_split *sp) {
   static const enum hx_tp_layout layouts[] = {HX_LAYOUT_THROUGHPUT, HX_LAYOUT_WIDE,
                                               HX_LAYOUT_NARROW};
   double best = INFINITY;
-  for (int kmode = 0; kmode < 3 && !stopped(s); kmode++)
+  int largest = 0;
+  for (int i = 0; i < sp->npipelines; i++)
+    largest = sp->count[i] > largest ? sp->count[i] : largest;
+  for (int kmode = 0; kmode < 3 && !stopped(s); kmode++) {
+    if (KS[kmode] > largest) /* every pipeline would have a group per device: seen */
+      break;
     for (int l = 0; l < s->b.layouts; l++)
       for (int v = 0; v < (kmode == 1 ? s->b.variants : 1); v++) {
         bool fresh;
-        struct hx_plan *p = build(s, sp, kmode, layouts[l], v, &fresh);
+        struct recipe *r;
+        struct hx_plan *p = build(s, sp, kmode, layouts[l], v, &fresh, &r);
         if (fresh)
-          consider(s, p, sp);
+          consider_recipe(s, p, sp, r);
         if (p && p->sim.iteration_s < best)
           best = p->sim.iteration_s;
       }
+  }
   return best;
 }
 
@@ -428,9 +509,10 @@ static void first_plan(struct search *s, const struct pool *pool) {
                                                 obj, seed);
     for (int kmode = 1; sp && kmode >= 0 && s->ntop == 0; kmode--) {
       bool fresh;
-      struct hx_plan *p = build(s, sp, kmode, HX_LAYOUT_THROUGHPUT, 0, &fresh);
+      struct recipe *r;
+      struct hx_plan *p = build(s, sp, kmode, HX_LAYOUT_THROUGHPUT, 0, &fresh, &r);
       if (fresh)
-        consider(s, p, sp);
+        consider_recipe(s, p, sp, r);
     }
   }
 }
@@ -732,12 +814,107 @@ static void refine(struct search *s) {
   double start_t[TOP];
   int n = 0;
   for (int i = 0; i < s->ntop; i++)
-    if (s->top_split[i]->npipelines > 1) {
+    if (s->top_split[i] && s->top_split[i]->npipelines > 1) {
       start[n] = s->top_split[i];
       start_t[n++] = s->top[i]->sim.iteration_s;
     }
   for (int i = 0; i < n; i++)
     refine_from(s, start[i], start_t[i], s->b.refine_steps / n);
+}
+
+/* ---- per-pipeline group counts and micro-batch sizes ----------------------- */
+
+/* Coordinate descent over each pipeline's own k_i (HexiScale draws k_i per
+ * pipeline): from each best plan try_split built, one pipeline's group
+ * count changed at a time, a change kept when the plan scores better;
+ * b.k_refine fresh evaluations in all. */
+static void refine_k(struct search *s, struct recipe *const *start, int n) {
+  long spent = 0;
+  for (int t = 0; t < n && spent < s->b.k_refine && !stopped(s); t++) {
+    struct recipe *cur = start[t];
+    bool fresh;
+    struct hx_plan *best = build_recipe(s, cur, &fresh); /* memoised */
+    if (!best)
+      continue;
+    for (int i = 0; i < cur->split->npipelines && spent < s->b.k_refine && !stopped(s); i++)
+      for (int m = 0; m < s->b.kvalues && spent < s->b.k_refine && !stopped(s); m++) {
+        if (m == cur->kmode[i] || KS[m] > cur->split->count[i])
+          continue;
+        struct recipe *r = HX_NEW(s->a, struct recipe);
+        *r = *cur;
+        r->kmode = HX_NEW_ARRAY(s->a, int, cur->split->npipelines);
+        memcpy(r->kmode, cur->kmode, sizeof(int) * (size_t)cur->split->npipelines);
+        r->kmode[i] = m;
+        struct hx_plan *p = build_recipe(s, r, &fresh);
+        if (!fresh)
+          continue;
+        spent++;
+        consider_recipe(s, p, r->split, r);
+        if (p && p->sim.iteration_s < best->sim.iteration_s * (1 - 1e-9)) {
+          best = p;
+          cur = r;
+        }
+      }
+    progress(s);
+  }
+}
+
+/* A plan with the micro-batch sizes mbs (one per pipeline), completed from
+ * plan's stages and scored as every candidate is (simulated on small
+ * clusters, else the estimate); NULL when it does not fit. One evaluation. */
+static struct hx_plan *with_sizes(struct search *s, const struct hx_plan *plan,
+                                  const int64_t *mbs, bool recompute) {
+  s->limit.evals++;
+  struct hx_plan *p = hx_sched_complete_mixed(s->ctx, s->a, plan, mbs, recompute);
+  if (!p)
+    return NULL;
+  if (s->sim_score) {
+    hx_sched_build_groups(s->ctx, s->a, p);
+    hx_simulate(s->ctx, p, NULL);
+    return p->sim.valid ? p : NULL;
+  }
+  p->sim.iteration_s = hx_estimate_iteration_s(s->ctx, p);
+  return p;
+}
+
+/* Each pipeline its own micro-batch size where faster: from each best plan
+ * of several pipelines, one pipeline's size changed at a time (the sizes of
+ * hx_sched_settings at the plan's recompute), a change kept when the plan
+ * scores better; b.mix_steps evaluations in all. Clusters of more than
+ * HX_EXHAUSTIVE_MAX_DEVICES only: the exhaustive planner's space (the
+ * oracle of every smaller plan) has one size per plan. */
+static void mix_micro_batches(struct search *s) {
+  if (s->ctx->cluster.ndevices <= HX_EXHAUSTIVE_MAX_DEVICES || s->b.mix_steps <= 0)
+    return;
+  struct hx_plan *start[TOP];
+  int n = 0;
+  for (int i = 0; i < s->ntop; i++)
+    if (s->top[i]->npipelines > 1)
+      start[n++] = s->top[i];
+  long spent = 0;
+  for (int t = 0; t < n && spent < s->b.mix_steps && !stopped(s); t++) {
+    struct hx_plan *best = start[t];
+    int np = best->npipelines;
+    bool rc = best->pipelines[0].stages[0].recompute;
+    int64_t *mbs = HX_NEW_ARRAY(s->a, int64_t, np);
+    for (int i = 0; i < np; i++)
+      mbs[i] = best->pipelines[i].micro_batch_size;
+    for (int i = 0; i < np && spent < s->b.mix_steps && !stopped(s); i++)
+      for (int k = 0; k < s->nsettings && spent < s->b.mix_steps && !stopped(s); k++) {
+        if (s->recompute[k] != rc || s->mbs[k] == mbs[i])
+          continue;
+        int64_t was = mbs[i];
+        mbs[i] = s->mbs[k];
+        spent++;
+        struct hx_plan *p = with_sizes(s, best, mbs, rc);
+        consider(s, p, NULL);
+        if (p && p->sim.iteration_s < best->sim.iteration_s * (1 - 1e-9))
+          best = p;
+        else
+          mbs[i] = was;
+      }
+    progress(s);
+  }
 }
 
 /* ---- polishing: stage-level moves on the best plans ----------------------- */
@@ -902,8 +1079,8 @@ static struct hx_plan *polish(struct search *s, struct hx_plan *plan, int budget
     for (int op = 0; op < NOPS && !improved; op++)
       for (int i = 0; i < plan->npipelines && !improved; i++)
         for (int st = 0; st < plan->pipelines[i].nstages && !improved; st++)
-          for (int to = 0; to < plan->pipelines[i].nstages && !improved && budget > 0 && !stopped(s);
-               to++) {
+          for (int to = 0;
+               to < plan->pipelines[i].nstages && !improved && budget > 0 && !stopped(s); to++) {
             if (!op_applies(s, plan, i, st, to, (enum stage_op)op))
               continue;
             bool fresh;
@@ -1012,17 +1189,49 @@ static void climb_top(struct search *s) {
 static struct hx_plan *finish(struct search *s) {
   struct hx_ctx *ctx = s->ctx;
   struct hx_plan *best = NULL;
-  for (int i = 0; i < s->ntop; i++) {
-    struct hx_plan *p = hx_plan_copy(&ctx->arena, s->top[i]);
+  struct hx_plan *cand[FINAL + TOP];
+  int ncand = 0;
+  for (int i = 0; i < s->nfinal; i++)
+    cand[ncand++] = s->final[i];
+  for (int i = 0; i < s->nkept; i++) {
+    bool dup = false;
+    for (int j = 0; j < s->nfinal; j++)
+      dup = dup || s->final[j] == s->kept[i];
+    if (!dup)
+      cand[ncand++] = s->kept[i];
+  }
+  /* simulated in the order of their sound lower bounds, none whose bound is
+   * above the best simulated time: the same choice (least time, ties to the
+   * earlier candidate) as simulating all */
+  struct hx_plan *plans[FINAL + TOP];
+  double bound[FINAL + TOP];
+  int order[FINAL + TOP];
+  for (int i = 0; i < ncand; i++) {
+    struct hx_plan *p = hx_plan_copy(&ctx->arena, cand[i]);
     hx_sched_build_groups(ctx, &ctx->arena, p);
     p->description = hx_sprintf(&ctx->arena, "dp=%d, %d of %d devices", p->npipelines,
                                 hx_plan_used_devices(p), ctx->cluster.ndevices);
-    /* one that cannot beat the best so far (a sound bound) is not simulated */
-    if (best && hx_sim_lower_bound(ctx, p) >= best->sim.iteration_s)
-      continue;
+    plans[i] = p;
+    bound[i] = hx_sim_lower_bound(ctx, p);
+    int j = i;
+    while (j > 0 && bound[order[j - 1]] > bound[i]) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = i;
+  }
+  int best_at = -1;
+  for (int k = 0; k < ncand; k++) {
+    int i = order[k];
+    if (best && bound[i] > best->sim.iteration_s)
+      break;
+    struct hx_plan *p = plans[i];
     hx_simulate(ctx, p, NULL);
-    if (p->sim.valid && (!best || p->sim.iteration_s < best->sim.iteration_s))
+    if (p->sim.valid && (!best || p->sim.iteration_s < best->sim.iteration_s ||
+                         (p->sim.iteration_s == best->sim.iteration_s && i < best_at))) {
       best = p;
+      best_at = i;
+    }
   }
   struct hx_plan *base = ctx->baseline;
   if (base && (!best || base->sim.iteration_s <= best->sim.iteration_s)) {
@@ -1039,7 +1248,7 @@ static int longest_key(const struct hx_ctx *ctx) { return 3 * ctx->cluster.ndevi
 struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   struct hx_arena scratch;
   hx_arena_init(&scratch);
-  struct search s = {.ctx = ctx, .a = &scratch, .tau = hx_sched_tau()};
+  struct search s = {.ctx = ctx, .a = &scratch, .tau = hx_sched_tau(&ctx->opt)};
   s.b = budgets_for(ctx->cluster.ndevices);
   s.nsettings = hx_sched_settings(ctx, s.mbs, s.recompute);
   s.sim_score = ctx->cluster.ndevices <= SIM_SCORE_MAX;
@@ -1058,8 +1267,17 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   for (int i = 0; i < npools && !stopped(&s); i++)
     explore_pool(&s, &pools[i]);
   refine(&s);
+  struct recipe *recipes[TOP];
+  int nrecipes = 0;
+  for (int i = 0; i < s.ntop; i++)
+    if (s.top_recipe[i])
+      recipes[nrecipes++] = s.top_recipe[i];
   polish_top(&s);
   climb_top(&s);
+  for (s.nkept = 0; s.nkept < s.ntop; s.nkept++)
+    s.kept[s.nkept] = s.top[s.nkept];
+  refine_k(&s, recipes, nrecipes);
+  mix_micro_batches(&s);
   struct hx_plan *best = finish(&s);
   hx_arena_free(&scratch);
   hx_search_limit_report(&s.limit, "the plan search");

@@ -282,7 +282,8 @@ static void test_node_classes(void) {
   }
   for (int x = 0; x < K; x++)
     for (int y = 0; y <= x; y++) {
-      c->class_bandwidth[x * K + y] = c->class_bandwidth[y * K + x] = 1e9 * (1 + fx_below(&rng, 50));
+      double bw = 1e9 * (1 + fx_below(&rng, 50));
+      c->class_bandwidth[x * K + y] = c->class_bandwidth[y * K + x] = bw;
       c->class_latency[x * K + y] = c->class_latency[y * K + x] = 1e-6 * (1 + fx_below(&rng, 30));
     }
   c->nclasses = K;

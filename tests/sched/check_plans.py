@@ -16,6 +16,11 @@ usage: check_plans.py CHECK HEXIC REPO
                --search-evals=N gives the same plan.json on every run, and on
                small clusters (ranked by the simulator) a larger N is never
                slower; spending every evaluation is noted; bad values exit 2
+  tau          --tau=N reaches the stage-order search (tau 1 and 3 plan a seeded
+               cluster differently), is in --help, and 0, 17, x exit 2
+  mixed        a seeded cluster whose plan gives its pipelines different
+               micro-batch sizes: the sizes sum to the global batch, and the
+               plan.json read back with --plan simulates to the same time
 """
 import json
 import os
@@ -332,6 +337,58 @@ def check_limits(hexic, d):
     return None
 
 
+def check_tau(hexic, d):
+    rng = random.Random(0)
+    files = [write(d, "m.hx", random_model(rng)),
+             write(d, "c.hx", random_cluster(rng, 16, exact=rng.choice([10, 12, 16])))]
+    dumps = []
+    for tau in (1, 3):
+        rc, out, err = run(hexic, files, "--tau=%d" % tau)
+        if rc != 0:
+            return "--tau=%d: exit %d: %s" % (tau, rc, err)
+        dumps.append(out)
+    if dumps[0] == dumps[1]:
+        return "--tau=1 and --tau=3 gave the same plan: the option does not reach the search"
+    rc, out, _ = run(hexic, files, "--tau=3")
+    if out != dumps[1]:
+        return "--tau=3 is not deterministic"
+    p = subprocess.run([hexic, "--help"], capture_output=True, text=True, timeout=60)
+    if "--tau=N" not in p.stdout:
+        return "--help does not document --tau"
+    for bad in ("0", "17", "x", "-1", ""):
+        rc, _, err = run(hexic, files, "--tau=" + bad)
+        if rc != 2:
+            return "--tau=%s: exit %d, not a usage error" % (bad, rc)
+    return None
+
+
+def check_mixed(hexic, d):
+    rng = random.Random(5)  # a 12-device cluster whose best plan mixes sizes
+    m = MODEL % (rng.choice([8, 16, 24]), 1024, 2816, 8, 8, rng.choice([1024, 2048]),
+                 rng.choice([64, 128, 256]))
+    files = [write(d, "m.hx", m),
+             write(d, "c.hx", random_cluster(rng, 16, exact=rng.choice([10, 12, 16])))]
+    p, plan = plan_json(hexic, files, os.path.join(d, "mix"))
+    if plan is None:
+        return "no plan.json (exit %d): %s" % (p.returncode, p.stderr)
+    sizes = [pl["micro_batch_size"] for pl in plan["pipelines"]]
+    if len(set(sizes)) < 2:
+        return "the pipelines share one micro-batch size %s" % sizes
+    total = sum(pl["micro_batch_size"] * pl["micro_batches"] for pl in plan["pipelines"])
+    batch = plan["model"]["global_batch"]
+    if total != batch:
+        return "pipelines take %d sequences, the global batch is %d" % (total, batch)
+    rc, dump, err = run(hexic, files, "--plan=" + os.path.join(d, "mix", "plan.json"))
+    again = times(dump)[0]
+    if rc != 0 or again is None:
+        return "the mixed plan read back: exit %d: %s" % (rc, err)
+    if abs(again - plan["simulated"]["iteration_s"]) > 1e-6 * again:
+        return "read back it simulates to %.9g s, not %.9g s" % (again,
+                                                                plan["simulated"]["iteration_s"])
+    print("micro-batch sizes %s, %.6g s" % (sizes, again))
+    return None
+
+
 def main():
     check, hexic, repo = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory() as d:
@@ -349,6 +406,10 @@ def main():
             why = check_plan_tp(hexic, d)
         elif check == "limits":
             why = check_limits(hexic, d)
+        elif check == "tau":
+            why = check_tau(hexic, d)
+        elif check == "mixed":
+            why = check_mixed(hexic, d)
         else:
             why = "unknown check " + check
     if why:

@@ -201,7 +201,8 @@ static void test_stages_by_class(void) {
   for (int x = 0; x < K; x++) {
     own[x] = 1e10 * (1 + hx_rng_below(&rng, 4));
     for (int y = 0; y <= x; y++) {
-      c->class_bandwidth[x * K + y] = c->class_bandwidth[y * K + x] = 1e10 * (1 + hx_rng_below(&rng, 5));
+      double bw = 1e10 * (1 + hx_rng_below(&rng, 5));
+      c->class_bandwidth[x * K + y] = c->class_bandwidth[y * K + x] = bw;
       c->class_latency[x * K + y] = c->class_latency[y * K + x] = 1e-6;
     }
   }
@@ -214,8 +215,8 @@ static void test_stages_by_class(void) {
     for (int b = 0; b < N; b++) {
       int na = c->devices[a].node, nb = c->devices[b].node;
       long ab = (long)a * N + b;
-      c->bandwidth[ab] = a == b ? 0 : na == nb ? c->nodes[na].bandwidth
-                                               : c->class_bandwidth[c->node_class[na] * K + c->node_class[nb]];
+      int at = c->node_class[na] * K + c->node_class[nb];
+      c->bandwidth[ab] = a == b ? 0 : na == nb ? c->nodes[na].bandwidth : c->class_bandwidth[at];
       c->latency[ab] = a == b ? 0 : 1e-6;
     }
   int devs[N], compared = 0;
@@ -250,6 +251,49 @@ static void test_stages_by_class(void) {
     }
   }
   CHECK(compared > 60);
+  hx_arena_free(&ctx.arena);
+}
+
+/* Issue 10 item 14: each pipeline its own micro-batch size. Two pipelines
+ * of two devices, sizes 2 and 1: every pipeline keeps its size, takes at
+ * least one micro-batch, and the sequences sum to the global batch; sizes
+ * that do not divide the batch are refused. */
+static void test_complete_mixed(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  fx_model(&ctx, "t", 8, 256, 704, 4, 4, 1000, 64);
+  fx_train(&ctx, HX_RECOMPUTE_NONE, 16);
+  int types[2] = {0, 1};
+  double tflops[] = {100, 40}, mem[] = {16, 16};
+  fx_cluster(&ctx, 2, 2, types, tflops, mem, 2, 1e11, 1e10, 5e-6);
+  struct hx_plan *sk = hx_plan_new(&ctx.arena, 4, 2);
+  for (int i = 0; i < 2; i++) {
+    int ranks[2] = {2 * i, 2 * i + 1};
+    hx_pipeline_init(&ctx.arena, &sk->pipelines[i], 1);
+    hx_stage_init(&ctx.arena, &sk->pipelines[i].stages[0], ranks, 2, 0, 0, false);
+  }
+  int64_t sizes[][2] = {{2, 1}, {1, 4}, {8, 8}};
+  for (int k = 0; k < 3; k++) {
+    struct hx_plan *p = hx_sched_complete_mixed(&ctx, &ctx.arena, sk, sizes[k], false);
+    CHECK(p != NULL);
+    if (!p)
+      continue;
+    int64_t sum = 0;
+    for (int i = 0; i < 2; i++) {
+      CHECK(p->pipelines[i].micro_batch_size == sizes[k][i]);
+      CHECK(p->pipelines[i].micro_batches >= 1);
+      sum += p->pipelines[i].micro_batch_size * p->pipelines[i].micro_batches;
+    }
+    CHECK(sum == 16);
+    hx_sched_build_groups(&ctx, &ctx.arena, p);
+    CHECK(hx_simulate(&ctx, p, NULL) && p->sim.valid);
+  }
+  /* the faster pipeline (100 vs 40 TFLOP/s) takes more of the batch */
+  struct hx_plan *p = hx_sched_complete_mixed(&ctx, &ctx.arena, sk, sizes[0], false);
+  CHECK(p && p->pipelines[0].micro_batches * 2 > p->pipelines[1].micro_batches);
+  int64_t bad[2] = {3, 1}, big[2] = {16, 16};
+  CHECK(hx_sched_complete_mixed(&ctx, &ctx.arena, sk, bad, false) == NULL);
+  CHECK(hx_sched_complete_mixed(&ctx, &ctx.arena, sk, big, false) == NULL); /* 32 > 16 */
   hx_arena_free(&ctx.arena);
 }
 
@@ -583,6 +627,7 @@ int main(void) {
   test_metis_totals();
   test_order_work();
   test_stages_by_class();
+  test_complete_mixed();
   test_layer_split();
   test_batch_split();
   test_batch_split_large();
