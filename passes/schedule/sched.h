@@ -2,6 +2,7 @@
  * passes/schedule/sched_*.c file; passes/schedule.c runs them through the outer search
  * of sched_search.c.
  *
+ *   sched_limit.c      the search limits: evaluations and the clock
  *   sched_graph.c      device graphs for METIS, their validation, the wrapper
  *   sched_phase1.c     devices -> D_dp pipelines (METIS + move/swap refinement)
  *   sched_phase2.c     pipeline -> groups -> stages (TP layout), stage order,

@@ -20,8 +20,11 @@
  * into one TP group, move a stage, split one, drop a stage, drop a
  * pipeline, put a machine's idle devices into a pipeline); on clusters of
  * at most HX_LOCAL_MAX_DEVICES the local search of sched_local.c climbs
- * from them; then the event simulator picks among them and the symmetric
- * baseline.
+ * from them. Then each pipeline's own group count k_i (refine_k) and, above
+ * HX_EXHAUSTIVE_MAX_DEVICES, its own micro-batch size (mix_micro_batches)
+ * are refined by coordinate descent; the event simulator picks among the
+ * best by score, the plans kept before those refinements and the
+ * symmetric baseline.
  *
  * Scores: on small clusters (<= SIM_SCORE_MAX devices) every candidate is
  * ranked by the event simulator itself (cheap there); on larger ones by the
