@@ -363,12 +363,12 @@ def check_tau(hexic, d):
 
 
 def check_mixed(hexic, d):
-    rng = random.Random(5)  # a 12-device cluster whose best plan mixes sizes
-    m = MODEL % (rng.choice([8, 16, 24]), 1024, 2816, 8, 8, rng.choice([1024, 2048]),
-                 rng.choice([64, 128, 256]))
+    rng = random.Random(213)  # a small cluster whose best plan mixes sizes
+    m = MODEL % (rng.choice([8, 12]), 1024, 2816, 8, 8, 1024, rng.choice([32, 64, 128]))
     files = [write(d, "m.hx", m),
-             write(d, "c.hx", random_cluster(rng, 16, exact=rng.choice([10, 12, 16])))]
-    p, plan = plan_json(hexic, files, os.path.join(d, "mix"))
+             write(d, "c.hx", random_cluster(rng, 12, exact=rng.choice([9, 10, 12])))]
+    # no clock cut under the sanitizers: the plan must be the deterministic one
+    p, plan = plan_json(hexic, files, os.path.join(d, "mix"), "--search-budget=1000")
     if plan is None:
         return "no plan.json (exit %d): %s" % (p.returncode, p.stderr)
     sizes = [pl["micro_batch_size"] for pl in plan["pipelines"]]
@@ -382,7 +382,7 @@ def check_mixed(hexic, d):
     again = times(dump)[0]
     if rc != 0 or again is None:
         return "the mixed plan read back: exit %d: %s" % (rc, err)
-    if abs(again - plan["simulated"]["iteration_s"]) > 1e-6 * again:
+    if abs(again - plan["simulated"]["iteration_s"]) > 1e-5 * again:  # the dump has 6 digits
         return "read back it simulates to %.9g s, not %.9g s" % (again,
                                                                 plan["simulated"]["iteration_s"])
     print("micro-batch sizes %s, %.6g s" % (sizes, again))
