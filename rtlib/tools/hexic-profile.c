@@ -4,12 +4,16 @@
  *   - sgemm throughput through OpenBLAS at the shapes one decoder layer of a
  *     model (hidden, ffn) multiplies, on one thread: the generated programs'
  *     launch.sh sets OPENBLAS_NUM_THREADS=1 (one rank = one core);
+ *   - one decoder layer's forward + backward through kernels/cpu/ (what the
+ *     programs run), counted with model-stats' FLOPs: its rate over the sgemm
+ *     rate is the efficiency;
  *   - memory bandwidth, with a streaming triad a[i] = b[i] + s * c[i];
  *   - under mpirun with 2 or more ranks, the MPI ping-pong latency (8-byte
  *     messages, half a round trip) and bandwidth (large messages) between
  *     ranks 0 and 1, which fill the node's and the network's figures.
- * The GPU block's tflops is the measured throughput with efficiency = 1
- * (the README's convention for measured figures). Only rank 0 writes. */
+ * The GPU block's tflops is the sgemm throughput and efficiency the layer's
+ * fraction of it, so tflops x efficiency is what training reaches. Only rank
+ * 0 writes. */
 #include <cblas.h>
 #include <errno.h>
 #include <mpi.h>
@@ -20,8 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cpu/llama.h"
+
 struct options {
-  long hidden, ffn, tokens;
+  long hidden, ffn, heads, tokens;
   double seconds; /* time spent on each measurement, at least */
   long stream_mib;
   int gpus; /* 0: the number of MPI ranks */
@@ -31,12 +37,14 @@ struct options {
 static void usage(FILE *f) {
   fputs("usage: hexic-profile [options]\n"
         "  Measures this machine and writes a cluster .hx for hexic: a gpu block (sgemm\n"
-        "  TFLOP/s through OpenBLAS on one thread at one decoder layer's shapes, efficiency 1,\n"
+        "  TFLOP/s through OpenBLAS on one thread at one decoder layer's shapes; efficiency:\n"
+        "  the rate of that layer's forward + backward through the CPU kernels over it;\n"
         "  memory, streaming memory bandwidth), a node of --gpus such devices and, under\n"
         "  mpirun with 2 ranks, the MPI ping-pong bandwidth and latency as the node's and\n"
         "  the network's figures.\n"
         "  --hidden N     the model's hidden size (default 768)\n"
         "  --ffn N        the model's ffn size (default 2048)\n"
+        "  --heads N      the model's attention heads (default hidden / 64, at least 1)\n"
         "  --tokens N     rows of each GEMM: tokens of a micro-batch (default 1024)\n"
         "  --seconds S    time spent on each measurement, at least (default 1)\n"
         "  --stream-mib N size of each streaming array in MiB (default 64)\n"
@@ -84,7 +92,7 @@ static bool plain_name(const char *s) {
 
 /* Returns 0, or 2 after a usage message. */
 static int parse_options(int argc, char **argv, struct options *o) {
-  *o = (struct options){768, 2048, 1024, 1.0, 64, 0, "cpu", NULL};
+  *o = (struct options){768, 2048, 0, 1024, 1.0, 64, 0, "cpu", NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long n;
@@ -96,6 +104,8 @@ static int parse_options(int argc, char **argv, struct options *o) {
       o->hidden = n;
     else if (!strcmp(a, "--ffn") && ok && (ok = parse_long(v, 1, 262144, &n)))
       o->ffn = n;
+    else if (!strcmp(a, "--heads") && ok && (ok = parse_long(v, 1, 65536, &n)))
+      o->heads = n;
     else if (!strcmp(a, "--tokens") && ok && (ok = parse_long(v, 1, 65536, &n)))
       o->tokens = n;
     else if (!strcmp(a, "--seconds") && ok)
@@ -115,6 +125,13 @@ static int parse_options(int argc, char **argv, struct options *o) {
       return 2;
     }
     i++;
+  }
+  if (!o->heads)
+    o->heads = o->hidden >= 128 ? o->hidden / 64 : 1;
+  if (o->hidden % o->heads || (o->hidden / o->heads) % 2) {
+    fprintf(stderr, "hexic-profile: --heads %ld must divide --hidden %ld into even head sizes\n",
+            o->heads, o->hidden);
+    return 2;
   }
   return 0;
 }
@@ -160,6 +177,66 @@ static double measure_gemm_tflops(const struct options *o) {
   free(a);
   free(b);
   free(c);
+  return flops / elapsed / 1e12;
+}
+
+static float *floats(long n) {
+  float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
+  if (!p) {
+    fprintf(stderr, "hexic-profile: out of memory for the layer's buffers\n");
+    exit(1);
+  }
+  return p;
+}
+
+/* Forward FLOPs per token of one decoder layer as model-stats counts them
+ * (passes/model_stats.c; kv heads = heads): projections, causal attention
+ * averaged over the sequence, norms and gating. */
+static double layer_fwd_flops_per_token(const struct options *o) {
+  double d = (double)o->hidden, f = (double)o->ffn, t = (double)o->tokens;
+  return 2 * d * (d + 2 * d) + 2 * d * d + 6 * d * f + 2 * d * (t + 1) + 8 * d + 4 * f;
+}
+
+/* TFLOP/s of one decoder layer's forward + backward (3 x the forward's
+ * FLOPs) on one sequence of --tokens tokens through kernels/cpu/. */
+static double measure_layer_tflops(const struct options *o) {
+  struct hxk_dims d = {.dim = (int)o->hidden, .ffn = (int)o->ffn, .heads = (int)o->heads,
+                       .kv_heads = (int)o->heads, .vocab = 256, .seq_len = (int)o->tokens,
+                       .layers = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0};
+  struct hxk_shard s;
+  if (!hxk_dims_check(&d) || !hxk_shard_make(&d, 0, d.heads, 0, d.ffn, &s)) {
+    fprintf(stderr, "hexic-profile: not a valid layer shape\n");
+    exit(2);
+  }
+  float *rope = floats(hxk_rope_table_floats(&d));
+  int *kv_of = calloc((size_t)d.heads, sizeof *kv_of);
+  hxk_rope_table(rope, &d);
+  hxk_kv_map(kv_of, &d, &s);
+  struct hxk_layer_ctx ctx = {&d, &s, rope, kv_of, false, NULL, NULL};
+  long lf = hxk_layer_floats(&d, &s), nd = o->tokens * o->hidden;
+  float *w = floats(lf), *g = floats(lf), *x = floats(nd), *y = floats(nd), *dx = floats(nd);
+  float *acts = floats(hxk_layer_acts_floats(&ctx, 1));
+  float *scratch = floats(hxk_layer_scratch_floats(&ctx, 1));
+  struct hxk_layer_params lw, lg;
+  hxk_layer_bind(&lw, w, &d, &s);
+  hxk_layer_bind(&lg, g, &d, &s);
+  float *tensors[HXK_LAYER_NPARAMS] = {lw.attn_norm, lw.wq,     lw.wk,   lw.wv,    lw.wo,
+                                       lw.mlp_norm,  lw.w_gate, lw.w_up, lw.w_down};
+  for (int j = 0; j < HXK_LAYER_NPARAMS; j++)
+    hxk_init_param(tensors[j], &d, &s, 1, (enum hxk_param)j, 0);
+  for (long i = 0; i < nd; i++)
+    x[i] = (float)((i * 7919) % 13) * 0.05f - 0.3f;
+  double flops = 0, start = now_s(), elapsed = 0;
+  do {
+    hxk_layer_forward(&ctx, &lw, x, y, acts, scratch, 1);
+    hxk_layer_backward(&ctx, &lw, &lg, y, dx, acts, scratch, 1);
+    flops += 3 * layer_fwd_flops_per_token(o) * (double)o->tokens;
+    elapsed = now_s() - start;
+  } while (elapsed < o->seconds);
+  float *buffers[] = {rope, w, g, x, y, dx, acts, scratch};
+  for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
+    free(buffers[i]);
+  free(kv_of);
   return flops / elapsed / 1e12;
 }
 
@@ -212,6 +289,18 @@ static double pingpong(int rank, char *buf, int bytes, int reps) {
   return rank == 0 ? t : 0;
 }
 
+/* A barrier that waits in short sleeps (MPI's own wait spins on a core). */
+static void sleep_through_barrier(void) {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+}
+
 struct link_figures {
   double latency_s, bandwidth; /* bytes/s */
 };
@@ -252,17 +341,18 @@ static long long device_memory_bytes(int gpus) {
   return total / gpus;
 }
 
-static void write_cluster(FILE *f, const struct options *o, int gpus, double tflops, double mem_bw,
-                          const struct link_figures *link) {
+static void write_cluster(FILE *f, const struct options *o, int gpus, double tflops,
+                          double efficiency, double mem_bw, const struct link_figures *link) {
   fprintf(f,
-          "# Measured by hexic-profile (--hidden %ld --ffn %ld --tokens %ld, OpenBLAS on 1 "
-          "thread).\n",
-          o->hidden, o->ffn, o->tokens);
+          "# Measured by hexic-profile (--hidden %ld --ffn %ld --heads %ld --tokens %ld, OpenBLAS "
+          "on 1 thread).\n",
+          o->hidden, o->ffn, o->heads, o->tokens);
   /* fixed-point figures: the .hx lexer reads them whatever their size */
   fprintf(f,
-          "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = 1; mem_bandwidth = %.1f "
+          "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = %.3f; mem_bandwidth = %.1f "
           "MB/s }\n",
-          o->name, tflops > 1e-6 ? tflops : 1e-6, device_memory_bytes(gpus) >> 20, mem_bw / 1e6);
+          o->name, tflops > 1e-6 ? tflops : 1e-6, device_memory_bytes(gpus) >> 20, efficiency,
+          mem_bw / 1e6);
   if (link)
     fprintf(f, "node \"host\" { gpu = \"%s\"; gpus = %d; bandwidth = %.1f MB/s; latency = %.3f us }\n",
             o->name, gpus, link->bandwidth / 1e6, link->latency_s * 1e6);
@@ -296,23 +386,34 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  double tflops = 0, mem_bw = 0;
+  double tflops = 0, layer_tflops = 0, mem_bw = 0;
+  if (rank != 0) /* idle while rank 0 measures: asleep, not polling a core away from it */
+    sleep_through_barrier();
   if (rank == 0) {
     tflops = measure_gemm_tflops(&o);
+    layer_tflops = measure_layer_tflops(&o);
     mem_bw = measure_mem_bandwidth(&o);
+    MPI_Request req; /* matches the others' MPI_Ibarrier (a blocking one would not) */
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
   }
   struct link_figures link = {0, 0};
   if (size >= 2)
     link = measure_link(rank, &o);
   if (rank == 0) {
-    write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, tflops, mem_bw, size >= 2 ? &link : NULL);
+    /* the layer's share of the sgemm rate, within hexic's (0, 1] */
+    double efficiency = tflops > 0 ? layer_tflops / tflops : 1;
+    efficiency = efficiency > 1 ? 1 : efficiency < 0.001 ? 0.001 : efficiency;
+    write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, tflops, efficiency, mem_bw,
+                  size >= 2 ? &link : NULL);
     if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
       fprintf(stderr, "hexic-profile: cannot write the output\n");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     fprintf(stderr,
-            "hexic-profile: sgemm %.2f GFLOP/s, memory %.2f GB/s%s", tflops * 1e3, mem_bw / 1e9,
-            size >= 2 ? "" : "\n");
+            "hexic-profile: sgemm %.2f GFLOP/s, layer fwd+bwd %.2f GFLOP/s (efficiency %.3f), "
+            "memory %.2f GB/s%s",
+            tflops * 1e3, layer_tflops * 1e3, efficiency, mem_bw / 1e9, size >= 2 ? "" : "\n");
     if (size >= 2)
       fprintf(stderr, ", MPI %.1f MB/s, %.2f us\n", link.bandwidth / 1e6, link.latency_s * 1e6);
   }

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Measured, not only simulated (issue 15, item 3): on an emulated mixed
+# cluster of CPU ranks on this machine, hexic's plan and the symmetric
+# baseline's plan are compiled, built and trained as real programs
+# (launch.sh --emulate), and for each this prints the simulated step, the
+# measured step (median of the steps after the first two) and the error,
+# then the measured against the simulated speed-up. Figures are printed,
+# nothing is asserted.
+#   1. calibration: hexic-profile under mpirun -np 2 measures sgemm at the
+#      model's shapes (one thread), a decoder layer's forward + backward
+#      through the CPU kernels (efficiency), memory bandwidth and MPI ping-pong;
+#   2. the cluster: FAST_DEVICES (1) at the measured speed ("fast", this
+#      machine) and SLOW_DEVICES (3) SLOW (3) times slower, every link at the
+#      measured MPI figures. Every rank computes its own work for real (the
+#      slow ones then sleep), so the ranks need FAST_DEVICES + SLOW_DEVICES /
+#      SLOW cores: 1 + 3/3 = 2 fits a 2-core machine; more overloads it;
+#   3. both plans, trained STEPS steps each with --emulate.
+#   usage: bench/measured.sh    env: STEPS (default 10), SLOW (default 3),
+#          BUILD (default build-bench: a Release build of hexic and hexic-profile)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build-bench}
+steps=${STEPS:-10} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
+model=$root/bench/measured-model.hx
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
+cmake --build "$build" -j2 --target hexic hexic-profile >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# the model's shapes: one micro-batch of one sequence is the smallest GEMM a plan runs
+field() { sed -n "s/.*\\b$1 = \\([0-9]*\\).*/\\1/p" "$model" | head -n 1; }
+hidden=$(field hidden) ffn=$(field ffn) heads=$(field heads) seq=$(field seq_len)
+mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" --tokens "$seq" --gpus 2 \
+  --name cpu-fast -o "$work/profile.hx" 2>"$work/profile.log"
+echo "== calibration (hexic-profile, mpirun -np 2)"
+cat "$work/profile.log"
+
+# profile.hx's figures, reused for a mixed cluster
+get() { sed -n "$1" "$work/profile.hx" | head -n 1; }
+tflops=$(get 's/^gpu .* tflops = \([0-9.]*\);.*/\1/p')
+eff=$(get 's/^gpu .* efficiency = \([0-9.]*\);.*/\1/p')
+membw=$(get 's/^gpu .* mem_bandwidth = \([0-9.]*\) MB\/s.*/\1/p')
+netbw=$(get 's/^network { bandwidth = \([0-9.]*\) MB\/s;.*/\1/p')
+netlat=$(get 's/^network .* latency = \([0-9.]*\) us.*/\1/p')
+slow_tflops=$(awk -v t="$tflops" -v s="$slow" 'BEGIN { printf "%.6f", t / s }')
+cat >"$work/mixed.hx" <<HX
+gpu "cpu-fast" { tflops = $tflops; memory = 2 GiB; efficiency = $eff; mem_bandwidth = $membw MB/s }
+gpu "cpu-slow" { tflops = $slow_tflops; memory = 2 GiB; efficiency = $eff; mem_bandwidth = $membw MB/s }
+node "fast" { gpu = "cpu-fast"; gpus = $nfast; bandwidth = $netbw MB/s; latency = $netlat us }
+node "slow" { gpu = "cpu-slow"; gpus = $nslow; bandwidth = $netbw MB/s; latency = $netlat us }
+network { bandwidth = $netbw MB/s; latency = $netlat us }
+HX
+echo "== emulated cluster: $nfast x cpu-fast ($tflops TFLOP/s x $eff) + $nslow x cpu-slow (${slow}x slower)"
+
+lib_ready=
+# run NAME STRATEGY: compile, build, train; prints "simulated measured" seconds
+run() {
+  local dir=$work/$1
+  "$build/hexic" "$model" "$work/mixed.hx" --strategy="$2" -o "$dir" >"$dir.plan.txt"
+  if [ -n "$lib_ready" ]; then cp -rp "$work/lib/obj" "$work/lib/libhexic.a" "$dir"/; fi
+  make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; exit 1; }
+  if [ -z "$lib_ready" ]; then
+    mkdir -p "$work/lib" && cp -rp "$dir/obj" "$dir/libhexic.a" "$work/lib"/ && lib_ready=1
+  fi
+  "$dir/launch.sh" --steps "$steps" --emulate >"$dir.out" 2>&1 || { cat "$dir.out"; exit 1; }
+  local sim meas
+  sim=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["simulated"]["iteration_s"])' \
+    "$dir/plan.json")
+  meas=$(sed -n 's/^step \([0-9]*\)\/[0-9]* | .* | \([0-9.]*\) ms | .*/\1 \2/p' "$dir.out" |
+    awk '$1 > 2 { print $2 / 1000 }' | sort -g |
+    awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  echo "$sim $meas"
+}
+
+report() { # name "sim meas" plan-line
+  awk -v n="$1" -v s="${2% *}" -v m="${2#* }" -v p="$3" 'BEGIN {
+    printf "%-9s simulated %.3f s  measured %.3f s (median)  error %+.1f%%   %s\n",
+           n, s, m, 100 * (s - m) / m, p }'
+}
+h=$(run hexic auto)
+report hexic "$h" "$(head -n 1 "$work/hexic.plan.txt")"
+b=$(run symmetric symmetric)
+report symmetric "$b" "$(head -n 1 "$work/symmetric.plan.txt")"
+awk -v h="$h" -v b="$b" 'BEGIN { split(h, x, " "); split(b, y, " ")
+  printf "speed-up of hexic over the symmetric plan: measured %.2fx, simulated %.2fx\n",
+         y[2] / x[2], y[1] / x[1] }'
