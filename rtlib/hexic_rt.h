@@ -99,8 +99,8 @@ struct hx_rt_link {
  * it): every rank of a plan runs on one machine, and each runs at the speed
  * its device has in the cluster file relative to the fastest device of the
  * plan's cluster, which is taken to be this machine (calibrate it with
- * hexic-profile). Codegen writes the figures as constants; rt_exec_emulate.c
- * applies them, and nothing else in the runtime looks at them. */
+ * hexic-profile). Codegen writes the figures as constants; its --emulate section
+ * (rt_exec_ops.c) applies them, and nothing else in the runtime looks at them. */
 struct hx_rt_emulation {
   /* fastest device's tflops x efficiency / this device's (>= 1): each
    * forward, backward and optimizer op is followed by a sleep of

@@ -21,7 +21,7 @@ struct rt_args {
   int resume;
   int reschedule;           /* --reschedule: resume under another --steps */
   const char *dump_weights; /* NULL: none */
-  int emulate;              /* --emulate: the cluster file's speeds (rt_exec_emulate.c) */
+  int emulate;              /* --emulate: the cluster file's speeds (rt_exec_ops.c) */
 };
 
 static const char usage_text[] =

@@ -55,7 +55,7 @@ struct rt_sync {
   struct rt_runs runs;
 };
 
-/* --emulate's state (rt_exec_emulate.c). */
+/* --emulate's state (the --emulate section of rt_exec_ops.c). */
 struct rt_emu {
   bool on;
   const struct hx_rt_emulation *fig;
@@ -143,7 +143,7 @@ void rt_slots_init(struct rt_exec *e);
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op);
 void rt_wait_sends(struct rt_exec *e);
 
-/* rt_exec_emulate.c: --emulate. The pure rules, in seconds: the sleep after
+/* rt_exec_ops.c, --emulate: the pure rules, in seconds: the sleep after
  * an op that took op_s, a message of bytes over a link, a ring all-reduce of
  * bytes over nranks on the link. */
 double rt_emu_compute_sleep_s(double slowdown, double op_s);

@@ -1,4 +1,4 @@
-/* --emulate's rules (rtlib/rt_exec_emulate.c), pure and untimed: the sleep
+/* --emulate's rules (the --emulate section of rtlib/rt_exec_ops.c), pure and untimed: the sleep
  * after a compute op, the least time of a message over a link and of a ring
  * all-reduce over a group's slowest link. The end-to-end run (same losses
  * with and without --emulate, the slow rank's constants) is
