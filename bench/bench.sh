@@ -1,7 +1,7 @@
 #!/bin/sh
 # The scheduler bench (issue 4): simulated iteration time of hexic's plan
 # against the best symmetric plan and, on <= 8 devices, the exhaustive
-# optimum; then a table of the planner's wall time (one core) and its plan's
+# optimum; then a table of the planner's CPU time (one core) and its plan's
 # simulated iteration time at 8 .. 4096 devices x global batch 64 .. 4096
 # (Llama-2-70B on clusters of four GPU types generated here as .hx text).
 # Figures are measured, nothing is asserted.
@@ -89,11 +89,15 @@ cluster() {
 
 # Planner time grows with the cluster and, through the micro-batch settings
 # and the pipeline counts it can try, with the global batch: one cell per
-# (devices, global batch), the planner's wall time on one core (taskset
-# when there is one) and the simulated iteration time of its plan.
-echo "== planner wall time / simulated iteration time, Llama-2-70B, four GPU types"
+# (devices, global batch), the planner's time on one core and the simulated
+# iteration time of its plan. The time is the process's CPU time (user +
+# system, by /usr/bin/time) when there is one: on a shared machine wall time
+# measures the neighbours too; else wall time.
 one_core=""
 command -v taskset >/dev/null 2>&1 && one_core="taskset -c 0"
+cpu_time=""
+[ -x /usr/bin/time ] && cpu_time="/usr/bin/time -f %U+%S -o $tmp/cpu"
+echo "== planner ${cpu_time:+CPU }time / simulated iteration time, Llama-2-70B, four GPU types"
 batches="64 256 1024 4096"
 printf "%8s" devices; for gb in $batches; do printf " %22s" "global_batch $gb"; done; echo
 for n in 8 64 512 1024 4096; do
@@ -102,8 +106,9 @@ for n in 8 64 512 1024 4096; do
   for gb in $batches; do
     sed "s/global_batch = 64/global_batch = $gb/" "$ex/models/llama2-70b.hx" > "$tmp/m70.hx"
     start=$(date +%s.%N)
-    out=$($one_core "$hexic" "$tmp/m70.hx" "$tmp/big.hx" --print-ir 2>/dev/null || true)
+    out=$($cpu_time $one_core "$hexic" "$tmp/m70.hx" "$tmp/big.hx" --print-ir 2>/dev/null || true)
     end=$(date +%s.%N)
+    if [ -n "$cpu_time" ]; then start=0; end=$(tail -1 "$tmp/cpu" | awk -F+ '{print $1 + $2}'); fi
     h=$(printf '%s\n' "$out" | iter plan)
     awk -v s="$start" -v e="$end" -v h="${h:-}" 'BEGIN{
       if (h == "") printf " %22s", sprintf("%.2f s / no plan", e - s)

@@ -59,8 +59,10 @@
 /* TOP plans are refined, polished and climbed from; the FINAL best by score
  * are simulated at the end (on large clusters the score is the estimate,
  * and the many near-equal candidates of several group counts can push the
- * plan the simulator prefers out of a short list). */
-enum { TOP = 4, FINAL = 16, MAX_MERGE = 8, MAX_STAGES = 256 };
+ * plan the simulator prefers out of a short list), past the best TOP only
+ * while their simulations total at most FINAL_TASKS tasks (large batches
+ * make each one long). */
+enum { TOP = 4, FINAL = 16, FINAL_TASKS = 1 << 21, MAX_MERGE = 8, MAX_STAGES = 256 };
 /* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation,
  * larger ones by the estimate; up to SMALL_CLUSTER they get the full
  * budgets, beyond it smaller ones. */
@@ -1194,12 +1196,18 @@ static struct hx_plan *finish(struct search *s) {
   struct hx_plan *best = NULL;
   struct hx_plan *cand[FINAL + TOP];
   int ncand = 0;
-  for (int i = 0; i < s->nfinal; i++)
-    cand[ncand++] = s->final[i];
+  /* past the best TOP, finalists while the simulations stay small: at a
+   * global batch of 4096 each is some 10^5 tasks */
+  int64_t tasks = 0;
+  for (int i = 0; i < s->nfinal; i++) {
+    tasks += hx_sim_task_bound(ctx, s->final[i]);
+    if (i < TOP || tasks <= FINAL_TASKS)
+      cand[ncand++] = s->final[i];
+  }
   for (int i = 0; i < s->nkept; i++) {
     bool dup = false;
-    for (int j = 0; j < s->nfinal; j++)
-      dup = dup || s->final[j] == s->kept[i];
+    for (int j = 0; j < ncand; j++)
+      dup = dup || cand[j] == s->kept[i];
     if (!dup)
       cand[ncand++] = s->kept[i];
   }
