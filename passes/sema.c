@@ -1125,7 +1125,7 @@ bool hx_pass_sema(struct hx_ctx *ctx) {
     else if (b == train)
       build_train(&s, b);
     else if (b->kind == HX_B_PLANNER)
-      hx_error(b->loc, "planner blocks are not supported; choose the search with --strategy and --search-budget");
+      hx_error(b->loc, "planner blocks are not supported; choose the search with --strategy, --search-evals, --search-budget and --tau");
   }
   build_gpus(&s);
   struct name_index ix = {NULL, 0};
