@@ -899,12 +899,19 @@ static bool build_nodes(struct sema *s, struct name_index *ix) {
 
 /* ------------------------------------------------------------- warnings */
 
-static void warn_unused_gpus(struct sema *s) {
+/* used[g]: some node runs GPU type g. */
+static bool *gpu_types_used(struct sema *s) {
   const struct hx_cluster *c = &s->ctx->cluster;
   bool *used = HX_NEW_ARRAY(s->arena, bool, c->ngpus);
   for (int n = 0; n < c->nnodes; n++)
     if (c->nodes[n].gpu_type >= 0)
       used[c->nodes[n].gpu_type] = true;
+  return used;
+}
+
+static void warn_unused_gpus(struct sema *s) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  const bool *used = gpu_types_used(s);
   struct warning_kind unused = {"GPU types no node uses", 0};
   for (int g = 0; g < c->ngpus; g++)
     if (!used[g] && warning_wanted(&unused))
@@ -916,15 +923,12 @@ static void warn_unused_gpus(struct sema *s) {
  * needs an architecture CUDA 13 and hexic's kernels build for. */
 static void check_cuda_archs(struct sema *s) {
   const struct hx_cluster *c = &s->ctx->cluster;
-  bool *used = HX_NEW_ARRAY(s->arena, bool, c->ngpus);
-  for (int n = 0; n < c->nnodes; n++)
-    if (c->nodes[n].gpu_type >= 0)
-      used[c->nodes[n].gpu_type] = true;
+  const bool *used = gpu_types_used(s);
   for (int i = 0; i < c->ngpus; i++) {
     const struct hx_gpu_type *g = &c->gpus[i];
-    const char *name = shorten(s, g->name);
     if (!used[i] || (g->cuda_arch_given && g->cuda_arch == 0))
       continue; /* no node runs it, or its cuda_arch was refused already */
+    const char *name = shorten(s, g->name);
     if (g->cuda_arch == 0)
       hx_error(g->loc,
                "--target=cuda needs the CUDA architecture of GPU type \"%s\", and its name is not one "
