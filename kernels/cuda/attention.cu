@@ -22,14 +22,6 @@
 
 #include "kernels/cuda/common.cuh"
 
-/* Shapes of one call: the strides of the token-major q/k/v and the map. */
-struct attn_shape {
-  int seq_len, nq, nkv;
-  long ldq, ldkv; /* nq*hd, nkv*hd */
-  struct hxc_kv_map map;
-  float scale; /* 1/sqrt(hd) */
-};
-
 template <int HD> struct tiled_cfg {
   static constexpr int LPR = HD >= 64 ? 16 : HD / 4; /* lanes per row */
   static constexpr int EPL = HD / LPR;               /* dims per lane */
@@ -423,19 +415,6 @@ struct hxc_kv_map hxc_kv_map_of(const struct hxk_dims *d,
   return map;
 }
 
-static struct attn_shape shape_of(struct hxc_kv_map map, int seq_len, int nq,
-                                  int nkv, int hd) {
-  struct attn_shape sh;
-  sh.seq_len = seq_len;
-  sh.nq = nq;
-  sh.nkv = nkv;
-  sh.ldq = (long)nq * hd;
-  sh.ldkv = (long)nkv * hd;
-  sh.map = map;
-  sh.scale = (float)(1.0 / sqrt((double)hd));
-  return sh;
-}
-
 template <typename T, int HD>
 static void forward_tiled(void *o, float *lse, const void *q, const void *k,
                           const void *v, const struct attn_shape &sh,
@@ -500,7 +479,7 @@ void hxc_attention_forward(void *o, float *lse, const void *q, const void *k,
   bool aligned = aligned16(ptrs, 4);
   bool tc = use_tensor_cores(hd, dt, aligned);
   require_shape(nseq, seq_len, nq, nkv, hd, dt, tc, aligned);
-  struct attn_shape sh = shape_of(map, seq_len, nq, nkv, hd);
+  struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
   if (tc) {
     hxc_attention_tc_forward(o, lse, q, k, v, sh.map, nseq, seq_len, nq, nkv,
                              hd, stream);
@@ -521,7 +500,7 @@ void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
   bool aligned = aligned16(ptrs, 8);
   bool tc = use_tensor_cores(hd, dt, aligned);
   require_shape(nseq, seq_len, nq, nkv, hd, dt, tc, aligned);
-  struct attn_shape sh = shape_of(map, seq_len, nq, nkv, hd);
+  struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
   /* D_t = dO_t . O_t per token and query head, from pass 1 to pass 2. */
   float *dbuf = (float *)hxc_ctx_scratch(
       ctx, (size_t)nseq * seq_len * nq * sizeof(float));

@@ -114,13 +114,6 @@ __device__ __forceinline__ float quad_sum(float x) {
 
 /* ---- tiles ----------------------------------------------------------------- */
 
-struct tc_shape {
-  int seq_len, nq, nkv;
-  long ldq, ldkv;
-  struct hxc_kv_map map;
-  float scale;
-};
-
 /* Copies rows [r0, r0+rows) of one head (HD wide) of a token-major tensor
  * into smem tile[rows][HD + 8], 16 bytes at a time; rows past seq_len are
  * zero. */
@@ -300,7 +293,7 @@ __device__ __forceinline__ void store_output(bf16 *o, float *lse,
                                              const float (&acc)[NO][4],
                                              struct row_stats st, long tok0,
                                              int qi0, int qi1, int h,
-                                             const struct tc_shape &sh,
+                                             const struct attn_shape &sh,
                                              int c) {
   float l0 = quad_sum(st.l0), l1 = quad_sum(st.l1);
   float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
@@ -324,7 +317,7 @@ __device__ __forceinline__ void store_output(bf16 *o, float *lse,
 template <int HD>
 __global__ void __launch_bounds__(128)
 attention_forward_tc(bf16 *o, float *lse, const bf16 *q, const bf16 *k,
-                     const bf16 *v, struct tc_shape sh) {
+                     const bf16 *v, struct attn_shape sh) {
   constexpr int BR = 64, BC = 64, LD = HD + 8, KS = HD / 16, NS = BC / 8,
                 NO = HD / 8;
   __shared__ __align__(16) bf16 sk[BC * LD], sv[BC * LD];
@@ -417,7 +410,7 @@ __device__ __forceinline__ void ds_rows(float (&s)[NS][4],
                                         const float (&dp)[NS][4], int u0,
                                         int qi0, int qi1, float l0, float l1,
                                         float d0, float d1,
-                                        const struct tc_shape &sh, int c) {
+                                        const struct attn_shape &sh, int c) {
 #pragma unroll
   for (int j = 0; j < NS; j++)
 #pragma unroll
@@ -434,7 +427,7 @@ template <int HD>
 __global__ void __launch_bounds__(128)
 attention_backward_dq_tc(bf16 *dq, const float *dbuf, const bf16 *dout,
                          const bf16 *q, const bf16 *k, const bf16 *v,
-                         const float *lse, struct tc_shape sh) {
+                         const float *lse, struct attn_shape sh) {
   constexpr int BR = 64, BC = dq_cfg<HD>::BC, LD = HD + 8, KS = HD / 16,
                 NS = BC / 8, NO = HD / 8;
   __shared__ __align__(16) bf16 sk[BC * LD], sv[BC * LD];
@@ -499,7 +492,7 @@ template <int NS>
 __device__ __forceinline__ void ds_cols(float (&s)[NS][4], float (&dp)[NS][4],
                                         int t0, int kj0, int kj1,
                                         const float *slse, const float *sd,
-                                        const struct tc_shape &sh, int c) {
+                                        const struct attn_shape &sh, int c) {
 #pragma unroll
   for (int j = 0; j < NS; j++)
 #pragma unroll
@@ -518,7 +511,7 @@ template <int HD>
 __device__ void load_query_tile(bf16 *sq, bf16 *sdo, float *slse, float *sd,
                                 const bf16 *q, const bf16 *dout,
                                 const float *lse, const float *dbuf, int h,
-                                int t0, long tok0, const struct tc_shape &sh) {
+                                int t0, long tok0, const struct attn_shape &sh) {
   constexpr int BQ = dkv_cfg<HD>::BQ;
   copy_tile<HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
   copy_tile<HD>(sdo, dout + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
@@ -533,7 +526,7 @@ template <int HD>
 __global__ void __launch_bounds__(128)
 attention_backward_dkv_tc(bf16 *dk, bf16 *dv, const float *dbuf,
                           const bf16 *dout, const bf16 *q, const bf16 *k,
-                          const bf16 *v, const float *lse, struct tc_shape sh) {
+                          const bf16 *v, const float *lse, struct attn_shape sh) {
   typedef dkv_cfg<HD> C;
   constexpr int BK = C::BK, BQ = C::BQ, LD = C::LD, KS = HD / 16,
                 NS = BQ / 8, NO = HD / 8;
@@ -578,22 +571,9 @@ attention_backward_dkv_tc(bf16 *dk, bf16 *dv, const float *dbuf,
            id.c);
 }
 
-struct tc_shape tc_shape_of(struct hxc_kv_map map, int seq_len, int nq,
-                            int nkv, int hd) {
-  struct tc_shape sh;
-  sh.seq_len = seq_len;
-  sh.nq = nq;
-  sh.nkv = nkv;
-  sh.ldq = (long)nq * hd;
-  sh.ldkv = (long)nkv * hd;
-  sh.map = map;
-  sh.scale = (float)(1.0 / sqrt((double)hd));
-  return sh;
-}
-
 template <int HD>
 void forward_tc(void *o, float *lse, const void *q, const void *k,
-                const void *v, const struct tc_shape &sh, long nseq,
+                const void *v, const struct attn_shape &sh, long nseq,
                 cudaStream_t stream) {
   dim3 grid((sh.seq_len + 63) / 64, sh.nq, (unsigned)nseq);
   attention_forward_tc<HD><<<grid, 128, 0, stream>>>(
@@ -604,7 +584,7 @@ void forward_tc(void *o, float *lse, const void *q, const void *k,
 template <int HD>
 void backward_tc(void *dq, void *dk, void *dv, float *dbuf, const void *dout,
                  const void *q, const void *k, const void *v, const void *o,
-                 const float *lse, const struct tc_shape &sh, long nseq,
+                 const float *lse, const struct attn_shape &sh, long nseq,
                  cudaStream_t stream) {
   long rows = nseq * sh.seq_len * sh.nq; /* (token, head) rows of HD */
   attention_rowdot_tc<HD><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(
@@ -638,7 +618,7 @@ void hxc_attention_tc_forward(void *o, float *lse, const void *q,
                               const void *k, const void *v,
                               struct hxc_kv_map map, long nseq, int seq_len,
                               int nq, int nkv, int hd, cudaStream_t stream) {
-  struct tc_shape sh = tc_shape_of(map, seq_len, nq, nkv, hd);
+  struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
   if (hd == 64)
     forward_tc<64>(o, lse, q, k, v, sh, nseq, stream);
   else
@@ -650,7 +630,7 @@ void hxc_attention_tc_backward(void *dq, void *dk, void *dv, float *dbuf,
                                const void *v, const void *o, const float *lse,
                                struct hxc_kv_map map, long nseq, int seq_len,
                                int nq, int nkv, int hd, cudaStream_t stream) {
-  struct tc_shape sh = tc_shape_of(map, seq_len, nq, nkv, hd);
+  struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
   if (hd == 64)
     backward_tc<64>(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh, nseq, stream);
   else

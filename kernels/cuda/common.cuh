@@ -130,6 +130,29 @@ void hxc_gemm_run(struct hxc_ctx *ctx, const struct hxc_gemm *g, float alpha,
                   const void *a, const void *b, float beta, void *c,
                   cudaStream_t stream);
 
+/* Shapes of one attention call, shared by the tiled (attention.cu) and the
+ * tensor-core (attention_tc.cu) kernels: the strides of the token-major
+ * q/k/v and the map. */
+struct attn_shape {
+  int seq_len, nq, nkv;
+  long ldq, ldkv; /* nq*hd, nkv*hd */
+  struct hxc_kv_map map;
+  float scale; /* 1/sqrt(hd) */
+};
+static inline struct attn_shape attn_shape_of(struct hxc_kv_map map,
+                                              int seq_len, int nq, int nkv,
+                                              int hd) {
+  struct attn_shape sh;
+  sh.seq_len = seq_len;
+  sh.nq = nq;
+  sh.nkv = nkv;
+  sh.ldq = (long)nq * hd;
+  sh.ldkv = (long)nkv * hd;
+  sh.map = map;
+  sh.scale = (float)(1.0 / sqrt((double)hd));
+  return sh;
+}
+
 /* ---------------------------------------------------------------------------
  * The tensor-core attention (attention_tc.cu), behind the entry points of
  * attention.cu. bf16 only, head dims 64 and 128; every pointer 16-byte
