@@ -18,13 +18,8 @@ struct location hx_loc_at(const struct hx_parse_state *ps, int line, int col) {
  * UTF-8 with no control characters. */
 static size_t printable_prefix(const char *s, size_t n) {
   size_t i = 0;
-  while (i < n) {
-    uint32_t cp;
-    int len = hx_utf8_decode(s + i, n - i, &cp);
-    if (len == 0 || cp < 0x20 || cp == 0x7f)
-      break;
+  for (int len; i < n && (len = hx_utf8_printable(s + i, n - i)) > 0;)
     i += (size_t)len;
-  }
   return i;
 }
 
@@ -41,9 +36,8 @@ const char *hx_short_text(struct hx_arena *a, const char *s) {
   char *out = hx_alloc(a, MAX_SHOWN + 4), *o = out;
   size_t i = 0;
   while (i < n && i < MAX_SHOWN) {
-    uint32_t cp;
-    size_t len = (size_t)hx_utf8_decode(s + i, n - i, &cp);
-    if (len == 0 || cp < 0x20 || cp == 0x7f) {
+    size_t len = (size_t)hx_utf8_printable(s + i, n - i);
+    if (len == 0) {
       *o++ = '?';
       i++;
       continue;

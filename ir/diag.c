@@ -23,11 +23,7 @@ static FILE *out(void) { return diag_stream ? diag_stream : stderr; }
  * for printable ASCII, 2-4 for a UTF-8 sequence, 0 for a control byte or a
  * byte that is not UTF-8, which print as '?' so a diagnostic never sends
  * the terminal an escape sequence or bytes it cannot show. */
-static long char_at(const char *p, long i, long to) {
-  uint32_t cp;
-  int n = hx_utf8_decode(p + i, (size_t)(to - i), &cp);
-  return n == 0 || cp < 0x20 || cp == 0x7f ? 0 : n;
-}
+static long char_at(const char *p, long i, long to) { return hx_utf8_printable(p + i, (size_t)(to - i)); }
 
 /* Prints the line that loc points into, and a caret under its column. Tabs in
  * the prefix are kept so the caret lines up in a terminal; other control bytes

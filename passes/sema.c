@@ -1013,10 +1013,8 @@ static const char *control_name(unsigned char c) {
 static long bad_byte(const char *text) {
   size_t len = strlen(text);
   for (size_t i = 0; i < len;) {
-    unsigned char c = (unsigned char)text[i];
-    uint32_t cp;
-    int n = hx_utf8_decode(text + i, len - i, &cp);
-    if (c < 0x20 || c == 0x7f || n == 0)
+    int n = hx_utf8_printable(text + i, len - i);
+    if (n == 0)
       return (long)i;
     i += (size_t)n;
   }

@@ -33,6 +33,12 @@ int hx_utf8_decode(const char *p, size_t avail, uint32_t *cp) {
   return len;
 }
 
+int hx_utf8_printable(const char *p, size_t avail) {
+  uint32_t cp;
+  int n = hx_utf8_decode(p, avail, &cp);
+  return n == 0 || cp < 0x20 || cp == 0x7f ? 0 : n;
+}
+
 int hx_utf8_encode(uint32_t cp, char *out) {
   unsigned char *o = (unsigned char *)out;
   if (cp < 0x80) {
