@@ -169,20 +169,9 @@ static void emit_runtime_rules(FILE *f) {
         "                         $(HEXIC_HOME)/kernels/cpu/*.h $(HEXIC_HOME)/kernels/cuda/*.h)\n"
         "CUDA_HEADERS = $(wildcard $(HEXIC_HOME)/kernels/cuda/*.h $(HEXIC_HOME)/kernels/cuda/*.cuh \\\n"
         "                          $(HEXIC_HOME)/kernels/cpu/*.h)\n\n"
-        "all: $(RANKS)\n\n"
-        "obj/rtlib_%.o: $(HEXIC_HOME)/rtlib/%.c $(LIB_HEADERS)\n"
-        "\t@mkdir -p obj\n"
-        "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@\n\n"
-        "obj/cuda_%.o: $(HEXIC_HOME)/rtlib/cuda/%.c $(LIB_HEADERS)\n"
-        "\t@mkdir -p obj\n"
-        "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@\n\n"
-        "obj/kernels_%.o: $(HEXIC_HOME)/kernels/cpu/%.c $(LIB_HEADERS)\n"
-        "\t@mkdir -p obj\n"
-        "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@\n\n"
-        "libhexic.a: $(LIB_OBJECTS)\n"
-        "\trm -f $@\n"
-        "\tar rcs $@ $^\n\n",
+        "all: $(RANKS)\n\n",
         f);
+  hx_emit_runtime_library_rules(f, "cuda");
 }
 
 /* One architecture: its kernel objects, its library, and its ranks. */
