@@ -26,13 +26,14 @@ static const char clang_format_text[] =
     "BasedOnStyle: LLVM\n"
     "ColumnLimit: 100\n";
 
-/* The CPU runtime executes data, pipeline and tensor parallelism (each
- * stage its own TP degree, uneven splits allowed); context/head parallelism
- * is refused here rather than run wrongly. */
+/* The target as the refusals below name it. */
 static const char *target_name(const struct hx_ctx *ctx) {
   return ctx->opt.target == HX_TARGET_CUDA ? "CUDA" : "CPU";
 }
 
+/* The runtime (CPU and CUDA alike) executes data, pipeline and tensor
+ * parallelism (each stage its own TP degree, uneven splits allowed);
+ * context/head parallelism is refused here rather than run wrongly. */
 static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st, int p, int s) {
   if (st->cp != 1 || st->hp != 1 || st->seq_layout) {
     hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d%s), which "
