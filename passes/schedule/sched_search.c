@@ -254,7 +254,6 @@ static struct hx_plan *complete_and_score(struct search *s, const struct hx_plan
   return hx_sched_complete(s->ctx, s->a, sk);
 }
 
-/* Keeps plan among the TOP best by score; ties keep the earlier one. */
 /* Keeps plan among the FINAL best by score; ties keep the earlier one. */
 static void keep_final(struct search *s, struct hx_plan *p) {
   for (int i = 0; i < s->nfinal; i++)
@@ -273,6 +272,8 @@ static void keep_final(struct search *s, struct hx_plan *p) {
     s->nfinal++;
 }
 
+/* Counts a candidate, and keeps it among the FINAL and the TOP best by
+ * score (ties keep the earlier one) with how it was built. */
 static void consider_recipe(struct search *s, struct hx_plan *p, struct hx_sched_split *split,
                             struct recipe *r) {
   s->evaluated++;
@@ -460,11 +461,24 @@ static int memory_max_dp(const struct hx_ctx *ctx, const struct pool *p) {
   return most < 1 ? 1 : most > p->n ? p->n : (int)most;
 }
 
+/* The most pipelines worth trying on the pool: what memory holds, and at
+ * most one per sample of the global batch. */
+static int most_pipelines(const struct hx_ctx *ctx, const struct pool *p) {
+  int most = memory_max_dp(ctx, p);
+  return ctx->train.global_batch < most ? (int)ctx->train.global_batch : most;
+}
+
+/* Phase 1's split of the pool into dp pipelines under obj, its seed fixed
+ * by (dp, obj): first_plan and explore_pool ask for the same splits, so
+ * the completions of the first are memoised for the second. */
+static struct hx_sched_split *split_pool(struct search *s, const struct pool *pool, int dp,
+                                         enum hx_edge_objective obj) {
+  uint64_t seed = 0x5eed0000u + (uint64_t)dp * 2 + (uint64_t)obj;
+  return hx_sched_phase1(s->ctx, s->a, pool->devices, pool->n, dp, obj, seed);
+}
+
 static void explore_pool(struct search *s, const struct pool *pool) {
-  struct hx_ctx *ctx = s->ctx;
-  int max_dp = memory_max_dp(ctx, pool); /* more pipelines cannot fit */
-  if (ctx->train.global_batch < max_dp)
-    max_dp = (int)ctx->train.global_batch;
+  int max_dp = most_pipelines(s->ctx, pool);
   int dps[512];
   int ndps = ladder(&s->b, max_dp, dps);
   s->ema[0] = s->ema[1] = 0;
@@ -475,9 +489,7 @@ static void explore_pool(struct search *s, const struct pool *pool) {
     for (int obj = 0; obj < 2 && !stopped(s); obj++) {
       if (!warmup && obj != prefer)
         continue;
-      uint64_t seed = 0x5eed0000u + (uint64_t)dps[di] * 2 + (uint64_t)obj;
-      struct hx_sched_split *sp = hx_sched_phase1(ctx, s->a, pool->devices, pool->n, dps[di],
-                                                  (enum hx_edge_objective)obj, seed);
+      struct hx_sched_split *sp = split_pool(s, pool, dps[di], (enum hx_edge_objective)obj);
       if (sp)
         got[obj] = try_split(s, sp);
       progress(s);
@@ -499,19 +511,14 @@ static void explore_pool(struct search *s, const struct pool *pool) {
  * that fits. Cheap (at most ~2 log2(devices) evaluations), and run before
  * the limits apply, so a search that stops early still has a plan. */
 static void first_plan(struct search *s, const struct pool *pool) {
-  int top = memory_max_dp(s->ctx, pool);
-  if (s->ctx->train.global_batch < top)
-    top = (int)s->ctx->train.global_batch;
+  int top = most_pipelines(s->ctx, pool);
   int dps[64], n = 0;
   for (int d = top / 2 > 0 ? top / 2 : 1; d >= 1 && n < 62; d /= 2)
     dps[n++] = d;
   if (dps[0] != top)
     dps[n++] = top;
-  enum hx_edge_objective obj = HX_EDGES_RECIPROCAL;
   for (int i = 0; i < n && s->ntop == 0; i++) {
-    uint64_t seed = 0x5eed0000u + (uint64_t)dps[i] * 2 + (uint64_t)obj;
-    struct hx_sched_split *sp = hx_sched_phase1(s->ctx, s->a, pool->devices, pool->n, dps[i],
-                                                obj, seed);
+    struct hx_sched_split *sp = split_pool(s, pool, dps[i], HX_EDGES_RECIPROCAL);
     for (int kmode = 1; sp && kmode >= 0 && s->ntop == 0; kmode--) {
       bool fresh;
       struct recipe *r;
