@@ -157,7 +157,7 @@ static void run_step(struct rt_exec *e) {
 static struct hx_rt_ckpt_state ckpt_state(const struct rt_exec *e,
                                           const struct rt_host_params *h) {
   struct hx_rt_ckpt_state st = {e->step, 0, rt_ckpt_tensors(e, h, NULL), NULL, e->steps};
-  st.tensors = rt_calloc((size_t)st.ntensors, sizeof *st.tensors);
+  st.tensors = hx_rt_calloc((size_t)st.ntensors, sizeof *st.tensors);
   rt_ckpt_tensors(e, h, st.tensors);
   return st;
 }

@@ -163,6 +163,4 @@ void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, doubl
                            double start_s);
 void rt_emu_finish(struct rt_exec *e);
 
-void *rt_calloc(size_t count, size_t size);
-
 #endif

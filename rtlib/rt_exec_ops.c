@@ -39,10 +39,10 @@ void rt_slots_init(struct rt_exec *e) {
   int nlayers = e->p.lay.nlayers > 0 ? e->p.lay.nlayers : 1;
   e->act_bytes = (size_t)xd * rt_dtype_bytes(d->dtype);
   e->acts_bytes = d->acts_bytes();
-  e->slots = rt_calloc((size_t)c->activation_slots, sizeof *e->slots);
+  e->slots = hx_rt_calloc((size_t)c->activation_slots, sizeof *e->slots);
   for (int i = 0; i < c->activation_slots; i++) {
     struct rt_slot *s = &e->slots[i];
-    s->host_tokens = rt_calloc((size_t)(2 * e->tokens), sizeof *s->host_tokens);
+    s->host_tokens = hx_rt_calloc((size_t)(2 * e->tokens), sizeof *s->host_tokens);
     s->tokens = d->alloc((size_t)(2 * e->tokens) * sizeof *s->tokens);
     s->acts = d->alloc(e->acts_bytes * (size_t)nlayers);
     s->out_act = d->alloc(e->act_bytes);
@@ -274,8 +274,8 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
   u->fig = e->cfg->emulation;
   hx_rt_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &u->comm), "emulation communicator");
   int slots = e->cfg->activation_slots;
-  u->stamps = rt_calloc((size_t)(2 * slots), sizeof *u->stamps);
-  u->reqs = rt_calloc((size_t)(2 * slots), sizeof *u->reqs);
+  u->stamps = hx_rt_calloc((size_t)(2 * slots), sizeof *u->stamps);
+  u->reqs = hx_rt_calloc((size_t)(2 * slots), sizeof *u->reqs);
   for (int i = 0; i < 2 * slots; i++)
     u->reqs[i] = MPI_REQUEST_NULL;
   if (e->cfg->rank == 0)

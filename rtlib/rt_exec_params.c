@@ -13,13 +13,6 @@
 #include "rt_init.h"
 #include "rt_log.h"
 
-void *rt_calloc(size_t count, size_t size) {
-  void *p = calloc(count ? count : 1, size ? size : 1);
-  if (!p)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu x %zu bytes)", count, size);
-  return p;
-}
-
 /* tok_emb lives on a first stage, and with tied embeddings also on a last
  * stage (the LM head reads it there). */
 static bool holds_tok_emb(const struct hx_rt_rank_config *c) {
@@ -51,7 +44,7 @@ static void list_tensors(struct rt_exec *e) {
   struct rt_layout *p = &e->p.lay;
   long vd = (long)e->dims.vocab * e->dims.dim;
   int cap = 3 + p->nlayers * HXK_LAYER_NPARAMS, n = 0;
-  struct rt_tensor *t = rt_calloc((size_t)cap, sizeof *t);
+  struct rt_tensor *t = hx_rt_calloc((size_t)cap, sizeof *t);
   if (p->tok_emb >= 0)
     t[n++] = (struct rt_tensor){p->tok_emb, vd, hxk_param_decays(HXK_TOK_EMB)};
   for (int l = 0; l < p->nlayers; l++)
@@ -189,10 +182,10 @@ void rt_params_init(struct rt_exec *e) {
 
 struct rt_host_params rt_host_params_new(const struct rt_exec *e, bool moments) {
   size_t n = (size_t)e->p.lay.n;
-  struct rt_host_params h = {rt_calloc(n, sizeof(float)), NULL, NULL};
+  struct rt_host_params h = {hx_rt_calloc(n, sizeof(float)), NULL, NULL};
   if (moments) {
-    h.m = rt_calloc(n, sizeof(float));
-    h.v = rt_calloc(n, sizeof(float));
+    h.m = hx_rt_calloc(n, sizeof(float));
+    h.v = hx_rt_calloc(n, sizeof(float));
   }
   return h;
 }
@@ -352,7 +345,7 @@ static void write_model(const char *path, const float *model, const unsigned cha
 }
 
 static int *displacements(const int *counts, int n) {
-  int *d = rt_calloc((size_t)n, sizeof(int));
+  int *d = hx_rt_calloc((size_t)n, sizeof(int));
   for (int i = 1; i < n; i++)
     d[i] = d[i - 1] + counts[i - 1];
   return d;
@@ -369,11 +362,11 @@ void rt_dump_weights(const struct rt_exec *e, const char *path) {
                 mine.nfloats);
   int world = e->cfg->world_size, root = e->cfg->rank == 0;
   int sizes[2] = {mine.nrec * REC_INTS, (int)mine.nfloats};
-  int *all = rt_calloc((size_t)world * 2, sizeof(int));
+  int *all = hx_rt_calloc((size_t)world * 2, sizeof(int));
   hx_rt_mpi_check(MPI_Gather(sizes, 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD),
                   "gather the weight dump sizes");
-  int *rec_counts = rt_calloc((size_t)world, sizeof(int));
-  int *val_counts = rt_calloc((size_t)world, sizeof(int));
+  int *rec_counts = hx_rt_calloc((size_t)world, sizeof(int));
+  int *val_counts = hx_rt_calloc((size_t)world, sizeof(int));
   long recs = 0, nvals = 0;
   for (int r = 0; r < world; r++) {
     rec_counts[r] = all[2 * r];
@@ -385,8 +378,8 @@ void rt_dump_weights(const struct rt_exec *e, const char *path) {
   if (recs > INT_MAX || nvals > INT_MAX)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "--dump-weights is for small models (%ld floats in all)", nvals);
   int *rec_displ = displacements(rec_counts, world), *val_displ = displacements(val_counts, world);
-  int *rec_all = rt_calloc((size_t)(root ? recs : 1), sizeof(int));
-  float *val_all = rt_calloc((size_t)(root ? nvals : 1), sizeof(float));
+  int *rec_all = hx_rt_calloc((size_t)(root ? recs : 1), sizeof(int));
+  float *val_all = hx_rt_calloc((size_t)(root ? nvals : 1), sizeof(float));
   hx_rt_mpi_check(MPI_Gatherv(mine.rec, sizes[0], MPI_INT, rec_all, rec_counts, rec_displ, MPI_INT,
                               0, MPI_COMM_WORLD),
                   "gather the weight dump records");
@@ -396,8 +389,8 @@ void rt_dump_weights(const struct rt_exec *e, const char *path) {
   if (root) {
     long total;
     full_offset(&e->dims, e->cfg->model->tie_embeddings != 0, HXK_TOK_EMB, 0, &total);
-    float *model = rt_calloc((size_t)total, sizeof(float));
-    unsigned char *hits = rt_calloc((size_t)total, 1);
+    float *model = hx_rt_calloc((size_t)total, sizeof(float));
+    unsigned char *hits = hx_rt_calloc((size_t)total, 1);
     place(e, rec_all, (int)(recs / REC_INTS), val_all, model, hits);
     write_model(path, model, hits, total);
     hx_rt_log_banner("weights: %ld floats, unsharded, written to %s", total, path);

@@ -21,7 +21,7 @@ void rt_runs_add(struct rt_runs *r, long off, long n) {
   }
   if (r->n == r->cap) {
     int cap = r->cap ? 2 * r->cap : 16;
-    struct rt_run *items = rt_calloc((size_t)cap, sizeof *items);
+    struct rt_run *items = hx_rt_calloc((size_t)cap, sizeof *items);
     if (r->n)
       memcpy(items, r->items, (size_t)r->n * sizeof *items);
     free(r->items);
@@ -118,7 +118,7 @@ static void plan_group(const struct rt_exec *e, const struct hx_rt_group *g, str
  * order makes overlapping groups safe), and the group's ranges. */
 void rt_sync_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
-  e->syncs = rt_calloc((size_t)(c->ngroups ? c->ngroups : 1), sizeof *e->syncs);
+  e->syncs = hx_rt_calloc((size_t)(c->ngroups ? c->ngroups : 1), sizeof *e->syncs);
   long largest = 1;
   for (int i = 0; i < c->ngroups; i++) {
     const struct hx_rt_group *g = &c->groups[i];

@@ -62,6 +62,13 @@ _Noreturn void hx_rt_fatal(int code, const char *fmt, ...) {
   exit(code);
 }
 
+void *hx_rt_calloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu x %zu bytes)", count, size);
+  return p;
+}
+
 void hx_rt_mpi_check(int rc, const char *what) {
   if (rc == MPI_SUCCESS)
     return;
@@ -542,11 +549,15 @@ void hx_rt_post_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int ta
   }
 }
 
-static MPI_Request *requests(int n) {
-  MPI_Request *r = calloc((size_t)(n > 0 ? n : 1), sizeof *r);
-  if (!r)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%d MPI requests)", n);
-  return r;
+static MPI_Request *requests(int n) { return hx_rt_calloc((size_t)n, sizeof(MPI_Request)); }
+
+void hx_rt_recv_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, MPI_Comm comm,
+                       const struct hx_rt_wait *w) {
+  int nk = hx_rt_message_chunks(n);
+  MPI_Request *reqs = requests(nk);
+  hx_rt_post_chunks(buf, n, type, peer, tag, false, comm, reqs, w->what);
+  hx_rt_wait_all(nk, reqs, w);
+  free(reqs);
 }
 
 void hx_rt_bcast_chunks(void *buf, int64_t n, MPI_Datatype type, int root, MPI_Comm comm,

@@ -159,6 +159,11 @@ int hx_rt_message_tag(int64_t micro_batch, int kind, int tag_ub);
 void hx_rt_post_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, bool send,
                        MPI_Comm comm, MPI_Request *reqs, const char *what);
 
+/* Receives the message hx_rt_post_chunks sends (n elements from peer, with
+ * tag) into buf; returns when it is there. */
+void hx_rt_recv_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, MPI_Comm comm,
+                       const struct hx_rt_wait *w);
+
 /* buf[0..n) from root to every rank of comm, chunk by chunk (collectives on
  * one communicator are matched in the order posted); returns when done. */
 void hx_rt_bcast_chunks(void *buf, int64_t n, MPI_Datatype type, int root, MPI_Comm comm,
@@ -200,6 +205,11 @@ struct hx_rt_wait hx_rt_group_comms_wait(const struct hx_rt_group_comms *t, int 
 /* Prints "hexic-rt: rank R: error: <message>" to stderr and aborts the whole
  * job (MPI_Abort when MPI is up, exit otherwise) with code. */
 _Noreturn void hx_rt_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* calloc that never returns NULL (zero counts allocate one byte): out of
+ * memory is hx_rt_fatal(HX_RT_EXIT_ERROR). For the executor and both
+ * backends. */
+void *hx_rt_calloc(size_t count, size_t size);
 
 /* If rc is not MPI_SUCCESS: hx_rt_fatal(HX_RT_EXIT_MPI) naming what and
  * MPI's error string. */

@@ -21,12 +21,7 @@ static struct {
   double loss; /* counted since take_loss */
 } cpu;
 
-static void *cpu_alloc(size_t bytes) {
-  void *p = calloc(bytes ? bytes : 1, 1);
-  if (!p)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu bytes)", bytes);
-  return p;
-}
+static void *cpu_alloc(size_t bytes) { return hx_rt_calloc(1, bytes); }
 
 static void cpu_free(void *p) { free(p); }
 static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }

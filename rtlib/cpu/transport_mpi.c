@@ -21,20 +21,13 @@ struct rt_send {
   int peer, micro_batch; /* of the message in flight, for the stall report */
 };
 
-static void *must_calloc(size_t count, size_t size) {
-  void *p = calloc(count ? count : 1, size ? size : 1);
-  if (!p)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu x %zu bytes)", count, size);
-  return p;
-}
-
 /* Elements travel as what they are; only fp32 is summed. */
 static MPI_Datatype mpi_type(enum rt_dtype dt) { return dt == RT_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
 
 static struct rt_send *mpi_send_new(long max_n, enum rt_dtype dt) {
-  struct rt_send *s = must_calloc(1, sizeof *s);
+  struct rt_send *s = hx_rt_calloc(1, sizeof *s);
   s->nreqs = hx_rt_message_chunks(max_n);
-  s->reqs = must_calloc((size_t)s->nreqs, sizeof *s->reqs);
+  s->reqs = hx_rt_calloc((size_t)s->nreqs, sizeof *s->reqs);
   for (int k = 0; k < s->nreqs; k++)
     s->reqs[k] = MPI_REQUEST_NULL;
   s->dt = dt;
@@ -68,12 +61,8 @@ static void mpi_send_wait(struct rt_send *s, const char *what) {
 
 static void mpi_recv(void *buf, long n, enum rt_dtype dt, int peer, int tag, int micro_batch,
                      const char *what) {
-  int nk = hx_rt_message_chunks(n);
-  MPI_Request *reqs = must_calloc((size_t)nk, sizeof *reqs);
-  hx_rt_post_chunks(buf, n, mpi_type(dt), peer, tag, false, MPI_COMM_WORLD, reqs, what);
   struct hx_rt_wait w = {what, micro_batch, peer, 0, NULL};
-  hx_rt_wait_all(nk, reqs, &w);
-  free(reqs);
+  hx_rt_recv_chunks(buf, n, mpi_type(dt), peer, tag, MPI_COMM_WORLD, &w);
 }
 
 static void mpi_tp_broadcast(void *buf, long n, enum rt_dtype dt, int micro_batch,

@@ -171,10 +171,8 @@ static void bind_params(const struct rt_model *m) {
   size_t bytes = (size_t)lay->n * sizeof(float);
   cu.p = (struct rt_weights){cu_alloc(bytes), cu_alloc(bytes), cu_alloc(bytes), cu_alloc(bytes)};
   cu.wf = cu.dt == HXC_BF16 ? cu_alloc((size_t)lay->n * hxc_dtype_bytes(HXC_BF16)) : cu.p.w;
-  cu.lw = calloc((size_t)(lay->nlayers ? lay->nlayers : 1), sizeof *cu.lw);
-  cu.lg = calloc((size_t)(lay->nlayers ? lay->nlayers : 1), sizeof *cu.lg);
-  if (!cu.lw || !cu.lg)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory binding the layers");
+  cu.lw = hx_rt_calloc((size_t)lay->nlayers, sizeof *cu.lw);
+  cu.lg = hx_rt_calloc((size_t)lay->nlayers, sizeof *cu.lg);
   for (int l = 0; l < lay->nlayers; l++) {
     long off = lay->layers + l * lay->layer_floats;
     hxc_layer_bind(&cu.lw[l], forward_weight(off), cu.dt, m->dims, m->shard);
@@ -193,9 +191,7 @@ static struct hxc_adamw_group *make_group(const struct rt_run *runs, const bool 
                                           bool refresh) {
   if (n == 0)
     return NULL;
-  struct hxc_adamw_tensor *t = calloc((size_t)n, sizeof *t);
-  if (!t)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory building the optimizer's table");
+  struct hxc_adamw_tensor *t = hx_rt_calloc((size_t)n, sizeof *t);
   for (int i = 0; i < n; i++) {
     long off = runs[i].off;
     t[i] = (struct hxc_adamw_tensor){.w = cu.p.w + off,
@@ -213,10 +209,8 @@ static struct hxc_adamw_group *make_group(const struct rt_run *runs, const bool 
 
 static void make_groups(const struct rt_layout *lay) {
   int n = lay->ntensors;
-  struct rt_run *runs = calloc((size_t)(n ? n : 1), sizeof *runs);
-  bool *decay = calloc((size_t)(n ? n : 1), sizeof *decay);
-  if (!runs || !decay)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory building the optimizer's table");
+  struct rt_run *runs = hx_rt_calloc((size_t)n, sizeof *runs);
+  bool *decay = hx_rt_calloc((size_t)n, sizeof *decay);
   for (int i = 0; i < n; i++) {
     runs[i] = (struct rt_run){lay->tensors[i].off, lay->tensors[i].n};
     decay[i] = lay->tensors[i].decay;

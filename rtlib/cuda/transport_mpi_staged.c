@@ -43,13 +43,6 @@ struct rt_send {
   int peer, micro_batch;
 };
 
-static void *must_calloc(size_t count, size_t size) {
-  void *p = calloc(count ? count : 1, size ? size : 1);
-  if (!p)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "out of memory (%zu x %zu bytes)", count, size);
-  return p;
-}
-
 static void *pinned(size_t bytes) {
   void *p = NULL;
   HXC_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
@@ -85,10 +78,10 @@ static size_t bytes_of(long n, enum rt_dtype dt) { return (size_t)n * rt_dtype_b
 /* ---- between stage leaders ---- */
 
 static struct rt_send *staged_send_new(long max_n, enum rt_dtype dt) {
-  struct rt_send *s = must_calloc(1, sizeof *s);
+  struct rt_send *s = hx_rt_calloc(1, sizeof *s);
   s->host = pinned(bytes_of(max_n, dt));
   s->nreqs = hx_rt_message_chunks(max_n);
-  s->reqs = must_calloc((size_t)s->nreqs, sizeof *s->reqs);
+  s->reqs = hx_rt_calloc((size_t)s->nreqs, sizeof *s->reqs);
   for (int k = 0; k < s->nreqs; k++)
     s->reqs[k] = MPI_REQUEST_NULL;
   s->dt = dt;
@@ -117,12 +110,8 @@ static void staged_send_wait(struct rt_send *s, const char *what) {
 static void staged_recv(void *buf, long n, enum rt_dtype dt, int peer, int tag, int micro_batch,
                         const char *what) {
   void *host = stage_of(bytes_of(n, dt));
-  int nk = hx_rt_message_chunks(n);
-  MPI_Request *reqs = must_calloc((size_t)nk, sizeof *reqs);
-  hx_rt_post_chunks(host, n, mpi_type(dt), peer, tag, false, MPI_COMM_WORLD, reqs, what);
   struct hx_rt_wait w = {what, micro_batch, peer, 0, NULL};
-  hx_rt_wait_all(nk, reqs, &w);
-  free(reqs);
+  hx_rt_recv_chunks(host, n, mpi_type(dt), peer, tag, MPI_COMM_WORLD, &w);
   to_device(buf, host, bytes_of(n, dt));
 }
 
