@@ -238,17 +238,25 @@ static void check_rmsnorm(enum hxc_dtype dt) {
       release(drstd), release(ddg);
 }
 
-static struct hxk_dims rope_dims(void) {
+/* The model dims of a test shape (unchecked: head_dim is set by
+ * hxk_dims_check); the norm eps and rope theta of every test. */
+static struct hxk_dims test_dims(int dim, int ffn, int heads, int kv_heads,
+                                 int vocab, int seq_len, int layers) {
   struct hxk_dims d = {};
-  d.dim = 5 * 32;
-  d.ffn = 64;
-  d.heads = 5;
-  d.kv_heads = 5;
-  d.vocab = 16;
-  d.seq_len = SEQ;
-  d.layers = 1;
+  d.dim = dim;
+  d.ffn = ffn;
+  d.heads = heads;
+  d.kv_heads = kv_heads;
+  d.vocab = vocab;
+  d.seq_len = seq_len;
+  d.layers = layers;
   d.norm_eps = 1e-5f;
   d.rope_theta = 10000.0;
+  return d;
+}
+
+static struct hxk_dims rope_dims(void) {
+  struct hxk_dims d = test_dims(5 * 32, 64, 5, 5, 16, SEQ, 1);
   hxk_dims_check(&d);
   return d;
 }
@@ -401,16 +409,8 @@ struct attn_problem {
 static bool make_attn_problem(const struct attn_case *c, enum hxc_dtype dt,
                               struct attn_problem *p) {
   reseed(6 + (uint64_t)c->hd);
-  p->d = {};
-  p->d.dim = c->heads * c->hd;
-  p->d.ffn = 8;
-  p->d.heads = c->heads;
-  p->d.kv_heads = c->kv_heads;
-  p->d.vocab = 8;
-  p->d.seq_len = c->seq_len;
-  p->d.layers = 1;
-  p->d.norm_eps = 1e-5f;
-  p->d.rope_theta = 10000.0;
+  p->d = test_dims(c->heads * c->hd, 8, c->heads, c->kv_heads, 8, c->seq_len,
+                   1);
   if (!hxk_dims_check(&p->d) ||
       !hxk_shard_make(&p->d, c->q_begin, c->q_end, 0, p->d.ffn, &p->s))
     return false;
@@ -586,16 +586,7 @@ static void check_attention(enum hxc_dtype dt) {
 
 /* ---- model head ------------------------------------------------------------ */
 static struct hxk_dims head_dims(void) {
-  struct hxk_dims d = {};
-  d.dim = 128;
-  d.ffn = 8;
-  d.heads = 2;
-  d.kv_heads = 2;
-  d.vocab = VOCAB;
-  d.seq_len = SEQ;
-  d.layers = 1;
-  d.norm_eps = 1e-5f;
-  d.rope_theta = 10000.0;
+  struct hxk_dims d = test_dims(128, 8, 2, 2, VOCAB, SEQ, 1);
   hxk_dims_check(&d);
   return d;
 }
@@ -904,17 +895,7 @@ static void check_layer_case(const struct layer_case *c, enum hxc_dtype dt) {
 
 static struct hxk_dims layer_dims(int dim, int ffn, int heads, int kv,
                                   int seq_len) {
-  struct hxk_dims d = {};
-  d.dim = dim;
-  d.ffn = ffn;
-  d.heads = heads;
-  d.kv_heads = kv;
-  d.vocab = 256;
-  d.seq_len = seq_len;
-  d.layers = 4;
-  d.norm_eps = 1e-5f;
-  d.rope_theta = 10000.0;
-  return d;
+  return test_dims(dim, ffn, heads, kv, 256, seq_len, 4);
 }
 
 static void check_layer(enum hxc_dtype dt) {
