@@ -12,12 +12,17 @@ static char *output_for(struct hx_arena *a, const char *s) { return hx_alloc(a, 
 /* A missing name (a hand-built plan in a test) escapes as the empty one. */
 static const char *or_empty(const char *s) { return s ? s : ""; }
 
-/* The length of the valid UTF-8 character at s (of n bytes) that is not a
- * control character; 0 for a control byte or a byte that is not UTF-8. */
-static int printable_char(const char *s, size_t n) {
+/* Copies the valid UTF-8 character at s (of n bytes) that is not a control
+ * character to *o, advancing it, and returns its length; returns 0 and
+ * copies nothing for a control byte or a byte that is not UTF-8. */
+static size_t copy_printable_char(char **o, const char *s, size_t n) {
   uint32_t cp;
   int len = hx_utf8_decode(s, n, &cp);
-  return len == 0 || cp < 0x20 || cp == 0x7f ? 0 : len;
+  if (len == 0 || cp < 0x20 || cp == 0x7f)
+    return 0;
+  memcpy(*o, s, (size_t)len);
+  *o += len;
+  return (size_t)len;
 }
 
 const char *hx_esc_c_string(struct hx_arena *a, const char *s) {
@@ -43,15 +48,12 @@ const char *hx_esc_c_comment(struct hx_arena *a, const char *s) {
   char *out = output_for(a, s), *o = out;
   size_t n = strlen(s);
   for (size_t i = 0; i < n;) {
-    int len = strchr("*\\?", s[i]) ? 0 : printable_char(s + i, n - i);
+    size_t len = strchr("*\\?", s[i]) ? 0 : copy_printable_char(&o, s + i, n - i);
     if (len == 0) {
       o += sprintf(o, "\\x%02x", (unsigned char)s[i]);
-      i++;
-      continue;
+      len = 1;
     }
-    memcpy(o, s + i, (size_t)len);
-    o += len;
-    i += (size_t)len;
+    i += len;
   }
   *o = '\0';
   return out;
@@ -91,19 +93,12 @@ const char *hx_esc_markdown(struct hx_arena *a, const char *s) {
   char *out = output_for(a, s), *o = out;
   size_t n = strlen(s);
   for (size_t i = 0; i < n;) {
-    if (strchr("\\`*_[]<>|#~&", s[i])) {
-      *o++ = '\\', *o++ = s[i++];
-      continue;
-    }
-    int len = printable_char(s + i, n - i);
-    if (len == 0) {
-      *o++ = '?';
-      i++;
-      continue;
-    }
-    memcpy(o, s + i, (size_t)len);
-    o += len;
-    i += (size_t)len;
+    size_t len = 1;
+    if (strchr("\\`*_[]<>|#~&", s[i]))
+      *o++ = '\\', *o++ = s[i];
+    else if ((len = copy_printable_char(&o, s + i, n - i)) == 0)
+      *o++ = '?', len = 1;
+    i += len;
   }
   *o = '\0';
   return out;
