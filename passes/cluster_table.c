@@ -118,6 +118,15 @@ static struct pair_choice *choose_node_pairs(struct hx_ctx *ctx) {
   return choice;
 }
 
+/* The figures of the link a pair of distinct nodes uses: its own link, or
+ * the network. */
+static double link_bandwidth(const struct hx_cluster *c, const struct pair_choice *p) {
+  return p->link >= 0 ? c->links[p->link].bandwidth : c->network_bandwidth;
+}
+static double link_latency(const struct hx_cluster *c, const struct pair_choice *p) {
+  return p->link >= 0 ? c->links[p->link].latency : c->network_latency;
+}
+
 static void fill_devices(struct hx_cluster *c, const struct pair_choice *choice) {
   int n = c->ndevices, nn = c->nnodes;
   for (int x = 0; x < n; x++) {
@@ -131,21 +140,14 @@ static void fill_devices(struct hx_cluster *c, const struct pair_choice *choice)
         bw = c->nodes[nx].bandwidth;
         lat = c->nodes[nx].latency;
       } else {
-        int li = choice[(long)nx * nn + ny].link;
-        bw = li >= 0 ? c->links[li].bandwidth : c->network_bandwidth;
-        lat = li >= 0 ? c->links[li].latency : c->network_latency;
+        const struct pair_choice *p = &choice[(long)nx * nn + ny];
+        bw = link_bandwidth(c, p);
+        lat = link_latency(c, p);
       }
       c->bandwidth[(long)x * n + y] = bw;
       c->latency[(long)x * n + y] = lat;
     }
   }
-}
-
-static double link_bandwidth(const struct hx_cluster *c, const struct pair_choice *p) {
-  return p->link >= 0 ? c->links[p->link].bandwidth : c->network_bandwidth;
-}
-static double link_latency(const struct hx_cluster *c, const struct pair_choice *p) {
-  return p->link >= 0 ? c->links[p->link].latency : c->network_latency;
 }
 
 /* Whether the nodes [g, g + n) can be one class: one link choice between
