@@ -339,19 +339,18 @@ static struct emu_link slowest_ring_link(const struct program_set *set, const in
   return worst;
 }
 
-static void emit_link_row(FILE *f, const char *indent, const char *name, struct emu_link l) {
+/* "    FIELD{latency, bandwidth},TRAILER": one link of the emulation tables. */
+static void emit_link_row(FILE *f, const char *field, struct emu_link l, const char *trailer) {
   char lat[40], bw[40];
   format_double(lat, sizeof lat, l.latency);
   format_double(bw, sizeof bw, l.bandwidth);
-  fprintf(f, "%s%s{%s, %s},\n", indent, name, lat, bw);
+  fprintf(f, "    %s{%s, %s},%s\n", field, lat, bw, trailer);
 }
 
-static void emit_emulation(const struct program_set *set, FILE *f, int w) {
+/* ngroups: how many groups rank w is in (emit_groups counted them). */
+static void emit_emulation(const struct program_set *set, FILE *f, int w, int ngroups) {
   const struct hx_cluster *c = &set->ctx->cluster;
   const struct hx_prog_rank *r = &set->ranks[w];
-  int ngroups = 0;
-  for (int id = 0; id < set->ngroups; id++)
-    ngroups += hx_group_has_rank(&set->groups[id], w);
   if (ngroups > 0) {
     fputs("// --emulate: the slowest link of each group above, {latency s, bytes/s}\n"
           "static const struct hx_rt_link group_links[] = {\n",
@@ -362,11 +361,8 @@ static void emit_emulation(const struct program_set *set, FILE *f, int w) {
         continue;
       /* one row per group, its id in a comment (which also keeps clang-format
        * from packing the rows) */
-      struct emu_link l = slowest_ring_link(set, g->ranks, g->nranks);
-      char lat[40], bw[40];
-      format_double(lat, sizeof lat, l.latency);
-      format_double(bw, sizeof bw, l.bandwidth);
-      fprintf(f, "    {%s, %s}, // group %d\n", lat, bw, id);
+      emit_link_row(f, "", slowest_ring_link(set, g->ranks, g->nranks),
+                    hx_sprintf(hx_prog_arena(set), " // group %d", id));
     }
     fputs("};\n\n", f);
   }
@@ -378,9 +374,9 @@ static void emit_emulation(const struct program_set *set, FILE *f, int w) {
         "static const struct hx_rt_emulation emulation = {\n",
         f);
   fprintf(f, "    .slowdown = %s,\n", slow);
-  emit_link_row(f, "    ", ".prev = ", link_between(set, w, r->prev_leader));
-  emit_link_row(f, "    ", ".next = ", link_between(set, w, r->next_leader));
-  emit_link_row(f, "    ", ".tp = ", slowest_ring_link(set, r->tp_group, r->st->tp));
+  emit_link_row(f, ".prev = ", link_between(set, w, r->prev_leader), "");
+  emit_link_row(f, ".next = ", link_between(set, w, r->next_leader), "");
+  emit_link_row(f, ".tp = ", slowest_ring_link(set, r->tp_group, r->st->tp), "");
   fprintf(f, "    .groups = %s,\n};\n\n", ngroups > 0 ? "group_links" : "NULL");
 }
 
@@ -427,7 +423,7 @@ void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {
   emit_tp_tables(set, f, w);
   emit_groups(set, f, w, &ngroups);
   emit_schedule(set, f, w);
-  emit_emulation(set, f, w);
+  emit_emulation(set, f, w, ngroups);
   emit_config(set, f, w, ngroups);
   fputs("int main(int argc, char **argv) { return hx_rt_main(&rank_config, argc, argv); }\n", f);
 }
