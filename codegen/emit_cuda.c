@@ -58,15 +58,16 @@ bool hx_cuda_plan_supported(const struct program_set *set) {
   }
   for (int w = 0; w < set->nranks; w++) { /* sema refuses these for .hx inputs */
     int arch = hx_rank_cuda_arch(set, w);
+    if (arch >= CUDA_MIN_ARCH)
+      continue;
     if (arch == 0)
       hx_error_plain("rank %d: its GPU type has no known CUDA architecture (cuda_arch = NN in "
                      "its gpu block)",
                      w);
-    else if (arch < CUDA_MIN_ARCH)
+    else
       hx_error_plain("rank %d: its GPU is sm_%d; hexic's CUDA kernels need sm_%d or newer", w, arch,
                      CUDA_MIN_ARCH);
-    if (arch < CUDA_MIN_ARCH)
-      return false;
+    return false;
   }
   return true;
 }
