@@ -147,6 +147,9 @@ enum hx_tp_layout {
   HX_LAYOUT_NARROW,     /* every device its own stage (tp = 1) */
 };
 
+/* Sorts ranks[0..n) ascending (device lists are kept in rank order). */
+void hx_sched_sort_ranks(int *ranks, int n);
+
 /* The largest TP group phase 2 forms (an island is cut into chunks of at
  * most this many devices): TP beyond 8 GPUs is never fast. */
 enum { HX_SCHED_MAX_TP = 8 };

@@ -184,11 +184,6 @@ static bool split_all_batches(const struct hx_ctx *ctx, struct hx_arena *a, stru
   return true;
 }
 
-static int cmp_int(const void *x, const void *y) {
-  int a = *(const int *)x, b = *(const int *)y;
-  return (a > b) - (a < b);
-}
-
 struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
                                         const struct hx_plan *skeleton, const int64_t *mbs,
                                         bool recompute) {
@@ -212,7 +207,7 @@ struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
   for (int i = 0; i < n; i++)
     for (int s = 0; s < p->pipelines[i].nstages; s++) {
       struct hx_stage *st = &p->pipelines[i].stages[s];
-      qsort(st->devices, (size_t)st->ndevices, sizeof(int), cmp_int);
+      hx_sched_sort_ranks(st->devices, st->ndevices);
     }
   /* the first layer split assumes the even share of micro-batches; the
    * second uses the split's own counts (GPipe keeps them all in memory) */

@@ -16,6 +16,8 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+void hx_sched_sort_ranks(int *ranks, int n) { qsort(ranks, (size_t)n, sizeof(int), cmp_int); }
+
 /* Many pipelines over many devices (more pipelines than graph vertices):
  * the devices in rank order, machine by machine, cut into npipelines runs of
  * about equal compute, every run non-empty. Pipelines that small are a
@@ -83,6 +85,6 @@ struct hx_sched_split *hx_sched_phase1(struct hx_ctx *ctx, struct hx_arena *a, c
     for (int k = 0; k < count[v]; k++)
       s->devices[part[v]][s->count[part[v]]++] = pool[first[v] + k];
   for (int p = 0; p < npipelines; p++)
-    qsort(s->devices[p], (size_t)s->count[p], sizeof(int), cmp_int);
+    hx_sched_sort_ranks(s->devices[p], s->count[p]);
   return s;
 }

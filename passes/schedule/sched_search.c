@@ -613,11 +613,6 @@ static int faster_first(const void *x, const void *y) {
   return (a->rank > b->rank) - (a->rank < b->rank);
 }
 
-static int cmp_int(const void *x, const void *y) {
-  int a = *(const int *)x, b = *(const int *)y;
-  return (a > b) - (a < b);
-}
-
 /* Keeps the `keep` fastest of devices[0..n) (ties: the lower rank), in rank
  * order: a pool larger than any plan can use (2048 one-GPU machines for an
  * 8-layer model and a batch of 7) would only yield pipelines of too many
@@ -630,7 +625,7 @@ static int fastest_devices(const struct hx_cluster *c, struct hx_arena *a, int *
   qsort(r, (size_t)n, sizeof *r, faster_first);
   for (int i = 0; i < keep; i++)
     devices[i] = r[i].rank;
-  qsort(devices, (size_t)keep, sizeof(int), cmp_int);
+  hx_sched_sort_ranks(devices, keep);
   return keep;
 }
 
