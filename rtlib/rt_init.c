@@ -3,6 +3,7 @@
 #include "rt_init.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -550,6 +551,23 @@ void hx_rt_post_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int ta
 }
 
 static MPI_Request *requests(int n) { return hx_rt_calloc((size_t)n, sizeof(MPI_Request)); }
+
+MPI_Request *hx_rt_send_requests(int64_t max_n, int *nreqs) {
+  *nreqs = hx_rt_message_chunks(max_n);
+  MPI_Request *reqs = requests(*nreqs);
+  for (int k = 0; k < *nreqs; k++)
+    reqs[k] = MPI_REQUEST_NULL;
+  return reqs;
+}
+
+void hx_rt_send_check_ready(const MPI_Request *reqs, int nreqs, int64_t n, const char *what) {
+  if (hx_rt_message_chunks(n) > nreqs)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: %s of %" PRId64 " elements exceeds its handle", what,
+                n);
+  for (int k = 0; k < nreqs; k++)
+    if (reqs[k] != MPI_REQUEST_NULL)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: a send started before the previous one finished");
+}
 
 void hx_rt_recv_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, MPI_Comm comm,
                        const struct hx_rt_wait *w) {

@@ -159,6 +159,15 @@ int hx_rt_message_tag(int64_t micro_batch, int kind, int tag_ub);
 void hx_rt_post_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, bool send,
                        MPI_Comm comm, MPI_Request *reqs, const char *what);
 
+/* A send handle's requests, for messages of up to max_n elements: one per
+ * chunk, *nreqs of them, all MPI_REQUEST_NULL. */
+MPI_Request *hx_rt_send_requests(int64_t max_n, int *nreqs);
+
+/* Fatal unless a message of n elements fits the handle's nreqs requests and
+ * they are all complete (the executor waits on a send before it reuses the
+ * handle). */
+void hx_rt_send_check_ready(const MPI_Request *reqs, int nreqs, int64_t n, const char *what);
+
 /* Receives the message hx_rt_post_chunks sends (n elements from peer, with
  * tag) into buf; returns when it is there. */
 void hx_rt_recv_chunks(void *buf, int64_t n, MPI_Datatype type, int peer, int tag, MPI_Comm comm,

@@ -26,28 +26,15 @@ static MPI_Datatype mpi_type(enum rt_dtype dt) { return dt == RT_BF16 ? MPI_UINT
 
 static struct rt_send *mpi_send_new(long max_n, enum rt_dtype dt) {
   struct rt_send *s = hx_rt_calloc(1, sizeof *s);
-  s->nreqs = hx_rt_message_chunks(max_n);
-  s->reqs = hx_rt_calloc((size_t)s->nreqs, sizeof *s->reqs);
-  for (int k = 0; k < s->nreqs; k++)
-    s->reqs[k] = MPI_REQUEST_NULL;
+  s->reqs = hx_rt_send_requests(max_n, &s->nreqs);
   s->dt = dt;
   s->peer = s->micro_batch = -1;
   return s;
 }
 
-/* The handle's requests must be complete (MPI_REQUEST_NULL) before it
- * carries the next message; the executor waits first. */
-static void check_idle(const struct rt_send *s) {
-  for (int k = 0; k < s->nreqs; k++)
-    if (s->reqs[k] != MPI_REQUEST_NULL)
-      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: a send started before the previous one finished");
-}
-
 static void mpi_send_start(struct rt_send *s, const void *buf, long n, int peer, int tag,
                            int micro_batch, const char *what) {
-  if (hx_rt_message_chunks(n) > s->nreqs)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: %s of %ld elements exceeds its handle", what, n);
-  check_idle(s);
+  hx_rt_send_check_ready(s->reqs, s->nreqs, n, what);
   hx_rt_post_chunks((void *)buf, n, mpi_type(s->dt), peer, tag, true, MPI_COMM_WORLD, s->reqs,
                     what);
   s->peer = peer;

@@ -80,10 +80,7 @@ static size_t bytes_of(long n, enum rt_dtype dt) { return (size_t)n * rt_dtype_b
 static struct rt_send *staged_send_new(long max_n, enum rt_dtype dt) {
   struct rt_send *s = hx_rt_calloc(1, sizeof *s);
   s->host = pinned(bytes_of(max_n, dt));
-  s->nreqs = hx_rt_message_chunks(max_n);
-  s->reqs = hx_rt_calloc((size_t)s->nreqs, sizeof *s->reqs);
-  for (int k = 0; k < s->nreqs; k++)
-    s->reqs[k] = MPI_REQUEST_NULL;
+  s->reqs = hx_rt_send_requests(max_n, &s->nreqs);
   s->dt = dt;
   s->peer = s->micro_batch = -1;
   return s;
@@ -91,11 +88,7 @@ static struct rt_send *staged_send_new(long max_n, enum rt_dtype dt) {
 
 static void staged_send_start(struct rt_send *s, const void *buf, long n, int peer, int tag,
                               int micro_batch, const char *what) {
-  if (hx_rt_message_chunks(n) > s->nreqs)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: %s of %ld elements exceeds its handle", what, n);
-  for (int k = 0; k < s->nreqs; k++) /* the pinned copy is still being sent */
-    if (s->reqs[k] != MPI_REQUEST_NULL)
-      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: a send started before the previous one finished");
+  hx_rt_send_check_ready(s->reqs, s->nreqs, n, what); /* before the pinned copy is rewritten */
   to_host(s->host, buf, bytes_of(n, s->dt));
   hx_rt_post_chunks(s->host, n, mpi_type(s->dt), peer, tag, true, MPI_COMM_WORLD, s->reqs, what);
   s->peer = peer;
