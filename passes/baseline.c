@@ -95,10 +95,9 @@ static void for_each_shape(struct hx_ctx *ctx, bool both_recompute, shape_fn fn,
   }
 }
 
-/* The fitting shapes, in the enumeration's order, with their lower bounds. */
+/* The fitting shapes, in the enumeration's order. */
 struct fitting {
   struct hx_plan **plan;
-  double *bound;
   int n, cap;
 };
 
@@ -110,53 +109,21 @@ static void try_shape(struct hx_ctx *ctx, const struct shape *sh, void *state) {
   if (f->n == f->cap) {
     int cap = f->cap ? 2 * f->cap : 64;
     struct hx_plan **plan = HX_NEW_ARRAY(&ctx->arena, struct hx_plan *, cap);
-    double *bound = HX_NEW_ARRAY(&ctx->arena, double, cap);
-    for (int i = 0; i < f->n; i++) {
+    for (int i = 0; i < f->n; i++)
       plan[i] = f->plan[i];
-      bound[i] = f->bound[i];
-    }
     f->plan = plan;
-    f->bound = bound;
     f->cap = cap;
   }
-  f->plan[f->n] = p;
-  f->bound[f->n++] = hx_sim_lower_bound(ctx, p);
+  f->plan[f->n++] = p;
 }
 
 /* The fastest fitting shape under the simulator; ties keep the earlier
- * shape, so the choice is stable. Shapes are simulated in the order of
- * their sound lower bounds (hx_sim_lower_bound, which the exhaustive
- * planner checks against every simulation) and not at all once a bound is
- * above the best simulated time: the same choice as simulating every one,
- * with a few simulations instead of dozens (each grows with the global
- * batch in micro-batches). */
-static struct hx_plan *fastest(struct hx_ctx *ctx, const struct fitting *f) {
-  int *order = HX_NEW_ARRAY(&ctx->arena, int, f->n > 0 ? f->n : 1);
-  for (int i = 0; i < f->n; i++) { /* insertion sort by (bound, index) */
-    int j = i;
-    while (j > 0 && f->bound[order[j - 1]] > f->bound[i]) {
-      order[j] = order[j - 1];
-      j--;
-    }
-    order[j] = i;
-  }
-  struct hx_plan *best = NULL;
-  int best_at = -1;
-  for (int k = 0; k < f->n; k++) {
-    int i = order[k];
-    if (best && f->bound[i] > best->sim.iteration_s)
-      break; /* this one and every later one cannot beat or tie it */
-    struct hx_plan *p = f->plan[i];
-    hx_simulate(ctx, p, NULL);
-    if (!p->sim.valid) /* too many micro-batches x stages to simulate */
-      continue;
-    if (!best || p->sim.iteration_s < best->sim.iteration_s ||
-        (p->sim.iteration_s == best->sim.iteration_s && i < best_at)) {
-      best = p;
-      best_at = i;
-    }
-  }
-  return best;
+ * shape, so the choice is stable. hx_simulate_fastest prunes by sound lower
+ * bounds: the same choice as simulating every one, with a few simulations
+ * instead of dozens (each grows with the global batch in micro-batches). */
+static struct hx_plan *fastest(const struct hx_ctx *ctx, const struct fitting *f) {
+  int best = hx_simulate_fastest(ctx, f->plan, f->n);
+  return best >= 0 ? f->plan[best] : NULL;
 }
 
 bool hx_pass_baseline(struct hx_ctx *ctx) {

@@ -460,6 +460,12 @@ int64_t hx_sim_task_bound(const struct hx_ctx *ctx, const struct hx_plan *plan);
  * cannot be simulated. */
 double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan);
 
+/* The index of the fastest of plans[0..n) under the simulator (ties to the
+ * lower index; -1 when none simulates). Plans are simulated in the order of
+ * their lower bounds, and not at all once a bound is above the best time:
+ * the same choice as simulating every one, with fewer simulations. */
+int hx_simulate_fastest(const struct hx_ctx *ctx, struct hx_plan *const *plans, int n);
+
 /* The name of an event kind ("forward", "send", ...). */
 const char *hx_sim_event_name(enum hx_sim_event_kind kind);
 

@@ -803,6 +803,38 @@ double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) 
   return bound;
 }
 
+int hx_simulate_fastest(const struct hx_ctx *ctx, struct hx_plan *const *plans, int n) {
+  double *bound = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  int *order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (!bound || !order)
+    hx_internal_error("out of memory ordering plans");
+  for (int i = 0; i < n; i++) { /* insertion sort by (bound, index) */
+    bound[i] = hx_sim_lower_bound(ctx, plans[i]);
+    int j = i;
+    while (j > 0 && bound[order[j - 1]] > bound[i]) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = i;
+  }
+  int best = -1;
+  for (int k = 0; k < n; k++) {
+    int i = order[k];
+    if (best >= 0 && bound[i] > plans[best]->sim.iteration_s)
+      break; /* this one and every later one cannot beat or tie the best */
+    hx_simulate(ctx, plans[i], NULL);
+    if (!plans[i]->sim.valid) /* too many micro-batches x stages to simulate */
+      continue;
+    double t = plans[i]->sim.iteration_s;
+    if (best < 0 || t < plans[best]->sim.iteration_s ||
+        (t == plans[best]->sim.iteration_s && i < best))
+      best = i;
+  }
+  free(bound);
+  free(order);
+  return best;
+}
+
 const char *hx_sim_event_name(enum hx_sim_event_kind kind) {
   switch (kind) {
   case HX_EV_FORWARD:

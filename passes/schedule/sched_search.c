@@ -1212,39 +1212,19 @@ static struct hx_plan *finish(struct search *s) {
     if (!dup)
       cand[ncand++] = s->kept[i];
   }
-  /* simulated in the order of their sound lower bounds, none whose bound is
-   * above the best simulated time: the same choice (least time, ties to the
-   * earlier candidate) as simulating all */
+  /* the same choice (least time, ties to the earlier candidate) as
+   * simulating all, with simulations pruned by lower bounds */
   struct hx_plan *plans[FINAL + TOP];
-  double bound[FINAL + TOP];
-  int order[FINAL + TOP];
   for (int i = 0; i < ncand; i++) {
     struct hx_plan *p = hx_plan_copy(&ctx->arena, cand[i]);
     hx_sched_build_groups(ctx, &ctx->arena, p);
     p->description = hx_sprintf(&ctx->arena, "dp=%d, %d of %d devices", p->npipelines,
                                 hx_plan_used_devices(p), ctx->cluster.ndevices);
     plans[i] = p;
-    bound[i] = hx_sim_lower_bound(ctx, p);
-    int j = i;
-    while (j > 0 && bound[order[j - 1]] > bound[i]) {
-      order[j] = order[j - 1];
-      j--;
-    }
-    order[j] = i;
   }
-  int best_at = -1;
-  for (int k = 0; k < ncand; k++) {
-    int i = order[k];
-    if (best && bound[i] > best->sim.iteration_s)
-      break;
-    struct hx_plan *p = plans[i];
-    hx_simulate(ctx, p, NULL);
-    if (p->sim.valid && (!best || p->sim.iteration_s < best->sim.iteration_s ||
-                         (p->sim.iteration_s == best->sim.iteration_s && i < best_at))) {
-      best = p;
-      best_at = i;
-    }
-  }
+  int best_at = hx_simulate_fastest(ctx, plans, ncand);
+  if (best_at >= 0)
+    best = plans[best_at];
   struct hx_plan *base = ctx->baseline;
   if (base && (!best || base->sim.iteration_s <= best->sim.iteration_s)) {
     best = hx_plan_copy(&ctx->arena, base);
