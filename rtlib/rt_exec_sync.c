@@ -118,7 +118,7 @@ static void plan_group(const struct rt_exec *e, const struct hx_rt_group *g, str
  * order makes overlapping groups safe), and the group's ranges. */
 void rt_sync_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
-  e->syncs = hx_rt_calloc((size_t)(c->ngroups ? c->ngroups : 1), sizeof *e->syncs);
+  e->syncs = hx_rt_calloc((size_t)c->ngroups, sizeof *e->syncs);
   long largest = 1;
   for (int i = 0; i < c->ngroups; i++) {
     const struct hx_rt_group *g = &c->groups[i];
