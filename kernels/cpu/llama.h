@@ -247,6 +247,68 @@ void hxk_attention_backward(float *dq, float *dk, float *dv, const float *dout,
 /* kv_of[i] = (q_begin + i) / G - kv_begin for the shard's nq query heads. */
 void hxk_kv_map(int *kv_of, const struct hxk_dims *d, const struct hxk_shard *s);
 
+/* RoPE by global positions (context parallelism: a rank holds token ranges
+ * of the sequence, not a prefix). Token row r = s*local_len + i of x[n,
+ * nheads*hd] rotates by position pos[i] (0 <= pos[i] < the table's
+ * seq_len); pos NULL means pos[i] = i. With pos[i] = i and local_len =
+ * seq_len these equal hxk_rope_forward / hxk_rope_backward_inplace bit for
+ * bit. */
+void hxk_rope_forward_pos(float *x, const float *tab, long n, int nheads,
+                          int hd, const int *pos, long local_len);
+void hxk_rope_backward_pos_inplace(float *dy, const float *tab, long n,
+                                   int nheads, int hd, const int *pos,
+                                   long local_len);
+
+/* Block-wise causal GQA attention by GLOBAL token positions: the building
+ * block of ring attention and of the tiled CPU attention (tiles of
+ * HXK_ATTN_TILE queries x HXK_ATTN_TILE keys; nothing of size queries x keys
+ * is ever held, tiles whose keys are all invisible are skipped).
+ *
+ * nseq sequences: query row s*nq_tok + i (i < nq_tok) sits at global
+ * position q_pos[i]; key/value row s*nk_tok + j at k_pos[j]; a query sees a
+ * key iff k_pos[j] <= q_pos[i] (positions need not be sorted nor
+ * contiguous; NULL means 0, 1, 2, ...). q [nseq*nq_tok, nq*hd], k and v
+ * [nseq*nk_tok, nkv*hd]; local query head h reads kv head kv_of[h].
+ *
+ * Online softmax: (o, lse) is the running state over the key blocks merged
+ * so far, o [nseq*nq_tok, nq*hd] normalised, lse [nseq*nq_tok, nq] = log sum
+ * exp of every visible score s = q.k / sqrt(hd) seen. Merging a block with
+ * block state (o_b, lse_b):  lse' = log(e^lse + e^lse_b),
+ * o' = o e^(lse - lse') + o_b e^(lse_b - lse').  `first` initialises the
+ * state (o = 0, lse = -inf) before merging, so a ring's first hop passes
+ * true and the others false; the blocks may be merged in any order. Rows
+ * that have seen no visible key keep lse = -inf and o = 0. After all blocks
+ * of the sequence, (o, lse) equal hxk_attention_forward's. */
+#define HXK_ATTN_TILE 64
+long hxk_attention_block_scratch_floats(long nq_tok, long nk_tok, int nq,
+                                        int hd);
+void hxk_attention_block_forward(float *o, float *lse, const float *q,
+                                 const int *q_pos, long nq_tok, const float *k,
+                                 const float *v, const int *k_pos,
+                                 long nk_tok, const int *kv_of, long nseq,
+                                 int nq, int nkv, int hd, bool first,
+                                 float *scratch);
+/* delta [n, nq] = rowsum(dout * o) per token and head (flash-attention's
+ * D), dout and o [n, nq*hd]. Written, not added. */
+void hxk_attention_block_delta(float *delta, const float *dout, const float *o,
+                               long n, int nq, int hd);
+/* Backward of one key block given the FINAL lse (after every block was
+ * merged) and delta: on visible pairs P = exp(s - lse),
+ *   dV += P^T dO,  dP = dO V^T,  dS = P (dP - delta),
+ *   dQ += dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd).
+ * ADDS into dq [nseq*nq_tok, nq*hd], dk and dv [nseq*nk_tok, nkv*hd]; GQA:
+ * dk/dv of a kv head sum over the query heads that read it. Summed over the
+ * key blocks of a sequence this is hxk_attention_backward. Rows with lse =
+ * -inf contribute nothing. scratch: hxk_attention_block_scratch_floats. */
+void hxk_attention_block_backward(float *dq, float *dk, float *dv,
+                                  const float *dout, const float *q,
+                                  const int *q_pos, long nq_tok,
+                                  const float *k, const float *v,
+                                  const int *k_pos, long nk_tok,
+                                  const float *lse, const float *delta,
+                                  const int *kv_of, long nseq, int nq, int nkv,
+                                  int hd, float *scratch);
+
 /* h = silu(g) * u, silu(z) = z / (1 + e^-z); arrays of n elements. */
 void hxk_swiglu_forward(float *h, const float *g, const float *u, long n);
 /* dg += dh u silu'(g), silu'(z) = s(z) (1 + z (1 - s(z))), s the sigmoid;
@@ -322,7 +384,37 @@ double hxk_lr_at(long step, double lr, long warmup_steps, long steps);
  * dm (of gate/up) through the same hook. In recompute mode the backward
  * first re-runs the forward, so it calls the hook for the forward's two
  * all-reduces too (in forward order), then the backward's two.
+ *
+ * Sequence splits (context / head parallelism): a rank may hold only some
+ * tokens of each sequence, local_len of them at global positions
+ * positions[0..local_len) (RoPE and the causal mask use these), n =
+ * nseq*local_len tokens. positions NULL and local_len 0 mean 0..seq_len-1
+ * and seq_len (the whole sequence, today's results bit for bit). The
+ * attention itself can be handed to the caller through an attention hook
+ * (ring attention, Ulysses all-to-all): the layer calls it with the local
+ * tokens' q, k, v after RoPE. Without a hook the layer attends over its
+ * local tokens only (by their positions).
  * ------------------------------------------------------------------------- */
+struct hxk_attention_hook {
+  /* Floats the hook keeps from a forward to its backward, per micro-batch
+   * (the layer stores them in its acts buffer after its own activations;
+   * in recompute mode in its scratch, re-filled by the re-run forward), and
+   * the scratch floats forward and backward need. */
+  long (*saved_floats)(long nseq, void *arg);
+  long (*scratch_floats)(long nseq, void *arg);
+  /* o [n, nq*hd] = attention of the local tokens' q [n, nq*hd], k and v
+   * [n, nkv*hd] (after RoPE). */
+  void (*forward)(float *o, const float *q, const float *k, const float *v,
+                  long nseq, float *saved, float *scratch, void *arg);
+  /* ADDS dq, dk, dv of the local tokens (they arrive zeroed from the
+   * layer), given dout [n, nq*hd] and the forward's q, k, v, o and saved. */
+  void (*backward)(float *dq, float *dk, float *dv, const float *dout,
+                   const float *q, const float *k, const float *v,
+                   const float *o, const float *saved, long nseq,
+                   float *scratch, void *arg);
+  void *arg;
+};
+
 struct hxk_layer_ctx {
   const struct hxk_dims *dims;
   const struct hxk_shard *shard;
@@ -331,18 +423,37 @@ struct hxk_layer_ctx {
   bool recompute;          /* keep only the layer input; recompute in backward */
   hxk_allreduce_fn allreduce; /* NULL: TP degree 1 */
   void *allreduce_arg;
+  const int *positions;    /* [local_len] global positions; NULL: 0..T-1 */
+  long local_len;          /* tokens per sequence held here; 0: seq_len */
+  const struct hxk_attention_hook *attention; /* NULL: local attention */
 };
+
+/* The local hook: hxk_attention_block_* over the local tokens only (queries
+ * and keys both at `positions`), the reference a ring hook must match on
+ * one rank and the tiled CPU attention. It keeps lse [n, nq] as its saved
+ * floats; its scratch is the block kernel's plus delta [n, nq]. `local` is
+ * the hook's arg: it must outlive every use of *hook. */
+struct hxk_attention_local {
+  const int *positions; /* [local_len]; NULL: 0..local_len-1 */
+  long local_len;
+  const int *kv_of;     /* nq entries */
+  int nq, nkv, hd;
+};
+void hxk_attention_hook_local(struct hxk_attention_hook *hook,
+                              struct hxk_attention_local *local);
 
 /* Floats of the activation buffer kept from a layer's forward to its
  * backward (one per micro-batch in flight) for nseq sequences: the layer
- * input only when ctx->recompute, else everything the backward reads. */
+ * input only when ctx->recompute, else everything the backward reads
+ * (with a hook: followed by the hook's saved floats). */
 long hxk_layer_acts_floats(const struct hxk_layer_ctx *ctx, long nseq);
 
 /* Floats of the scratch buffer forward and backward need (not kept between
- * calls; one per thread of execution is enough). */
+ * calls; one per thread of execution is enough); with a hook it includes
+ * the hook's scratch (and, recomputing, its saved floats). */
 long hxk_layer_scratch_floats(const struct hxk_layer_ctx *ctx, long nseq);
 
-/* out[n, D] = layer(x[n, D]), n = nseq*seq_len. Fills acts (hxk_layer_acts
+/* out[n, D] = layer(x[n, D]), n = nseq*local_len. Fills acts (hxk_layer_acts
  * floats). out must not alias x; x may be reused by the caller afterwards
  * (acts keeps its own copy). */
 void hxk_layer_forward(const struct hxk_layer_ctx *ctx,
