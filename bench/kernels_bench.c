@@ -44,7 +44,8 @@ int main(int argc, char **argv) {
   int kv_of[4];
   hxk_rope_table(rope, &d);
   hxk_kv_map(kv_of, &d, &s);
-  struct hxk_layer_ctx ctx = {&d, &s, rope, kv_of, recompute, NULL, NULL};
+  struct hxk_layer_ctx ctx = {
+      .dims = &d, .shard = &s, .rope = rope, .kv_of = kv_of, .recompute = recompute};
   long n = NSEQ * (long)d.seq_len, nd = n * d.dim;
   long lf = hxk_layer_floats(&d, &s), vd = (long)d.vocab * d.dim;
 

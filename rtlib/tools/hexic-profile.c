@@ -212,7 +212,7 @@ static double measure_layer_tflops(const struct options *o) {
   int *kv_of = calloc((size_t)d.heads, sizeof *kv_of);
   hxk_rope_table(rope, &d);
   hxk_kv_map(kv_of, &d, &s);
-  struct hxk_layer_ctx ctx = {&d, &s, rope, kv_of, false, NULL, NULL};
+  struct hxk_layer_ctx ctx = {.dims = &d, .shard = &s, .rope = rope, .kv_of = kv_of};
   long lf = hxk_layer_floats(&d, &s), nd = o->tokens * o->hidden;
   float *w = floats(lf), *g = floats(lf), *x = floats(nd), *y = floats(nd), *dx = floats(nd);
   float *acts = floats(hxk_layer_acts_floats(&ctx, 1));

@@ -825,7 +825,11 @@ static void cpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
   hxk_rope_table(rope.data(), d);
   std::vector<int> kv_of((size_t)d->heads);
   hxk_kv_map(kv_of.data(), d, s);
-  struct hxk_layer_ctx lc = {d, s, rope.data(), kv_of.data(), false, NULL, NULL};
+  struct hxk_layer_ctx lc = {}; /* no hook, whole sequences: the defaults */
+  lc.dims = d;
+  lc.shard = s;
+  lc.rope = rope.data();
+  lc.kv_of = kv_of.data();
   struct hxk_layer_params w, gp;
   hxk_layer_bind(&w, wflat.data(), d, s);
   hxk_layer_bind(&gp, g->data(), d, s);

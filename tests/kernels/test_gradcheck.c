@@ -286,8 +286,8 @@ static void test_layer(void) {
   int kv_of[4];
   hxk_rope_table(rope, &y_dims);
   hxk_kv_map(kv_of, &y_dims, &shard);
-  y_ctx = (struct hxk_layer_ctx){&y_dims, &shard, rope, kv_of, false, NULL,
-                                 NULL};
+  y_ctx = (struct hxk_layer_ctx){
+      .dims = &y_dims, .shard = &shard, .rope = rope, .kv_of = kv_of};
   long nparam = hxk_layer_floats(&y_dims, &shard);
   long n = Y_SEQ * (long)y_dims.seq_len * y_dims.dim;
   float *wbuf = kc_alloc(nparam), *gbuf = kc_alloc(nparam);

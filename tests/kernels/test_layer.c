@@ -62,7 +62,8 @@ static void make_reference(struct reference *ref) {
 static struct hxk_layer_ctx ctx_for(const struct hxk_shard *s,
                                     const float *rope, const int *kv_of,
                                     bool recompute) {
-  struct hxk_layer_ctx ctx = {&dims, s, rope, kv_of, recompute, NULL, NULL};
+  struct hxk_layer_ctx ctx = {
+      .dims = &dims, .shard = s, .rope = rope, .kv_of = kv_of, .recompute = recompute};
   return ctx;
 }
 
