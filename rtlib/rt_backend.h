@@ -157,6 +157,9 @@ const struct rt_device *rt_device_open(const struct hx_rt_rank_config *cfg);
  * staging buffer where the device's memory is not the host's). */
 struct rt_send;
 
+/* A gradient all-reduce in flight (group_allreduce_start). */
+struct rt_request;
+
 struct rt_transport {
   const char *name;
 
@@ -181,6 +184,39 @@ struct rt_transport {
    * sum is of fp32 gradients, in fp32. */
   int (*group_open)(const struct hx_rt_group *g);
   void (*group_allreduce)(int group, float *buf, long n, const char *what);
+
+  /* The same sum, overlapped with the backward (rt_exec_sync.c): start
+   * posts it after the work queued on the device so far (the pack) and
+   * returns at once; buf belongs to the transport until wait returns, which
+   * frees the request, and the work the device queues after wait sees the
+   * sum. test reports whether it is done without waiting, and gives the
+   * transport a chance to move it on (MPI advances non-blocking collectives
+   * only inside MPI calls). The executor starts and waits requests in one
+   * order that every rank agrees on (rt_exec_sync.c), so a transport whose
+   * collectives block may do the work in start or in wait. */
+  struct rt_request *(*group_allreduce_start)(int group, float *buf, long n, const char *what);
+  bool (*group_allreduce_test)(struct rt_request *r);
+  void (*group_allreduce_wait)(struct rt_request *r);
+
+  /* Context and head parallelism (rtlib/seq/): exchanges among world ranks
+   * on a communicator the transport keeps for them (made by
+   * rt_transport_open), so they never match a pipeline message. Blocking:
+   * every receive is posted, then every send, and the call returns when all
+   * are complete. Sizes never travel: both ends of a message derive its n
+   * from the same tables, and messages between one pair keep their order.
+   * sendrecv is the ring's step: send_n elements to dest while receiving
+   * recv_n from source (a count of 0 means no message that way). */
+  void (*sendrecv)(const void *sendbuf, long send_n, int dest, void *recvbuf, long recv_n,
+                   int source, enum rt_dtype dt, const char *what);
+  /* A ragged all-to-all among world ranks peers[0..npeers): send_n[i]
+   * elements at sendbuf + send_off[i] go to peers[i], recv_n[i] elements
+   * from peers[i] land at recvbuf + recv_off[i] (elements of dt; a count of 0
+   * is no message; this rank may be a peer of its own). Each peer makes the
+   * matching call, with counts that agree pair by pair; the peers need not
+   * form a group (a ring step with several neighbours is one call). */
+  void (*alltoallv)(const int *peers, int npeers, const void *sendbuf, const long *send_n,
+                    const long *send_off, void *recvbuf, const long *recv_n,
+                    const long *recv_off, enum rt_dtype dt, const char *what);
 };
 
 /* Opens the transport: collective over MPI_COMM_WORLD (it creates the TP

@@ -594,7 +594,8 @@ void hx_rt_bcast_chunks(void *buf, int64_t n, MPI_Datatype type, int root, MPI_C
   free(reqs);
 }
 
-void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct hx_rt_wait *w) {
+MPI_Request *hx_rt_allreduce_floats_start(float *buf, int64_t n, MPI_Comm comm, int *nreqs,
+                                          const char *what) {
   int nk = hx_rt_message_chunks(n);
   MPI_Request *reqs = requests(nk);
   for (int k = 0; k < nk; k++) {
@@ -602,10 +603,43 @@ void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct h
     int count;
     hx_rt_chunk_at(n, g_max_count, k, &off, &count);
     hx_rt_mpi_check(
-        MPI_Iallreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, comm, &reqs[k]),
-        w->what);
+        MPI_Iallreduce(MPI_IN_PLACE, buf + off, count, MPI_FLOAT, MPI_SUM, comm, &reqs[k]), what);
   }
+  *nreqs = nk;
+  return reqs;
+}
+
+void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct hx_rt_wait *w) {
+  int nk = 0;
+  MPI_Request *reqs = hx_rt_allreduce_floats_start(buf, n, comm, &nk, w->what);
   hx_rt_wait_all(nk, reqs, w);
+  free(reqs);
+}
+
+/* Receives first, then sends: every receive is posted before any send, so
+ * MPI never has to buffer a message the peer has not asked for yet. */
+void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_rt_msg *sends,
+                    int nsends, MPI_Datatype type, int tag, MPI_Comm comm,
+                    const struct hx_rt_wait *w) {
+  int nreqs = 0;
+  for (int k = 0; k < nrecvs; k++)
+    nreqs += recvs[k].n > 0 ? hx_rt_message_chunks(recvs[k].n) : 0;
+  for (int k = 0; k < nsends; k++)
+    nreqs += sends[k].n > 0 ? hx_rt_message_chunks(sends[k].n) : 0;
+  MPI_Request *reqs = requests(nreqs), *at = reqs;
+  for (int k = 0; k < nrecvs; k++)
+    if (recvs[k].n > 0) {
+      hx_rt_post_chunks(recvs[k].buf, recvs[k].n, type, recvs[k].peer, tag, false, comm, at,
+                        w->what);
+      at += hx_rt_message_chunks(recvs[k].n);
+    }
+  for (int k = 0; k < nsends; k++)
+    if (sends[k].n > 0) {
+      hx_rt_post_chunks(sends[k].buf, sends[k].n, type, sends[k].peer, tag, true, comm, at,
+                        w->what);
+      at += hx_rt_message_chunks(sends[k].n);
+    }
+  hx_rt_wait_all(nreqs, reqs, w);
   free(reqs);
 }
 

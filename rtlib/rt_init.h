@@ -181,6 +181,31 @@ void hx_rt_bcast_chunks(void *buf, int64_t n, MPI_Datatype type, int root, MPI_C
 /* buf[0..n) summed element-wise over comm, in place, chunk by chunk. */
 void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct hx_rt_wait *w);
 
+/* The same, started and not waited for: posts one MPI_Iallreduce per chunk
+ * (the chunks hx_rt_allreduce_floats sums, so both give the same bits) and
+ * returns their *nreqs requests (calloc'ed: the caller completes them with
+ * hx_rt_wait_all and frees them). buf is MPI's until then. */
+MPI_Request *hx_rt_allreduce_floats_start(float *buf, int64_t n, MPI_Comm comm, int *nreqs,
+                                          const char *what);
+
+/* One message of an exchange: n elements at buf, to or from world rank peer
+ * (of a communicator that numbers ranks as MPI_COMM_WORLD does). */
+struct hx_rt_msg {
+  void *buf;
+  int64_t n;
+  int peer;
+};
+
+/* The sequence-parallel exchanges of both transports (rtlib/seq/: a ring
+ * step, a ragged all-to-all): posts every receive, then every send, each as
+ * its chunks with tag on comm, and returns when all are complete. Messages
+ * of no elements are not sent; a peer may be this rank. Both ends derive
+ * every n from the same tables, and messages between one pair keep their
+ * order, so nothing but the data travels. */
+void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_rt_msg *sends,
+                    int nsends, MPI_Datatype type, int tag, MPI_Comm comm,
+                    const struct hx_rt_wait *w);
+
 /* MPI_Comm_split of the world (collective: every rank calls it once) into
  * communicators of `size` ranks, ranked by key; MPI_COMM_NULL when size is 1.
  * A communicator of another size is a fatal internal error. */

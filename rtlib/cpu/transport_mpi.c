@@ -12,6 +12,7 @@ static struct {
   const struct hx_rt_rank_config *cfg;
   MPI_Comm tp; /* MPI_COMM_NULL when tp == 1 */
   struct hx_rt_group_comms groups;
+  MPI_Comm seq; /* a duplicate of the world for rtlib/seq's exchanges */
 } mpi;
 
 struct rt_send {
@@ -80,6 +81,31 @@ static void mpi_group_allreduce(int group, float *buf, long n, const char *what)
   hx_rt_allreduce_floats(buf, n, mpi.groups.items[group].comm, &w);
 }
 
+/* ---- context and head parallelism (rtlib/seq/) ---- */
+
+static void mpi_sendrecv(const void *sendbuf, long send_n, int dest, void *recvbuf, long recv_n,
+                         int source, enum rt_dtype dt, const char *what) {
+  struct hx_rt_msg send = {(void *)sendbuf, send_n, dest}, recv = {recvbuf, recv_n, source};
+  int peers[2] = {source, dest};
+  struct hx_rt_wait w = {what, -1, -1, 2, peers};
+  hx_rt_exchange(&recv, 1, &send, 1, mpi_type(dt), 0, mpi.seq, &w);
+}
+
+static void mpi_alltoallv(const int *peers, int npeers, const void *sendbuf, const long *send_n,
+                          const long *send_off, void *recvbuf, const long *recv_n,
+                          const long *recv_off, enum rt_dtype dt, const char *what) {
+  struct hx_rt_msg *msgs = hx_rt_calloc(2 * (size_t)npeers, sizeof *msgs);
+  size_t bytes = rt_dtype_bytes(dt);
+  for (int i = 0; i < npeers; i++) {
+    msgs[i] = (struct hx_rt_msg){(char *)recvbuf + (size_t)recv_off[i] * bytes, recv_n[i], peers[i]};
+    msgs[npeers + i] =
+        (struct hx_rt_msg){(char *)sendbuf + (size_t)send_off[i] * bytes, send_n[i], peers[i]};
+  }
+  struct hx_rt_wait w = {what, -1, -1, npeers, peers};
+  hx_rt_exchange(msgs, npeers, msgs + npeers, npeers, mpi_type(dt), 0, mpi.seq, &w);
+  free(msgs);
+}
+
 static const struct rt_transport mpi_transport = {
     .name = "mpi",
     .send_new = mpi_send_new,
@@ -90,6 +116,8 @@ static const struct rt_transport mpi_transport = {
     .tp_allreduce = mpi_tp_allreduce,
     .group_open = mpi_group_open,
     .group_allreduce = mpi_group_allreduce,
+    .sendrecv = mpi_sendrecv,
+    .alltoallv = mpi_alltoallv,
 };
 
 const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
@@ -98,5 +126,7 @@ const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg
   mpi.cfg = cfg;
   mpi.tp = hx_rt_split_comm(cfg->tp_group[0], cfg->tp_rank, cfg->tp,
                             "create the tensor-parallel communicator");
+  hx_rt_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &mpi.seq),
+                  "create the context/head-parallel communicator");
   return &mpi_transport;
 }

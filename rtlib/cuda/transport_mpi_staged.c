@@ -30,6 +30,7 @@ static struct {
   const struct hx_rt_rank_config *cfg;
   MPI_Comm tp; /* MPI_COMM_NULL when tp == 1 */
   struct hx_rt_group_comms groups;
+  MPI_Comm seq; /* a duplicate of the world for rtlib/seq's exchanges */
   void *stage; /* pinned; grows to the largest message or piece */
   size_t stage_cap;
   int64_t stage_bytes; /* HEXIC_STAGE_BYTES */
@@ -172,6 +173,52 @@ static void staged_group_allreduce(int group, float *buf, long n, const char *wh
   staged_allreduce(buf, n, RT_FP32, st.groups.items[group].comm, &w);
 }
 
+/* ---- context and head parallelism (rtlib/seq/) ----
+ * The whole exchange goes through the staging buffer: what is sent is
+ * copied down first, the receives land behind it and are copied up one
+ * message at a time (the gaps between them in the device buffer stay as
+ * they were). */
+
+static int64_t extent_of(const long *n, const long *off, int count) {
+  int64_t most = 0;
+  for (int i = 0; i < count; i++)
+    if (n[i] > 0 && off[i] + n[i] > most)
+      most = off[i] + n[i];
+  return most;
+}
+
+static void staged_alltoallv(const int *peers, int npeers, const void *sendbuf,
+                             const long *send_n, const long *send_off, void *recvbuf,
+                             const long *recv_n, const long *recv_off, enum rt_dtype dt,
+                             const char *what) {
+  int64_t send_extent = extent_of(send_n, send_off, npeers);
+  int64_t recv_extent = extent_of(recv_n, recv_off, npeers);
+  char *host_send = stage_of(bytes_of((long)(send_extent + recv_extent), dt));
+  char *host_recv = host_send + bytes_of((long)send_extent, dt);
+  if (send_extent > 0)
+    to_host(host_send, sendbuf, bytes_of((long)send_extent, dt));
+  struct hx_rt_msg *msgs = hx_rt_calloc(2 * (size_t)npeers, sizeof *msgs);
+  for (int i = 0; i < npeers; i++) {
+    msgs[i] = (struct hx_rt_msg){host_recv + bytes_of(recv_off[i], dt), recv_n[i], peers[i]};
+    msgs[npeers + i] =
+        (struct hx_rt_msg){host_send + bytes_of(send_off[i], dt), send_n[i], peers[i]};
+  }
+  struct hx_rt_wait w = {what, -1, -1, npeers, peers};
+  hx_rt_exchange(msgs, npeers, msgs + npeers, npeers, mpi_type(dt), 0, st.seq, &w);
+  free(msgs);
+  for (int i = 0; i < npeers; i++)
+    if (recv_n[i] > 0)
+      to_device((char *)recvbuf + bytes_of(recv_off[i], dt), host_recv + bytes_of(recv_off[i], dt),
+                bytes_of(recv_n[i], dt));
+}
+
+static void staged_sendrecv(const void *sendbuf, long send_n, int dest, void *recvbuf,
+                            long recv_n, int source, enum rt_dtype dt, const char *what) {
+  int peers[2] = {dest, source};
+  long send_ns[2] = {send_n, 0}, recv_ns[2] = {0, recv_n}, offs[2] = {0, 0};
+  staged_alltoallv(peers, 2, sendbuf, send_ns, offs, recvbuf, recv_ns, offs, dt, what);
+}
+
 static const struct rt_transport staged_transport = {
     .name = "mpi-staged",
     .send_new = staged_send_new,
@@ -182,6 +229,8 @@ static const struct rt_transport staged_transport = {
     .tp_allreduce = staged_tp_allreduce,
     .group_open = staged_group_open,
     .group_allreduce = staged_group_allreduce,
+    .sendrecv = staged_sendrecv,
+    .alltoallv = staged_alltoallv,
 };
 
 static int64_t stage_bytes_from_env(void) {
@@ -203,5 +252,7 @@ const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg
   st.stage_bytes = stage_bytes_from_env();
   st.tp = hx_rt_split_comm(cfg->tp_group[0], cfg->tp_rank, cfg->tp,
                            "create the tensor-parallel communicator");
+  hx_rt_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &st.seq),
+                  "create the context/head-parallel communicator");
   return &staged_transport;
 }
