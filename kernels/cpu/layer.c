@@ -5,22 +5,52 @@
 
 #include "llama.h"
 
+/* Sequences at least this long attend through the tiled block kernel (no
+ * seq_len x seq_len scratch) instead of the whole-head kernel. */
+#define TILED_MIN_SEQ 1024
+
 /* Shapes of one call: tokens and the shard's widths. */
 struct layer_shape {
-  long n;       /* tokens = nseq * seq_len */
+  long n;       /* tokens = nseq * local_len */
+  long nseq;
   int dim, hd;  /* D, head_dim */
   int nq, nkv;  /* local query / kv heads */
   int qw, kvw;  /* nq*hd, nkv*hd */
   int nf;       /* local ffn columns */
   int seq_len;
+  long local_len;          /* tokens per sequence held here */
+  const int *positions;    /* their global positions; NULL: 0..local_len-1 */
+  /* The attention: NULL for the whole-head kernel (all seq_len tokens, short
+   * sequences, today's path), else the caller's hook or `local_hook`. */
+  const struct hxk_attention_hook *hook;
+  struct hxk_attention_hook local_hook;
+  struct hxk_attention_local local;
 };
 
-static struct layer_shape shape_of(const struct hxk_layer_ctx *ctx,
-                                   long nseq) {
+/* Picks the attention of a call. The shape must not be copied afterwards
+ * (local_hook points into it). */
+static void choose_attention(struct layer_shape *sh,
+                             const struct hxk_layer_ctx *ctx,
+                             const int *kv_of) {
+  sh->hook = ctx->attention;
+  bool whole = !sh->positions && sh->local_len == sh->seq_len;
+  if (sh->hook || (whole && sh->seq_len < TILED_MIN_SEQ))
+    return;
+  sh->local = (struct hxk_attention_local){sh->positions, sh->local_len,
+                                           kv_of, sh->nq, sh->nkv, sh->hd};
+  hxk_attention_hook_local(&sh->local_hook, &sh->local);
+  sh->hook = &sh->local_hook;
+}
+
+static void shape_of(struct layer_shape *out, const struct hxk_layer_ctx *ctx,
+                     long nseq) {
   const struct hxk_dims *d = ctx->dims;
   const struct hxk_shard *s = ctx->shard;
   struct layer_shape sh;
-  sh.n = nseq * d->seq_len;
+  sh.local_len = ctx->local_len > 0 ? ctx->local_len : d->seq_len;
+  sh.positions = ctx->positions;
+  sh.nseq = nseq;
+  sh.n = nseq * sh.local_len;
   sh.dim = d->dim;
   sh.hd = d->head_dim;
   sh.nq = s->q_end - s->q_begin;
@@ -29,7 +59,8 @@ static struct layer_shape shape_of(const struct hxk_layer_ctx *ctx,
   sh.kvw = sh.nkv * sh.hd;
   sh.nf = s->ffn_end - s->ffn_begin;
   sh.seq_len = d->seq_len;
-  return sh;
+  *out = sh;
+  choose_attention(out, ctx, ctx->kv_of);
 }
 
 /* Hands out consecutive slices of a buffer; with a NULL base it only counts,
@@ -45,10 +76,12 @@ static float *take(struct cursor *c, long n) {
   return at;
 }
 
-/* Everything the backward reads, in forward order. */
+/* Everything the backward reads, in forward order; lse is the whole-head
+ * kernel's, `saved` the hook's (one or the other is empty). */
 struct layer_acts {
   float *x, *rstd1, *a, *q, *k, *v, *lse, *o;
   float *x1, *rstd2, *m, *gate, *up, *h;
+  float *saved;
 };
 
 static struct layer_acts carve_acts(struct cursor *c,
@@ -61,7 +94,7 @@ static struct layer_acts carve_acts(struct cursor *c,
   a.q = take(c, n * sh->qw);
   a.k = take(c, n * sh->kvw);
   a.v = take(c, n * sh->kvw);
-  a.lse = take(c, n * sh->nq);
+  a.lse = take(c, sh->hook ? 0 : n * sh->nq);
   a.o = take(c, n * sh->qw);
   a.x1 = take(c, n * sh->dim);
   a.rstd2 = take(c, n);
@@ -69,6 +102,8 @@ static struct layer_acts carve_acts(struct cursor *c,
   a.gate = take(c, n * sh->nf);
   a.up = take(c, n * sh->nf);
   a.h = take(c, n * sh->nf);
+  a.saved = take(c, sh->hook ? sh->hook->saved_floats(sh->nseq, sh->hook->arg)
+                             : 0);
   return a;
 }
 
@@ -78,7 +113,7 @@ static struct layer_acts carve_acts(struct cursor *c,
 struct layer_scratch {
   struct layer_acts full;  /* recompute mode only */
   float *partial;          /* [n, D]: a row-parallel output before all-reduce */
-  float *attn;             /* hxk_attention_scratch_floats */
+  float *attn;             /* the attention's (kernel's or hook's) */
   float *dx1, *dm, *da;    /* [n, D] */
   float *dh, *dgate, *dup; /* [n, nf] */
   float *dout_attn, *dq;   /* [n, nq*hd] */
@@ -94,7 +129,8 @@ static struct layer_scratch carve_scratch(struct cursor *c,
     s.full = carve_acts(c, sh);
   long n = sh->n;
   s.partial = take(c, n * sh->dim);
-  s.attn = take(c, hxk_attention_scratch_floats(sh->seq_len));
+  s.attn = take(c, sh->hook ? sh->hook->scratch_floats(sh->nseq, sh->hook->arg)
+                            : hxk_attention_scratch_floats(sh->seq_len));
   s.dx1 = take(c, n * sh->dim);
   s.dm = take(c, n * sh->dim);
   s.da = take(c, n * sh->dim);
@@ -109,7 +145,8 @@ static struct layer_scratch carve_scratch(struct cursor *c,
 }
 
 long hxk_layer_acts_floats(const struct hxk_layer_ctx *ctx, long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   if (ctx->recompute)
     return sh.n * sh.dim;
   struct cursor c = {NULL, 0};
@@ -118,7 +155,8 @@ long hxk_layer_acts_floats(const struct hxk_layer_ctx *ctx, long nseq) {
 }
 
 long hxk_layer_scratch_floats(const struct hxk_layer_ctx *ctx, long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   struct cursor c = {NULL, 0};
   carve_scratch(&c, ctx, &sh);
   return c.used;
@@ -138,17 +176,23 @@ static void forward_full(const struct hxk_layer_ctx *ctx,
                          float *out, const struct layer_scratch *s) {
   const struct hxk_dims *d = ctx->dims;
   long n = sh->n, nd = n * sh->dim;
-  long nseq = n / sh->seq_len;
   /* attention block */
   hxk_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, n, sh->dim,
                       d->norm_eps);
   hxk_linear_forward(a->q, a->a, w->wq, n, sh->dim, sh->qw, 0.0f);
   hxk_linear_forward(a->k, a->a, w->wk, n, sh->dim, sh->kvw, 0.0f);
   hxk_linear_forward(a->v, a->a, w->wv, n, sh->dim, sh->kvw, 0.0f);
-  hxk_rope_forward(a->q, ctx->rope, n, sh->nq, sh->hd, sh->seq_len);
-  hxk_rope_forward(a->k, ctx->rope, n, sh->nkv, sh->hd, sh->seq_len);
-  hxk_attention_forward(a->o, a->lse, a->q, a->k, a->v, ctx->kv_of, nseq,
-                        sh->seq_len, sh->nq, sh->nkv, sh->hd, s->attn);
+  hxk_rope_forward_pos(a->q, ctx->rope, n, sh->nq, sh->hd, sh->positions,
+                       sh->local_len);
+  hxk_rope_forward_pos(a->k, ctx->rope, n, sh->nkv, sh->hd, sh->positions,
+                       sh->local_len);
+  if (sh->hook)
+    sh->hook->forward(a->o, a->q, a->k, a->v, sh->nseq, a->saved, s->attn,
+                      sh->hook->arg);
+  else
+    hxk_attention_forward(a->o, a->lse, a->q, a->k, a->v, ctx->kv_of,
+                          sh->nseq, sh->seq_len, sh->nq, sh->nkv, sh->hd,
+                          s->attn);
   hxk_linear_forward(s->partial, a->o, w->wo, n, sh->qw, sh->dim, 0.0f);
   allreduce(ctx, s->partial, nd); /* row-parallel wo: sum the TP partials */
   hxk_residual_forward(a->x1, a->x, s->partial, nd);
@@ -166,7 +210,8 @@ static void forward_full(const struct hxk_layer_ctx *ctx,
 void hxk_layer_forward(const struct hxk_layer_ctx *ctx,
                        const struct hxk_layer_params *w, const float *x,
                        float *out, float *acts, float *scratch, long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   struct cursor sc = {scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;
@@ -213,7 +258,6 @@ static void backward_attention(const struct hxk_layer_ctx *ctx,
                                const struct layer_acts *a,
                                const struct layer_scratch *s, float *dx) {
   long n = sh->n, nd = n * sh->dim;
-  long nseq = n / sh->seq_len;
   zero(s->dout_attn, n * sh->qw);
   zero(s->dq, n * sh->qw);
   zero(s->dk, n * sh->kvw);
@@ -221,12 +265,17 @@ static void backward_attention(const struct hxk_layer_ctx *ctx,
   zero(s->da, nd);
   hxk_linear_backward(s->dout_attn, g->wo, s->dx1, a->o, w->wo, n, sh->qw,
                       sh->dim);
-  hxk_attention_backward(s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k, a->v,
-                         a->lse, ctx->kv_of, nseq, sh->seq_len, sh->nq,
-                         sh->nkv, sh->hd, s->attn);
-  hxk_rope_backward_inplace(s->dq, ctx->rope, n, sh->nq, sh->hd, sh->seq_len);
-  hxk_rope_backward_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd,
-                            sh->seq_len);
+  if (sh->hook)
+    sh->hook->backward(s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k, a->v,
+                       a->o, a->saved, sh->nseq, s->attn, sh->hook->arg);
+  else
+    hxk_attention_backward(s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k,
+                           a->v, a->lse, ctx->kv_of, sh->nseq, sh->seq_len,
+                           sh->nq, sh->nkv, sh->hd, s->attn);
+  hxk_rope_backward_pos_inplace(s->dq, ctx->rope, n, sh->nq, sh->hd,
+                                sh->positions, sh->local_len);
+  hxk_rope_backward_pos_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd,
+                                sh->positions, sh->local_len);
   hxk_linear_backward(s->da, g->wq, s->dq, a->a, w->wq, n, sh->dim, sh->qw);
   hxk_linear_backward(s->da, g->wk, s->dk, a->a, w->wk, n, sh->dim, sh->kvw);
   hxk_linear_backward(s->da, g->wv, s->dv, a->a, w->wv, n, sh->dim, sh->kvw);
@@ -241,7 +290,8 @@ void hxk_layer_backward(const struct hxk_layer_ctx *ctx,
                         const struct hxk_layer_params *g, const float *dout,
                         float *dx, const float *acts, float *scratch,
                         long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   struct cursor sc = {scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;

@@ -71,12 +71,14 @@ void hxk_rope_table(float *tab, const struct hxk_dims *d) {
   }
 }
 
-/* Rotates every head of token rows by +phi (sign 1) or -phi (sign -1). */
+/* Rotates every head of token rows by +phi (sign 1) or -phi (sign -1); row
+ * tok = s*local_len + i sits at position pos[i] (pos NULL: i). */
 static void rope_rotate(float *x, const float *tab, long n, int nheads, int hd,
-                        int seq_len, float sign) {
+                        const int *pos, long local_len, float sign) {
   int half = hd / 2;
   for (long tok = 0; tok < n; tok++) {
-    const float *cs = tab + (tok % seq_len) * (long)hd;
+    long i = tok % local_len;
+    const float *cs = tab + (pos ? pos[i] : i) * (long)hd;
     float *row = x + tok * (long)nheads * hd;
     for (int h = 0; h < nheads; h++) {
       float *head = row + (long)h * hd;
@@ -92,13 +94,24 @@ static void rope_rotate(float *x, const float *tab, long n, int nheads, int hd,
 
 void hxk_rope_forward(float *x, const float *tab, long n, int nheads, int hd,
                       int seq_len) {
-  rope_rotate(x, tab, n, nheads, hd, seq_len, 1.0f);
+  rope_rotate(x, tab, n, nheads, hd, NULL, seq_len, 1.0f);
 }
 
 void hxk_rope_backward_inplace(float *dy, const float *tab, long n, int nheads,
                                int hd, int seq_len) {
   /* The rotation is orthogonal: its transpose is the rotation by -phi. */
-  rope_rotate(dy, tab, n, nheads, hd, seq_len, -1.0f);
+  rope_rotate(dy, tab, n, nheads, hd, NULL, seq_len, -1.0f);
+}
+
+void hxk_rope_forward_pos(float *x, const float *tab, long n, int nheads,
+                          int hd, const int *pos, long local_len) {
+  rope_rotate(x, tab, n, nheads, hd, pos, local_len, 1.0f);
+}
+
+void hxk_rope_backward_pos_inplace(float *dy, const float *tab, long n,
+                                   int nheads, int hd, const int *pos,
+                                   long local_len) {
+  rope_rotate(dy, tab, n, nheads, hd, pos, local_len, -1.0f);
 }
 
 void hxk_rope_backward(float *dx, const float *dy, const float *tab, long n,

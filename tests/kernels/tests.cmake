@@ -1,6 +1,7 @@
 # CPU kernels of the Llama decoder: gradient checks, layer composition, TP
-# shards, init, optimizer. Plain C programs linking hexic_kernels.
-foreach(kt gradcheck forward layer init optim)
+# shards, init, optimizer, block attention by global positions (ring
+# attention) and RoPE by positions. Plain C programs linking hexic_kernels.
+foreach(kt gradcheck forward layer init optim attention_block)
   add_executable(test_kernels_${kt} ${HX_TESTS_DIR}/kernels/test_${kt}.c)
   target_link_libraries(test_kernels_${kt} PRIVATE hexic_kernels)
   add_test(NAME kernels_${kt} COMMAND test_kernels_${kt})
