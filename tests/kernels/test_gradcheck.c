@@ -155,6 +155,51 @@ static void test_attention(void) {
   check_grad("attention.v", a_v, A_N * A_NKV * A_HD, dv, a_loss);
 }
 
+/* ---- block attention by positions (two key blocks merged) --------------- */
+/* Queries at shuffled positions (position 1 sees no key of either block:
+ * its row stays 0 and must get no gradient), keys in two blocks whose
+ * positions interleave with the queries'. */
+enum { B_SEQ = 2, B_NQT = 5, B_NK1 = 4, B_NK2 = 3, B_NQ = 4, B_NKV = 2,
+       B_HD = 4 };
+enum { B_QF = B_SEQ * B_NQT * B_NQ * B_HD, B_K1F = B_SEQ * B_NK1 * B_NKV * B_HD,
+       B_K2F = B_SEQ * B_NK2 * B_NKV * B_HD, B_LF = B_SEQ * B_NQT * B_NQ };
+static const int b_qpos[B_NQT] = {7, 1, 12, 4, 9};
+static const int b_k1pos[B_NK1] = {3, 8, 2, 11}, b_k2pos[B_NK2] = {10, 6, 4};
+static float b_q[B_QF], b_k1[B_K1F], b_v1[B_K1F], b_k2[B_K2F], b_v2[B_K2F];
+static float b_o[B_QF], b_lse[B_LF], b_r[B_QF], b_scratch[16384];
+static double b_loss(void) {
+  hxk_attention_block_forward(b_o, b_lse, b_q, b_qpos, B_NQT, b_k2, b_v2,
+                              b_k2pos, B_NK2, a_kv_of, B_SEQ, B_NQ, B_NKV, B_HD,
+                              true, b_scratch);
+  hxk_attention_block_forward(b_o, b_lse, b_q, b_qpos, B_NQT, b_k1, b_v1,
+                              b_k1pos, B_NK1, a_kv_of, B_SEQ, B_NQ, B_NKV, B_HD,
+                              false, b_scratch);
+  return dot_double(b_o, b_r, B_QF);
+}
+static void test_attention_block(void) {
+  static float dq[B_QF], dk1[B_K1F], dv1[B_K1F], dk2[B_K2F], dv2[B_K2F],
+      delta[B_LF];
+  KC_CHECK(hxk_attention_block_scratch_floats(B_NQT, B_NK1, B_NQ, B_HD) <=
+               (long)(sizeof b_scratch / sizeof *b_scratch),
+           "block scratch");
+  kc_fill(b_q, B_QF, 1.5f), kc_fill(b_k1, B_K1F, 1.5f);
+  kc_fill(b_v1, B_K1F, 1.0f), kc_fill(b_k2, B_K2F, 1.5f);
+  kc_fill(b_v2, B_K2F, 1.0f), kc_fill(b_r, B_QF, 1.0f);
+  b_loss();
+  hxk_attention_block_delta(delta, b_r, b_o, B_SEQ * B_NQT, B_NQ, B_HD);
+  hxk_attention_block_backward(dq, dk1, dv1, b_r, b_q, b_qpos, B_NQT, b_k1,
+                               b_v1, b_k1pos, B_NK1, b_lse, delta, a_kv_of,
+                               B_SEQ, B_NQ, B_NKV, B_HD, b_scratch);
+  hxk_attention_block_backward(dq, dk2, dv2, b_r, b_q, b_qpos, B_NQT, b_k2,
+                               b_v2, b_k2pos, B_NK2, b_lse, delta, a_kv_of,
+                               B_SEQ, B_NQ, B_NKV, B_HD, b_scratch);
+  check_grad("attention_block.q", b_q, B_QF, dq, b_loss);
+  check_grad("attention_block.k1", b_k1, B_K1F, dk1, b_loss);
+  check_grad("attention_block.v1", b_v1, B_K1F, dv1, b_loss);
+  check_grad("attention_block.k2", b_k2, B_K2F, dk2, b_loss);
+  check_grad("attention_block.v2", b_v2, B_K2F, dv2, b_loss);
+}
+
 /* ---- swiglu ------------------------------------------------------------- */
 enum { S_N = 24 };
 static float s_g[S_N], s_u[S_N], s_h[S_N], s_r[S_N];
@@ -328,6 +373,7 @@ int main(void) {
   test_rmsnorm();
   test_rope();
   test_attention();
+  test_attention_block();
   test_swiglu();
   test_linear();
   test_residual();

@@ -1,7 +1,8 @@
 # CPU kernels of the Llama decoder: gradient checks, layer composition, TP
 # shards, init, optimizer, block attention by global positions (ring
-# attention) and RoPE by positions. Plain C programs linking hexic_kernels.
-foreach(kt gradcheck forward layer init optim attention_block)
+# attention), RoPE by positions, the layer with positions and an attention
+# hook (a 2-device ring in threads). Plain C programs linking hexic_kernels.
+foreach(kt gradcheck forward layer init optim attention_block layer_seq)
   add_executable(test_kernels_${kt} ${HX_TESTS_DIR}/kernels/test_${kt}.c)
   target_link_libraries(test_kernels_${kt} PRIVATE hexic_kernels)
   add_test(NAME kernels_${kt} COMMAND test_kernels_${kt})
