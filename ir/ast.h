@@ -55,6 +55,7 @@ enum hx_block_kind {
   HX_B_LINK,    /* link "a" "b" { ... } */
   HX_B_NETWORK, /* network { ... } */
   HX_B_PLANNER, /* planner { ... }: reserved, rejected by sema */
+  HX_B_PROFILE, /* profile "gpu" { ... }: measured layer times (issue 18) */
   HX_B_COUNT
 };
 /* The keyword of each block kind, indexed by enum hx_block_kind (the parser

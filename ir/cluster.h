@@ -8,6 +8,9 @@
 
 #include "loc.h"
 
+/* Points of a TP efficiency curve: degrees 1, 2, 4, 8, 16. */
+enum { HX_TP_CURVE_POINTS = 5 };
+
 struct hx_gpu_type {
   struct location loc;
   const char *name;
@@ -20,6 +23,35 @@ struct hx_gpu_type {
    * an error only for --target=cuda). */
   int cuda_arch;
   bool cuda_arch_given; /* written in the block, not read off the name */
+  /* Tensor parallelism (issue 18). tp_efficiency[k] is the fraction of the
+   * TP 1 rate (tflops x efficiency) each device keeps in a TP group of
+   * degree 2^k (k = 0: degree 1, always 1.0), non-increasing; degrees
+   * between two points are interpolated in log2(degree), past the last the
+   * last point holds. ntp_efficiency 0 (IR built by hand, e.g. in tests):
+   * TP scales perfectly; sema always fills it (the gpu block's list, else
+   * the default curve of passes/cost/cost.h). */
+  double tp_efficiency[HX_TP_CURVE_POINTS];
+  int ntp_efficiency;
+  /* Seconds per decoder layer forward that TP does not shrink (kernel
+   * launches and synchronisation; backward 2x); 0 when not given. */
+  double layer_overhead;
+  /* This type's measured profiles: cluster.profiles[profile_first ..
+   * profile_first + nprofiles), sorted by TP degree (nprofiles 0: none). */
+  int profile_first, nprofiles;
+};
+
+/* A measured profile of one decoder layer on one device of a TP group of
+ * degree `tp` of one GPU type (a `profile` block), at increasing
+ * micro-batch sizes: the layer's compute without its TP collectives, which
+ * hexic prices on the group's links. */
+struct hx_profile {
+  struct location loc;
+  int gpu_type;
+  int tp;
+  int npoints;
+  int64_t *micro_batch;      /* increasing, >= 1 */
+  double *fwd_s, *bwd_s;     /* > 0 */
+  double *act_bytes;         /* activations the layer keeps for its backward, >= 0 */
 };
 
 struct hx_node {
@@ -60,6 +92,10 @@ struct hx_cluster {
   bool has_network;
   double network_bandwidth, network_latency;
   struct location network_loc;
+  /* Measured profiles (profile blocks), grouped by GPU type, each type's by
+   * TP degree (struct hx_gpu_type says where a type's start). */
+  struct hx_profile *profiles;
+  int nprofiles;
   /* ndevices x ndevices, row-major. bandwidth in bytes/s, latency in seconds.
    * The diagonal holds 0 (a device never sends to itself). */
   double *bandwidth;

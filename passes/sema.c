@@ -12,6 +12,8 @@
 #include <strings.h>
 
 #include "grammar/parse_state.h"
+#include "passes/cost/cost.h"
+#include "passes/schedule/sched.h"
 #include "ir/units.h"
 #include "frontend.h"
 #include "passes.h"
@@ -84,13 +86,27 @@ static const struct field_spec train_fields[TR_COUNT] = {
     {"checkpoint_dir", T_STRING, false, 0, 0, false, NULL},
 };
 
-enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_CUDA_ARCH, G_COUNT };
+enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_CUDA_ARCH, G_TP_EFFICIENCY, G_LAYER_OVERHEAD,
+       G_COUNT };
 static const struct field_spec gpu_fields[G_COUNT] = {
     {"tflops", T_REAL, true, 0, 1e9, true, NULL},
     {"memory", T_BYTES, true, 0, 1e18, true, NULL},
     {"mem_bandwidth", T_BANDWIDTH, false, 0, 1e18, false, NULL},
     {"efficiency", T_REAL, false, 0, 1, true, NULL},
     {"cuda_arch", T_INT, false, 0, 10000, false, NULL}, /* then one of cuda_archs[] */
+    {"tp_efficiency", T_REAL, false, 0, 1, true, NULL}, /* a list, per item */
+    {"layer_overhead", T_TIME, false, 0, 3600, false, NULL},
+};
+
+/* profile "gpu" { tp = 2; micro_batch = [1, 2]; forward = [...]; ... }: the
+ * lists are per micro-batch size (a single value is a list of one). */
+enum { P_TP, P_MICRO_BATCH, P_FORWARD, P_BACKWARD, P_MEMORY, P_COUNT };
+static const struct field_spec profile_fields[P_COUNT] = {
+    {"tp", T_INT, true, 1, MAX_GPUS_PER_NODE, false, NULL},
+    {"micro_batch", T_INT, true, 1, MAX_BATCH, false, NULL},
+    {"forward", T_TIME, true, 0, 3600, true, NULL},
+    {"backward", T_TIME, true, 0, 3600, true, NULL},
+    {"memory", T_BYTES, false, 0, 1e18, true, NULL},
 };
 
 enum { N_GPU, N_GPUS, N_BANDWIDTH, N_LATENCY, N_REPLICAS, N_COUNT };
@@ -111,7 +127,8 @@ static const struct field_spec link_fields[L_COUNT] = {
 
 #define MAX_BLOCK_FIELDS 32 /* collect_fields' scratch space */
 _Static_assert(M_COUNT <= MAX_BLOCK_FIELDS && TR_COUNT <= MAX_BLOCK_FIELDS && G_COUNT <= MAX_BLOCK_FIELDS &&
-                   N_COUNT <= MAX_BLOCK_FIELDS && L_COUNT <= MAX_BLOCK_FIELDS,
+                   N_COUNT <= MAX_BLOCK_FIELDS && L_COUNT <= MAX_BLOCK_FIELDS &&
+                   P_COUNT <= MAX_BLOCK_FIELDS,
                "a block has more fields than collect_fields holds");
 
 /* ---------------------------------------------------------- field access */
@@ -314,20 +331,26 @@ static bool check_units(const struct hx_field *f, const struct field_spec *spec)
   return false;
 }
 
+/* The base unit a scaled value is stored in, for messages (" s"). */
+static const char *base_unit(enum field_type t) {
+  return t == T_TIME ? " s" : t == T_BYTES ? " bytes" : t == T_BANDWIDTH ? " B/s" : "";
+}
+
 static bool check_range(const struct hx_field *f, const struct field_spec *spec, double x) {
   const struct location at = f->value.loc;
+  const char *u = base_unit(spec->type);
   bool below = spec->lo_open ? !(x > spec->lo) : !(x >= spec->lo);
   if (below) {
     if (spec->lo == 0 && spec->lo_open)
-      hx_error(at, "'%s' must be positive, not %.15g", spec->name, x);
+      hx_error(at, "'%s' must be positive, not %.15g%s", spec->name, x, u);
     else if (spec->lo == 0)
-      hx_error(at, "'%s' must not be negative, not %.15g", spec->name, x);
+      hx_error(at, "'%s' must not be negative, not %.15g%s", spec->name, x, u);
     else
-      hx_error(at, "'%s' must be at least %.15g, not %.15g", spec->name, spec->lo, x);
+      hx_error(at, "'%s' must be at least %.15g%s, not %.15g%s", spec->name, spec->lo, u, x, u);
     return false;
   }
   if (x > spec->hi) {
-    hx_error(at, "'%s' is too large: %.15g is above the limit %.15g", spec->name, x, spec->hi);
+    hx_error(at, "'%s' is too large: %.15g%s is above the limit %.15g%s", spec->name, x, u, spec->hi, u);
     return false;
   }
   return true;
@@ -604,6 +627,69 @@ static void get_cuda_arch(struct sema *s, const struct hx_field *f, struct hx_gp
 
 /* ------------------------------------------------------------- cluster */
 
+/* ------------------------------------------------- lists of numbers */
+
+/* The numbers of a list field, each checked as `spec` says of one value (a
+ * single value stands for a list of one), into an arena array. Returns how
+ * many, or -1 after reporting a bad one. */
+static int get_number_list(struct sema *s, const struct hx_field *f, const struct field_spec *spec,
+                           double **out) {
+  bool is_list = f->value.kind == HX_V_LIST;
+  int n = is_list ? f->value.nitems : 1;
+  if (n == 0) {
+    hx_error(f->value.loc, "'%s' needs at least one value", spec->name);
+    return -1;
+  }
+  *out = HX_NEW_ARRAY(s->arena, double, n);
+  bool ok = true;
+  for (int i = 0; i < n; i++) {
+    struct hx_field item = *f; /* the item as a field of its own, for the checks and messages */
+    if (is_list)
+      item.value = f->value.items[i];
+    ok &= get_number(s, &item, spec, &(*out)[i]);
+  }
+  return ok ? n : -1;
+}
+
+/* ------------------------------------------- tensor-parallel efficiency */
+
+/* tp_efficiency = [1, e2, e4, ...]: the fraction of the TP 1 rate kept at
+ * degrees 1, 2, 4, ...; 1 at degree 1 by definition (the block's
+ * efficiency covers TP 1) and non-increasing (more TP never looks free). */
+static void get_tp_efficiency(struct sema *s, const struct hx_field *f, struct hx_gpu_type *g) {
+  static const double dflt[HX_TP_CURVE_POINTS] = HX_TP_DEFAULT_EFFICIENCY;
+  memcpy(g->tp_efficiency, dflt, sizeof dflt);
+  g->ntp_efficiency = HX_TP_CURVE_POINTS;
+  double *e;
+  int n = f ? get_number_list(s, f, &gpu_fields[G_TP_EFFICIENCY], &e) : 0;
+  if (n <= 0)
+    return;
+  const struct hx_value *items = f->value.kind == HX_V_LIST ? f->value.items : &f->value;
+  if (n > HX_TP_CURVE_POINTS) {
+    hx_error(items[HX_TP_CURVE_POINTS].loc,
+             "'tp_efficiency' gives TP degrees 1, 2, 4, 8 and 16: at most %d values, not %d",
+             HX_TP_CURVE_POINTS, n);
+    return;
+  }
+  if (e[0] != 1) {
+    hx_error(items[0].loc,
+             "'tp_efficiency' starts at TP degree 1, where it is 1 (the block's 'efficiency' covers "
+             "TP 1), not %.15g",
+             e[0]);
+    return;
+  }
+  for (int k = 1; k < n; k++)
+    if (e[k] > e[k - 1]) {
+      hx_error(items[k].loc,
+               "'tp_efficiency' must not grow with the TP degree: %.15g at degree %d after %.15g "
+               "at degree %d would make more TP look free",
+               e[k], 1 << k, e[k - 1], 1 << (k - 1));
+      return;
+    }
+  memcpy(g->tp_efficiency, e, sizeof(double) * (size_t)n);
+  g->ntp_efficiency = n;
+}
+
 static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_type *g) {
   const struct hx_field *f[G_COUNT];
   collect_fields(s, b, gpu_fields, G_COUNT, f);
@@ -618,6 +704,8 @@ static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_ty
    * typically sustains (Megatron-class MFU is 40-60%). */
   get_real(s, f[G_EFFICIENCY], &gpu_fields[G_EFFICIENCY], 0.5, &g->efficiency);
   get_cuda_arch(s, f[G_CUDA_ARCH], g);
+  get_tp_efficiency(s, f[G_TP_EFFICIENCY], g);
+  get_real(s, f[G_LAYER_OVERHEAD], &gpu_fields[G_LAYER_OVERHEAD], 0.0, &g->layer_overhead);
 }
 
 static int find_gpu(const struct sema *s, const char *name) { return table_find(&s->gpu_names, name, NULL); }
@@ -897,6 +985,177 @@ static bool build_nodes(struct sema *s, struct name_index *ix) {
   return true;
 }
 
+/* ------------------------------------------------------------- profiles */
+
+static bool *gpu_types_used(struct sema *s);
+
+/* One profile block's lists, checked: micro-batch sizes increasing, the
+ * other lists as long. False after reporting. */
+static bool build_profile_lists(struct sema *s, const struct hx_field **f, struct hx_profile *p) {
+  double *lists[P_COUNT] = {0};
+  int counts[P_COUNT] = {0};
+  bool ok = true;
+  for (int k = P_MICRO_BATCH; k < P_COUNT; k++)
+    if (f[k]) {
+      counts[k] = get_number_list(s, f[k], &profile_fields[k], &lists[k]);
+      ok &= counts[k] > 0;
+    }
+  if (!ok)
+    return false;
+  int n = counts[P_MICRO_BATCH];
+  const struct hx_value *mb = f[P_MICRO_BATCH]->value.kind == HX_V_LIST ? f[P_MICRO_BATCH]->value.items
+                                                                         : &f[P_MICRO_BATCH]->value;
+  for (int i = 1; i < n; i++)
+    if (lists[P_MICRO_BATCH][i] <= lists[P_MICRO_BATCH][i - 1]) {
+      hx_error(mb[i].loc, "'micro_batch' sizes must increase: %.15g after %.15g", lists[P_MICRO_BATCH][i],
+               lists[P_MICRO_BATCH][i - 1]);
+      return false;
+    }
+  for (int k = P_FORWARD; k < P_COUNT; k++)
+    if (f[k] && counts[k] != n) {
+      hx_error(f[k]->value.loc, "'%s' has %d value%s but 'micro_batch' has %d: one per micro-batch size",
+               profile_fields[k].name, counts[k], counts[k] == 1 ? "" : "s", n);
+      ok = false;
+    }
+  if (!ok)
+    return false;
+  p->npoints = n;
+  p->micro_batch = HX_NEW_ARRAY(s->arena, int64_t, n);
+  p->act_bytes = HX_NEW_ARRAY(s->arena, double, n); /* 0: the cost model's own figure */
+  for (int i = 0; i < n; i++) {
+    p->micro_batch[i] = (int64_t)lists[P_MICRO_BATCH][i];
+    if (lists[P_MEMORY])
+      p->act_bytes[i] = lists[P_MEMORY][i];
+  }
+  p->fwd_s = lists[P_FORWARD];
+  p->bwd_s = lists[P_BACKWARD];
+  return true;
+}
+
+static bool build_profile(struct sema *s, const struct hx_block *b, struct hx_profile *p) {
+  const struct hx_field *f[P_COUNT];
+  int before = hx_error_count();
+  collect_fields(s, b, profile_fields, P_COUNT, f);
+  p->loc = b->loc;
+  p->gpu_type = find_gpu(s, b->name);
+  if (p->gpu_type < 0) {
+    hx_error(b->name_loc, "profile for unknown GPU type \"%s\"", shorten(s, b->name));
+    if (last_error_printed())
+      suggest_gpu(s, b->name, b->name_loc);
+  }
+  int64_t tp;
+  get_int(s, f[P_TP], &profile_fields[P_TP], 1, &tp);
+  p->tp = (int)tp;
+  if (hx_error_count() != before || !f[P_MICRO_BATCH] || !f[P_FORWARD] || !f[P_BACKWARD])
+    return false;
+  return build_profile_lists(s, f, p);
+}
+
+static int cmp_profile(const void *x, const void *y) {
+  const struct hx_profile *a = x, *b = y;
+  if (a->gpu_type != b->gpu_type)
+    return a->gpu_type - b->gpu_type;
+  if (a->tp != b->tp)
+    return a->tp - b->tp;
+  return a->loc.line != b->loc.line ? a->loc.line - b->loc.line : a->loc.col - b->loc.col;
+}
+
+/* The TP degrees the planner may give a GPU type: those dividing the query
+ * heads up to HX_SCHED_MAX_TP and the cluster's size. A profiled type must
+ * have each measured (the symmetric baseline's larger ones, on nodes of
+ * more than 8 GPUs, fall back to the TP model). */
+static void check_profile_degrees(struct sema *s, int gpu, const struct hx_profile *first, int n) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  int most = c->ndevices < HX_SCHED_MAX_TP ? c->ndevices : HX_SCHED_MAX_TP;
+  const char *missing = "", *wanted = "";
+  for (int t = 1; t <= most; t++) {
+    if (!hx_sched_tp_legal(&s->ctx->model, t))
+      continue;
+    wanted = hx_sprintf(s->arena, "%s%s%d", wanted, wanted[0] ? ", " : "", t);
+    bool have = false;
+    for (int i = 0; i < n; i++)
+      have |= first[i].tp == t;
+    if (!have)
+      missing = hx_sprintf(s->arena, "%s%s%d", missing, missing[0] ? ", " : "", t);
+  }
+  if (!missing[0])
+    return;
+  struct location at = first[0].loc; /* the type's first block in source order */
+  for (int i = 1; i < n; i++)
+    if (first[i].loc.src == at.src && first[i].loc.line < at.line)
+      at = first[i].loc;
+  hx_error(at, "the profiles of GPU type \"%s\" have no TP degree %s: the planner may give it "
+               "any degree dividing the model's %lld heads up to %d (%s), so each needs a "
+               "profile block",
+           shorten(s, c->gpus[gpu].name), missing, (long long)s->ctx->model.heads, most, wanted);
+}
+
+/* A profile that does not cover the micro-batch sizes the planner may try
+ * is priced outside its measurements there: said once per block, with
+ * what is used instead (passes/cost/cost.h, hx_profile_at). */
+static void warn_profile_range(struct sema *s, const struct hx_profile *p, struct warning_kind *kind) {
+  const struct hx_train *t = &s->ctx->train;
+  int64_t lo = t->micro_batch > 0 ? t->micro_batch : 1;
+  int64_t hi = t->micro_batch > 0 ? t->micro_batch : t->global_batch;
+  long long first = p->micro_batch[0], last = p->micro_batch[p->npoints - 1];
+  if ((lo >= first && hi <= last) || !warning_wanted(kind))
+    return;
+  const char *below = lo < first ? hx_sprintf(s->arena, "below %lld the times scale in proportion "
+                                                        "from %lld", first, first)
+                                 : "";
+  const char *above = "";
+  if (hi > last && p->npoints > 1)
+    above = hx_sprintf(s->arena, "above %lld they are extrapolated on the line through %lld and %lld",
+                       last, (long long)p->micro_batch[p->npoints - 2], last);
+  else if (hi > last)
+    above = hx_sprintf(s->arena, "above %lld they scale in proportion from %lld", last, last);
+  hx_warning(p->loc,
+             "profile \"%s\" tp %d measures micro-batches %lld..%lld, but the planner may try "
+             "%lld..%lld: %s%s%s",
+             shorten(s, s->ctx->cluster.gpus[p->gpu_type].name), p->tp, first, last, (long long)lo,
+             (long long)hi, below, below[0] && above[0] ? "; " : "", above);
+}
+
+static void build_profiles(struct sema *s) {
+  struct hx_cluster *c = &s->ctx->cluster;
+  int nblocks = count_blocks(&s->ctx->ast, HX_B_PROFILE);
+  if (nblocks == 0)
+    return;
+  struct hx_profile *p = HX_NEW_ARRAY(s->arena, struct hx_profile, nblocks);
+  int n = 0, before = hx_error_count();
+  for (const struct hx_block *b = s->ctx->ast.first; b; b = b->next)
+    if (b->kind == HX_B_PROFILE && build_profile(s, b, &p[n]))
+      n++;
+  if (hx_error_count() != before)
+    return;
+  qsort(p, (size_t)n, sizeof *p, cmp_profile);
+  for (int i = 1; i < n; i++)
+    if (p[i].gpu_type == p[i - 1].gpu_type && p[i].tp == p[i - 1].tp) {
+      hx_error(p[i].loc, "a second profile of GPU type \"%s\" at tp %d",
+               shorten(s, c->gpus[p[i].gpu_type].name), p[i].tp);
+      hx_note(p[i - 1].loc, "previous definition is here");
+    }
+  if (hx_error_count() != before)
+    return;
+  c->profiles = p;
+  c->nprofiles = n;
+  const bool *used = gpu_types_used(s);
+  struct warning_kind outside = {"profiles not covering the micro-batch sizes", 0};
+  for (int i = 0; i < n;) {
+    int j = i;
+    while (j < n && p[j].gpu_type == p[i].gpu_type)
+      j++;
+    c->gpus[p[i].gpu_type].profile_first = i;
+    c->gpus[p[i].gpu_type].nprofiles = j - i;
+    if (used[p[i].gpu_type] && s->ctx->model.heads > 0)
+      check_profile_degrees(s, p[i].gpu_type, &p[i], j - i);
+    for (int k = i; k < j && s->ctx->has_train; k++)
+      warn_profile_range(s, &p[k], &outside);
+    i = j;
+  }
+  report_suppressed(&outside);
+}
+
 /* ------------------------------------------------------------- warnings */
 
 /* used[g]: some node runs GPU type g. */
@@ -1144,6 +1403,7 @@ bool hx_pass_sema(struct hx_ctx *ctx) {
     else if (b->kind == HX_B_NETWORK)
       build_network(&s, b);
   }
+  build_profiles(&s);
   if (ctx->opt.target == HX_TARGET_CUDA)
     check_cuda_archs(&s);
   if (hx_error_count() == before) {

@@ -153,6 +153,35 @@ void hx_dump_model(const struct hx_ctx *ctx, FILE *f) {
 
 /* -------------------------------------------------------------- cluster */
 
+/* The TP model of a GPU type (issue 18): its efficiency curve over degrees
+ * 1, 2, 4, ... and the per-layer overhead TP does not shrink. */
+static void dump_tp_model(const struct hx_gpu_type *g, FILE *f) {
+  fputs("  tp_efficiency [", f);
+  for (int k = 0; k < g->ntp_efficiency; k++)
+    fprintf(f, "%s%.10g", k ? ", " : "", g->tp_efficiency[k]);
+  fprintf(f, "] layer_overhead %.10g us\n", g->layer_overhead * 1e6);
+}
+
+static void dump_list(const char *name, const double *v, int n, double scale, FILE *f) {
+  fprintf(f, " %s [", name);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s%.10g", i ? ", " : "", v[i] * scale);
+  fputc(']', f);
+}
+
+static void dump_profile(const struct hx_cluster *c, const struct hx_profile *p, FILE *f) {
+  fputs("profile ", f);
+  dump_string(c->gpus[p->gpu_type].name, f);
+  fprintf(f, " tp %d micro_batch [", p->tp);
+  for (int i = 0; i < p->npoints; i++)
+    fprintf(f, "%s%" PRId64, i ? ", " : "", p->micro_batch[i]);
+  fputc(']', f);
+  dump_list("forward_ms", p->fwd_s, p->npoints, 1e3, f);
+  dump_list("backward_ms", p->bwd_s, p->npoints, 1e3, f);
+  dump_list("memory_bytes", p->act_bytes, p->npoints, 1, f);
+  dump_loc(p->loc, f);
+}
+
 static void dump_gpus_nodes_links(const struct hx_cluster *c, FILE *f) {
   for (int i = 0; i < c->ngpus; i++) {
     const struct hx_gpu_type *g = &c->gpus[i];
@@ -161,7 +190,10 @@ static void dump_gpus_nodes_links(const struct hx_cluster *c, FILE *f) {
     fprintf(f, " tflops %.10g memory %" PRId64 " (%.2f GiB) mem_bandwidth %.10g GB/s efficiency %.10g", g->tflops,
             g->memory_bytes, (double)g->memory_bytes / (1024.0 * 1024 * 1024), g->mem_bandwidth / 1e9, g->efficiency);
     dump_loc(g->loc, f);
+    dump_tp_model(g, f);
   }
+  for (int i = 0; i < c->nprofiles; i++)
+    dump_profile(c, &c->profiles[i], f);
   for (int i = 0; i < c->nnodes; i++) {
     const struct hx_node *n = &c->nodes[i];
     fputs("node ", f);

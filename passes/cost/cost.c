@@ -64,9 +64,187 @@ double hx_stage_min_flops(const struct hx_cluster *c, const struct hx_stage *st)
 
 static int64_t tokens_of(const struct hx_ctx *ctx, int64_t mbs) { return mbs * ctx->model.seq_len; }
 
+/* ---- tensor parallelism and measured profiles (issue 18) --------------- */
+
+double hx_tp_efficiency(const struct hx_gpu_type *g, int tp) {
+  if (g->ntp_efficiency <= 0 || tp <= 1)
+    return 1.0;
+  double k = log2((double)tp);
+  int below = (int)floor(k), last = g->ntp_efficiency - 1;
+  if (below >= last)
+    return g->tp_efficiency[last];
+  double frac = k - below;
+  return g->tp_efficiency[below] + frac * (g->tp_efficiency[below + 1] - g->tp_efficiency[below]);
+}
+
+const struct hx_profile *hx_gpu_profile(const struct hx_cluster *c, int gpu_type, int tp) {
+  const struct hx_gpu_type *g = &c->gpus[gpu_type];
+  for (int i = g->profile_first; i < g->profile_first + g->nprofiles; i++)
+    if (c->profiles[i].tp == tp)
+      return &c->profiles[i];
+  return NULL;
+}
+
+/* y at x on the line through (x0, y0) and (x1, y1). */
+static double on_line(double x, double x0, double y0, double x1, double y1) {
+  return y0 + (x - x0) * (y1 - y0) / (x1 - x0);
+}
+
+void hx_profile_at(const struct hx_profile *p, int64_t mbs, double *fwd, double *bwd, double *act) {
+  int n = p->npoints, hi = 0;
+  while (hi < n - 1 && p->micro_batch[hi] < mbs)
+    hi++;
+  double x = (double)mbs, xh = (double)p->micro_batch[hi];
+  if (x <= xh && (hi == 0 || x == xh)) { /* at a measured size, or below the smallest */
+    double scale = x / xh;
+    *fwd = p->fwd_s[hi] * scale;
+    *bwd = p->bwd_s[hi] * scale;
+    *act = p->act_bytes[hi] * scale;
+    return;
+  }
+  if (n == 1) { /* above the only size measured */
+    double scale = x / xh;
+    *fwd = p->fwd_s[0] * scale, *bwd = p->bwd_s[0] * scale, *act = p->act_bytes[0] * scale;
+    return;
+  }
+  int lo = x > xh ? n - 2 : hi - 1; /* above the largest: the last two */
+  double xl = (double)p->micro_batch[lo];
+  *fwd = on_line(x, xl, p->fwd_s[lo], xh, p->fwd_s[hi]);
+  *bwd = on_line(x, xl, p->bwd_s[lo], xh, p->bwd_s[hi]);
+  *act = on_line(x, xl, p->act_bytes[lo], xh, p->act_bytes[hi]);
+  if (x > xh) { /* extrapolated: never below the largest measured size's figures */
+    *fwd = fmax(*fwd, p->fwd_s[hi]);
+    *bwd = fmax(*bwd, p->bwd_s[hi]);
+    *act = fmax(*act, p->act_bytes[hi]);
+  }
+}
+
+/* Least squares of y = a x + b over n points; one point: b = 0. */
+static void fit_line(const double *x, const double *y, int n, double *a, double *b) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int i = 0; i < n; i++) {
+    sx += x[i], sy += y[i], sxx += x[i] * x[i], sxy += x[i] * y[i];
+  }
+  double det = n * sxx - sx * sx;
+  if (n < 2 || !(det > 0)) {
+    *a = sy / sx;
+    *b = 0;
+    return;
+  }
+  *a = (n * sxy - sx * sy) / det;
+  *b = (sy - *a * sx) / n;
+}
+
+/* Seconds per sequence of one forward (fwd + bwd over 3) of a profile,
+ * given the overhead b per micro-batch: the slope through the points with
+ * intercept b, by least squares. */
+static double slope_given_overhead(const struct hx_profile *p, double b) {
+  double num = 0, den = 0;
+  for (int i = 0; i < p->npoints; i++) {
+    double x = (double)p->micro_batch[i], y = (p->fwd_s[i] + p->bwd_s[i]) / 3.0;
+    num += x * (y - b);
+    den += x * x;
+  }
+  return num / den;
+}
+
+bool hx_tp_calibrate(const struct hx_model *m, const struct hx_profile *profiles, int nprofiles,
+                     struct hx_tp_fit *fit) {
+  const struct hx_profile *one = NULL;
+  for (int i = 0; i < nprofiles; i++)
+    if (profiles[i].tp == 1)
+      one = &profiles[i];
+  if (!one || one->npoints < 1)
+    return false;
+  enum { MAX_POINTS = 64 };
+  double x[MAX_POINTS], y[MAX_POINTS], a, b;
+  int n = one->npoints < MAX_POINTS ? one->npoints : MAX_POINTS;
+  for (int i = 0; i < n; i++) {
+    x[i] = (double)one->micro_batch[i];
+    y[i] = (one->fwd_s[i] + one->bwd_s[i]) / 3.0;
+  }
+  fit_line(x, y, n, &a, &b);
+  if (b < 0) /* a negative overhead means none: refit through the origin */
+    b = 0, a = slope_given_overhead(one, 0);
+  fit->overhead = b;
+  fit->rate = m->flops_layer_fwd * (double)m->seq_len / a;
+  fit->npoints = 1;
+  fit->efficiency[0] = 1.0;
+  for (int k = 1; k < HX_TP_CURVE_POINTS; k++) {
+    const struct hx_profile *p = NULL;
+    for (int i = 0; i < nprofiles; i++)
+      if (profiles[i].tp == 1 << k && profiles[i].npoints > 0)
+        p = &profiles[i];
+    if (!p)
+      continue;
+    double e = a / ((1 << k) * slope_given_overhead(p, b));
+    for (int j = fit->npoints; j < k; j++) /* degrees not measured: on the log2 line */
+      fit->efficiency[j] = on_line(j, fit->npoints - 1, fit->efficiency[fit->npoints - 1], k, e);
+    fit->efficiency[k] = fmin(e, fit->efficiency[k - 1]);
+    fit->npoints = k + 1;
+  }
+  for (int k = 1; k < fit->npoints; k++) /* non-increasing, after the interpolation too */
+    fit->efficiency[k] = fmin(fit->efficiency[k], fit->efficiency[k - 1]);
+  return true;
+}
+
+/* The TP group's rate for work TP splits: each member's tflops x
+ * efficiency x e(tp), the slowest setting the pace (lockstep). */
+static double stage_tp_flops(const struct hx_cluster *c, const struct hx_stage *st) {
+  double slowest = INFINITY;
+  for (int i = 0; i < st->ndevices; i++) {
+    const struct hx_gpu_type *g = &c->gpus[c->devices[st->devices[i]].gpu_type];
+    slowest = fmin(slowest, hx_device_flops(c, st->devices[i]) * hx_tp_efficiency(g, st->tp));
+  }
+  return slowest;
+}
+
 /* Compute seconds of `flops` spread over the stage's TP group. */
 static double stage_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, double flops) {
-  return flops / st->tp / hx_stage_min_flops(&ctx->cluster, st);
+  return flops / st->tp / stage_tp_flops(&ctx->cluster, st);
+}
+
+/* One decoder layer's forward and backward compute for one micro-batch on
+ * the stage (no TP collectives, no recompute): per member, its type's
+ * profile at the stage's degree, else the FLOP model with the type's curve
+ * and overhead; the slowest member's, as the group runs in lockstep. */
+static void layer_compute(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs,
+                          double *fwd, double *bwd) {
+  const struct hx_cluster *c = &ctx->cluster;
+  double flops = ctx->model.flops_layer_fwd * (double)tokens_of(ctx, mbs) / st->tp;
+  *fwd = *bwd = 0;
+  for (int i = 0; i < st->ndevices; i++) {
+    int type = c->devices[st->devices[i]].gpu_type;
+    const struct hx_gpu_type *g = &c->gpus[type];
+    const struct hx_profile *p = g->nprofiles > 0 ? hx_gpu_profile(c, type, st->tp) : NULL;
+    double f, b, act;
+    if (p) {
+      hx_profile_at(p, mbs, &f, &b, &act);
+    } else {
+      f = flops / (hx_device_flops(c, st->devices[i]) * hx_tp_efficiency(g, st->tp)) +
+          g->layer_overhead;
+      b = 2 * f;
+    }
+    *fwd = fmax(*fwd, f);
+    *bwd = fmax(*bwd, b);
+  }
+}
+
+/* Bytes one device of the stage keeps for one decoder layer's full
+ * activations of one micro-batch: its type's profile when it gives them,
+ * else the model's (sequence parallel: / tp); the largest over members. */
+static double layer_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  const struct hx_cluster *c = &ctx->cluster;
+  double model = (double)tokens_of(ctx, mbs) * ctx->model.act_bytes_layer / st->tp, most = 0;
+  for (int i = 0; i < st->ndevices; i++) {
+    int type = c->devices[st->devices[i]].gpu_type;
+    const struct hx_profile *p = c->gpus[type].nprofiles > 0 ? hx_gpu_profile(c, type, st->tp) : NULL;
+    double f, b, act = 0;
+    if (p)
+      hx_profile_at(p, mbs, &f, &b, &act);
+    most = fmax(most, act > 0 ? act : model);
+  }
+  return most;
 }
 
 /* Stages with a context x head layout are priced by passes/cost/cost_seq.c. */
@@ -80,7 +258,9 @@ static struct hx_seq_stage_cost seq_cost(const struct hx_ctx *ctx, const struct 
 double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   if (st->seq_layout)
     return seq_cost(ctx, st, mbs, false).layer_fwd;
-  return stage_compute_s(ctx, st, ctx->model.flops_layer_fwd * (double)tokens_of(ctx, mbs));
+  double fwd, bwd;
+  layer_compute(ctx, st, mbs, &fwd, &bwd);
+  return fwd;
 }
 
 /* One TP all-reduce of a micro-batch's activations (mbs x T x D elements). */
@@ -115,15 +295,14 @@ void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool fi
     out->head_bwd = last ? c.head_bwd : 0;
   } else {
     double ar = with_comm ? tp_allreduce_s(ctx, st, mbs) : 0; /* one TP all-reduce */
-    double lc = hx_layer_compute_s(ctx, st, mbs);
-    double flops =
-        hx_stage_fwd_flops(&ctx->model, st->layer_begin, st->layer_end, first, last,
-                           tokens_of(ctx, mbs));
+    double lf, lb; /* one decoder layer's compute */
+    layer_compute(ctx, st, mbs, &lf, &lb);
+    double ends = hx_stage_fwd_flops(&ctx->model, 0, 0, first, last, tokens_of(ctx, mbs));
     /* 2 all-reduces per layer; 1 more for the vocab-parallel embedding */
-    out->fwd = stage_compute_s(ctx, st, flops) + (2 * nl + (first ? 1 : 0)) * ar;
+    out->fwd = nl * lf + stage_compute_s(ctx, st, ends) + (2 * nl + (first ? 1 : 0)) * ar;
     /* The embedding's backward is a scatter-add: no FLOPs counted, like its
      * forward; its vocab-parallel all-reduce is forward only. */
-    out->layer_bwd = 2 * lc + 2 * ar + (st->recompute ? lc + 2 * ar : 0);
+    out->layer_bwd = lb + 2 * ar + (st->recompute ? lf + 2 * ar : 0);
     out->head_bwd = last ? hx_head_bwd_s(ctx, st, mbs) : 0;
   }
   out->bwd = nl * out->layer_bwd + out->head_bwd;
@@ -171,18 +350,19 @@ double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, b
            hx_stage_static_bytes(ctx, st, first, last) - HX_MEMORY_RESERVE_BYTES;
   const struct hx_model *m = &ctx->model;
   double tokens = (double)tokens_of(ctx, mbs);
+  double layer = layer_act_bytes(ctx, st, mbs); /* per device: already / tp */
   double per_mb;
   if (st->recompute)
-    per_mb = tokens * nlayers(st) * m->act_bytes_layer_recompute;
+    per_mb = tokens * nlayers(st) * m->act_bytes_layer_recompute / st->tp;
   else
-    per_mb = tokens * nlayers(st) * m->act_bytes_layer;
+    per_mb = nlayers(st) * layer;
   double bytes = per_mb * (double)in_flight;
   if (st->recompute && nlayers(st) > 0)
-    bytes += tokens * m->act_bytes_layer; /* the layer being recomputed */
+    bytes += layer; /* the layer being recomputed */
   if (last)
-    bytes += tokens * m->act_bytes_head; /* logits live for one micro-batch only */
+    bytes += tokens * m->act_bytes_head / st->tp; /* logits live for one micro-batch only */
   (void)first;
-  return bytes / st->tp;
+  return bytes;
 }
 
 double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,

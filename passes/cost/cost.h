@@ -7,6 +7,12 @@
  *    whether the stage holds the embedding / the final norm and LM head.
  *  - A stage's TP group runs in lockstep: its time is the slowest member's.
  *  - Device time = FLOPs / (tflops * 1e12 * efficiency).
+ *  - Tensor parallelism (issue 18): a decoder layer on a TP group of degree
+ *    t takes, on each member, FLOPs / (t * tflops * efficiency * e(t)) +
+ *    layer_overhead (e the GPU type's tp_efficiency curve, the overhead
+ *    what TP does not shrink), plus its TP all-reduces on the group's
+ *    slowest link with its largest latency. A GPU type with a measured
+ *    profile at degree t takes the profile's times instead (hx_profile_at).
  *  - Backward = 2 x forward FLOPs; full recompute adds one more forward.
  *  - Communication is alpha-beta: latency + bytes / bandwidth, per device pair
  *    from the cluster table; collectives run at the slowest link of the group
@@ -32,6 +38,14 @@
  * over 2.0 TB/s is 153, RTX 4090 165 over 1.0 is 165, H100 989 over 3.35 is
  * 295; 150 is the conservative (slower-memory) end. */
 #define HX_ASSUMED_FLOPS_PER_BYTE 150.0
+
+/* The default tp_efficiency curve (degrees 1, 2, 4, 8, 16) of a gpu block
+ * that gives none: e(t) = (2/3)^(log2(t) / 2), the power law through e(1) =
+ * 1 and e(4) = 2/3, the one measurement issue 18 reports (Llama layers on
+ * A100s at TP 4: 6.6 ms measured per layer where FLOPs / (4 x tflops x
+ * efficiency) said 4.4 ms). Each doubling keeps 82% of the per-device rate,
+ * so more TP never looks free; measure the curve with hexic-profile. */
+#define HX_TP_DEFAULT_EFFICIENCY {1.0, 0.816496580927726, 2.0 / 3.0, 0.544331053951817, 4.0 / 9.0}
 
 /* ---- sizes ------------------------------------------------------------- */
 
@@ -60,8 +74,42 @@ double hx_stage_fwd_flops(const struct hx_model *m, int layer_begin, int layer_e
 /* Slowest member's effective FLOP/s (peak x efficiency). */
 double hx_stage_min_flops(const struct hx_cluster *c, const struct hx_stage *st);
 
+/* ---- tensor parallelism and measured profiles (issue 18) --------------- */
+
+/* The fraction of its TP 1 rate a device of type g keeps in a TP group of
+ * degree tp: its curve at tp, interpolated in log2(tp) between the degrees
+ * 1, 2, 4, ... it gives, the last point held beyond them; 1 when the type
+ * has no curve (IR built by hand). */
+double hx_tp_efficiency(const struct hx_gpu_type *g, int tp);
+/* GPU type g's measured profile at TP degree tp, or NULL. */
+const struct hx_profile *hx_gpu_profile(const struct hx_cluster *c, int gpu_type, int tp);
+/* A profile's figures at micro-batch size mbs (one decoder layer on one
+ * device): linear between the two measured sizes around mbs; below the
+ * smallest, in proportion to mbs from it; above the largest, on the line
+ * through the last two (one size: in proportion), never below the largest's
+ * figures. act is 0 when the profile gives no memory. sema warns when the
+ * planner may leave the measured range. */
+void hx_profile_at(const struct hx_profile *p, int64_t mbs, double *fwd, double *bwd, double *act);
+
+/* The TP model of one GPU type fitted to measured profiles (hexic-profile,
+ * tests): rate (FLOP/s at TP 1, i.e. tflops x efficiency) and overhead from
+ * the TP 1 profile's forward + backward by least squares on time = 3 x
+ * (layer FLOPs x tokens / rate + overhead) (one size: no overhead), then
+ * e(2^k) from each power-of-two degree's profile with the same overhead,
+ * made non-increasing and at most 1. Degrees without a profile are
+ * interpolated as hx_tp_efficiency does. False when there is no TP 1
+ * profile. */
+struct hx_tp_fit {
+  double rate, overhead;
+  double efficiency[HX_TP_CURVE_POINTS];
+  int npoints;
+};
+bool hx_tp_calibrate(const struct hx_model *m, const struct hx_profile *profiles, int nprofiles,
+                     struct hx_tp_fit *fit);
+
 /* Compute-only time of one decoder layer's forward for one micro-batch of
- * mbs sequences on this stage (FLOPs / tp on the slowest member). */
+ * mbs sequences on this stage: the slowest member's, by its profile at the
+ * stage's TP degree or else FLOPs / (tp x rate x e(tp)) + layer_overhead. */
 double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 /* Time of the 2 (forward) TP all-reduces of one decoder layer's activations. */
 double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);

@@ -8,3 +8,11 @@ set_tests_properties(cost_unit PROPERTIES TIMEOUT 60 LABELS cost)
 add_test(NAME cost_cli COMMAND sh ${HX_TESTS_DIR}/cost/cli.sh ${HX_BIN}
   ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cost_cli)
 set_tests_properties(cost_cli PROPERTIES TIMEOUT 120 LABELS cost)
+
+# Issue 18: the tensor-parallel cost model (default curve, monotone), measured
+# profiles (interpolation, stages priced by them) and the TP model calibrated
+# from a profile table (within 5% at TP 1, 2 and 4).
+add_executable(test_tp ${HX_TESTS_DIR}/cost/test_tp.c)
+target_link_libraries(test_tp PRIVATE hexic_core)
+add_test(NAME cost_tp COMMAND test_tp)
+set_tests_properties(cost_tp PROPERTIES TIMEOUT 60 LABELS cost)
