@@ -48,11 +48,35 @@ struct rt_runs {
   long floats; /* sum of the runs' lengths */
 };
 
-/* One gradient-sync group as this rank executes it: the ranges of the
- * gradients it sums, packed into e->pack for one all-reduce. */
-struct rt_sync {
-  int group; /* the transport's handle */
+/* One all-reduce of the gradient sync (a bucket): the parts of one
+ * gradient-sync group that one point of the step's last backward completes
+ * (one decoder layer's, the head's, or the embedding's with the head's), as
+ * ranges of the flat gradient buffer, packed into its own place of e->pack
+ * so that buckets can be in flight together (rt_exec_sync.c). */
+struct rt_bucket {
+  int group_index; /* into cfg->groups */
+  int handle;      /* the transport's group */
+  int key;         /* when the backward frees it: HEAD_KEY, a global layer, EMB_KEY */
+  int ready;       /* the same in local terms: local layer, nlayers (head), -1 (end) */
   struct rt_runs runs;
+  struct rt_runs zero; /* replicated ranges among runs: zeroed off TP rank 0 */
+  long pack_off;       /* floats into e->pack */
+  struct rt_request *req;
+  double start_s, emu_begin_s; /* when started; --emulate: when its link is free */
+};
+
+/* The step's gradient sync as this rank runs it (rt_exec_sync.c). */
+struct rt_sync_state {
+  int nbuckets;
+  struct rt_bucket *buckets; /* in the one order every rank starts and waits them */
+  int started;               /* buckets[0..started) are in flight or done */
+  int last_backward_mb;      /* the micro-batch of the step's last backward; -1: none */
+  bool overlap;              /* HEXIC_SYNC_OVERLAP: start during the backward (default) */
+  bool trace;                /* HEXIC_SYNC_TRACE: one line per step of starts and backwards */
+  struct rt_runs leftover;   /* replicated ranges in no bucket: zeroed off TP rank 0 */
+  char *trace_text;
+  size_t trace_len, trace_cap;
+  double emu_link_free_s; /* --emulate: when this rank's gradient link is free */
 };
 
 /* --emulate's state (the --emulate section of rt_exec_ops.c). */
@@ -63,6 +87,22 @@ struct rt_emu {
   double *stamps;      /* per slot and kind (activation, gradient): when its send started */
   MPI_Request *reqs;   /* the stamps' sends */
   double inner_comm_s; /* TP all-reduces inside the current compute op: not stretched */
+};
+
+/* A HexiSeq stage as this rank runs it (cfg->seq; rt_exec_ops.c): its
+ * tokens of every sequence (what e->tokens counts), rtlib/seq's attention
+ * hook, and the stage leader's gather and scatter of whole activations
+ * across the pipeline hops. */
+struct rt_hexiseq {
+  bool on;
+  struct rt_seq *hook;       /* rtlib/seq's state */
+  long local_len;            /* tokens of each sequence here */
+  int *positions;            /* their global positions, [local_len] */
+  long hop_tokens;           /* per micro-batch across a hop: mbs * seq_len */
+  struct rt_runs *unit_rows; /* leader: per unit (ring order), its rows of a whole activation */
+  void *whole;               /* leader: a whole activation or gradient received */
+  float *pack;               /* leader: one unit's rows */
+  struct rt_send *send;      /* messages between the leader and the units' contacts */
 };
 
 struct rt_exec {
@@ -81,11 +121,12 @@ struct rt_exec {
   void *scratch;   /* layer and head scratch */
   struct hx_rt_data data;
   int64_t step, steps;
-  struct rt_sync *syncs;     /* one per cfg->groups entry */
-  float *pack;               /* the largest group's packed gradient (device) */
+  struct rt_sync_state sync; /* the gradient sync's buckets */
+  float *pack;               /* every bucket's packed gradient (device) */
   struct rt_runs replicated; /* tensors every TP rank holds whole: zeroed off TP rank 0 */
   struct rt_runs in_norm;    /* what this rank adds to the global norm: rt_for_each_owned */
   struct rt_emu emu;
+  struct rt_hexiseq hs; /* on: a HexiSeq stage */
 };
 
 /* Host copies of the parameters and moments, for checkpoints and the weight
@@ -123,7 +164,8 @@ typedef void (*rt_piece_fn)(void *arg, const struct rt_piece *piece);
 
 /* One copy of every parameter over the world, the rule both the global
  * gradient norm and the weight dump follow: pipeline 0 only (after the sync
- * every pipeline holds the same values); of what every TP rank holds whole,
+ * every pipeline holds the same values) and, of a HexiSeq stage, the first
+ * unit of its ring (every unit holds the same weights); of what every TP rank holds whole,
  * TP rank 0's copy; of a kv head a TP split replicates, the copy of the rank
  * holding its first query head; tok_emb from the first stage (a tied copy on
  * a last stage is a duplicate). Visits this rank's share in spec order. */
@@ -132,6 +174,14 @@ void rt_for_each_owned(const struct rt_exec *e, rt_piece_fn visit, void *arg);
 /* rt_exec_sync.c */
 void rt_runs_add(struct rt_runs *r, long off, long n);
 void rt_sync_init(struct rt_exec *e);
+/* Called by the executor through the step's last backward (of micro-batch
+ * m; a no-op for the other backwards): `done` is the lowest local layer
+ * whose backward is complete — nlayers at its start (the head's gradient is
+ * complete then), each local layer after its backward, -1 at its end. The
+ * buckets this frees start, so their all-reduces run under the backward of
+ * the layers below. */
+void rt_sync_backward_point(struct rt_exec *e, int m, int done);
+/* The GRAD_SYNC op: starts what is left, waits for every bucket. */
 void rt_sync_gradients(struct rt_exec *e);
 void rt_tp_allreduce(void *buf, long n, void *arg); /* the device's rt_tp_reduce_fn */
 
@@ -139,6 +189,9 @@ void rt_tp_allreduce(void *buf, long n, void *arg); /* the device's rt_tp_reduce
 void rt_dump_weights(const struct rt_exec *e, const char *path);
 
 /* rt_exec_ops.c */
+/* HexiSeq: the rank's tokens and the attention hook (after the transport
+ * opened; before rt_params_init, which hands them to the device). */
+void rt_hexiseq_init(struct rt_exec *e);
 void rt_slots_init(struct rt_exec *e);
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op);
 void rt_wait_sends(struct rt_exec *e);

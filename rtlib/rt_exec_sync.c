@@ -3,7 +3,28 @@
  * turns them into ranges of its flat gradient buffer once, at start-up, and
  * every step packs them on the device, all-reduces the pack over the group
  * (the transport) and unpacks. See hexic_rt.h (struct hx_rt_group) for what
- * is summed where. */
+ * is summed where.
+ *
+ * Overlap with the backward (what passes/cost/sim.c charges): a group's
+ * gradients are cut into buckets, one per decoder layer it covers, plus one
+ * for the head (final_norm, lm_head) or, when the group holds tok_emb, one
+ * for tok_emb with the head. A bucket's gradient is complete when the step's
+ * last backward has passed its layer (the head's: when that backward starts,
+ * its forward having run the head; tok_emb's: when it ends), and it is packed
+ * and its all-reduce started right then, so it runs under the backward of
+ * the layers below; the GRAD_SYNC op waits for all of them, then clipping
+ * and AdamW follow. Every rank starts and waits its buckets in one order:
+ * by when the backward frees them (head, layers from the last down, tok_emb)
+ * and then by group id. The backward frees a rank's buckets in that order,
+ * and the order is the same for every pair of buckets two ranks share, so
+ * collectives that block (the staged CUDA transport, one NCCL stream) can
+ * never wait on each other in a cycle. HEXIC_SYNC_OVERLAP=0 starts them all
+ * at GRAD_SYNC instead, in the same order on the same buckets: the same sums
+ * bit for bit. HEXIC_SYNC_TRACE=1 prints, per step and rank, the order in
+ * which the last backward passed its layers and the buckets started. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,79 +100,308 @@ static void add_layer_parts(const struct rt_exec *e, const struct hx_rt_group *g
   }
 }
 
-/* The ranges of p.g that group g sums on this rank, in a fixed order (the
- * same on every member: parts in the order of the spec's tensors). */
-static void plan_group(const struct rt_exec *e, const struct hx_rt_group *g, struct rt_runs *r) {
+enum { HEAD_KEY = INT_MAX, EMB_KEY = -1 };
+
+/* ---- the buckets, planned once ---- */
+
+struct bucket_list {
+  int n, cap;
+  struct rt_bucket *items;
+};
+
+static struct rt_bucket *new_bucket(struct bucket_list *l, int group_index, int handle, int key,
+                                    int ready) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 16;
+    struct rt_bucket *items = hx_rt_calloc((size_t)cap, sizeof *items);
+    if (l->n)
+      memcpy(items, l->items, (size_t)l->n * sizeof *items);
+    free(l->items);
+    l->items = items;
+    l->cap = cap;
+  }
+  struct rt_bucket *b = &l->items[l->n++];
+  *b = (struct rt_bucket){.group_index = group_index, .handle = handle, .key = key,
+                          .ready = ready};
+  return b;
+}
+
+static void check_group(const struct rt_exec *e, const struct hx_rt_group *g) {
   const struct rt_layout *p = &e->p.lay;
   const struct hxk_shard *s = &e->shard;
-  long vd = (long)e->dims.vocab * e->dims.dim;
-  if (g->parts & HX_RT_PART_TOK_EMB) {
-    if (p->tok_emb < 0)
-      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: gradient group %d sums tok_emb, not held here",
-                  g->id);
-    rt_runs_add(r, p->tok_emb, vd);
-  }
+  if ((g->parts & HX_RT_PART_TOK_EMB) && p->tok_emb < 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: gradient group %d sums tok_emb, not held here",
+                g->id);
+  if ((g->parts & HX_RT_PART_HEAD) && p->final_norm < 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: gradient group %d sums the head, not held here",
+                g->id);
   if (g->parts & HX_RT_PART_HEADS)
     check_within(g, "query heads", g->head_begin, g->head_end, s->q_begin, s->q_end);
   if (g->parts & HX_RT_PART_KV)
     check_within(g, "kv heads", g->kv_begin, g->kv_end, s->kv_begin, s->kv_end);
   if (g->parts & HX_RT_PART_FFN)
     check_within(g, "ffn columns", g->ffn_begin, g->ffn_end, s->ffn_begin, s->ffn_end);
-  if (g->parts & (HX_RT_PART_NORMS | HX_RT_PART_HEADS | HX_RT_PART_KV | HX_RT_PART_FFN)) {
+  if (g->parts & (HX_RT_PART_NORMS | HX_RT_PART_HEADS | HX_RT_PART_KV | HX_RT_PART_FFN))
     check_within(g, "layers", g->layer_begin, g->layer_end, e->cfg->layer_begin,
                  e->cfg->layer_end);
-    for (int l = g->layer_begin; l < g->layer_end; l++)
-      add_layer_parts(e, g, l - e->cfg->layer_begin, r);
-  }
+}
+
+/* Group i's buckets on this rank: the parts of each of its layers (in the
+ * order of the spec's tensors, the same on every member), and tok_emb and
+ * the head together. */
+static void plan_group(const struct rt_exec *e, int i, int handle, struct bucket_list *out) {
+  const struct hx_rt_group *g = &e->cfg->groups[i];
+  const struct rt_layout *p = &e->p.lay;
+  long vd = (long)e->dims.vocab * e->dims.dim;
+  check_group(e, g);
+  if (g->parts & (HX_RT_PART_NORMS | HX_RT_PART_HEADS | HX_RT_PART_KV | HX_RT_PART_FFN))
+    for (int l = g->layer_begin; l < g->layer_end; l++) {
+      int local = l - e->cfg->layer_begin;
+      add_layer_parts(e, g, local, &new_bucket(out, i, handle, l, local)->runs);
+    }
+  if (!(g->parts & (HX_RT_PART_TOK_EMB | HX_RT_PART_HEAD)))
+    return;
+  bool emb = g->parts & HX_RT_PART_TOK_EMB;
+  struct rt_bucket *b =
+      new_bucket(out, i, handle, emb ? EMB_KEY : HEAD_KEY, emb ? -1 : p->nlayers);
+  if (emb)
+    rt_runs_add(&b->runs, p->tok_emb, vd);
   if (g->parts & HX_RT_PART_HEAD) {
-    if (p->final_norm < 0)
-      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: gradient group %d sums the head, not held here",
-                  g->id);
-    rt_runs_add(r, p->final_norm, e->dims.dim);
+    rt_runs_add(&b->runs, p->final_norm, e->dims.dim);
     if (p->lm_head >= 0)
-      rt_runs_add(r, p->lm_head, vd);
+      rt_runs_add(&b->runs, p->lm_head, vd);
   }
 }
 
-/* One transport group per table entry, opened in increasing group id order
- * on every member (the opening is collective over the group only, and this
- * order makes overlapping groups safe), and the group's ranges. */
+/* The one order: by when the backward frees a bucket, then by group. */
+static int bucket_order(const void *pa, const void *pb) {
+  const struct rt_bucket *a = pa, *b = pb;
+  if (a->key != b->key)
+    return a->key > b->key ? -1 : 1;
+  return (a->group_index > b->group_index) - (a->group_index < b->group_index);
+}
+
+/* The replicated ranges (sorted, merged: list_replicated) inside b's runs. */
+static void find_replicated(const struct rt_runs *rep, struct rt_bucket *b) {
+  for (int k = 0; k < b->runs.n; k++) {
+    long lo = b->runs.items[k].off, hi = lo + b->runs.items[k].n;
+    int a = 0, z = rep->n; /* the first replicated run ending after lo */
+    while (a < z) {
+      int mid = a + (z - a) / 2;
+      if (rep->items[mid].off + rep->items[mid].n <= lo)
+        a = mid + 1;
+      else
+        z = mid;
+    }
+    for (int j = a; j < rep->n && rep->items[j].off < hi; j++) {
+      long from = rep->items[j].off > lo ? rep->items[j].off : lo;
+      long to = rep->items[j].off + rep->items[j].n < hi ? rep->items[j].off + rep->items[j].n : hi;
+      rt_runs_add(&b->zero, from, to - from);
+    }
+  }
+}
+
+static int run_order(const void *pa, const void *pb) {
+  const struct rt_run *a = pa, *b = pb;
+  return (a->off > b->off) - (a->off < b->off);
+}
+
+/* The replicated ranges no bucket holds (the groups are disjoint): zeroed at
+ * GRAD_SYNC off TP rank 0, as every replicated range was before buckets. */
+static void find_leftover(struct rt_exec *e) {
+  struct rt_sync_state *s = &e->sync;
+  struct rt_runs held = {0};
+  for (int i = 0; i < s->nbuckets; i++)
+    for (int k = 0; k < s->buckets[i].zero.n; k++)
+      rt_runs_add(&held, s->buckets[i].zero.items[k].off, s->buckets[i].zero.items[k].n);
+  if (held.n > 1)
+    qsort(held.items, (size_t)held.n, sizeof *held.items, run_order);
+  int h = 0;
+  for (int k = 0; k < e->replicated.n; k++) {
+    long at = e->replicated.items[k].off, end = at + e->replicated.items[k].n;
+    for (; h < held.n && held.items[h].off < end; h++) {
+      if (held.items[h].off > at)
+        rt_runs_add(&s->leftover, at, held.items[h].off - at);
+      long past = held.items[h].off + held.items[h].n;
+      if (past > at)
+        at = past;
+    }
+    if (at < end)
+      rt_runs_add(&s->leftover, at, end - at);
+  }
+  free(held.items);
+}
+
+static bool flag_from_env(const char *name, bool fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return fallback;
+  if (strcmp(v, "0") && strcmp(v, "1"))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "%s='%s' is neither 0 nor 1", name, v);
+  return v[0] == '1';
+}
+
+/* The micro-batch of the step's last backward, after which no forward runs
+ * (so the head's gradient is complete when it starts); -1 when the
+ * schedule has no such backward: the buckets then start at GRAD_SYNC. */
+static int last_backward(const struct hx_rt_rank_config *c) {
+  int mb = -1;
+  for (int i = 0; i < c->nops; i++) {
+    if (c->schedule[i].kind == HX_RT_BACKWARD)
+      mb = c->schedule[i].micro_batch;
+    else if (c->schedule[i].kind == HX_RT_FORWARD)
+      mb = -1;
+  }
+  return mb;
+}
+
+/* The transport's groups, opened in increasing group id order on every
+ * member (the opening is collective over the group only, and this order
+ * makes overlapping groups safe), and the buckets of each. */
 void rt_sync_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
-  e->syncs = hx_rt_calloc((size_t)c->ngroups, sizeof *e->syncs);
-  long largest = 1;
+  struct rt_sync_state *s = &e->sync;
+  struct bucket_list list = {0};
   for (int i = 0; i < c->ngroups; i++) {
-    const struct hx_rt_group *g = &c->groups[i];
-    e->syncs[i].group = e->tr->group_open(g);
-    plan_group(e, g, &e->syncs[i].runs);
-    if (e->syncs[i].runs.floats > largest)
-      largest = e->syncs[i].runs.floats;
+    plan_group(e, i, e->tr->group_open(&c->groups[i]), &list);
     hx_rt_progress();
   }
-  e->pack = e->dev->alloc((size_t)largest * sizeof(float));
+  qsort(list.items, (size_t)list.n, sizeof *list.items, bucket_order);
+  s->buckets = list.items;
+  s->nbuckets = list.n;
+  long floats = 0;
+  for (int i = 0; i < s->nbuckets; i++) {
+    s->buckets[i].pack_off = floats;
+    floats += s->buckets[i].runs.floats;
+    if (c->tp_rank != 0)
+      find_replicated(&e->replicated, &s->buckets[i]);
+  }
+  if (c->tp_rank != 0)
+    find_leftover(e);
+  e->pack = e->dev->alloc((size_t)(floats > 0 ? floats : 1) * sizeof(float));
+  s->overlap = flag_from_env("HEXIC_SYNC_OVERLAP", true);
+  s->trace = flag_from_env("HEXIC_SYNC_TRACE", false);
+  s->last_backward_mb = s->overlap ? last_backward(c) : -1;
 }
 
-static void sync_one(struct rt_exec *e, int index, const struct rt_sync *s) {
-  e->dev->pack(e->pack, e->p.dev.g, s->runs.items, s->runs.n);
-  double t0 = hx_rt_now_s();
-  e->tr->group_allreduce(s->group, e->pack, s->runs.floats, "gradient all-reduce");
-  rt_emu_allreduce_done(e, index, e->cfg->groups[index].nranks,
-                        (double)s->runs.floats * sizeof(float), t0);
-  e->dev->unpack(e->p.dev.g, e->pack, s->runs.items, s->runs.n);
+/* ---- every step ---- */
+
+__attribute__((format(printf, 2, 3))) static void trace(struct rt_sync_state *s,
+                                                        const char *fmt, ...) {
+  if (!s->trace)
+    return;
+  char item[64];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(item, sizeof item, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  if (s->trace_len + (size_t)n + 2 > s->trace_cap) {
+    size_t cap = 2 * (s->trace_cap + (size_t)n + 2);
+    char *text = hx_rt_calloc(cap, 1);
+    if (s->trace_len)
+      memcpy(text, s->trace_text, s->trace_len);
+    free(s->trace_text);
+    s->trace_text = text;
+    s->trace_cap = cap;
+  }
+  s->trace_len += (size_t)snprintf(s->trace_text + s->trace_len, s->trace_cap - s->trace_len,
+                                   "%s%s", s->trace_len ? " " : "", item);
+}
+
+static void trace_start(struct rt_exec *e, const struct rt_bucket *b) {
+  int id = e->cfg->groups[b->group_index].id;
+  if (b->key == HEAD_KEY)
+    trace(&e->sync, "s%d@head", id);
+  else if (b->key == EMB_KEY)
+    trace(&e->sync, "s%d@emb", id);
+  else
+    trace(&e->sync, "s%d@%d", id, b->key);
+}
+
+/* Off TP rank 0 the replicated tensors enter as zeros (hexic_rt.h), then
+ * the pack, then the all-reduce on it. */
+static void start_bucket(struct rt_exec *e, struct rt_bucket *b) {
+  const struct rt_device *d = e->dev;
+  if (e->cfg->tp_rank != 0)
+    for (int k = 0; k < b->zero.n; k++)
+      d->zero(e->p.dev.g + b->zero.items[k].off, (size_t)b->zero.items[k].n * sizeof(float));
+  float *pack = e->pack + b->pack_off;
+  d->pack(pack, e->p.dev.g, b->runs.items, b->runs.n);
+  b->start_s = hx_rt_now_s();
+  if (e->emu.on) { /* one gradient link per rank: its all-reduces queue on it */
+    const struct hx_rt_group *g = &e->cfg->groups[b->group_index];
+    double ring = rt_emu_ring_s(&e->emu.fig->groups[b->group_index], g->nranks,
+                                (double)b->runs.floats * sizeof(float));
+    b->emu_begin_s = b->start_s > e->sync.emu_link_free_s ? b->start_s : e->sync.emu_link_free_s;
+    e->sync.emu_link_free_s = b->emu_begin_s + ring;
+  }
+  b->req = e->tr->group_allreduce_start(b->handle, pack, b->runs.floats, "gradient all-reduce");
+  trace_start(e, b);
+}
+
+static void start_ready(struct rt_exec *e, int done) {
+  struct rt_sync_state *s = &e->sync;
+  while (s->started < s->nbuckets && s->buckets[s->started].ready >= done)
+    start_bucket(e, &s->buckets[s->started++]);
+}
+
+void rt_sync_backward_point(struct rt_exec *e, int m, int done) {
+  struct rt_sync_state *s = &e->sync;
+  if (m != s->last_backward_mb || m < 0)
+    return;
+  if (done == e->p.lay.nlayers)
+    trace(s, "B");
+  else if (done >= 0)
+    trace(s, "b%d", e->cfg->layer_begin + done);
+  else
+    trace(s, "E");
+  start_ready(e, done);
+  /* the oldest in flight: a test moves every request of the transport on */
+  for (int i = 0; i < s->started; i++)
+    if (s->buckets[i].req) {
+      e->tr->group_allreduce_test(s->buckets[i].req);
+      break;
+    }
+  hx_rt_progress();
+}
+
+static void finish_bucket(struct rt_exec *e, struct rt_bucket *b) {
+  e->tr->group_allreduce_wait(b->req);
+  b->req = NULL;
+  rt_emu_allreduce_done(e, b->group_index, e->cfg->groups[b->group_index].nranks,
+                        (double)b->runs.floats * sizeof(float), b->emu_begin_s);
+  e->dev->unpack(e->p.dev.g, e->pack + b->pack_off, b->runs.items, b->runs.n);
+  hx_rt_progress();
+}
+
+static void print_trace(struct rt_exec *e) {
+  struct rt_sync_state *s = &e->sync;
+  if (!s->trace)
+    return;
+  fprintf(stderr, "hexic-rt: rank %d: sync trace step %lld: %s\n", e->cfg->rank,
+          (long long)e->step + 1, s->trace_len ? s->trace_text : "");
+  fflush(stderr);
+  s->trace_len = 0;
 }
 
 /* The loss carries the global 1/(B*T), so plain sums weigh every sequence
  * the same. Off TP rank 0, the tensors every TP rank computed identically are
- * zeroed first, so each pipeline contributes them once. */
+ * zeroed first (each bucket's as it starts), so each pipeline contributes
+ * them once. */
 void rt_sync_gradients(struct rt_exec *e) {
+  struct rt_sync_state *s = &e->sync;
   if (e->cfg->tp_rank != 0)
-    for (int k = 0; k < e->replicated.n; k++)
-      e->dev->zero(e->p.dev.g + e->replicated.items[k].off,
-                   (size_t)e->replicated.items[k].n * sizeof(float));
-  for (int i = 0; i < e->cfg->ngroups; i++) {
-    sync_one(e, i, &e->syncs[i]);
-    hx_rt_progress();
-  }
+    for (int k = 0; k < s->leftover.n; k++)
+      e->dev->zero(e->p.dev.g + s->leftover.items[k].off,
+                   (size_t)s->leftover.items[k].n * sizeof(float));
+  trace(s, "W");
+  start_ready(e, INT_MIN);
+  for (int i = 0; i < s->nbuckets; i++)
+    finish_bucket(e, &s->buckets[i]);
+  s->started = 0;
+  print_trace(e);
 }
 
 void rt_tp_allreduce(void *buf, long n, void *arg) {

@@ -81,6 +81,34 @@ static void mpi_group_allreduce(int group, float *buf, long n, const char *what)
   hx_rt_allreduce_floats(buf, n, mpi.groups.items[group].comm, &w);
 }
 
+/* The overlapped form: MPI_Iallreduce chunk by chunk (the chunks of
+ * hx_rt_allreduce_floats, so the same sums bit for bit), waited on by name. */
+struct rt_request {
+  MPI_Request *reqs;
+  int nreqs;
+  struct hx_rt_wait w;
+};
+
+static struct rt_request *mpi_group_allreduce_start(int group, float *buf, long n,
+                                                    const char *what) {
+  struct rt_request *r = hx_rt_calloc(1, sizeof *r);
+  r->w = hx_rt_group_comms_wait(&mpi.groups, group, what);
+  r->reqs = hx_rt_allreduce_floats_start(buf, n, mpi.groups.items[group].comm, &r->nreqs, what);
+  return r;
+}
+
+static bool mpi_group_allreduce_test(struct rt_request *r) {
+  int done = 0;
+  hx_rt_mpi_check(MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE), r->w.what);
+  return done != 0;
+}
+
+static void mpi_group_allreduce_wait(struct rt_request *r) {
+  hx_rt_wait_all(r->nreqs, r->reqs, &r->w);
+  free(r->reqs);
+  free(r);
+}
+
 /* ---- context and head parallelism (rtlib/seq/) ---- */
 
 static void mpi_sendrecv(const void *sendbuf, long send_n, int dest, void *recvbuf, long recv_n,
@@ -116,6 +144,9 @@ static const struct rt_transport mpi_transport = {
     .tp_allreduce = mpi_tp_allreduce,
     .group_open = mpi_group_open,
     .group_allreduce = mpi_group_allreduce,
+    .group_allreduce_start = mpi_group_allreduce_start,
+    .group_allreduce_test = mpi_group_allreduce_test,
+    .group_allreduce_wait = mpi_group_allreduce_wait,
     .sendrecv = mpi_sendrecv,
     .alltoallv = mpi_alltoallv,
 };

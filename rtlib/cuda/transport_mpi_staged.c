@@ -173,6 +173,37 @@ static void staged_group_allreduce(int group, float *buf, long n, const char *wh
   staged_allreduce(buf, n, RT_FP32, st.groups.items[group].comm, &w);
 }
 
+/* The overlapped form does the whole all-reduce in wait: start only notes
+ * it. Staging blocks the host twice per piece (the copies down and up
+ * synchronise the device's one stream) and shares one staging buffer, so
+ * run during the backward it would stall the backward rather than hide
+ * behind it; this transport is for ranks sharing a GPU, where nothing
+ * overlaps anyway. The executor waits in its one global order, so these
+ * blocking all-reduces keep the deadlock-free order of the blocking path. */
+struct rt_request {
+  int group;
+  float *buf;
+  long n;
+  const char *what;
+};
+
+static struct rt_request *staged_group_allreduce_start(int group, float *buf, long n,
+                                                       const char *what) {
+  struct rt_request *r = hx_rt_calloc(1, sizeof *r);
+  *r = (struct rt_request){group, buf, n, what};
+  return r;
+}
+
+static bool staged_group_allreduce_test(struct rt_request *r) {
+  (void)r;
+  return false;
+}
+
+static void staged_group_allreduce_wait(struct rt_request *r) {
+  staged_group_allreduce(r->group, r->buf, r->n, r->what);
+  free(r);
+}
+
 /* ---- context and head parallelism (rtlib/seq/) ----
  * The whole exchange goes through the staging buffer: what is sent is
  * copied down first, the receives land behind it and are copied up one
@@ -229,6 +260,9 @@ static const struct rt_transport staged_transport = {
     .tp_allreduce = staged_tp_allreduce,
     .group_open = staged_group_open,
     .group_allreduce = staged_group_allreduce,
+    .group_allreduce_start = staged_group_allreduce_start,
+    .group_allreduce_test = staged_group_allreduce_test,
+    .group_allreduce_wait = staged_group_allreduce_wait,
     .sendrecv = staged_sendrecv,
     .alltoallv = staged_alltoallv,
 };

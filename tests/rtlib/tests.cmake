@@ -64,3 +64,10 @@ add_test(NAME rtlib.hexic_profile
           $<TARGET_FILE:hexic> ${MPIEXEC_EXECUTABLE} ${CMAKE_SOURCE_DIR}/examples/models/tiny.hx
           ${CMAKE_CURRENT_BINARY_DIR}/rtlib-profile)
 set_tests_properties(rtlib.hexic_profile PROPERTIES LABELS "rtlib;mpi" TIMEOUT 60)
+
+# Gradient sync overlapped with the backward (issue 13): the trace of starts
+# against backwards, and the same sums as the blocking path.
+add_test(NAME rtlib.sync_overlap
+  COMMAND bash ${HX_RT_TESTS}/run_sync_overlap.sh ${CMAKE_CURRENT_BINARY_DIR}/rtlib-sync-overlap
+          $<TARGET_FILE:emit_fixture>)
+set_tests_properties(rtlib.sync_overlap PROPERTIES LABELS "rtlib;mpi" TIMEOUT 300 PROCESSORS 2)
