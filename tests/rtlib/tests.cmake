@@ -71,3 +71,19 @@ add_test(NAME rtlib.sync_overlap
   COMMAND bash ${HX_RT_TESTS}/run_sync_overlap.sh ${CMAKE_CURRENT_BINARY_DIR}/rtlib-sync-overlap
           $<TARGET_FILE:emit_fixture>)
 set_tests_properties(rtlib.sync_overlap PROPERTIES LABELS "rtlib;mpi" TIMEOUT 300 PROCESSORS 2)
+
+# rtlib/seq's attention hook (context and head parallelism) on real MPI
+# ranks against the whole-sequence kernels, one layout per test (the ranks
+# each needs), and broken tables refused with the reason.
+add_executable(test_rt_seq ${HX_RT_TESTS}/test_rt_seq.c)
+target_link_libraries(test_rt_seq PRIVATE hexic_rt hexic_rt_cpu)
+foreach(c cp4:4 hp3:3 usp:4 ragged:6 planner:6 tp2:6 gqa8:8 refuse:1)
+  string(REPLACE ":" ";" parts ${c})
+  list(GET parts 0 name)
+  list(GET parts 1 np)
+  add_test(NAME rtlib.seq.${name}
+    COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+            OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0
+            ${MPIEXEC_EXECUTABLE} --oversubscribe -np ${np} $<TARGET_FILE:test_rt_seq> ${name})
+  set_tests_properties(rtlib.seq.${name} PROPERTIES LABELS "rtlib;mpi" TIMEOUT 60)
+endforeach()
