@@ -3,8 +3,8 @@
  * hxc_X here), on device pointers and a cudaStream_t. The math is
  * docs/model-spec.md; each kernel restates the part it computes above its
  * definition in the .cu file of its op group (embedding.cu, rmsnorm.cu,
- * rope.cu, swiglu.cu, residual.cu, linear.cu, attention.cu and
- * attention_tc.cu, head.cu, optim.cu, layer.cu).
+ * rope.cu, swiglu.cu, residual.cu, linear.cu, attention.cu,
+ * attention_tc.cu and attention_block.cu, head.cu, optim.cu, layer.cu).
  *
  * Conventions (those of the CPU kernels, plus what a GPU adds):
  *  - Row-major; a linear layer y = x W^T has W [out, in]; token n = s*T + t.
@@ -162,6 +162,35 @@ void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
                             struct hxc_kv_map map, long nseq, int seq_len,
                             int nq, int nkv, int hd, enum hxc_dtype dt,
                             cudaStream_t stream);
+
+/* Block attention by global token positions, the twins of
+ * hxk_attention_block_* (ring attention's building block; the same math,
+ * positions and online-softmax state; kernels/cuda/attention_block.cu).
+ * q, k, v, dout are dt elements; the running state o [nseq*nq_tok, nq*hd]
+ * and lse [nseq*nq_tok, nq], delta and the added-into gradients dq, dk, dv
+ * are fp32 whatever dt (they accumulate over the blocks). q_pos [nq_tok]
+ * and k_pos [nk_tok] are device int arrays (NULL: 0, 1, 2, ...); the kv map
+ * replaces kv_of. Any even hd <= 128. No scratch, no atomics. */
+void hxc_attention_block_forward(float *o, float *lse, const void *q,
+                                 const int *q_pos, long nq_tok, const void *k,
+                                 const void *v, const int *k_pos, long nk_tok,
+                                 struct hxc_kv_map map, long nseq, int nq,
+                                 int nkv, int hd, bool first,
+                                 enum hxc_dtype dt, cudaStream_t stream);
+/* delta [n, nq] = rowsum(dout * o) per token and head (written). */
+void hxc_attention_block_delta(float *delta, const void *dout, const float *o,
+                               long n, int nq, int hd, enum hxc_dtype dt,
+                               cudaStream_t stream);
+/* From the FINAL lse and delta: ADDS dq (query rows), dk, dv (this block's
+ * key rows). */
+void hxc_attention_block_backward(float *dq, float *dk, float *dv,
+                                  const void *dout, const void *q,
+                                  const int *q_pos, long nq_tok, const void *k,
+                                  const void *v, const int *k_pos, long nk_tok,
+                                  const float *lse, const float *delta,
+                                  struct hxc_kv_map map, long nseq, int nq,
+                                  int nkv, int hd, enum hxc_dtype dt,
+                                  cudaStream_t stream);
 
 /* h = silu(g) * u, n elements. */
 void hxc_swiglu_forward(void *h, const void *g, const void *u, long n,

@@ -584,6 +584,157 @@ static void check_attention(enum hxc_dtype dt) {
   }
 }
 
+/* ---- block attention by positions (ring attention) ---------------------- */
+/* A sequence of BT tokens cut into uneven chunks dealt zig-zag to four
+ * "devices" (one holds both ends, one a single token, one more than a
+ * tile); every device merges every device's K/V block in ring order (the
+ * first hop with `first` over a garbage o), then the backward of every
+ * (queries, keys) pair from the final lse and delta. The GPU and the CPU
+ * twin (hxk_attention_block_*) run the same calls; everything compared is
+ * fp32 computed from the same (dt-representable) inputs: 1e-5 in both
+ * modes. */
+enum { BT = 150, BDEV = 4 };
+
+struct block_case {
+  const char *name;
+  int hd, heads, kv_heads, q_begin, q_end;
+};
+
+struct block_dev {
+  std::vector<int> pos;
+  vec q, k, v, dout;       /* its rows, dt-representable */
+  vec o, lse, delta, dq, dk, dv; /* CPU results */
+  void *gq, *gk, *gv, *gdout;
+  int *gpos;
+  float *go, *glse, *gdelta, *gdq, *gdk, *gdv;
+};
+
+static int *upload_ints(const std::vector<int> &v) {
+  int *d = (int *)device_alloc(v.size() * sizeof(int));
+  HXC_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(int),
+                       cudaMemcpyHostToDevice));
+  return d;
+}
+
+static void block_devices(std::vector<block_dev> &devs) {
+  const int chunks[][3] = {{0, 0, 20}, {0, 130, 150}, {1, 100, 130},
+                           {2, 21, 100}, {3, 20, 21}};
+  for (const auto &c : chunks)
+    for (int p = c[1]; p < c[2]; p++)
+      devs[(size_t)c[0]].pos.push_back(p);
+}
+
+static void check_attention_block_case(const struct block_case *c,
+                                       enum hxc_dtype dt) {
+  reseed(11 + (uint64_t)c->hd);
+  struct hxk_dims d = test_dims(c->heads * c->hd, 8, c->heads, c->kv_heads, 8,
+                                BT, 1);
+  struct hxk_shard s;
+  if (!hxk_dims_check(&d) ||
+      !hxk_shard_make(&d, c->q_begin, c->q_end, 0, d.ffn, &s)) {
+    report(false, c->name, dt_name(dt), INFINITY, 0, "bad test shape");
+    return;
+  }
+  int nq = s.q_end - s.q_begin, nkv = s.kv_end - s.kv_begin, hd = c->hd;
+  std::vector<int> kv_of((size_t)nq);
+  hxk_kv_map(kv_of.data(), &d, &s);
+  struct hxc_kv_map map = hxc_kv_map_of(&d, &s);
+  std::vector<block_dev> devs(BDEV);
+  block_devices(devs);
+  for (auto &b : devs) {
+    long rows = NSEQ * (long)b.pos.size();
+    b.q = representable(random_vec(rows * nq * hd, 1.5f), dt);
+    b.k = representable(random_vec(rows * nkv * hd, 1.5f), dt);
+    b.v = representable(random_vec(rows * nkv * hd, 1.0f), dt);
+    b.dout = representable(random_vec(rows * nq * hd, 1.0f), dt);
+    vec garbage = random_vec(rows * nq * hd, 3.0f); /* `first` clears it */
+    b.o = garbage, b.lse = vec((size_t)(rows * nq));
+    b.delta = vec((size_t)(rows * nq));
+    b.dq = vec((size_t)(rows * nq * hd));
+    b.dk = vec((size_t)(rows * nkv * hd)), b.dv = b.dk;
+    b.gq = upload(b.q, dt), b.gk = upload(b.k, dt), b.gv = upload(b.v, dt);
+    b.gdout = upload(b.dout, dt), b.gpos = upload_ints(b.pos);
+    b.go = upload_f32(garbage), b.glse = upload_f32(b.lse);
+    b.gdelta = upload_f32(b.delta), b.gdq = upload_f32(b.dq);
+    b.gdk = upload_f32(b.dk), b.gdv = upload_f32(b.dv);
+  }
+  vec scratch((size_t)hxk_attention_block_scratch_floats(BT, BT, nq, hd));
+  for (int me = 0; me < BDEV; me++) {
+    block_dev &b = devs[(size_t)me];
+    long nqt = (long)b.pos.size();
+    for (int hop = 0; hop < BDEV; hop++) {
+      block_dev &src = devs[(size_t)((me + hop) % BDEV)];
+      long nkt = (long)src.pos.size();
+      hxk_attention_block_forward(b.o.data(), b.lse.data(), b.q.data(),
+                                  b.pos.data(), nqt, src.k.data(),
+                                  src.v.data(), src.pos.data(), nkt,
+                                  kv_of.data(), NSEQ, nq, nkv, hd, hop == 0,
+                                  scratch.data());
+      hxc_attention_block_forward(b.go, b.glse, b.gq, b.gpos, nqt, src.gk,
+                                  src.gv, src.gpos, nkt, map, NSEQ, nq, nkv,
+                                  hd, hop == 0, dt, stream);
+    }
+    hxk_attention_block_delta(b.delta.data(), b.dout.data(), b.o.data(),
+                              NSEQ * nqt, nq, hd);
+    hxc_attention_block_delta(b.gdelta, b.gdout, b.go, NSEQ * nqt, nq, hd, dt,
+                              stream);
+  }
+  for (int me = 0; me < BDEV; me++) {
+    block_dev &b = devs[(size_t)me];
+    for (int src_i = 0; src_i < BDEV; src_i++) {
+      block_dev &src = devs[(size_t)src_i];
+      long nqt = (long)b.pos.size(), nkt = (long)src.pos.size();
+      hxk_attention_block_backward(
+          b.dq.data(), src.dk.data(), src.dv.data(), b.dout.data(),
+          b.q.data(), b.pos.data(), nqt, src.k.data(), src.v.data(),
+          src.pos.data(), nkt, b.lse.data(), b.delta.data(), kv_of.data(),
+          NSEQ, nq, nkv, hd, scratch.data());
+      hxc_attention_block_backward(b.gdq, src.gdk, src.gdv, b.gdout, b.gq,
+                                   b.gpos, nqt, src.gk, src.gv, src.gpos, nkt,
+                                   b.glse, b.gdelta, map, NSEQ, nq, nkv, hd,
+                                   dt, stream);
+    }
+  }
+  /* every device's tensors end to end: one comparison per quantity */
+  vec got[6], want[6];
+  for (auto &b : devs) {
+    long rows = NSEQ * (long)b.pos.size();
+    const vec *cpu[6] = {&b.o, &b.lse, &b.delta, &b.dq, &b.dk, &b.dv};
+    const float *gpu[6] = {b.go, b.glse, b.gdelta, b.gdq, b.gdk, b.gdv};
+    const long len[6] = {rows * nq * hd, rows * nq, rows * nq, rows * nq * hd,
+                         rows * nkv * hd, rows * nkv * hd};
+    for (int i = 0; i < 6; i++) {
+      vec g = download_f32(gpu[i], len[i]);
+      got[i].insert(got[i].end(), g.begin(), g.end());
+      want[i].insert(want[i].end(), cpu[i]->begin(), cpu[i]->end());
+    }
+    void *bufs[] = {b.gq, b.gk, b.gv, b.gdout, b.gpos, b.go, b.glse,
+                    b.gdelta, b.gdq, b.gdk, b.gdv};
+    for (void *p : bufs)
+      release(p);
+  }
+  const char *what[6] = {"o", "lse", "delta", "dq", "dk", "dv"};
+  for (int i = 0; i < 6; i++) {
+    char name[96];
+    snprintf(name, sizeof name, "attention_%s.%s", c->name, what[i]);
+    compare(name, dt, got[i], want[i], 1e-5,
+            "fp32 state and gradients from the same inputs: sum order only");
+  }
+}
+
+static const struct block_case block_cases[] = {
+    {"block.hd16", 16, 4, 2, 0, 4},
+    {"block.hd40", 40, 2, 1, 0, 2}, /* a head dim that fills no lane row */
+    {"block.hd64.shard", 64, 6, 3, 1, 4},
+    {"block.hd128.gqa4", 128, 8, 2, 0, 8},
+};
+
+static void check_attention_block(enum hxc_dtype dt) {
+  for (const auto &c : block_cases)
+    if (case_selected(c.name))
+      check_attention_block_case(&c, dt);
+}
+
 /* ---- model head ------------------------------------------------------------ */
 static struct hxk_dims head_dims(void) {
   struct hxk_dims d = test_dims(128, 8, 2, 2, VOCAB, SEQ, 1);
@@ -932,6 +1083,7 @@ static const struct group groups[] = {
     {"rope", check_rope},             {"swiglu", check_swiglu},
     {"residual", check_residual},
     {"linear", check_linear},         {"attention", check_attention},
+    {"attention_block", check_attention_block},
     {"head", check_head},             {"optim", run_optim},
     {"layer", check_layer},
 };

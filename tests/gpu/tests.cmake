@@ -42,6 +42,6 @@ if(HEXIC_CUDA)
     add_test(NAME gpu.emulated COMMAND check_kernels_emu)
     set_tests_properties(gpu.emulated PROPERTIES
       LABELS "gpu-emulated;kernels" TIMEOUT 600
-      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,tiny,wide")
+      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,tiny,wide,block.hd16,block.hd40")
   endif()
 endif()
