@@ -32,6 +32,7 @@ FLOORS = {
     "rtlib": ("runtime", 1),
     "rtlib/cpu": ("runtime", 1),
     "rtlib/cuda": ("runtime", 1),
+    "rtlib/seq": ("runtime", 1),
     "rtlib/tools": ("runtime", 2),
 }
 # Folders outside the floors: they may include anything, nothing on a floor
