@@ -450,7 +450,8 @@ static void order_by_links(const struct hx_cluster *c, struct hx_arena *a, int *
   }
 }
 
-/* Appends the stages of one island (members[0..n), rank order) to list. */
+/* Appends the stages of one island (members[0..n), in the order TP groups
+ * are cut from) to list. */
 static void add_island_stages(const struct hx_ctx *ctx, const int *members, int n,
                               enum hx_tp_layout layout, struct stage_list *list, int base) {
   int degrees[MAX_TP_ISLAND];
@@ -463,6 +464,123 @@ static void add_island_stages(const struct hx_ctx *ctx, const int *members, int 
       list->tp[list->n++] = degrees[d];
       off += degrees[d];
     }
+  }
+}
+
+/* The score of an island's stages (first indexes order[]): the layers per
+ * second they add, 1% off per stage as layout_score charges (compounded, so
+ * islands of many stages keep a positive score). */
+static double island_score(const struct hx_ctx *ctx, const int *order,
+                           const struct stage_list *stages) {
+  double rate = 0;
+  for (int s = 0; s < stages->n; s++)
+    rate += 1.0 / layer_time(ctx, order + stages->first[s], stages->tp[s]);
+  return rate * pow(0.99, stages->n);
+}
+
+/* One way to lay out an island: its members in the order TP groups are cut
+ * from, and the stages (first indexes order[]). */
+struct island_layout {
+  int *order;
+  struct stage_list stages;
+};
+
+static struct island_layout *new_island_layout(struct hx_arena *a, const int *members, int n) {
+  struct island_layout *l = HX_NEW(a, struct island_layout);
+  l->order = HX_NEW_ARRAY(a, int, n);
+  memcpy(l->order, members, sizeof(int) * (size_t)n);
+  l->stages = (struct stage_list){0, n, HX_NEW_ARRAY(a, int, n), HX_NEW_ARRAY(a, int, n)};
+  return l;
+}
+
+/* Each machine laid out on its own: every TP group inside one node
+ * (members[] in rank order, so a machine's are adjacent). */
+static struct island_layout *machine_by_machine(const struct hx_ctx *ctx, struct hx_arena *a,
+                                                const int *members, int n,
+                                                enum hx_tp_layout layout) {
+  const struct hx_cluster *c = &ctx->cluster;
+  struct island_layout *l = new_island_layout(a, members, n);
+  for (int at = 0, end; at < n; at = end) {
+    for (end = at + 1; end < n && c->devices[members[end]].node == c->devices[members[at]].node;)
+      end++;
+    add_island_stages(ctx, l->order + at, end - at, layout, &l->stages, at);
+  }
+  return l;
+}
+
+/* The degrees of `like` laid out node-locally: each group, largest first,
+ * on the first machine (rank order) with that many GPUs left, then the
+ * groups in rank order. NULL when a group fits no machine. */
+static struct island_layout *pack_in_machines(const struct hx_cluster *c, struct hx_arena *a,
+                                              const int *members, int n,
+                                              const struct island_layout *like) {
+  int nd = like->stages.n, nm = 0;
+  int *start = HX_NEW_ARRAY(a, int, n + 1), *used = HX_NEW_ARRAY(a, int, n);
+  for (int i = 0; i < n; i++)
+    if (i == 0 || c->devices[members[i]].node != c->devices[members[i - 1]].node)
+      start[nm++] = i;
+  start[nm] = n;
+  int *at = HX_NEW_ARRAY(a, int, nd); /* where each group starts in members[] */
+  bool *placed = HX_NEW_ARRAY(a, bool, nd);
+  for (int k = 0; k < nd; k++) {
+    int g = -1; /* the largest group not placed yet, the first on a tie */
+    for (int x = 0; x < nd; x++)
+      if (!placed[x] && (g < 0 || like->stages.tp[x] > like->stages.tp[g]))
+        g = x;
+    int m = 0, t = like->stages.tp[g];
+    while (m < nm && start[m + 1] - start[m] - used[m] < t)
+      m++;
+    if (m == nm)
+      return NULL;
+    at[g] = start[m] + used[m];
+    used[m] += t;
+    placed[g] = true;
+  }
+  struct island_layout *l = new_island_layout(a, members, n);
+  for (int k = 0; k < nd; k++) { /* groups by where they start: rank order */
+    int g = -1;
+    for (int x = 0; x < nd; x++)
+      if (placed[x] && (g < 0 || at[x] < at[g]))
+        g = x;
+    placed[g] = false;
+    l->stages.first[k] = at[g];
+    l->stages.tp[k] = like->stages.tp[g];
+  }
+  l->stages.n = nd;
+  return l;
+}
+
+/* Lays out one island at laid[base..base + n) (members[] in rank order).
+ * An island of several machines (joined by links as fast as their own) is
+ * laid out three ways: along the link-ordered chain (TP groups may span
+ * machines), machine by machine, and with the chain's degrees packed into
+ * machines; the layout of the highest score is kept, a node-local one on a
+ * tie. A chain that follows bandwidth alone pairs GPUs across nodes whose
+ * link is faster but of higher latency, which every TP all-reduce pays. */
+static void add_island(const struct hx_ctx *ctx, struct hx_arena *a, const int *members, int n,
+                       enum hx_tp_layout layout, int *laid, int base, struct stage_list *list) {
+  const struct hx_cluster *c = &ctx->cluster;
+  struct island_layout *best = new_island_layout(a, members, n);
+  order_by_links(c, a, best->order, n);
+  add_island_stages(ctx, best->order, n, layout, &best->stages, 0);
+  if (c->devices[members[0]].node != c->devices[members[n - 1]].node) {
+    double best_score = island_score(ctx, best->order, &best->stages);
+    struct island_layout *local[2] = {machine_by_machine(ctx, a, members, n, layout),
+                                      pack_in_machines(c, a, members, n, best)};
+    bool chain_best = true;
+    for (int k = 0; k < 2; k++) {
+      double score = local[k] ? island_score(ctx, local[k]->order, &local[k]->stages) : -1;
+      if (local[k] && (chain_best ? score >= best_score : score > best_score)) {
+        best = local[k];
+        best_score = score;
+        chain_best = false;
+      }
+    }
+  }
+  memcpy(laid + base, best->order, sizeof(int) * (size_t)n);
+  for (int s = 0; s < best->stages.n; s++) {
+    list->first[list->n] = base + best->stages.first[s];
+    list->tp[list->n++] = best->stages.tp[s];
   }
 }
 
@@ -554,9 +672,7 @@ bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
       for (int i = root; i < m; i++)
         if (island[i] == root)
           isl_members[im++] = members[i];
-      order_by_links(c, a, isl_members, im);
-      memcpy(laid + nlaid, isl_members, sizeof(int) * (size_t)im);
-      add_island_stages(ctx, isl_members, im, layout, &list, nlaid);
+      add_island(ctx, a, isl_members, im, layout, laid, nlaid, &list);
       nlaid += im;
     }
   }

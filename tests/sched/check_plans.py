@@ -83,6 +83,8 @@ def times(dump):
     for line in dump.splitlines():
         if line.startswith("baseline plan"):
             current = "base"
+        elif line.startswith("subset baseline plan"):
+            current = "subset"
         elif line.startswith("plan "):
             current = "plan"
         m = re.match(r"\s+simulated: iteration ([0-9.e+-]+) s", line)
@@ -338,9 +340,12 @@ def check_limits(hexic, d):
 
 
 def check_tau(hexic, d):
+    # 24 devices: above the local search's 16, which on smaller clusters
+    # climbs to the same plan from either order (under issue 18's TP model
+    # the 16-device cluster this test used no longer tells tau 1 from 3)
     rng = random.Random(0)
     files = [write(d, "m.hx", random_model(rng)),
-             write(d, "c.hx", random_cluster(rng, 16, exact=rng.choice([10, 12, 16])))]
+             write(d, "c.hx", random_cluster(rng, 24, exact=24))]
     dumps = []
     for tau in (1, 3):
         rc, out, err = run(hexic, files, "--tau=%d" % tau)

@@ -27,3 +27,11 @@ if(HX_PYTHON3)
   set_tests_properties(sched_random_clusters PROPERTIES TIMEOUT 300 LABELS sched
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endif()
+
+# Issue 18 item 3: two 4-GPU nodes in one pipeline, the network faster but
+# of higher latency than the nodes' own links: every TP group inside a
+# node, and no slower than any cross-node grouping of the same shape.
+add_executable(test_placement ${HX_TESTS_DIR}/sched/test_placement.c)
+target_link_libraries(test_placement PRIVATE hexic_core)
+add_test(NAME sched_placement COMMAND test_placement)
+set_tests_properties(sched_placement PROPERTIES TIMEOUT 60 LABELS sched)
