@@ -73,17 +73,32 @@ add_test(NAME rtlib.sync_overlap
 set_tests_properties(rtlib.sync_overlap PROPERTIES LABELS "rtlib;mpi" TIMEOUT 300 PROCESSORS 2)
 
 # rtlib/seq's attention hook (context and head parallelism) on real MPI
-# ranks against the whole-sequence kernels, one layout per test (the ranks
-# each needs), and broken tables refused with the reason.
+# ranks against the whole-sequence kernels, one layout per test (CASE:RANKS),
+# and broken tables refused with the reason; the layouts on rtlib/cuda's
+# staged transport, its CUDA calls on host memory (seq_staged_shim.c), the
+# ring by sendrecv (cp4) and by alltoallv (ragged); and messages cut into
+# chunks of 37 floats.
+set(hx_seq_mpirun ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0)
+function(hx_seq_test name program case np)
+  add_test(NAME rtlib.seq.${name} COMMAND ${hx_seq_mpirun} ${ARGN}
+    ${MPIEXEC_EXECUTABLE} --oversubscribe -np ${np} $<TARGET_FILE:${program}> ${case})
+  set_tests_properties(rtlib.seq.${name} PROPERTIES LABELS "rtlib;mpi" TIMEOUT 60)
+endfunction()
 add_executable(test_rt_seq ${HX_RT_TESTS}/test_rt_seq.c)
 target_link_libraries(test_rt_seq PRIVATE hexic_rt hexic_rt_cpu)
 foreach(c cp4:4 hp3:3 usp:4 ragged:6 planner:6 tp2:6 gqa8:8 refuse:1)
   string(REPLACE ":" ";" parts ${c})
-  list(GET parts 0 name)
+  list(GET parts 0 case)
   list(GET parts 1 np)
-  add_test(NAME rtlib.seq.${name}
-    COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-            OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0
-            ${MPIEXEC_EXECUTABLE} --oversubscribe -np ${np} $<TARGET_FILE:test_rt_seq> ${name})
-  set_tests_properties(rtlib.seq.${name} PROPERTIES LABELS "rtlib;mpi" TIMEOUT 60)
+  hx_seq_test(${case} test_rt_seq ${case} ${np})
 endforeach()
+if(HEXIC_CUDA)
+  add_executable(test_rt_seq_staged ${HX_RT_TESTS}/test_rt_seq.c ${HX_RT_TESTS}/seq_staged_shim.c
+    ${CMAKE_SOURCE_DIR}/rtlib/cuda/transport_mpi_staged.c ${CMAKE_SOURCE_DIR}/rtlib/cuda/staging.c)
+  target_include_directories(test_rt_seq_staged PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
+  target_link_libraries(test_rt_seq_staged PRIVATE hexic_rt)
+  hx_seq_test(staged_cp4 test_rt_seq_staged cp4 4)
+  hx_seq_test(staged_ragged test_rt_seq_staged ragged 6)
+endif()
+hx_seq_test(chunked test_rt_seq planner 6 HEXIC_MPI_MAX_COUNT=37)
