@@ -1,4 +1,4 @@
-/* plan.json: the plan, its simulated figures and the baseline. The layout is
+/* plan.json: the plan, its simulated figures and both baselines. The layout is
  * documented in README.md; passes/planload/plan_load.c reads it back. Deterministic:
  * fixed key order, numbers through hx_json_number. */
 #include <math.h>
@@ -110,17 +110,30 @@ static void write_figures(const struct hx_plan *p, FILE *f, const char *in) {
   fputs("]\n", f);
 }
 
-static void write_baseline(const struct hx_ctx *ctx, FILE *f) {
-  const struct hx_plan *b = ctx->baseline;
+/* A symmetric baseline as `key`: its config, the ranks it uses (the subset
+ * one only: the all-device one uses every rank) and its figures; null when
+ * none fits. */
+static void write_baseline(const struct hx_plan *b, const char *key, bool with_devices, FILE *f) {
+  write_key(f, "  ", key);
   if (!b || !b->sim.valid) {
-    fputs("  \"baseline\": null\n", f);
+    fputs("null", f);
     return;
   }
-  fputs("  \"baseline\": {\n    \"config\": ", f);
+  fputs("{\n    \"config\": ", f);
   hx_json_string(f, b->description);
   fputs(",\n", f);
+  if (with_devices) {
+    write_key(f, "    ", "devices");
+    const char *sep = "[";
+    for (int r = 0; r < b->ndevices; r++)
+      if (b->devices[r].pipeline >= 0) {
+        fprintf(f, "%s%d", sep, r);
+        sep = ", ";
+      }
+    fputs(*sep == '[' ? "[],\n" : "],\n", f);
+  }
   write_figures(b, f, "    ");
-  fputs("  }\n", f);
+  fputs("  }", f);
 }
 
 /* HexiSeq plans: every baseline compared against (Ring, Ulysses, USP,
@@ -169,7 +182,9 @@ bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f) {
   write_figures(p, f, "    ");
   fputs("  },\n", f);
   write_baselines(p, f);
-  write_baseline(ctx, f);
-  fputs("}\n", f);
+  write_baseline(ctx->baseline, "baseline", false, f);
+  fputs(",\n", f);
+  write_baseline(ctx->baseline_subset, "baseline_subset", true, f);
+  fputs("\n}\n", f);
   return !ferror(f);
 }

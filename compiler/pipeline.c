@@ -69,6 +69,8 @@ static void verify_after(const struct hx_ctx *ctx, const struct pass *p) {
       hx_verify_plan(ctx, ctx->plan);
     if (ctx->baseline)
       hx_verify_plan(ctx, ctx->baseline);
+    if (ctx->baseline_subset)
+      hx_verify_plan(ctx, ctx->baseline_subset);
     break;
   }
 }
@@ -89,6 +91,10 @@ static void dump(const struct hx_ctx *ctx, const struct pass *p, FILE *f) {
     if (ctx->baseline) {
       fputs("baseline ", f);
       hx_dump_plan(ctx, ctx->baseline, f);
+    }
+    if (ctx->baseline_subset) {
+      fputs("subset baseline ", f);
+      hx_dump_plan(ctx, ctx->baseline_subset, f);
     }
     if (ctx->plan)
       hx_dump_plan(ctx, ctx->plan, f);

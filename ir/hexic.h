@@ -45,6 +45,9 @@ struct hx_ctx {
   struct hx_cluster cluster;
   struct hx_plan *plan;     /* the chosen plan */
   struct hx_plan *baseline; /* the best symmetric plan, or NULL if none fits */
+  /* the best symmetric plan on any subset of the devices the baseline pass
+   * enumerates (passes/baseline.c), the whole cluster included; NULL if none */
+  struct hx_plan *baseline_subset;
   /* Set by a pass that fails for a reason its entry in the pass list does not
    * cover (e.g. emit refusing a plan it cannot generate code for: exit 2). */
   enum hx_exit exit_code;

@@ -1,4 +1,4 @@
-/* simulate: one simulated iteration of the chosen plan and of the baseline,
+/* simulate: one simulated iteration of the chosen plan and of both baselines,
  * into plan->sim (the figures every output prints). */
 #include "passes/cost/cost.h"
 #include "passes.h"
@@ -6,6 +6,8 @@
 bool hx_pass_simulate(struct hx_ctx *ctx) {
   if (ctx->baseline)
     hx_simulate(ctx, ctx->baseline, NULL);
+  if (ctx->baseline_subset)
+    hx_simulate(ctx, ctx->baseline_subset, NULL);
   if (ctx->plan)
     hx_simulate(ctx, ctx->plan, NULL);
   if (ctx->plan && !ctx->plan->sim.valid)

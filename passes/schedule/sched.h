@@ -254,6 +254,12 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
 
 /* ---- planners ----------------------------------------------------------- */
 
+/* The faster of ctx->baseline and ctx->baseline_subset (passes/baseline.c)
+ * under the simulator, simulating either if it was not yet (the all-device
+ * one on a tie); NULL when neither fits. Both planners take it as a
+ * candidate, so hexic's plan is never slower than either baseline. */
+struct hx_plan *hx_sched_baseline_seed(const struct hx_ctx *ctx);
+
 /* The outer HexiScale search. Returns the best plan found (allocated in
  * ctx->arena, simulated), the baseline included as a candidate; NULL when
  * nothing fits. */

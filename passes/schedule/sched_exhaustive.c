@@ -3,7 +3,7 @@
  *
  * The plan space, and the plan returned: the one of least *simulated*
  * iteration time (hx_simulate) among
- *  - the symmetric baseline, and
+ *  - the two symmetric baselines (all devices, best subset), and
  *  - every structure the plan IR expresses with cp = hp = 1: any subset of
  *    the devices used; the used ones in any number of pipelines (any
  *    multiset of device sets); each pipeline's devices in any sequence of
@@ -767,10 +767,9 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx) {
   for (int k = 0; k < e->nsettings; k++)
     if (e->mbs[k] > e->largest_mbs)
       e->largest_mbs = e->mbs[k];
-  if (ctx->baseline && !ctx->baseline->sim.valid)
-    hx_simulate(ctx, ctx->baseline, NULL);
-  if (ctx->baseline && ctx->baseline->sim.valid)
-    e->best_s = ctx->baseline->sim.iteration_s;
+  struct hx_plan *base = hx_sched_baseline_seed(ctx); /* both symmetric baselines */
+  if (base)
+    e->best_s = base->sim.iteration_s;
   if (e->nsettings > 0) {
     e->seeding = true;
     enumerate(e);
@@ -787,8 +786,8 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx) {
     best->description = hx_sprintf(&ctx->arena, "dp=%d, %ld structures, %ld simulated",
                                    best->npipelines, e->structures, e->simulated);
     hx_simulate(ctx, best, NULL);
-  } else if (ctx->baseline && ctx->baseline->sim.valid) {
-    best = hx_plan_copy(&ctx->arena, ctx->baseline);
+  } else if (base) {
+    best = hx_plan_copy(&ctx->arena, base);
     best->strategy = "symmetric";
   }
   hx_search_limit_report(&e->limit, "the exhaustive search");

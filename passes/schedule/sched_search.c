@@ -24,7 +24,7 @@
  * HX_EXHAUSTIVE_MAX_DEVICES, its own micro-batch size (mix_micro_batches)
  * are refined by coordinate descent; the event simulator picks among the
  * best by score, the plans kept before those refinements and the
- * symmetric baseline.
+ * faster of the two symmetric baselines (all devices, best subset).
  *
  * Scores: on small clusters (<= SIM_SCORE_MAX devices) every candidate is
  * ranked by the event simulator itself (cheap there); on larger ones by the
@@ -1192,6 +1192,20 @@ static void climb_top(struct search *s) {
 
 /* ---- choosing -------------------------------------------------------------- */
 
+static bool simulated(const struct hx_ctx *ctx, struct hx_plan *p) {
+  if (p && !p->sim.valid)
+    hx_simulate(ctx, p, NULL);
+  return p && p->sim.valid;
+}
+
+struct hx_plan *hx_sched_baseline_seed(const struct hx_ctx *ctx) {
+  struct hx_plan *all = ctx->baseline, *subset = ctx->baseline_subset;
+  bool has_all = simulated(ctx, all), has_subset = simulated(ctx, subset);
+  if (has_subset && (!has_all || subset->sim.iteration_s < all->sim.iteration_s))
+    return subset;
+  return has_all ? all : NULL;
+}
+
 static struct hx_plan *finish(struct search *s) {
   struct hx_ctx *ctx = s->ctx;
   struct hx_plan *best = NULL;
@@ -1225,7 +1239,8 @@ static struct hx_plan *finish(struct search *s) {
   int best_at = hx_simulate_fastest(ctx, plans, ncand);
   if (best_at >= 0)
     best = plans[best_at];
-  struct hx_plan *base = ctx->baseline;
+  /* the faster symmetric baseline (all devices or a subset) is a candidate */
+  struct hx_plan *base = hx_sched_baseline_seed(ctx);
   if (base && (!best || base->sim.iteration_s <= best->sim.iteration_s)) {
     best = hx_plan_copy(&ctx->arena, base);
     best->strategy = "symmetric";
@@ -1248,8 +1263,6 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   s.keybuf = HX_NEW_ARRAY(&scratch, int, longest_key(ctx));
   hx_search_limit_init(&s.limit, &ctx->opt);
   s.last_progress = s.limit.start;
-  if (ctx->baseline && !ctx->baseline->sim.valid)
-    hx_simulate(ctx, ctx->baseline, NULL);
   struct pool *pools = HX_NEW_ARRAY(&scratch, struct pool, s.b.pools);
   int npools = make_pools(&s, pools, s.b.pools);
   s.first_phase = true;
