@@ -43,15 +43,36 @@ static int *split_bounds(struct hx_arena *a, int n, int parts) {
   return b;
 }
 
+/* Units of a stage: a HexiSeq stage is ndevices / tp units of tp devices
+ * (each a TP group holding its own tokens), any other stage one unit. */
+static int stage_units(const struct hx_stage *st) {
+  return st->seq_layout ? st->ndevices / st->tp : 1;
+}
+
+/* The device of TP rank k in unit u of a stage. */
+static int unit_device(const struct hx_stage *st, int u, int k) {
+  return st->devices[u * st->tp + k];
+}
+
+static int stage_position(const struct hx_stage *st, int device) {
+  for (int k = 0; k < st->ndevices; k++)
+    if (st->devices[k] == device)
+      return k;
+  hx_internal_error("device %d is not in its stage", device);
+}
+
 static void place_tp(struct program_set *set, struct hx_prog_rank *r) {
   struct hx_arena *a = hx_prog_arena(set);
   const struct hx_stage *st = r->st;
+  r->nunits = stage_units(st);
+  r->unit = stage_position(st, r->device) / st->tp;
+  r->leader_tp_rank = stage_position(st, st->leader) % st->tp;
   r->tp_group = HX_NEW_ARRAY(a, int, st->tp);
-  for (int k = 0; k < st->tp; k++) {
-    r->tp_group[k] = set->world_of_device[st->devices[k]];
-    if (st->devices[k] == st->leader)
-      r->leader_tp_rank = k;
-  }
+  for (int k = 0; k < st->tp; k++)
+    r->tp_group[k] = set->world_of_device[unit_device(st, r->unit, k)];
+  r->unit_contacts = HX_NEW_ARRAY(a, int, r->nunits);
+  for (int u = 0; u < r->nunits; u++)
+    r->unit_contacts[u] = set->world_of_device[unit_device(st, u, r->leader_tp_rank)];
   r->head_bounds = split_bounds(a, (int)set->ctx->model.heads, st->tp);
   r->ffn_bounds = split_bounds(a, (int)set->ctx->model.ffn, st->tp);
 }
@@ -234,15 +255,17 @@ static void add_slice_groups(struct program_set *set, struct group_list *l,
     nslices = hx_lcm(nslices, st[p]->tp);
   int L = (int)nslices;
   for (int k = 0; k < L; k++) {
-    struct hx_prog_group *g = new_group(set, l, PART_HEADS | PART_FFN, np);
+    struct hx_prog_group *g = new_group(set, l, PART_HEADS | PART_FFN, max_stage_ranks(set->plan));
     g->head_begin = split_point((int)m->heads, L, k);
     g->head_end = split_point((int)m->heads, L, k + 1);
     g->ffn_begin = split_point((int)m->ffn, L, k);
     g->ffn_end = split_point((int)m->ffn, L, k + 1);
     g->parts = (g->head_end > g->head_begin ? PART_HEADS : 0) |
                (g->ffn_end > g->ffn_begin ? PART_FFN : 0);
-    for (int p = 0; p < np; p++)
-      g->ranks[g->nranks++] = set->world_of_device[st[p]->devices[(int64_t)k * st[p]->tp / L]];
+    for (int p = 0; p < np; p++) /* HexiSeq: every unit holds the slice (CP/HP replicas) */
+      for (int u = 0; u < stage_units(st[p]); u++)
+        g->ranks[g->nranks++] =
+            set->world_of_device[unit_device(st[p], u, (int)((int64_t)k * st[p]->tp / L))];
     g->layer_begin = begin;
     g->layer_end = end;
     if (!g->parts)
@@ -265,8 +288,9 @@ static void kv_holders(const struct program_set *set, const struct hx_stage **st
   g->nranks = 0;
   for (int p = 0; p < set->plan->npipelines; p++)
     for (int r = 0; r < st[p]->tp; r++)
-      if (holds_kv(set, st[p], r, j))
-        g->ranks[g->nranks++] = set->world_of_device[st[p]->devices[r]];
+      for (int u = 0; u < stage_units(st[p]); u++)
+        if (holds_kv(set, st[p], r, j))
+          g->ranks[g->nranks++] = set->world_of_device[unit_device(st[p], u, r)];
   g->nranks = sort_unique(g->ranks, g->nranks);
 }
 
@@ -420,6 +444,17 @@ static void compute_fingerprint(struct program_set *set) {
              (int)set->plan->schedule, r->tp_rank, r->st->tp, r->leader_tp_rank,
              (int)r->st->recompute);
     h = fnv_text(h, buf);
+    if (r->st->seq_layout) { /* HexiSeq: the rank's tokens and heads too */
+      const struct hx_device_plan *d = &set->plan->devices[r->device];
+      snprintf(buf, sizeof buf, "seq %d %d %lld %lld", r->unit, d->nseq,
+               (long long)d->heads.begin, (long long)d->heads.end);
+      h = fnv_text(h, buf);
+      for (int i = 0; i < d->nseq; i++) {
+        snprintf(buf, sizeof buf, " [%lld %lld)", (long long)d->seq[i].begin,
+                 (long long)d->seq[i].end);
+        h = fnv_text(h, buf);
+      }
+    }
   }
   snprintf(set->fingerprint, sizeof set->fingerprint, "%016llx", (unsigned long long)h);
 }

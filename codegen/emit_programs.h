@@ -35,6 +35,11 @@ struct hx_prog_rank {
   int activation_slots;
   int nsteps;
   struct hx_prog_step *steps;
+  /* HexiSeq stages (st->seq_layout): the stage is nunits units of st->tp
+   * devices, unit u = st->devices[u*tp .. (u+1)*tp); the rank's TP group is
+   * its unit. Other stages: one unit, the whole stage. */
+  int unit, nunits;
+  int *unit_contacts; /* per unit: world rank of its device of TP rank leader_tp_rank */
 };
 
 /* The tensor parts a gradient all-reduce sums (rtlib/hexic_rt.h's

@@ -101,6 +101,72 @@ static void emit_gpu_comment(const struct program_set *set, FILE *f, int w) {
           gib(set->memory_need[set->ranks[w].device]), gib((double)g->memory_bytes));
 }
 
+/* The plan's CP ring or HP all-to-all group holding cluster device d (NULL
+ * when none). */
+static const struct hx_group *seq_group_of(const struct program_set *set, enum hx_group_kind kind,
+                                           int d) {
+  for (int g = 0; g < set->plan->ngroups; g++) {
+    const struct hx_group *gr = &set->plan->groups[g];
+    for (int k = 0; gr->kind == kind && k < gr->nranks; k++)
+      if (gr->ranks[k] == d)
+        return gr;
+  }
+  return NULL;
+}
+
+/* World ranks of a plan group (its ranks are cluster devices), in its order. */
+static int *group_world_ranks(const struct program_set *set, const struct hx_group *g) {
+  int *w = HX_NEW_ARRAY(hx_prog_arena(set), int, g->nranks);
+  for (int k = 0; k < g->nranks; k++)
+    w[k] = set->world_of_device[g->ranks[k]];
+  return w;
+}
+
+/* "[410, 614) + [1433, 1638)": a device's token ranges of one sequence. */
+static const char *ranges_text(const struct program_set *set, const struct hx_device_plan *d) {
+  struct hx_arena *a = hx_prog_arena(set);
+  const char *text = "";
+  for (int i = 0; i < d->nseq; i++)
+    text = hx_sprintf(a, "%s%s[%lld, %lld)", text, i ? " + " : "", (long long)d->seq[i].begin,
+                      (long long)d->seq[i].end);
+  return text;
+}
+
+static long long range_tokens(const struct hx_device_plan *d) {
+  long long n = 0;
+  for (int i = 0; i < d->nseq; i++)
+    n += d->seq[i].end - d->seq[i].begin;
+  return n;
+}
+
+/* A HexiSeq rank's share of each sequence: its unit, tokens, heads, ring and
+ * all-to-all group. */
+static void emit_seq_comment(const struct program_set *set, FILE *f, int w) {
+  const struct hx_prog_rank *r = &set->ranks[w];
+  const struct hx_device_plan *d = &set->plan->devices[r->device];
+  const struct hx_model *m = &set->ctx->model;
+  const struct hx_group *ring = seq_group_of(set, HX_GROUP_CP_RING, r->device);
+  const struct hx_group *hp = seq_group_of(set, HX_GROUP_HP_A2A, r->device);
+  fprintf(f,
+          " *   HexiSeq: unit %d of %d of its stage; CP rank %d of %d (its HP group), "
+          "HP rank %d of %d\n",
+          r->unit, r->nunits, d->cp_rank, r->st->cp, d->hp_rank, hp ? hp->nranks : 1);
+  fprintf(f, " *   tokens of every sequence: %s, %lld of %lld (global positions)\n",
+          ranges_text(set, d), range_tokens(d), (long long)m->seq_len);
+  fprintf(f, " *   attention: query heads [%lld, %lld) of the group's tokens (after the all-to-all)\n",
+          (long long)d->heads.begin, (long long)d->heads.end);
+  if (ring)
+    comment_rank_list(f, "   ", "CP ring (K/V blocks go round in this order): ranks",
+                      group_world_ranks(set, ring), ring->nranks);
+  if (hp)
+    comment_rank_list(f, "   ", "HP all-to-all group: ranks", group_world_ranks(set, hp),
+                      hp->nranks);
+  if (r->st->leader == r->device)
+    comment_rank_list(f, "   ",
+                      "stage leader: the hops' whole activations go by tokens to/from ranks",
+                      r->unit_contacts, r->nunits);
+}
+
 static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
   const struct hx_prog_rank *r = &set->ranks[w];
   const struct hx_model *m = &set->ctx->model;
@@ -129,6 +195,8 @@ static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
   fprintf(f, " *   shard: query heads [%d, %d) of %lld, ffn columns [%d, %d) of %lld\n",
           r->head_bounds[r->tp_rank], r->head_bounds[r->tp_rank + 1], (long long)m->heads,
           r->ffn_bounds[r->tp_rank], r->ffn_bounds[r->tp_rank + 1], (long long)m->ffn);
+  if (r->st->seq_layout)
+    emit_seq_comment(set, f, w);
   int mine = 0;
   for (int g = 0; g < set->ngroups; g++)
     mine += hx_group_has_rank(&set->groups[g], w);
@@ -147,7 +215,8 @@ static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
           r->st->recompute ? ", full activation recompute" : "");
   if (set->ctx->opt.target == HX_TARGET_CUDA)
     emit_gpu_comment(set, f, w);
-  fputs(" */\n#include <stddef.h>\n\n#include \"hexic_rt.h\"\n\n", f);
+  fputs(" */\n#include <stddef.h>\n\n#include \"hexic_rt.h\"\n", f);
+  fputs(r->st->seq_layout ? "#include \"seq/rt_seq.h\"\n\n" : "\n", f);
 }
 
 static void emit_model(const struct program_set *set, FILE *f) {
@@ -380,6 +449,90 @@ static void emit_emulation(const struct program_set *set, FILE *f, int w, int ng
   fprintf(f, "    .groups = %s,\n};\n\n", ngroups > 0 ? "group_links" : "NULL");
 }
 
+/* The position of cluster device d in plan group g, -1 when absent. */
+static int group_position(const struct hx_group *g, int d) {
+  for (int k = 0; k < g->nranks; k++)
+    if (g->ranks[k] == d)
+      return k;
+  return -1;
+}
+
+/* "{3, 2, {{614, 716}, {1330, 1433}}, 0, 4},": one unit of the ring. */
+static const char *seq_unit_row(const struct program_set *set, int device) {
+  const struct hx_device_plan *d = &set->plan->devices[device];
+  struct hx_range r[2] = {{0, 0}, {0, 0}};
+  for (int i = 0; i < d->nseq && i < 2; i++)
+    r[i] = d->seq[i];
+  return hx_sprintf(hx_prog_arena(set), "{%d, %d, {{%lld, %lld}, {%lld, %lld}}, %lld, %lld},",
+                    set->world_of_device[device], d->nseq, (long long)r[0].begin,
+                    (long long)r[0].end, (long long)r[1].begin, (long long)r[1].end,
+                    (long long)d->heads.begin, (long long)d->heads.end);
+}
+
+/* The hp_a2a groups along ring (the cp_ring of this rank's TP rank), in
+ * ring order: their plan groups into out; returns how many. */
+static int ring_groups(const struct program_set *set, const struct hx_group *ring,
+                       const struct hx_group **out) {
+  int n = 0;
+  for (int k = 0; k < ring->nranks; k++) {
+    const struct hx_group *g = seq_group_of(set, HX_GROUP_HP_A2A, ring->ranks[k]);
+    if (g && g->ranks[0] == ring->ranks[k])
+      out[n++] = g;
+  }
+  return n;
+}
+
+/* A HexiSeq rank's table (rtlib/seq/rt_seq.h, struct hx_rt_seq): the CP ring
+ * of its TP rank with every member's tokens and heads, the ring's HP
+ * all-to-all groups with their split tables. */
+static void emit_seq_table(const struct program_set *set, FILE *f, int w) {
+  const struct hx_prog_rank *r = &set->ranks[w];
+  struct hx_arena *arena = hx_prog_arena(set);
+  const struct hx_group *ring = seq_group_of(set, HX_GROUP_CP_RING, r->device);
+  if (!ring)
+    hx_internal_error("rank %d of a HexiSeq stage is in no cp ring", w);
+  struct aligned units = new_aligned(set, ring->nranks);
+  for (int k = 0; k < ring->nranks; k++) {
+    units.code[units.n] = seq_unit_row(set, ring->ranks[k]);
+    const char *device = device_description(set, set->world_of_device[ring->ranks[k]]);
+    units.comment[units.n++] = hx_sprintf(arena, "unit %d: %s", k, device);
+  }
+  fputs("// HexiSeq: the CP ring of this TP rank in ring order,\n"
+        "// {world rank, nranges, {token ranges}, query heads [b, e)}\n"
+        "static const struct hx_rt_seq_unit seq_units[] = {\n",
+        f);
+  put_aligned(f, &units);
+  fputs("};\n\n", f);
+  const struct hx_group **groups = HX_NEW_ARRAY(arena, const struct hx_group *, ring->nranks);
+  int ngroups = ring_groups(set, ring, groups), mine = -1;
+  for (int g = 0; g < ngroups; g++) {
+    fprintf(f, "// HP group %d: tokens of the sender x heads of the receiver, row = sender\n"
+               "static const int64_t seq_split_%d[] = {\n",
+            g, g);
+    for (long i = 0; i < (long)groups[g]->nranks * groups[g]->nranks; i++)
+      fprintf(f, "    %lld,\n", (long long)groups[g]->split_table[i]);
+    fputs("};\n\n", f);
+    if (group_position(groups[g], r->device) >= 0)
+      mine = g;
+  }
+  fputs("// {first unit, units, split table}\n"
+        "static const struct hx_rt_seq_group seq_groups[] = {\n",
+        f);
+  struct aligned rows = new_aligned(set, ngroups);
+  for (int g = 0; g < ngroups; g++) {
+    rows.code[rows.n] = hx_sprintf(arena, "{%d, %d, seq_split_%d},",
+                                   group_position(ring, groups[g]->ranks[0]), groups[g]->nranks, g);
+    rows.comment[rows.n++] = hx_sprintf(arena, "group %d", g);
+  }
+  put_aligned(f, &rows);
+  fputs("};\n\n", f);
+  fprintf(f,
+          "static const struct hx_rt_seq seq_table = {\n    .tp = %d,\n    .tp_rank = %d,\n"
+          "    .nunits = %d,\n    .units = seq_units,\n    .ngroups = %d,\n"
+          "    .groups = seq_groups,\n    .unit = %d,\n    .group = %d,\n};\n\n",
+          r->st->tp, r->tp_rank, ring->nranks, ngroups, group_position(ring, r->device), mine);
+}
+
 static void emit_config(const struct program_set *set, FILE *f, int w, int ngroups) {
   const struct hx_prog_rank *r = &set->ranks[w];
   fprintf(f, "static const struct hx_rt_rank_config rank_config = {\n");
@@ -412,7 +565,15 @@ static void emit_config(const struct program_set *set, FILE *f, int w, int ngrou
             hx_esc_c_string(hx_prog_arena(set), type),
             (long long)floor(set->memory_need[r->device]));
   }
-  fputs("    .emulation = &emulation,\n};\n\n", f);
+  fputs("    .emulation = &emulation,\n", f);
+  if (r->st->seq_layout)
+    fprintf(f, "    .seq = &seq_table,\n    .stage_leader = %d,\n",
+            set->world_of_device[r->st->leader]);
+  fputs("};\n\n", f);
+}
+
+static bool r_is_seq(const struct program_set *set, int w) {
+  return set->ranks[w].st->seq_layout != NULL;
 }
 
 void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {
@@ -424,6 +585,8 @@ void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {
   emit_groups(set, f, w, &ngroups);
   emit_schedule(set, f, w);
   emit_emulation(set, f, w, ngroups);
+  if (r_is_seq(set, w))
+    emit_seq_table(set, f, w);
   emit_config(set, f, w, ngroups);
   fputs("int main(int argc, char **argv) { return hx_rt_main(&rank_config, argc, argv); }\n", f);
 }

@@ -31,18 +31,27 @@ static const char *target_name(const struct hx_ctx *ctx) {
   return ctx->opt.target == HX_TARGET_CUDA ? "CUDA" : "CPU";
 }
 
-/* The runtime (CPU and CUDA alike) executes data, pipeline and tensor
- * parallelism (each stage its own TP degree, uneven splits allowed);
- * context/head parallelism is refused here rather than run wrongly. */
+/* The runtime executes data, pipeline and tensor parallelism (each stage its
+ * own TP degree, uneven splits allowed) and, on the CPU target, HexiSeq's
+ * context/head parallel stages (units of tp devices, uneven tokens and
+ * heads: rtlib/seq/). The CUDA device has no ring attention or all-to-all
+ * yet, so --target=cuda refuses those stages rather than run them wrongly. */
 static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st, int p, int s) {
-  if (st->cp != 1 || st->hp != 1 || st->seq_layout) {
+  bool seq = st->cp != 1 || st->hp != 1 || st->seq_layout;
+  if (seq && ctx->opt.target == HX_TARGET_CUDA) {
     hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d%s), which "
-                   "the generated %s programs do not run yet",
-                   p, s, st->cp, st->hp, st->seq_layout ? ", a HexiSeq layout" : "",
-                   target_name(ctx));
+                   "the generated CUDA programs do not run yet (--target=cpu runs it)",
+                   p, s, st->cp, st->hp, st->seq_layout ? ", a HexiSeq layout" : "");
     return false;
   }
-  if (st->tp < 1 || st->ndevices != st->tp || st->tp > ctx->model.heads) {
+  if (seq && !st->seq_layout) {
+    hx_error_plain("pipeline %d stage %d has cp=%d hp=%d but no HexiSeq layout (token ranges "
+                   "and heads per device): nothing says which tokens each rank holds",
+                   p, s, st->cp, st->hp);
+    return false;
+  }
+  int units = st->seq_layout ? st->ndevices / st->tp : 1;
+  if (st->tp < 1 || st->ndevices != st->tp * units || st->tp > ctx->model.heads) {
     hx_error_plain("pipeline %d stage %d: tp=%d over %d devices cannot split %lld heads", p, s,
                    st->tp, st->ndevices, (long long)ctx->model.heads);
     return false;

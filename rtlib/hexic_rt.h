@@ -112,6 +112,10 @@ struct hx_rt_emulation {
   const struct hx_rt_link *groups; /* per entry of groups[]: its slowest link */
 };
 
+/* The ring-attention and all-to-all tables of a HexiSeq rank
+ * (rtlib/seq/rt_seq.h). */
+struct hx_rt_seq;
+
 struct hx_rt_rank_config {
   const char *program; /* "rank_0003": the launcher runs it as world rank 3 */
   int rank, world_size;
@@ -146,6 +150,16 @@ struct hx_rt_rank_config {
   /* What --emulate applies (NULL: the program cannot emulate; --emulate is
    * then refused). */
   const struct hx_rt_emulation *emulation;
+  /* HexiSeq (context/head parallel) stages: the stage is units of tp ranks,
+   * tp_group being this rank's unit; each unit holds only the tokens of its
+   * ranges of every sequence (seq's table: embedding, norms, MLP, head and
+   * loss run on those, attention through seq's ring and all-to-all).
+   * Activations cross to the neighbouring stages whole: the stage leader
+   * gathers them from and scatters them to the units' contacts (each unit's
+   * rank of the leader's TP rank), so the next stage may split the sequence
+   * differently. NULL (and stage_leader unused) when sequences are whole. */
+  const struct hx_rt_seq *seq;
+  int stage_leader; /* world rank of the stage leader */
 };
 
 /* Runs the rank: MPI start-up and world check, parameters, data, the

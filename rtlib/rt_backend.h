@@ -79,6 +79,13 @@ struct rt_model {
   const struct rt_layout *layout;
   rt_tp_reduce_fn tp_reduce; /* NULL: TP degree 1 */
   void *tp_arg;
+  /* HexiSeq stages: each sequence is local_len tokens here (0: seq_len) at
+   * these global positions (NULL: 0..seq_len-1; embedding, RoPE and the head
+   * follow them), and attention runs through this hook (rtlib/seq's ring and
+   * all-to-all; NULL: over the local tokens). */
+  long local_len;
+  const int *positions;
+  const struct hxk_attention_hook *attention;
 };
 
 /* The flat fp32 parameter buffers, in device memory. */

@@ -298,9 +298,11 @@ int64_t hx_rt_data_offset(int64_t ntokens, int64_t seq_len, int64_t global_batch
   return (int64_t)mulmod(g, (uint64_t)seq_len, (uint64_t)(ntokens - seq_len - 1));
 }
 
-bool hx_rt_data_sequence(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
-                         int64_t step, int64_t j, int32_t *inputs, int32_t *targets, char *err,
-                         size_t err_size) {
+/* Sequence j of step s at positions pos[0..npos) (NULL: 0..T-1): inputs the
+ * tokens there, targets the tokens one further. */
+static bool sequence_at(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                        int64_t step, int64_t j, const int *pos, int64_t npos, int32_t *inputs,
+                        int32_t *targets, char *err, size_t err_size) {
   int64_t off = hx_rt_data_offset(d->ntokens, seq_len, global_batch, step, j);
   const uint32_t *tok = d->tokens;
   if (d->kind != HX_DATA_KIND_SYNTHETIC) {
@@ -313,24 +315,44 @@ bool hx_rt_data_sequence(const struct hx_rt_data *d, int64_t seq_len, int64_t gl
                      err_size))
       return false;
   }
-  for (int64_t t = 0; t < seq_len; t++) {
+  for (int64_t i = 0; i < npos; i++) {
+    int64_t t = pos ? pos[i] : i;
+    if (t < 0 || t >= seq_len) {
+      snprintf(err, err_size, "token position %" PRId64 " outside a sequence of %" PRId64, t,
+               seq_len);
+      return false;
+    }
     uint32_t in = tok ? tok[t] : synthetic_token(d, off + t);
     uint32_t next = tok ? tok[t + 1] : synthetic_token(d, off + t + 1);
     if (inputs)
-      inputs[t] = (int32_t)in;
+      inputs[i] = (int32_t)in;
     if (targets)
-      targets[t] = (int32_t)next;
+      targets[i] = (int32_t)next;
   }
   return true;
+}
+
+bool hx_rt_data_sequence(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                         int64_t step, int64_t j, int32_t *inputs, int32_t *targets, char *err,
+                         size_t err_size) {
+  return sequence_at(d, seq_len, global_batch, step, j, NULL, seq_len, inputs, targets, err,
+                     err_size);
 }
 
 bool hx_rt_data_batch(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
                       int64_t step, int64_t j0, int64_t count, int32_t *inputs, int32_t *targets,
                       char *err, size_t err_size) {
+  return hx_rt_data_batch_at(d, seq_len, global_batch, step, j0, count, NULL, seq_len, inputs,
+                             targets, err, err_size);
+}
+
+bool hx_rt_data_batch_at(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                         int64_t step, int64_t j0, int64_t count, const int *pos, int64_t npos,
+                         int32_t *inputs, int32_t *targets, char *err, size_t err_size) {
   for (int64_t i = 0; i < count; i++)
-    if (!hx_rt_data_sequence(d, seq_len, global_batch, step, j0 + i,
-                             inputs ? inputs + i * seq_len : NULL,
-                             targets ? targets + i * seq_len : NULL, err, err_size))
+    if (!sequence_at(d, seq_len, global_batch, step, j0 + i, pos, npos,
+                     inputs ? inputs + i * npos : NULL, targets ? targets + i * npos : NULL, err,
+                     err_size))
       return false;
   return true;
 }

@@ -100,6 +100,16 @@ bool hx_rt_data_batch(const struct hx_rt_data *d, int64_t seq_len, int64_t globa
                       int64_t step, int64_t j0, int64_t count, int32_t *inputs, int32_t *targets,
                       char *err, size_t err_size);
 
+/* A context-parallel rank's share of a micro-batch: of each of the count
+ * sequences j0, j0+1, ..., the tokens at the npos global positions pos[]
+ * (NULL: 0..npos-1), into inputs/targets laid out [count][npos]; the target
+ * of position t is the token at t + 1 of the same sequence, so every split
+ * of the sequence reads the single-rank run's inputs and targets. False as
+ * hx_rt_data_sequence (also for a position outside the sequence). */
+bool hx_rt_data_batch_at(const struct hx_rt_data *d, int64_t seq_len, int64_t global_batch,
+                         int64_t step, int64_t j0, int64_t count, const int *pos, int64_t npos,
+                         int32_t *inputs, int32_t *targets, char *err, size_t err_size);
+
 /* A short description for the banner, e.g. "llm.c shard (uint16) x.bin:
  * 123456 tokens" or "synthetic: 1048576 tokens, seed 1". */
 void hx_rt_data_describe(const struct hx_rt_data *d, const char *path, char *buf, size_t size);

@@ -12,6 +12,7 @@
 #include "rt_exec_internal.h"
 #include "rt_init.h"
 #include "rt_log.h"
+#include "seq/rt_seq.h"
 
 struct rt_args {
   const char *data;
@@ -95,7 +96,9 @@ static void set_up_shapes(struct rt_exec *e) {
   if (!hxk_dims_check(&e->dims))
     hx_rt_fatal(HX_RT_EXIT_ERROR, "the model's shape is not a valid Llama shape");
   make_shard(e);
-  e->tokens = (long)e->cfg->micro_batch_size * m->seq_len;
+  /* a HexiSeq rank holds only its tokens of each sequence */
+  long local = e->cfg->seq ? rt_seq_local_tokens(e->cfg->seq) : m->seq_len;
+  e->tokens = (long)e->cfg->micro_batch_size * local;
 }
 
 static void open_data(struct rt_exec *e, const struct rt_args *a) {
@@ -296,6 +299,7 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   print_banner(&e);
   e.dev = rt_device_open(cfg);
   e.tr = rt_transport_open(cfg, e.dev);
+  rt_hexiseq_init(&e);
   rt_params_init(&e);
   rt_slots_init(&e);
   rt_sync_init(&e);

@@ -79,7 +79,6 @@ struct rt_sync_state {
   double emu_link_free_s; /* --emulate: when this rank's gradient link is free */
 };
 
-
 /* --emulate's state (the --emulate section of rt_exec_ops.c). */
 struct rt_emu {
   bool on;
@@ -88,6 +87,22 @@ struct rt_emu {
   double *stamps;      /* per slot and kind (activation, gradient): when its send started */
   MPI_Request *reqs;   /* the stamps' sends */
   double inner_comm_s; /* TP all-reduces inside the current compute op: not stretched */
+};
+
+/* A HexiSeq stage as this rank runs it (cfg->seq; rt_exec_ops.c): its
+ * tokens of every sequence (what e->tokens counts), rtlib/seq's attention
+ * hook, and the stage leader's gather and scatter of whole activations
+ * across the pipeline hops. */
+struct rt_hexiseq {
+  bool on;
+  struct rt_seq *hook;       /* rtlib/seq's state */
+  long local_len;            /* tokens of each sequence here */
+  int *positions;            /* their global positions, [local_len] */
+  long hop_tokens;           /* per micro-batch across a hop: mbs * seq_len */
+  struct rt_runs *unit_rows; /* leader: per unit (ring order), its rows of a whole activation */
+  void *whole;               /* leader: a whole activation or gradient received */
+  float *pack;               /* leader: one unit's rows */
+  struct rt_send *send;      /* messages between the leader and the units' contacts */
 };
 
 struct rt_exec {
@@ -111,6 +126,7 @@ struct rt_exec {
   struct rt_runs replicated; /* tensors every TP rank holds whole: zeroed off TP rank 0 */
   struct rt_runs in_norm;    /* what this rank adds to the global norm: rt_for_each_owned */
   struct rt_emu emu;
+  struct rt_hexiseq hs; /* on: a HexiSeq stage */
 };
 
 /* Host copies of the parameters and moments, for checkpoints and the weight
@@ -148,7 +164,8 @@ typedef void (*rt_piece_fn)(void *arg, const struct rt_piece *piece);
 
 /* One copy of every parameter over the world, the rule both the global
  * gradient norm and the weight dump follow: pipeline 0 only (after the sync
- * every pipeline holds the same values); of what every TP rank holds whole,
+ * every pipeline holds the same values) and, of a HexiSeq stage, the first
+ * unit of its ring (every unit holds the same weights); of what every TP rank holds whole,
  * TP rank 0's copy; of a kv head a TP split replicates, the copy of the rank
  * holding its first query head; tok_emb from the first stage (a tied copy on
  * a last stage is a duplicate). Visits this rank's share in spec order. */
@@ -172,6 +189,9 @@ void rt_tp_allreduce(void *buf, long n, void *arg); /* the device's rt_tp_reduce
 void rt_dump_weights(const struct rt_exec *e, const char *path);
 
 /* rt_exec_ops.c */
+/* HexiSeq: the rank's tokens and the attention hook (after the transport
+ * opened; before rt_params_init, which hands them to the device). */
+void rt_hexiseq_init(struct rt_exec *e);
 void rt_slots_init(struct rt_exec *e);
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op);
 void rt_wait_sends(struct rt_exec *e);

@@ -19,8 +19,11 @@
 #include "rt_exec_internal.h"
 #include "rt_init.h"
 #include "rt_log.h"
+#include "seq/rt_seq.h"
 
-enum { TAG_ACT = 1, TAG_GRAD = 2 }; /* message kinds: hx_rt_message_tag */
+/* message kinds (hx_rt_message_tag): between stage leaders, and between a
+ * HexiSeq stage's leader and its units' contacts */
+enum { TAG_UNIT = 0, TAG_ACT = 1, TAG_GRAD = 2 };
 
 static int tag_of(int micro_batch, int kind) {
   return hx_rt_message_tag(micro_batch, kind, hx_rt_tag_ub());
@@ -30,7 +33,20 @@ static struct rt_slot *slot_of(struct rt_exec *e, int m) {
   return &e->slots[m % e->cfg->activation_slots];
 }
 
-static bool is_leader(const struct rt_exec *e) { return e->cfg->tp_rank == e->cfg->leader_tp_rank; }
+/* The rank of its unit that talks for it: the leader's TP rank (on a stage
+ * of one unit, the stage leader). */
+static bool is_contact(const struct rt_exec *e) {
+  return e->cfg->tp_rank == e->cfg->leader_tp_rank;
+}
+
+static bool is_leader(const struct rt_exec *e) {
+  return is_contact(e) && (!e->hs.on || e->cfg->stage_leader == e->cfg->rank);
+}
+
+/* Elements of an activation across a pipeline hop: whole sequences. */
+static long hop_elements(const struct rt_exec *e) {
+  return (e->hs.on ? e->hs.hop_tokens : e->tokens) * e->dims.dim;
+}
 
 void rt_slots_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
@@ -45,15 +61,118 @@ void rt_slots_init(struct rt_exec *e) {
     s->host_tokens = hx_rt_calloc((size_t)(2 * e->tokens), sizeof *s->host_tokens);
     s->tokens = d->alloc((size_t)(2 * e->tokens) * sizeof *s->tokens);
     s->acts = d->alloc(e->acts_bytes * (size_t)nlayers);
-    s->out_act = d->alloc(e->act_bytes);
+    /* what a hop sends: whole sequences (a HexiSeq leader gathers them) */
+    size_t hop_bytes = (size_t)hop_elements(e) * rt_dtype_bytes(d->dtype);
+    s->out_act = d->alloc(is_leader(e) ? hop_bytes : e->act_bytes);
     s->dout = d->alloc(e->act_bytes);
-    s->din = d->alloc(e->act_bytes);
-    s->act_send = e->tr->send_new(xd, d->dtype);
-    s->grad_send = e->tr->send_new(xd, d->dtype);
+    s->din = d->alloc(is_leader(e) ? hop_bytes : e->act_bytes);
+    s->act_send = e->tr->send_new(hop_elements(e), d->dtype);
+    s->grad_send = e->tr->send_new(hop_elements(e), d->dtype);
   }
   e->x0 = d->alloc(e->act_bytes);
   e->x1 = d->alloc(e->act_bytes);
   e->scratch = d->alloc(d->scratch_bytes());
+}
+
+/* ---------------------------------------------------------------------------
+ * HexiSeq stages (cfg->seq): each unit of the stage holds its tokens of
+ * every sequence, and rtlib/seq's hook runs attention across the units. A
+ * pipeline hop carries whole sequences, so the stages on either side need
+ * not split them alike: the stage leader gathers the units' rows (from each
+ * unit's contact, the rank of the leader's TP rank) into a whole activation
+ * before it sends, and scatters a whole activation it received to them
+ * (which then broadcast it in their unit's TP group). That costs the leader
+ * one whole activation of memory and the hop's bytes twice; a direct
+ * unit-to-unit exchange would not, and is left for later. Every rank of a
+ * stage runs the same ops in the same order, so the leader's blocking
+ * sends to one contact after the other cannot deadlock.
+ * ------------------------------------------------------------------------- */
+
+/* The rows of a whole [mbs * seq_len, D] activation a unit holds, as runs
+ * of floats, in the unit's local order (sequence, then its ranges). */
+static void unit_rows(const struct rt_exec *e, const struct hx_rt_seq_unit *u, struct rt_runs *r) {
+  long T = e->dims.seq_len, D = e->dims.dim;
+  for (long s = 0; s < e->cfg->micro_batch_size; s++)
+    for (int k = 0; k < u->nranges; k++)
+      rt_runs_add(r, (s * T + u->ranges[k].begin) * D, (u->ranges[k].end - u->ranges[k].begin) * D);
+}
+
+void rt_hexiseq_init(struct rt_exec *e) {
+  const struct hx_rt_seq *seq = e->cfg->seq;
+  struct rt_hexiseq *h = &e->hs;
+  memset(h, 0, sizeof *h);
+  if (!seq)
+    return;
+  if (e->dev->dtype != RT_FP32)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "context/head parallelism runs in fp32 only (the %s backend)",
+                e->dev->backend);
+  h->on = true;
+  h->hook = rt_seq_open(seq, &e->dims, e->tr);
+  h->local_len = rt_seq_local_tokens(seq);
+  h->positions = hx_rt_calloc((size_t)h->local_len, sizeof *h->positions);
+  rt_seq_positions(seq, h->positions);
+  h->hop_tokens = (long)e->cfg->micro_batch_size * e->dims.seq_len;
+  long whole = h->hop_tokens * e->dims.dim;
+  h->send = e->tr->send_new(whole, e->dev->dtype);
+  if (!is_leader(e))
+    return;
+  /* the leader's TP rank is its ring's: seq->units are the contacts */
+  h->unit_rows = hx_rt_calloc((size_t)seq->nunits, sizeof *h->unit_rows);
+  for (int u = 0; u < seq->nunits; u++)
+    unit_rows(e, &seq->units[u], &h->unit_rows[u]);
+  h->whole = e->dev->alloc((size_t)whole * sizeof(float));
+  h->pack = e->dev->alloc((size_t)whole * sizeof(float));
+}
+
+/* A message between the leader and a contact, sent and completed at once. */
+static void unit_send(struct rt_exec *e, const void *buf, long n, int peer, int m,
+                      const char *what) {
+  e->tr->send_start(e->hs.send, buf, n, peer, tag_of(m, TAG_UNIT), m, what);
+  e->tr->send_wait(e->hs.send, what);
+}
+
+/* The stage's contacts' local rows (local) into the leader's whole. */
+static void gather_units(struct rt_exec *e, const void *local, void *whole, int m,
+                         const char *what) {
+  const struct hx_rt_seq *seq = e->cfg->seq;
+  if (!is_contact(e))
+    return;
+  if (!is_leader(e)) {
+    unit_send(e, local, e->tokens * e->dims.dim, e->cfg->stage_leader, m, what);
+    return;
+  }
+  for (int u = 0; u < seq->nunits; u++) {
+    const struct rt_runs *r = &e->hs.unit_rows[u];
+    const void *rows = local;
+    if (seq->units[u].rank != e->cfg->rank) {
+      e->tr->recv(e->hs.pack, r->floats, e->dev->dtype, seq->units[u].rank, tag_of(m, TAG_UNIT),
+                  m, what);
+      rows = e->hs.pack;
+    }
+    e->dev->unpack(whole, rows, r->items, r->n);
+  }
+}
+
+/* The leader's whole to every contact's local rows (local). */
+static void scatter_units(struct rt_exec *e, const void *whole, void *local, int m,
+                          const char *what) {
+  const struct hx_rt_seq *seq = e->cfg->seq;
+  if (!is_contact(e))
+    return;
+  if (!is_leader(e)) {
+    e->tr->recv(local, e->tokens * e->dims.dim, e->dev->dtype, e->cfg->stage_leader,
+                tag_of(m, TAG_UNIT), m, what);
+    return;
+  }
+  for (int u = 0; u < seq->nunits; u++) {
+    const struct rt_runs *r = &e->hs.unit_rows[u];
+    if (seq->units[u].rank == e->cfg->rank) {
+      e->dev->pack(local, whole, r->items, r->n);
+      continue;
+    }
+    e->dev->pack(e->hs.pack, whole, r->items, r->n);
+    unit_send(e, e->hs.pack, r->floats, seq->units[u].rank, m, what);
+  }
 }
 
 /* Local layer l's saved activations in slot s. */
@@ -67,9 +186,11 @@ static void load_batch(struct rt_exec *e, int m, struct rt_slot *s) {
   const struct hx_rt_rank_config *c = e->cfg;
   int64_t j0 = c->first_sequence + (int64_t)m * c->micro_batch_size;
   char err[1024];
-  if (!hx_rt_data_batch(&e->data, e->dims.seq_len, c->train->global_batch, e->step, j0,
-                        c->micro_batch_size, s->host_tokens, s->host_tokens + e->tokens, err,
-                        sizeof err))
+  /* a HexiSeq rank reads its tokens of each sequence, by global position */
+  if (!hx_rt_data_batch_at(&e->data, e->dims.seq_len, c->train->global_batch, e->step, j0,
+                           c->micro_batch_size, e->hs.on ? e->hs.positions : NULL,
+                           e->hs.on ? e->hs.local_len : e->dims.seq_len, s->host_tokens,
+                           s->host_tokens + e->tokens, err, sizeof err))
     hx_rt_fatal(HX_RT_EXIT_ERROR, "step %lld: %s", (long long)e->step + 1, err);
   e->dev->upload(s->tokens, s->host_tokens, (size_t)(2 * e->tokens) * sizeof *s->tokens);
 }
@@ -95,6 +216,10 @@ static void forward(struct rt_exec *e, int m) {
     double scale = 1.0 / ((double)c->train->global_batch * e->dims.seq_len);
     d->zero(s->dout, e->act_bytes);
     d->head(x, s->tokens + e->tokens, scale, s->dout, e->scratch, c->tp_rank == 0);
+  } else if (e->hs.on) {
+    if (is_leader(e))
+      e->tr->send_wait(s->act_send, "finish an earlier activation send");
+    gather_units(e, x, s->out_act, m, "gather an activation from the units");
   } else if (is_leader(e)) {
     e->tr->send_wait(s->act_send, "finish an earlier activation send");
     d->copy(s->out_act, x, e->act_bytes);
@@ -122,6 +247,12 @@ static void backward(struct rt_exec *e, int m) {
     d->embed_backward(s->tokens, dout);
     return;
   }
+  if (e->hs.on) {
+    if (is_leader(e))
+      e->tr->send_wait(s->grad_send, "finish an earlier gradient send");
+    gather_units(e, dout, s->din, m, "gather a gradient from the units");
+    return;
+  }
   if (!is_leader(e))
     return;
   e->tr->send_wait(s->grad_send, "finish an earlier gradient send");
@@ -131,11 +262,15 @@ static void backward(struct rt_exec *e, int m) {
 static void recv_act(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   enum rt_dtype dt = e->dev->dtype;
+  void *into = e->hs.on ? e->hs.whole : e->x0;
   if (is_leader(e)) {
-    e->tr->recv(e->x0, n, dt, e->cfg->prev_leader, tag_of(m, TAG_ACT), m,
+    e->tr->recv(into, hop_elements(e), dt, e->cfg->prev_leader, tag_of(m, TAG_ACT), m,
                 "receive an activation");
-    rt_emu_arrive(e, e->cfg->prev_leader, tag_of(m, TAG_ACT), (double)e->act_bytes);
+    rt_emu_arrive(e, e->cfg->prev_leader, tag_of(m, TAG_ACT),
+                  (double)hop_elements(e) * rt_dtype_bytes(dt));
   }
+  if (e->hs.on)
+    scatter_units(e, into, e->x0, m, "scatter an activation to the units");
   e->tr->tp_broadcast(e->x0, n, dt, m, "broadcast an activation in the TP group");
 }
 
@@ -143,7 +278,7 @@ static void send_act(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
-  e->tr->send_start(s->act_send, s->out_act, e->tokens * e->dims.dim, e->cfg->next_leader,
+  e->tr->send_start(s->act_send, s->out_act, hop_elements(e), e->cfg->next_leader,
                     tag_of(m, TAG_ACT), m, "send an activation");
   rt_emu_stamp_send(e, 0, m, e->cfg->next_leader, tag_of(m, TAG_ACT));
 }
@@ -152,10 +287,15 @@ static void recv_grad(struct rt_exec *e, int m) {
   long n = e->tokens * e->dims.dim;
   enum rt_dtype dt = e->dev->dtype;
   void *dout = slot_of(e, m)->dout;
+  void *into = e->hs.on ? e->hs.whole : dout;
   if (is_leader(e)) {
-    e->tr->recv(dout, n, dt, e->cfg->next_leader, tag_of(m, TAG_GRAD), m, "receive a gradient");
-    rt_emu_arrive(e, e->cfg->next_leader, tag_of(m, TAG_GRAD), (double)e->act_bytes);
+    e->tr->recv(into, hop_elements(e), dt, e->cfg->next_leader, tag_of(m, TAG_GRAD), m,
+                "receive a gradient");
+    rt_emu_arrive(e, e->cfg->next_leader, tag_of(m, TAG_GRAD),
+                  (double)hop_elements(e) * rt_dtype_bytes(dt));
   }
+  if (e->hs.on)
+    scatter_units(e, into, dout, m, "scatter a gradient to the units");
   e->tr->tp_broadcast(dout, n, dt, m, "broadcast a gradient in the TP group");
 }
 
@@ -163,7 +303,7 @@ static void send_grad(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
-  e->tr->send_start(s->grad_send, s->din, e->tokens * e->dims.dim, e->cfg->prev_leader,
+  e->tr->send_start(s->grad_send, s->din, hop_elements(e), e->cfg->prev_leader,
                     tag_of(m, TAG_GRAD), m, "send a gradient");
   rt_emu_stamp_send(e, 1, m, e->cfg->prev_leader, tag_of(m, TAG_GRAD));
 }

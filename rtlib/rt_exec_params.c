@@ -12,6 +12,7 @@
 #include "rt_exec_internal.h"
 #include "rt_init.h"
 #include "rt_log.h"
+#include "seq/rt_seq.h"
 
 /* tok_emb lives on a first stage, and with tied embeddings also on a last
  * stage (the LM head reads it there). */
@@ -113,7 +114,7 @@ static void visit_whole(const struct rt_exec *e, enum hxk_param t, long off, rt_
 void rt_for_each_owned(const struct rt_exec *e, rt_piece_fn visit, void *arg) {
   const struct hx_rt_rank_config *c = e->cfg;
   const struct rt_layout *p = &e->p.lay;
-  if (c->pipeline != 0)
+  if (c->pipeline != 0 || (c->seq && c->seq->unit != 0)) /* HexiSeq: the ring's first unit */
     return;
   bool lead = c->tp_rank == 0;
   if (p->tok_emb >= 0 && lead && c->has_embedding)
@@ -162,7 +163,10 @@ static void describe_model(struct rt_exec *e) {
                                .nseq = e->cfg->micro_batch_size,
                                .layout = &e->p.lay,
                                .tp_reduce = split ? rt_tp_allreduce : NULL,
-                               .tp_arg = split ? e : NULL};
+                               .tp_arg = split ? e : NULL,
+                               .local_len = e->hs.on ? e->hs.local_len : 0,
+                               .positions = e->hs.on ? e->hs.positions : NULL,
+                               .attention = e->hs.on ? rt_seq_attention_hook(e->hs.hook) : NULL};
 }
 
 void rt_params_init(struct rt_exec *e) {

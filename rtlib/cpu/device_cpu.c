@@ -59,7 +59,10 @@ static void set_up_layers(const struct rt_model *m) {
                                    .kv_of = cpu.kv_of,
                                    .recompute = m->recompute,
                                    .allreduce = m->tp_reduce ? tp_hook : NULL,
-                                   .allreduce_arg = NULL};
+                                   .allreduce_arg = NULL,
+                                   .positions = m->positions,
+                                   .local_len = m->local_len,
+                                   .attention = m->attention};
 }
 
 static void bind_params(const struct rt_model *m) {
@@ -86,7 +89,7 @@ static void bind_params(const struct rt_model *m) {
 
 static void cpu_setup(const struct rt_model *m, struct rt_weights *out) {
   cpu.model = m;
-  cpu.tokens = m->nseq * m->dims->seq_len;
+  cpu.tokens = m->nseq * (m->local_len > 0 ? m->local_len : m->dims->seq_len);
   set_up_layers(m);
   bind_params(m);
   *out = cpu.p;

@@ -132,12 +132,12 @@ refuse)
     <<<"$out" || fail "wrong cuda message: $out"
   out=$("$fixture" cp "8x1@4" --cp 2>&1)
   [ $? -eq 2 ] || fail "a context-parallel plan should be refused with exit 2"
-  grep -q "uses context/head parallelism (cp=2 hp=1), which the generated CPU programs do not run" \
+  grep -q "pipeline 0 stage 0 has cp=2 hp=1 but no HexiSeq layout (token ranges and heads" \
     <<<"$out" || fail "wrong cp message: $out"
   out=$("$fixture" tp5 "8x1@4:5" 2>&1)
   [ $? -eq 2 ] || fail "tp 5 over 4 heads should be refused with exit 2"
   grep -q "tp=5 over 5 devices cannot split 4 heads" <<<"$out" || fail "wrong tp message: $out"
-  echo "refuse: cuda without an architecture, context-parallel and tp > heads plans refused with exit 2"
+  echo "refuse: cuda without an architecture, cp without a HexiSeq layout, tp > heads: exit 2"
   ;;
 fault)
   emit f "1x4@1,4;2x2@4"
