@@ -10,7 +10,13 @@
  *   - memory bandwidth, with a streaming triad a[i] = b[i] + s * c[i];
  *   - under mpirun with 2 or more ranks, the MPI ping-pong latency (8-byte
  *     messages, half a round trip) and bandwidth (large messages) between
- *     ranks 0 and 1, which fill the node's and the network's figures.
+ *     ranks 0 and 1, which fill the node's and the network's figures;
+ *   - the TP efficiency curve (issue 18): the same GEMMs at the shapes one
+ *     rank of a TP group of degree 2, 4, 8 multiplies (Megatron's column-
+ *     and row-parallel shards), each degree's rate over degree 1's;
+ *   - with --profile, a measured profile per TP degree: one rank's shard of
+ *     the layer, forward and backward timed apart through kernels/cpu/ at
+ *     each --micro-batches size, and the activations it keeps.
  * The GPU block's tflops is the sgemm throughput and efficiency the layer's
  * fraction of it, so tflops x efficiency is what training reaches. Only rank
  * 0 writes. */
@@ -26,12 +32,17 @@
 
 #include "kernels/cpu/llama.h"
 
+enum { MAX_TP = 8, MAX_MICRO_BATCHES = 8 };
+
 struct options {
   long hidden, ffn, heads, tokens;
   double seconds; /* time spent on each measurement, at least */
   long stream_mib;
   int gpus; /* 0: the number of MPI ranks */
   const char *name, *out;
+  bool profile; /* write profile blocks */
+  long micro_batches[MAX_MICRO_BATCHES];
+  int nmicro_batches;
 };
 
 static void usage(FILE *f) {
@@ -50,6 +61,11 @@ static void usage(FILE *f) {
         "  --stream-mib N size of each streaming array in MiB (default 64)\n"
         "  --gpus N       devices in the node (default: the number of MPI ranks)\n"
         "  --name NAME    the gpu type's name (default \"cpu\")\n"
+        "  --profile      also write a profile block per TP degree (1, 2, 4, 8 up to\n"
+        "                 --gpus, dividing --heads and --ffn): one rank's shard of the\n"
+        "                 layer, forward and backward timed apart, and its activations\n"
+        "  --micro-batches LIST  micro-batch sizes of the profiles, increasing, e.g.\n"
+        "                 1,2,4 (the default)\n"
         "  -o FILE        write the .hx to FILE (default: stdout)\n",
         f);
 }
@@ -90,9 +106,27 @@ static bool plain_name(const char *s) {
   return true;
 }
 
+/* "1,2,4": increasing sizes of at most MAX_MICRO_BATCHES, each 1..4096. */
+static bool parse_sizes(const char *s, struct options *o) {
+  o->nmicro_batches = 0;
+  char buf[256];
+  if (strlen(s) >= sizeof buf)
+    return false;
+  strcpy(buf, s);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    long n;
+    int k = o->nmicro_batches;
+    if (k == MAX_MICRO_BATCHES || !parse_long(tok, 1, 4096, &n) ||
+        (k > 0 && n <= o->micro_batches[k - 1]))
+      return false;
+    o->micro_batches[o->nmicro_batches++] = n;
+  }
+  return o->nmicro_batches > 0;
+}
+
 /* Returns 0, or 2 after a usage message. */
 static int parse_options(int argc, char **argv, struct options *o) {
-  *o = (struct options){768, 2048, 0, 1024, 1.0, 64, 0, "cpu", NULL};
+  *o = (struct options){768, 2048, 0, 1024, 1.0, 64, 0, "cpu", NULL, false, {1, 2, 4}, 3};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long n;
@@ -100,7 +134,12 @@ static int parse_options(int argc, char **argv, struct options *o) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       exit(0);
-    } else if (!strcmp(a, "--hidden") && ok && (ok = parse_long(v, 1, 65536, &n)))
+    } else if (!strcmp(a, "--profile")) {
+      o->profile = true;
+      continue; /* takes no value */
+    } else if (!strcmp(a, "--micro-batches") && ok)
+      ok = parse_sizes(v, o);
+    else if (!strcmp(a, "--hidden") && ok && (ok = parse_long(v, 1, 65536, &n)))
       o->hidden = n;
     else if (!strcmp(a, "--ffn") && ok && (ok = parse_long(v, 1, 262144, &n)))
       o->ffn = n;
@@ -118,7 +157,9 @@ static int parse_options(int argc, char **argv, struct options *o) {
       o->name = v;
     else if (!strcmp(a, "-o") && ok)
       o->out = v;
-    else {
+    else
+      ok = false;
+    if (!ok) { /* an unknown option, or a value the branch above refused */
       fprintf(stderr, "hexic-profile: bad option or value: '%s%s%s'\n", a, v ? " " : "",
               v && strncmp(a, "--", 2) == 0 ? v : "");
       usage(stderr);
@@ -141,16 +182,21 @@ struct gemm_shape {
   long m, n, k;
 };
 
-/* sgemm TFLOP/s over the shapes one decoder layer's forward multiplies
- * (fused q/k/v and o: hidden x hidden; gate/up: hidden x ffn; down: ffn x
- * hidden), each weighed by how often it occurs, repeated for seconds. */
-static double measure_gemm_tflops(const struct options *o) {
+/* sgemm TFLOP/s over the shapes one rank of a TP group of degree tp
+ * multiplies in a decoder layer's forward (tp 1: the whole layer), each
+ * weighed by how often it occurs, repeated for seconds: wq, wk, wv and
+ * w_gate, w_up split by columns (hidden x hidden/tp, hidden x ffn/tp), wo
+ * and w_down by rows (hidden/tp x hidden, ffn/tp x hidden), as Megatron
+ * shards them. */
+static double measure_gemm_tflops(const struct options *o, long tp, double seconds) {
   const struct gemm_shape shapes[] = {
-      {o->tokens, o->hidden, o->hidden}, /* wq, wk, wv, wo */
-      {o->tokens, o->ffn, o->hidden},    /* w_gate, w_up */
-      {o->tokens, o->hidden, o->ffn},    /* w_down */
+      {o->tokens, o->hidden / tp, o->hidden}, /* wq, wk, wv */
+      {o->tokens, o->hidden, o->hidden / tp}, /* wo */
+      {o->tokens, o->ffn / tp, o->hidden},    /* w_gate, w_up */
+      {o->tokens, o->hidden, o->ffn / tp},    /* w_down */
   };
-  const int counts[] = {4, 2, 1};
+  const int counts[] = {3, 1, 2, 1};
+  enum { NSHAPES = sizeof counts / sizeof counts[0] };
   long big = o->hidden > o->ffn ? o->hidden : o->ffn;
   float *a = calloc((size_t)(o->tokens * big), sizeof *a);
   float *b = calloc((size_t)(big * big), sizeof *b);
@@ -165,7 +211,7 @@ static double measure_gemm_tflops(const struct options *o) {
     b[i] = (float)(i % 5) * 0.01f;
   double flops = 0, start = now_s(), elapsed = 0;
   do {
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < NSHAPES; s++)
       for (int r = 0; r < counts[s]; r++) {
         const struct gemm_shape *g = &shapes[s];
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->m, (int)g->n, (int)g->k,
@@ -173,11 +219,33 @@ static double measure_gemm_tflops(const struct options *o) {
         flops += 2.0 * (double)g->m * (double)g->n * (double)g->k;
       }
     elapsed = now_s() - start;
-  } while (elapsed < o->seconds);
+  } while (elapsed < seconds);
   free(a);
   free(b);
   free(c);
   return flops / elapsed / 1e12;
+}
+
+/* The TP degrees to measure: 1, 2, 4, 8 while they divide the heads and
+ * the ffn size and stay within `most`. Returns how many. */
+static int tp_degrees(const struct options *o, int most, long *tp) {
+  int n = 0;
+  for (long t = 1; t <= MAX_TP && t <= most && o->heads % t == 0 && o->ffn % t == 0; t *= 2)
+    tp[n++] = t;
+  return n;
+}
+
+/* tp_efficiency: each degree's sharded-GEMM rate over degree 1's (at most
+ * 1, never growing with the degree, as hexic requires). eff[0] = 1. */
+static int measure_tp_curve(const struct options *o, double tflops, double *eff) {
+  long tp[4];
+  int n = tp_degrees(o, MAX_TP, tp);
+  eff[0] = 1;
+  for (int k = 1; k < n; k++) {
+    double e = measure_gemm_tflops(o, tp[k], o->seconds / 2) / tflops;
+    eff[k] = e < eff[k - 1] ? e : eff[k - 1];
+  }
+  return n;
 }
 
 static float *floats(long n) {
@@ -197,47 +265,139 @@ static double layer_fwd_flops_per_token(const struct options *o) {
   return 2 * d * (d + 2 * d) + 2 * d * d + 6 * d * f + 2 * d * (t + 1) + 8 * d + 4 * f;
 }
 
-/* TFLOP/s of one decoder layer's forward + backward (3 x the forward's
- * FLOPs) on one sequence of --tokens tokens through kernels/cpu/. */
-static double measure_layer_tflops(const struct options *o) {
-  struct hxk_dims d = {.dim = (int)o->hidden, .ffn = (int)o->ffn, .heads = (int)o->heads,
-                       .kv_heads = (int)o->heads, .vocab = 256, .seq_len = (int)o->tokens,
-                       .layers = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0};
+/* One rank's shard of a decoder layer in a TP group of degree tp, ready
+ * to run on nseq sequences of --tokens tokens through kernels/cpu/ (no TP
+ * all-reduce: the layer's compute alone, as a profile block gives it). */
+struct layer_bench {
+  struct hxk_dims d;
   struct hxk_shard s;
-  if (!hxk_dims_check(&d) || !hxk_shard_make(&d, 0, d.heads, 0, d.ffn, &s)) {
+  struct hxk_layer_ctx ctx;
+  struct hxk_layer_params lw, lg;
+  float *rope, *w, *g, *x, *y, *dx, *acts, *scratch;
+  int *kv_of;
+  long nseq, acts_floats;
+};
+
+static void layer_bench_init(struct layer_bench *b, const struct options *o, long tp, long nseq) {
+  memset(b, 0, sizeof *b);
+  b->d = (struct hxk_dims){.dim = (int)o->hidden, .ffn = (int)o->ffn, .heads = (int)o->heads,
+                           .kv_heads = (int)o->heads, .vocab = 256, .seq_len = (int)o->tokens,
+                           .layers = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0};
+  if (!hxk_dims_check(&b->d) ||
+      !hxk_shard_make(&b->d, 0, (int)(o->heads / tp), 0, (int)(o->ffn / tp), &b->s)) {
     fprintf(stderr, "hexic-profile: not a valid layer shape\n");
     exit(2);
   }
-  float *rope = floats(hxk_rope_table_floats(&d));
-  int *kv_of = calloc((size_t)d.heads, sizeof *kv_of);
-  hxk_rope_table(rope, &d);
-  hxk_kv_map(kv_of, &d, &s);
-  struct hxk_layer_ctx ctx = {.dims = &d, .shard = &s, .rope = rope, .kv_of = kv_of};
-  long lf = hxk_layer_floats(&d, &s), nd = o->tokens * o->hidden;
-  float *w = floats(lf), *g = floats(lf), *x = floats(nd), *y = floats(nd), *dx = floats(nd);
-  float *acts = floats(hxk_layer_acts_floats(&ctx, 1));
-  float *scratch = floats(hxk_layer_scratch_floats(&ctx, 1));
-  struct hxk_layer_params lw, lg;
-  hxk_layer_bind(&lw, w, &d, &s);
-  hxk_layer_bind(&lg, g, &d, &s);
-  float *tensors[HXK_LAYER_NPARAMS] = {lw.attn_norm, lw.wq,     lw.wk,   lw.wv,    lw.wo,
-                                       lw.mlp_norm,  lw.w_gate, lw.w_up, lw.w_down};
+  b->nseq = nseq;
+  b->rope = floats(hxk_rope_table_floats(&b->d));
+  b->kv_of = calloc((size_t)b->d.heads, sizeof *b->kv_of);
+  hxk_rope_table(b->rope, &b->d);
+  hxk_kv_map(b->kv_of, &b->d, &b->s);
+  b->ctx.dims = &b->d;
+  b->ctx.shard = &b->s;
+  b->ctx.rope = b->rope;
+  b->ctx.kv_of = b->kv_of;
+  long lf = hxk_layer_floats(&b->d, &b->s), nd = nseq * o->tokens * o->hidden;
+  b->w = floats(lf), b->g = floats(lf), b->x = floats(nd), b->y = floats(nd), b->dx = floats(nd);
+  b->acts_floats = hxk_layer_acts_floats(&b->ctx, nseq);
+  b->acts = floats(b->acts_floats);
+  b->scratch = floats(hxk_layer_scratch_floats(&b->ctx, nseq));
+  hxk_layer_bind(&b->lw, b->w, &b->d, &b->s);
+  hxk_layer_bind(&b->lg, b->g, &b->d, &b->s);
+  struct hxk_layer_params *lw = &b->lw;
+  float *tensors[HXK_LAYER_NPARAMS] = {lw->attn_norm, lw->wq,     lw->wk,   lw->wv,    lw->wo,
+                                       lw->mlp_norm,  lw->w_gate, lw->w_up, lw->w_down};
   for (int j = 0; j < HXK_LAYER_NPARAMS; j++)
-    hxk_init_param(tensors[j], &d, &s, 1, (enum hxk_param)j, 0);
+    hxk_init_param(tensors[j], &b->d, &b->s, 1, (enum hxk_param)j, 0);
   for (long i = 0; i < nd; i++)
-    x[i] = (float)((i * 7919) % 13) * 0.05f - 0.3f;
+    b->x[i] = (float)((i * 7919) % 13) * 0.05f - 0.3f;
+}
+
+static void layer_bench_forward(struct layer_bench *b) {
+  hxk_layer_forward(&b->ctx, &b->lw, b->x, b->y, b->acts, b->scratch, b->nseq);
+}
+
+static void layer_bench_backward(struct layer_bench *b) {
+  hxk_layer_backward(&b->ctx, &b->lw, &b->lg, b->y, b->dx, b->acts, b->scratch, b->nseq);
+}
+
+static void layer_bench_free(struct layer_bench *b) {
+  float *buffers[] = {b->rope, b->w, b->g, b->x, b->y, b->dx, b->acts, b->scratch};
+  for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
+    free(buffers[i]);
+  free(b->kv_of);
+}
+
+/* TFLOP/s of one decoder layer's forward + backward (3 x the forward's
+ * FLOPs) on one sequence of --tokens tokens through kernels/cpu/. */
+static double measure_layer_tflops(const struct options *o) {
+  struct layer_bench b;
+  layer_bench_init(&b, o, 1, 1);
   double flops = 0, start = now_s(), elapsed = 0;
   do {
-    hxk_layer_forward(&ctx, &lw, x, y, acts, scratch, 1);
-    hxk_layer_backward(&ctx, &lw, &lg, y, dx, acts, scratch, 1);
+    layer_bench_forward(&b);
+    layer_bench_backward(&b);
     flops += 3 * layer_fwd_flops_per_token(o) * (double)o->tokens;
     elapsed = now_s() - start;
   } while (elapsed < o->seconds);
-  float *buffers[] = {rope, w, g, x, y, dx, acts, scratch};
-  for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
-    free(buffers[i]);
-  free(kv_of);
+  layer_bench_free(&b);
   return flops / elapsed / 1e12;
+}
+
+/* One profile point: seconds of one forward and one backward of a TP
+ * rank's shard on nseq sequences (means over repetitions that fill the
+ * time), and the bytes its activations keep. */
+struct profile_point {
+  double fwd_s, bwd_s, act_bytes;
+};
+
+static struct profile_point measure_profile_point(const struct options *o, long tp, long nseq,
+                                                  double seconds) {
+  struct layer_bench b;
+  layer_bench_init(&b, o, tp, nseq);
+  layer_bench_forward(&b); /* warm up: first touch of every buffer */
+  layer_bench_backward(&b);
+  double fwd = 0, bwd = 0;
+  int reps = 0;
+  do {
+    double t0 = now_s();
+    layer_bench_forward(&b);
+    double t1 = now_s();
+    layer_bench_backward(&b);
+    fwd += t1 - t0;
+    bwd += now_s() - t1;
+    reps++;
+  } while (fwd + bwd < seconds || reps < 2);
+  struct profile_point p = {fwd / reps, bwd / reps, 4.0 * (double)b.acts_floats};
+  layer_bench_free(&b);
+  return p;
+}
+
+/* profile blocks: one per TP degree up to the node's GPUs, each over the
+ * --micro-batches sizes; the time is shared among the points. */
+static void write_profiles(FILE *f, const struct options *o, int gpus) {
+  long tp[4];
+  int nt = tp_degrees(o, gpus, tp);
+  double each = o->seconds / (nt * o->nmicro_batches) > 0.02 ? o->seconds / (nt * o->nmicro_batches)
+                                                            : 0.02;
+  for (int k = 0; k < nt; k++) {
+    struct profile_point p[MAX_MICRO_BATCHES];
+    for (int i = 0; i < o->nmicro_batches; i++)
+      p[i] = measure_profile_point(o, tp[k], o->micro_batches[i], each);
+    fprintf(f, "profile \"%s\" {\n  tp = %ld\n  micro_batch = [", o->name, tp[k]);
+    for (int i = 0; i < o->nmicro_batches; i++)
+      fprintf(f, "%s%ld", i ? ", " : "", o->micro_batches[i]);
+    fputs("]\n  forward = [", f);
+    for (int i = 0; i < o->nmicro_batches; i++)
+      fprintf(f, "%s%.6f ms", i ? ", " : "", p[i].fwd_s * 1e3);
+    fputs("]\n  backward = [", f);
+    for (int i = 0; i < o->nmicro_batches; i++)
+      fprintf(f, "%s%.6f ms", i ? ", " : "", p[i].bwd_s * 1e3);
+    fputs("]\n  memory = [", f);
+    for (int i = 0; i < o->nmicro_batches; i++)
+      fprintf(f, "%s%.0f B", i ? ", " : "", p[i].act_bytes);
+    fputs("]\n}\n", f);
+  }
 }
 
 /* Streaming triad bandwidth in bytes/s (three arrays touched per element). */
@@ -341,8 +501,14 @@ static long long device_memory_bytes(int gpus) {
   return total / gpus;
 }
 
-static void write_cluster(FILE *f, const struct options *o, int gpus, double tflops,
-                          double efficiency, double mem_bw, const struct link_figures *link) {
+struct measured {
+  double tflops, efficiency, mem_bw;
+  double tp_eff[4]; /* degrees 1, 2, 4, 8 */
+  int ntp;
+};
+
+static void write_cluster(FILE *f, const struct options *o, int gpus, const struct measured *m,
+                          const struct link_figures *link) {
   fprintf(f,
           "# Measured by hexic-profile (--hidden %ld --ffn %ld --heads %ld --tokens %ld, OpenBLAS "
           "on 1 thread).\n",
@@ -350,15 +516,20 @@ static void write_cluster(FILE *f, const struct options *o, int gpus, double tfl
   /* fixed-point figures: the .hx lexer reads them whatever their size */
   fprintf(f,
           "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = %.3f; mem_bandwidth = %.1f "
-          "MB/s }\n",
-          o->name, tflops > 1e-6 ? tflops : 1e-6, device_memory_bytes(gpus) >> 20, efficiency,
-          mem_bw / 1e6);
+          "MB/s; tp_efficiency = [",
+          o->name, m->tflops > 1e-6 ? m->tflops : 1e-6, device_memory_bytes(gpus) >> 20,
+          m->efficiency, m->mem_bw / 1e6);
+  for (int k = 0; k < m->ntp; k++)
+    fprintf(f, "%s%.3f", k ? ", " : "", k ? m->tp_eff[k] : 1.0);
+  fputs("] }\n", f);
+  if (o->profile)
+    write_profiles(f, o, gpus);
   if (link)
     fprintf(f, "node \"host\" { gpu = \"%s\"; gpus = %d; bandwidth = %.1f MB/s; latency = %.3f us }\n",
             o->name, gpus, link->bandwidth / 1e6, link->latency_s * 1e6);
   else
     fprintf(f, "node \"host\" { gpu = \"%s\"; gpus = %d; bandwidth = %.1f MB/s }\n", o->name, gpus,
-            mem_bw / 1e6);
+            m->mem_bw / 1e6);
   if (link)
     fprintf(f, "network { bandwidth = %.1f MB/s; latency = %.3f us }\n", link->bandwidth / 1e6,
             link->latency_s * 1e6);
@@ -387,10 +558,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   double tflops = 0, layer_tflops = 0, mem_bw = 0;
+  struct measured m = {0};
   if (rank != 0) /* idle while rank 0 measures: asleep, not polling a core away from it */
     sleep_through_barrier();
   if (rank == 0) {
-    tflops = measure_gemm_tflops(&o);
+    tflops = measure_gemm_tflops(&o, 1, o.seconds);
+    m.ntp = measure_tp_curve(&o, tflops, m.tp_eff);
     layer_tflops = measure_layer_tflops(&o);
     mem_bw = measure_mem_bandwidth(&o);
     MPI_Request req; /* matches the others' MPI_Ibarrier (a blocking one would not) */
@@ -404,8 +577,8 @@ int main(int argc, char **argv) {
     /* the layer's share of the sgemm rate, within hexic's (0, 1] */
     double efficiency = tflops > 0 ? layer_tflops / tflops : 1;
     efficiency = efficiency > 1 ? 1 : efficiency < 0.001 ? 0.001 : efficiency;
-    write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, tflops, efficiency, mem_bw,
-                  size >= 2 ? &link : NULL);
+    m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = mem_bw;
+    write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, &m, size >= 2 ? &link : NULL);
     if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
       fprintf(stderr, "hexic-profile: cannot write the output\n");
       MPI_Abort(MPI_COMM_WORLD, 1);

@@ -24,10 +24,18 @@ grep -q "cannot create" "$work/err" || fail "unwritable output: $(cat "$work/err
 # One rank (no mpirun): a gpu block and a node of --gpus devices, no network.
 "$profile" "${small[@]}" --gpus 3 --name cpu-one -o "$work/one.hx" 2>"$work/err" \
   || fail "one rank: $(cat "$work/err")"
-grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s }$' \
+grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
   "$work/one.hx" || fail "one rank: gpu block: $(cat "$work/one.hx")"
 grep -q 'gpus = 3;' "$work/one.hx" || fail "one rank: --gpus: $(cat "$work/one.hx")"
 "$hexic" --check "$model" "$work/one.hx" || fail "one rank: hexic refused $(cat "$work/one.hx")"
+
+# --profile (issue 18): a profile block per TP degree (1, 2 and 4 of 4 heads
+# on 4 devices), each over the micro-batch sizes asked for, that hexic reads.
+"$profile" "${small[@]}" --heads 4 --gpus 4 --profile --micro-batches 1,2 -o "$work/prof.hx" \
+  2>"$work/err" || fail "--profile: $(cat "$work/err")"
+[ "$(grep -c '^  micro_batch = \[1, 2\]$' "$work/prof.hx")" = 3 ] || fail "--profile: $(cat "$work/prof.hx")"
+"$hexic" --check "$model" "$work/prof.hx" 2>"$work/err" || fail "--profile: hexic refused $(cat "$work/prof.hx")"
+"$profile" --micro-batches 2,1 >/dev/null 2>&1; [ $? = 2 ] || fail "--micro-batches 2,1 accepted"
 
 # Two ranks: the ping-pong fills the node's link and the network.
 "$mpiexec" --oversubscribe -np 2 "$profile" "${small[@]}" -o "$work/two.hx" >"$work/out" 2>&1 \
