@@ -117,6 +117,15 @@ void hxc_rope_backward(void *dx, const void *dy, const float *tab, long n,
 void hxc_rope_backward_inplace(void *dy, const float *tab, long n, int nheads,
                                int hd, int seq_len, enum hxc_dtype dt,
                                cudaStream_t stream);
+/* By global positions (hxk_rope_forward_pos): token row s*local_len + i
+ * rotates by pos[i] (a device int array; NULL: i). */
+void hxc_rope_forward_pos(void *x, const float *tab, long n, int nheads,
+                          int hd, const int *pos, long local_len,
+                          enum hxc_dtype dt, cudaStream_t stream);
+void hxc_rope_backward_pos_inplace(void *dy, const float *tab, long n,
+                                   int nheads, int hd, const int *pos,
+                                   long local_len, enum hxc_dtype dt,
+                                   cudaStream_t stream);
 
 /* Which kv head a local query head reads: (q_begin + i) / group - kv_begin,
  * the rule of hxk_kv_map, as three numbers instead of a table. */

@@ -27,11 +27,13 @@ void hxc_rope_table(float *tab, const struct hxk_dims *d,
 
 /* Rotates pair i of every head of every token by +phi (sign 1) or -phi
  * (sign -1), in place: (y0, y1) = (x0 c - x1 s, x0 s + x1 c), s = sign
- * sin(phi), position t = token mod seq_len. One thread per pair. The
- * rotation is orthogonal: the backward is the rotation by -phi. */
+ * sin(phi); token tok = s*local_len + j sits at position pos[j] (pos NULL:
+ * j, so local_len = seq_len is position = token mod seq_len). One thread per
+ * pair. The rotation is orthogonal: the backward is the rotation by -phi. */
 template <typename T>
 __global__ void rope_rotate_kernel(T *x, const float *tab, long n, int nheads,
-                                   int hd, int seq_len, float sign) {
+                                   int hd, const int *pos, long local_len,
+                                   float sign) {
   int half = hd / 2;
   long per_token = (long)nheads * half, total = n * per_token;
   for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total;
@@ -39,7 +41,8 @@ __global__ void rope_rotate_kernel(T *x, const float *tab, long n, int nheads,
     long tok = e / per_token;
     long rest = e - tok * per_token; /* head * half + i */
     int i = (int)(rest % half);
-    const float *cs = tab + (tok % seq_len) * (long)hd + 2 * i;
+    long j = tok % local_len;
+    const float *cs = tab + (pos ? (long)pos[j] : j) * (long)hd + 2 * i;
     float c = cs[0], s = sign * cs[1];
     T *p = x + tok * (long)nheads * hd + 2 * rest; /* pair (2i, 2i+1) */
     float x0 = load_f(p), x1 = load_f(p + 1);
@@ -49,27 +52,40 @@ __global__ void rope_rotate_kernel(T *x, const float *tab, long n, int nheads,
 }
 
 static void rope_rotate(void *x, const float *tab, long n, int nheads, int hd,
-                        int seq_len, float sign, enum hxc_dtype dt,
-                        cudaStream_t stream) {
+                        const int *pos, long local_len, float sign,
+                        enum hxc_dtype dt, cudaStream_t stream) {
   long pairs = n * nheads * (long)(hd / 2);
   if (pairs <= 0)
     return;
   HXC_DISPATCH(dt, T,
                rope_rotate_kernel<T>
                <<<grid_for(pairs, 256), 256, 0, stream>>>(
-                   (T *)x, tab, n, nheads, hd, seq_len, sign));
+                   (T *)x, tab, n, nheads, hd, pos, local_len, sign));
   HXC_LAUNCHED("rope_rotate_kernel");
 }
 
 void hxc_rope_forward(void *x, const float *tab, long n, int nheads, int hd,
                       int seq_len, enum hxc_dtype dt, cudaStream_t stream) {
-  rope_rotate(x, tab, n, nheads, hd, seq_len, 1.0f, dt, stream);
+  rope_rotate(x, tab, n, nheads, hd, NULL, seq_len, 1.0f, dt, stream);
 }
 
 void hxc_rope_backward_inplace(void *dy, const float *tab, long n, int nheads,
                                int hd, int seq_len, enum hxc_dtype dt,
                                cudaStream_t stream) {
-  rope_rotate(dy, tab, n, nheads, hd, seq_len, -1.0f, dt, stream);
+  rope_rotate(dy, tab, n, nheads, hd, NULL, seq_len, -1.0f, dt, stream);
+}
+
+void hxc_rope_forward_pos(void *x, const float *tab, long n, int nheads,
+                          int hd, const int *pos, long local_len,
+                          enum hxc_dtype dt, cudaStream_t stream) {
+  rope_rotate(x, tab, n, nheads, hd, pos, local_len, 1.0f, dt, stream);
+}
+
+void hxc_rope_backward_pos_inplace(void *dy, const float *tab, long n,
+                                   int nheads, int hd, const int *pos,
+                                   long local_len, enum hxc_dtype dt,
+                                   cudaStream_t stream) {
+  rope_rotate(dy, tab, n, nheads, hd, pos, local_len, -1.0f, dt, stream);
 }
 
 /* dx0 += dy0 c + dy1 s,  dx1 += -dy0 s + dy1 c (the transpose rotation,

@@ -99,6 +99,14 @@ static void *upload(const vec &v, enum hxc_dtype dt) {
 
 static float *upload_f32(const vec &v) { return (float *)upload(v, HXC_FP32); }
 
+/* A device copy of an int array (token positions). */
+static int *upload_ints(const std::vector<int> &v) {
+  int *d = (int *)device_alloc(v.size() * sizeof(int));
+  HXC_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(int),
+                       cudaMemcpyHostToDevice));
+  return d;
+}
+
 /* Overwrites a device tensor with v (as dt elements). */
 static void restore(void *d, const vec &v, enum hxc_dtype dt) {
   void *tmp = upload(v, dt);
@@ -293,6 +301,24 @@ static void check_rope(enum hxc_dtype dt) {
   compare("rope_forward", dt, download(dxx, nel, dt), rx, tol, why);
   compare("rope_backward", dt, download(ddx, nel, dt), rdx, tol, why);
   compare("rope_backward_inplace", dt, download(ddy_in, nel, dt), rdy, tol, why);
+  /* by positions: 4 runs of 100 local tokens at shuffled positions < SEQ */
+  enum { LOCAL = 100 };
+  std::vector<int> pos(LOCAL);
+  for (int i = 0; i < LOCAL; i++)
+    pos[(size_t)i] = (i * 37 + 11) % SEQ;
+  int *dpos = upload_ints(pos);
+  restore(dxx, x, dt), restore(ddy_in, dy, dt);
+  hxc_rope_forward_pos(dxx, dtab, NTOK, nh, hd, dpos, LOCAL, dt, stream);
+  hxc_rope_backward_pos_inplace(ddy_in, dtab, NTOK, nh, hd, dpos, LOCAL, dt,
+                                stream);
+  rx = x, rdy = dy;
+  hxk_rope_forward_pos(rx.data(), tab.data(), NTOK, nh, hd, pos.data(), LOCAL);
+  hxk_rope_backward_pos_inplace(rdy.data(), tab.data(), NTOK, nh, hd,
+                                pos.data(), LOCAL);
+  compare("rope_forward_pos", dt, download(dxx, nel, dt), rx, tol, why);
+  compare("rope_backward_pos_inplace", dt, download(ddy_in, nel, dt), rdy, tol,
+          why);
+  release(dpos);
   release(dtab), release(dxx), release(ddy), release(ddx), release(ddy_in);
 }
 
@@ -608,13 +634,6 @@ struct block_dev {
   int *gpos;
   float *go, *glse, *gdelta, *gdq, *gdk, *gdv;
 };
-
-static int *upload_ints(const std::vector<int> &v) {
-  int *d = (int *)device_alloc(v.size() * sizeof(int));
-  HXC_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(int),
-                       cudaMemcpyHostToDevice));
-  return d;
-}
 
 static void block_devices(std::vector<block_dev> &devs) {
   const int chunks[][3] = {{0, 0, 20}, {0, 130, 150}, {1, 100, 130},
