@@ -7,12 +7,14 @@
  * hxk_attention_forward / _backward of the whole sequence on one process
  * (each rank checks its own rows and columns: together, everything).
  * `test_rt_seq refuse` (one rank) checks that broken tables are refused
- * with the reason. Prints one line per rank and exits non-zero on any
- * difference above 1e-5 relative to the tensor's largest entry. */
+ * with the reason; `test_rt_seq CASE stall R` has rank R stop answering.
+ * Prints one line per rank and exits non-zero on any difference above 1e-5
+ * relative to the tensor's largest entry. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rtlib/rt_backend.h"
 #include "rtlib/rt_init.h"
@@ -233,7 +235,19 @@ static double rel_err(const float *got, const float *want, long n) {
 
 /* ---- one rank of a case ---- */
 
-static int run_case(const struct spec *sp) {
+/* `test_rt_seq CASE stall R`: world rank R stops answering (its watchdog
+ * off) where the hook would start; the others' waits must trace the stall to
+ * R and end the job (rtlib.seq.stall). */
+static void maybe_stall(int stalled) {
+  if (hx_rt_rank() != stalled)
+    return;
+  fprintf(stderr, "test_rt_seq: rank %d stops answering\n", stalled);
+  hx_rt_watchdog_stop();
+  sleep(120);
+  exit(0);
+}
+
+static int run_case(const struct spec *sp, int stalled) {
   int rank = hx_rt_rank();
   if (hx_rt_world_size() != sp->nunits * sp->tp) {
     fprintf(stderr, "test_rt_seq: case %s needs %d ranks\n", sp->name, sp->nunits * sp->tp);
@@ -280,6 +294,7 @@ static int run_case(const struct spec *sp) {
   float *dq = hx_rt_calloc((size_t)(n * hs * hd) + 1, sizeof(float));
   float *dk = hx_rt_calloc((size_t)(n * ks * hd) + 1, sizeof(float));
   float *dv = hx_rt_calloc((size_t)(n * ks * hd) + 1, sizeof(float));
+  maybe_stall(stalled);
   hook->forward(o, q, k, v, sp->nseq, saved, scratch, hook->arg);
   hook->backward(dq, dk, dv, dout, q, k, v, o, saved, sp->nseq, scratch, hook->arg);
 
@@ -356,9 +371,11 @@ int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "refuse")) {
     rc = run_refuse();
   } else if (argc == 2 && find_spec(argv[1])) {
-    rc = run_case(find_spec(argv[1]));
+    rc = run_case(find_spec(argv[1]), -1);
+  } else if (argc == 4 && find_spec(argv[1]) && !strcmp(argv[2], "stall")) {
+    rc = run_case(find_spec(argv[1]), atoi(argv[3]));
   } else {
-    fprintf(stderr, "usage: test_rt_seq CASE|refuse\n");
+    fprintf(stderr, "usage: test_rt_seq CASE [stall RANK] | refuse\n");
     rc = 2;
   }
   fflush(stdout);

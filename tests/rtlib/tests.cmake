@@ -102,3 +102,9 @@ if(HEXIC_CUDA)
   hx_seq_test(staged_ragged test_rt_seq_staged ragged 6)
 endif()
 hx_seq_test(chunked test_rt_seq planner 6 HEXIC_MPI_MAX_COUNT=37)
+# A rank of the planner's layout (rank 3, in the last group) stops answering:
+# the job ends within the watchdog bound and the reports name it.
+add_test(NAME rtlib.seq.stall
+  COMMAND bash ${HX_RT_TESTS}/run_seq_stall.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_rt_seq>
+          planner 6 3)
+set_tests_properties(rtlib.seq.stall PROPERTIES LABELS "rtlib;mpi" TIMEOUT 90)
