@@ -743,7 +743,9 @@ static void check_attention_block_case(const struct block_case *c,
 
 static const struct block_case block_cases[] = {
     {"block.hd16", 16, 4, 2, 0, 4},
-    {"block.hd40", 40, 2, 1, 0, 2}, /* a head dim that fills no lane row */
+    /* a head dim that fills no lane row, a TP shard that cuts both GQA
+     * groups (query heads 1, 2 of 4 read kv heads 0, 1) */
+    {"block.hd40.shard", 40, 4, 2, 1, 3},
     {"block.hd64.shard", 64, 6, 3, 1, 4},
     {"block.hd128.gqa4", 128, 8, 2, 0, 8},
 };
