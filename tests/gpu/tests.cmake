@@ -18,7 +18,7 @@ if(HEXIC_CUDA)
   # slow cases are left to tests/gpu/emulate/run.sh: here the attention of
   # the tiny model (hd 16, tiled) and a GQA TP shard at hd 64 (tiled and
   # tensor-core, a sequence that is no multiple of the tiles), both layers,
-# and the block attention by positions at hd 40 on a TP shard.
+  # and the block attention by positions at hd 40 on a TP shard.
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
     find_package(Python3 REQUIRED COMPONENTS Interpreter)
     set(emu_dir ${HX_TESTS_DIR}/gpu/emulate)
