@@ -7,7 +7,9 @@
  * hxk_attention_forward / _backward of the whole sequence on one process
  * (each rank checks its own rows and columns: together, everything).
  * `test_rt_seq refuse` (one rank) checks that broken tables are refused
- * with the reason; `test_rt_seq CASE stall R` has rank R stop answering.
+ * with the reason; `test_rt_seq CASE stall R` has rank R stop answering;
+ * `test_rt_seq CASE layer [recompute]` runs a whole decoder layer with the
+ * hook against the whole-sequence layer.
  * Prints one line per rank and exits non-zero on any difference above 1e-5
  * relative to the tensor's largest entry. */
 #include <math.h>
@@ -326,6 +328,104 @@ static int run_case(const struct spec *sp, int stalled) {
   return all ? 1 : 0;
 }
 
+/* ---- a whole decoder layer with the hook ---- */
+
+static float *random_weights(long n, uint64_t seed, float scale) {
+  float *a = random_floats(n, seed);
+  for (long i = 0; i < n; i++)
+    a[i] *= scale;
+  return a;
+}
+
+/* One layer's forward and backward: out and dx [n, D] and the weight
+ * gradients, of x and dout [n, D] (n = nseq * local_len). */
+struct layer_run {
+  float *out, *dx, *g;
+};
+
+static struct layer_run run_layer(const struct hxk_layer_ctx *ctx, float *wbuf, long np,
+                                  const float *x, const float *dout, long n, long nseq) {
+  const struct hxk_dims *d = ctx->dims;
+  struct layer_run r = {hx_rt_calloc((size_t)(n * d->dim) + 1, sizeof(float)),
+                        hx_rt_calloc((size_t)(n * d->dim) + 1, sizeof(float)),
+                        hx_rt_calloc((size_t)np, sizeof(float))};
+  struct hxk_layer_params w, g;
+  hxk_layer_bind(&w, wbuf, d, ctx->shard);
+  hxk_layer_bind(&g, r.g, d, ctx->shard);
+  float *acts = hx_rt_calloc((size_t)hxk_layer_acts_floats(ctx, nseq), sizeof(float));
+  float *scratch = hx_rt_calloc((size_t)hxk_layer_scratch_floats(ctx, nseq), sizeof(float));
+  hxk_layer_forward(ctx, &w, x, r.out, acts, scratch, nseq);
+  hxk_layer_backward(ctx, &w, &g, dout, r.dx, acts, scratch, nseq);
+  free(acts);
+  free(scratch);
+  return r;
+}
+
+/* `test_rt_seq CASE layer [recompute]` (TP 1 layouts): the decoder layer
+ * with the hook and the rank's positions against the whole-sequence layer:
+ * out and dx of the rank's tokens, and the weight gradients summed over
+ * every unit (what the gradient sync of CP/HP replicas does). */
+static int run_layer_case(const struct spec *sp, bool recompute) {
+  int rank = hx_rt_rank();
+  if (sp->tp != 1 || hx_rt_world_size() != sp->nunits)
+    return 2;
+  struct hxk_dims d = dims_of(sp);
+  d.ffn = 24;
+  struct tables tb;
+  build_tables(sp, rank, &tb);
+  struct hx_rt_rank_config cfg = {0};
+  cfg.rank = rank;
+  cfg.world_size = sp->nunits;
+  cfg.tp = 1;
+  cfg.tp_group = &rank;
+  struct rt_seq *s = rt_seq_open(&tb.seq, &d, rt_transport_open(&cfg, NULL));
+
+  struct hxk_shard shard;
+  hxk_shard_make(&d, 0, d.heads, 0, d.ffn, &shard);
+  int *kv_of = hx_rt_calloc((size_t)d.heads, sizeof(int));
+  hxk_kv_map(kv_of, &d, &shard);
+  float *rope = hx_rt_calloc((size_t)hxk_rope_table_floats(&d), sizeof(float));
+  hxk_rope_table(rope, &d);
+  long np = hxk_layer_floats(&d, &shard), T = sp->seq_len, D = d.dim;
+  float *wbuf = random_weights(np, 11, 0.3f), *x = random_floats(sp->nseq * T * D, 12);
+  float *dout = random_floats(sp->nseq * T * D, 13);
+  struct hxk_layer_ctx whole = {.dims = &d, .shard = &shard, .rope = rope, .kv_of = kv_of,
+                                .recompute = recompute};
+  struct layer_run ref = run_layer(&whole, wbuf, np, x, dout, sp->nseq * T, sp->nseq);
+
+  long local = rt_seq_local_tokens(&tb.seq), n = sp->nseq * local;
+  int *pos = hx_rt_calloc((size_t)local + 1, sizeof(int));
+  rt_seq_positions(&tb.seq, pos);
+  struct hxk_layer_ctx ctx = whole;
+  ctx.positions = pos;
+  ctx.local_len = local;
+  ctx.attention = rt_seq_attention_hook(s);
+  float *x_local = cut(x, (int)D, 0, (int)D, pos, local, sp);
+  float *dout_local = cut(dout, (int)D, 0, (int)D, pos, local, sp);
+  struct layer_run got = run_layer(&ctx, wbuf, np, x_local, dout_local, n, sp->nseq);
+  MPI_Allreduce(MPI_IN_PLACE, got.g, (int)np, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  float *out_want = cut(ref.out, (int)D, 0, (int)D, pos, local, sp);
+  float *dx_want = cut(ref.dx, (int)D, 0, (int)D, pos, local, sp);
+  double err[3] = {rel_err(got.out, out_want, n * D), rel_err(got.dx, dx_want, n * D),
+                   rel_err(got.g, ref.g, np)};
+  int fails = 0;
+  for (int i = 0; i < 3; i++)
+    fails += !(err[i] <= 1e-5);
+  printf("%s layer%s: rank %d (%ld tokens): out %.1e dx %.1e weight gradients %.1e%s\n", sp->name,
+         recompute ? " (recompute)" : "", rank, local, err[0], err[1], err[2],
+         fails ? "  FAIL" : "");
+  rt_seq_close(s);
+  float *bufs[] = {rope,       wbuf,    x,      dout,   ref.out,  ref.dx,  ref.g,
+                   x_local, dout_local, got.out, got.dx, got.g, out_want, dx_want};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    free(bufs[i]);
+  free(kv_of);
+  free(pos);
+  int all = 0;
+  MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return all ? 1 : 0;
+}
+
 /* ---- broken tables ---- */
 
 static int expect_refused(struct tables *tb, const struct hxk_dims *d, int rank, const char *want,
@@ -372,10 +472,12 @@ int main(int argc, char **argv) {
     rc = run_refuse();
   } else if (argc == 2 && find_spec(argv[1])) {
     rc = run_case(find_spec(argv[1]), -1);
+  } else if (argc >= 3 && argc <= 4 && find_spec(argv[1]) && !strcmp(argv[2], "layer")) {
+    rc = run_layer_case(find_spec(argv[1]), argc == 4 && !strcmp(argv[3], "recompute"));
   } else if (argc == 4 && find_spec(argv[1]) && !strcmp(argv[2], "stall")) {
     rc = run_case(find_spec(argv[1]), atoi(argv[3]));
   } else {
-    fprintf(stderr, "usage: test_rt_seq CASE [stall RANK] | refuse\n");
+    fprintf(stderr, "usage: test_rt_seq CASE [stall RANK | layer [recompute]] | refuse\n");
     rc = 2;
   }
   fflush(stdout);

@@ -74,15 +74,19 @@ set_tests_properties(rtlib.sync_overlap PROPERTIES LABELS "rtlib;mpi" TIMEOUT 30
 
 # rtlib/seq's attention hook (context and head parallelism) on real MPI
 # ranks against the whole-sequence kernels, one layout per test (CASE:RANKS),
-# and broken tables refused with the reason; the layouts on rtlib/cuda's
-# staged transport, its CUDA calls on host memory (seq_staged_shim.c), the
-# ring by sendrecv (cp4) and by alltoallv (ragged); and messages cut into
-# chunks of 37 floats.
-set(hx_seq_mpirun ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1
-  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0)
-function(hx_seq_test name program case np)
-  add_test(NAME rtlib.seq.${name} COMMAND ${hx_seq_mpirun} ${ARGN}
-    ${MPIEXEC_EXECUTABLE} --oversubscribe -np ${np} $<TARGET_FILE:${program}> ${case})
+# and broken tables refused with the reason; whole decoder layers with the
+# hook against the whole-sequence layer (layer_*); the layouts on
+# rtlib/cuda's staged transport, its CUDA calls on host memory
+# (seq_staged_shim.c), the ring by sendrecv (cp4) and by alltoallv (ragged);
+# and messages cut into chunks of 37 floats (HEXIC_MPI_MAX_COUNT).
+# hx_seq_test(NAME RANKS PROGRAM ARGS... [ENV VAR=VALUE...])
+function(hx_seq_test name np program)
+  cmake_parse_arguments(PARSE_ARGV 3 opt "" "" "ENV")
+  add_test(NAME rtlib.seq.${name}
+    COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+            OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0 ${opt_ENV}
+            ${MPIEXEC_EXECUTABLE} --oversubscribe -np ${np} $<TARGET_FILE:${program}>
+            ${opt_UNPARSED_ARGUMENTS})
   set_tests_properties(rtlib.seq.${name} PROPERTIES LABELS "rtlib;mpi" TIMEOUT 60)
 endfunction()
 add_executable(test_rt_seq ${HX_RT_TESTS}/test_rt_seq.c)
@@ -91,17 +95,20 @@ foreach(c cp4:4 hp3:3 usp:4 ragged:6 planner:6 tp2:6 gqa8:8 refuse:1)
   string(REPLACE ":" ";" parts ${c})
   list(GET parts 0 case)
   list(GET parts 1 np)
-  hx_seq_test(${case} test_rt_seq ${case} ${np})
+  hx_seq_test(${case} ${np} test_rt_seq ${case})
 endforeach()
+hx_seq_test(layer_planner 6 test_rt_seq planner layer)
+hx_seq_test(layer_cp4_recompute 4 test_rt_seq cp4 layer recompute)
+hx_seq_test(layer_hp3_recompute 3 test_rt_seq hp3 layer recompute)
 if(HEXIC_CUDA)
   add_executable(test_rt_seq_staged ${HX_RT_TESTS}/test_rt_seq.c ${HX_RT_TESTS}/seq_staged_shim.c
     ${CMAKE_SOURCE_DIR}/rtlib/cuda/transport_mpi_staged.c ${CMAKE_SOURCE_DIR}/rtlib/cuda/staging.c)
   target_include_directories(test_rt_seq_staged PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
   target_link_libraries(test_rt_seq_staged PRIVATE hexic_rt)
-  hx_seq_test(staged_cp4 test_rt_seq_staged cp4 4)
-  hx_seq_test(staged_ragged test_rt_seq_staged ragged 6)
+  hx_seq_test(staged_cp4 4 test_rt_seq_staged cp4)
+  hx_seq_test(staged_ragged 6 test_rt_seq_staged ragged)
 endif()
-hx_seq_test(chunked test_rt_seq planner 6 HEXIC_MPI_MAX_COUNT=37)
+hx_seq_test(chunked 6 test_rt_seq planner ENV HEXIC_MPI_MAX_COUNT=37)
 # A rank of the planner's layout (rank 3, in the last group) stops answering:
 # the job ends within the watchdog bound and the reports name it.
 add_test(NAME rtlib.seq.stall
