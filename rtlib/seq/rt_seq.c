@@ -249,6 +249,27 @@ static void plan_positions(struct rt_seq *s) {
   s->group_row0[seq->ngroups] = at - s->pos;
 }
 
+static struct seq_exchange exchange_new(int n) {
+  long *counts = hx_rt_calloc(4 * (size_t)n + 1, sizeof(long));
+  return (struct seq_exchange){hx_rt_calloc((size_t)n + 1, sizeof(int)), counts, counts + n,
+                               counts + 2 * n, counts + 3 * n};
+}
+
+/* The peers of the all-to-alls (the group's members) and of the ring steps
+ * (the links in, then out: a link in carries nothing out and the reverse,
+ * so those counts stay 0); the hook fills in the other counts per call. */
+static void plan_exchanges(struct rt_seq *s) {
+  const struct hx_rt_seq_group *mine = &s->seq->groups[s->seq->group];
+  s->a2a = exchange_new(mine->n);
+  for (int x = 0; x < mine->n; x++)
+    s->a2a.peers[x] = s->units[mine->first + x].rank;
+  s->ring = exchange_new(s->nin + s->nout);
+  for (int x = 0; x < s->nin; x++)
+    s->ring.peers[x] = s->in[x].from;
+  for (int y = 0; y < s->nout; y++)
+    s->ring.peers[s->nin + y] = s->out[y].to;
+}
+
 struct rt_seq *rt_seq_open(const struct hx_rt_seq *seq, const struct hxk_dims *dims,
                            const struct rt_transport *t) {
   const char *bad = rt_seq_check(seq, dims, hx_rt_rank());
@@ -275,6 +296,7 @@ struct rt_seq *rt_seq_open(const struct hx_rt_seq *seq, const struct hxk_dims *d
     s->kv_of[i] = (s->me->h0 + i) / (dims->heads / dims->kv_heads) - s->me->kv0;
   plan_positions(s);
   plan_ring(s);
+  plan_exchanges(s);
   rt_seq_hook_init(s);
   return s;
 }
@@ -292,6 +314,10 @@ void rt_seq_close(struct rt_seq *s) {
   }
   free(s->in);
   free(s->out);
+  free(s->a2a.peers);
+  free(s->a2a.send_n);
+  free(s->ring.peers);
+  free(s->ring.send_n);
   free(s->units);
   free(s->kv_of);
   free(s->pos);

@@ -141,22 +141,16 @@ static long a2a_total(const struct rt_seq *s, enum a2a_kind kind, bool send) {
 /* The all-to-all of the group, messages back to back in member order. */
 static void group_a2a(const struct rt_seq *s, enum a2a_kind kind, const float *send, float *recv,
                       const char *what) {
-  int n = my_group(s)->n;
-  int *peers = hx_rt_calloc((size_t)n, sizeof(int));
-  long *counts = hx_rt_calloc(4 * (size_t)n, sizeof(long));
-  long *send_n = counts, *send_off = counts + n, *recv_n = counts + 2 * n, *recv_off = counts + 3 * n;
-  for (int x = 0; x < n; x++) {
-    peers[x] = member(s, x)->rank;
-    send_n[x] = a2a_count(s, kind, x, true);
-    recv_n[x] = a2a_count(s, kind, x, false);
-    if (x > 0) {
-      send_off[x] = send_off[x - 1] + send_n[x - 1];
-      recv_off[x] = recv_off[x - 1] + recv_n[x - 1];
-    }
+  const struct seq_exchange *e = &s->a2a;
+  long send_at = 0, recv_at = 0;
+  for (int x = 0; x < my_group(s)->n; x++) {
+    e->send_off[x] = send_at;
+    e->recv_off[x] = recv_at;
+    send_at += e->send_n[x] = a2a_count(s, kind, x, true);
+    recv_at += e->recv_n[x] = a2a_count(s, kind, x, false);
   }
-  s->t->alltoallv(peers, n, send, send_n, send_off, recv, recv_n, recv_off, RT_FP32, what);
-  free(peers);
-  free(counts);
+  s->t->alltoallv(e->peers, my_group(s)->n, send, e->send_n, e->send_off, recv, e->recv_n,
+                  e->recv_off, RT_FP32, what);
 }
 
 /* ---- the ring ---- */
@@ -194,18 +188,15 @@ struct block {
 static void ring_exchange(const struct rt_seq *s, int step, const struct block *src,
                           const struct block *dst, float *sendbuf, float *recvbuf,
                           const char *what) {
-  int g = s->seq->group, n = s->nin + s->nout, hd = s->hd;
+  int g = s->seq->group, hd = s->hd;
   long rows_out = group_tokens(s, g + 1 - step), rows_in = group_tokens(s, g - step);
-  int *peers = hx_rt_calloc((size_t)n, sizeof(int));
-  long *counts = hx_rt_calloc(4 * (size_t)n, sizeof(long));
-  long *send_n = counts, *send_off = counts + n, *recv_n = counts + 2 * n, *recv_off = counts + 3 * n;
+  const struct seq_exchange *e = &s->ring; /* in[] then out[] */
   float *at = sendbuf;
   const struct seq_member *me = s->me;
   for (int y = 0; y < s->nout; y++) {
     const struct seq_link *l = &s->out[y];
-    peers[s->nin + y] = l->to;
-    send_off[s->nin + y] = at - sendbuf;
-    send_n[s->nin + y] = link_floats(s, l, rows_out, src->k != NULL, src->dk != NULL);
+    e->send_off[s->nin + y] = at - sendbuf;
+    e->send_n[s->nin + y] = link_floats(s, l, rows_out, src->k != NULL, src->dk != NULL);
     if (src->k) {
       at = pack_heads(at, src->k, rows_out, me->kv0, me->nkv, l->kv, l->nkv, hd);
       at = pack_heads(at, src->v, rows_out, me->kv0, me->nkv, l->kv, l->nkv, hd);
@@ -217,16 +208,16 @@ static void ring_exchange(const struct rt_seq *s, int step, const struct block *
   }
   long off = 0;
   for (int x = 0; x < s->nin; x++) {
-    peers[x] = s->in[x].from;
-    recv_off[x] = off;
-    recv_n[x] = link_floats(s, &s->in[x], rows_in, dst->k != NULL, dst->dk != NULL);
-    off += recv_n[x];
+    e->recv_off[x] = off;
+    off += e->recv_n[x] =
+        link_floats(s, &s->in[x], rows_in, dst->k != NULL, dst->dk != NULL);
   }
   if (s->nin == 1 && s->nout == 1)
-    s->t->sendrecv(sendbuf, send_n[1], peers[1], recvbuf, recv_n[0], peers[0], RT_FP32, what);
+    s->t->sendrecv(sendbuf, e->send_n[1], e->peers[1], recvbuf, e->recv_n[0], e->peers[0],
+                   RT_FP32, what);
   else
-    s->t->alltoallv(peers, n, sendbuf, send_n, send_off, recvbuf, recv_n, recv_off, RT_FP32,
-                    what);
+    s->t->alltoallv(e->peers, s->nin + s->nout, sendbuf, e->send_n, e->send_off, recvbuf,
+                    e->recv_n, e->recv_off, RT_FP32, what);
   const float *from = recvbuf;
   for (int x = 0; x < s->nin; x++) {
     const struct seq_link *l = &s->in[x];
@@ -239,8 +230,6 @@ static void ring_exchange(const struct rt_seq *s, int step, const struct block *
       from = unpack_heads(dst->dv, rows_in, me->kv0, me->nkv, l->acc, l->nacc, hd, from, true);
     }
   }
-  free(peers);
-  free(counts);
 }
 
 /* Floats of a ring exchange's send and receive buffers at their largest. */

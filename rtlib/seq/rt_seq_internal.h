@@ -26,6 +26,13 @@ struct seq_link {
   int *acc, nacc;
 };
 
+/* The arguments of one alltoallv (rt_backend.h), kept with the plan so a
+ * call allocates nothing: n peers, counts and offsets in floats. */
+struct seq_exchange {
+  int *peers;
+  long *send_n, *send_off, *recv_n, *recv_off;
+};
+
 struct rt_seq {
   const struct hx_rt_seq *seq;
   const struct hxk_dims *dims;
@@ -39,6 +46,8 @@ struct rt_seq {
   long most_tokens;         /* of any group */
   int nin, nout;            /* ring links into this unit (from the previous group), out of it */
   struct seq_link *in, *out;
+  struct seq_exchange a2a;  /* the group's members */
+  struct seq_exchange ring; /* in[] then out[] */
   long scratch;             /* floats the hook's forward or backward uses, per sequence */
   struct hxk_attention_hook hook;
 };

@@ -38,6 +38,9 @@ struct spec {
 };
 
 static const struct spec specs[] = {
+    /* CP on two ranks: the ring's one neighbour is both the next and the
+     * previous unit; one kv head (MQA). */
+    {"cp2", 33, 2, 1, 8, 1, 1, 2, 2, {1, 1}, {2, 1}, {{0, 5, 20, 33}, {5, 20}}, {2, 2}, {1, 0}},
     /* CP only: four groups of one unit, uneven zig-zag chunks (the ring's
      * sendrecv path). */
     {"cp4", 100, 4, 2, 16, 1, 1, 4, 4, {1, 1, 1, 1}, {2, 2, 2, 1},
