@@ -125,7 +125,8 @@ static void mpi_alltoallv(const int *peers, int npeers, const void *sendbuf, con
   struct hx_rt_msg *msgs = hx_rt_calloc(2 * (size_t)npeers, sizeof *msgs);
   size_t bytes = rt_dtype_bytes(dt);
   for (int i = 0; i < npeers; i++) {
-    msgs[i] = (struct hx_rt_msg){(char *)recvbuf + (size_t)recv_off[i] * bytes, recv_n[i], peers[i]};
+    msgs[i] =
+        (struct hx_rt_msg){(char *)recvbuf + (size_t)recv_off[i] * bytes, recv_n[i], peers[i]};
     msgs[npeers + i] =
         (struct hx_rt_msg){(char *)sendbuf + (size_t)send_off[i] * bytes, send_n[i], peers[i]};
   }

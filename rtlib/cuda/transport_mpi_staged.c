@@ -31,7 +31,7 @@ static struct {
   MPI_Comm tp; /* MPI_COMM_NULL when tp == 1 */
   struct hx_rt_group_comms groups;
   MPI_Comm seq; /* a duplicate of the world for rtlib/seq's exchanges */
-  void *stage; /* pinned; grows to the largest message or piece */
+  void *stage;  /* pinned; grows to the largest message or piece */
   size_t stage_cap;
   int64_t stage_bytes; /* HEXIC_STAGE_BYTES */
 } st;
@@ -218,10 +218,9 @@ static int64_t extent_of(const long *n, const long *off, int count) {
   return most;
 }
 
-static void staged_alltoallv(const int *peers, int npeers, const void *sendbuf,
-                             const long *send_n, const long *send_off, void *recvbuf,
-                             const long *recv_n, const long *recv_off, enum rt_dtype dt,
-                             const char *what) {
+static void staged_alltoallv(const int *peers, int npeers, const void *sendbuf, const long *send_n,
+                             const long *send_off, void *recvbuf, const long *recv_n,
+                             const long *recv_off, enum rt_dtype dt, const char *what) {
   int64_t send_extent = extent_of(send_n, send_off, npeers);
   int64_t recv_extent = extent_of(recv_n, recv_off, npeers);
   char *host_send = stage_of(bytes_of((long)(send_extent + recv_extent), dt));
@@ -243,8 +242,8 @@ static void staged_alltoallv(const int *peers, int npeers, const void *sendbuf,
                 bytes_of(recv_n[i], dt));
 }
 
-static void staged_sendrecv(const void *sendbuf, long send_n, int dest, void *recvbuf,
-                            long recv_n, int source, enum rt_dtype dt, const char *what) {
+static void staged_sendrecv(const void *sendbuf, long send_n, int dest, void *recvbuf, long recv_n,
+                            int source, enum rt_dtype dt, const char *what) {
   int peers[2] = {dest, source};
   long send_ns[2] = {send_n, 0}, recv_ns[2] = {0, recv_n}, offs[2] = {0, 0};
   staged_alltoallv(peers, 2, sendbuf, send_ns, offs, recvbuf, recv_ns, offs, dt, what);

@@ -53,8 +53,8 @@ static int by_begin(const void *x, const void *y) {
 }
 
 /* ranges[0..n) (sorted here) cover [0, end) exactly once; else the fault. */
-static const char *check_cover(struct hx_rt_seq_range *ranges, int n, int64_t end,
-                               const char *noun, const char *where) {
+static const char *check_cover(struct hx_rt_seq_range *ranges, int n, int64_t end, const char *noun,
+                               const char *where) {
   qsort(ranges, (size_t)n, sizeof ranges[0], by_begin);
   int64_t at = 0;
   for (int k = 0; k < n; k++) {
@@ -83,8 +83,8 @@ static const char *check_units(const struct hx_rt_seq *seq, const struct hxk_dim
     for (int k = 0; k < x->nranges && !bad; k++) {
       struct hx_rt_seq_range r = x->ranges[k];
       if (r.begin < 0 || r.begin >= r.end || r.end > d->seq_len)
-        bad = why("unit %d's token range [%lld, %lld) is not inside [0, %d)", u,
-                  (long long)r.begin, (long long)r.end, d->seq_len);
+        bad = why("unit %d's token range [%lld, %lld) is not inside [0, %d)", u, (long long)r.begin,
+                  (long long)r.end, d->seq_len);
       all[n++] = r;
     }
     if (!bad && (x->head_begin < h0 || x->head_begin > x->head_end || x->head_end > h0 + share))
@@ -185,7 +185,9 @@ static struct seq_member member_of(const struct hx_rt_seq *seq, const struct hxk
   return m;
 }
 
-static bool reads_kv(const struct seq_member *m, int k) { return k >= m->kv0 && k < m->kv0 + m->nkv; }
+static bool reads_kv(const struct seq_member *m, int k) {
+  return k >= m->kv0 && k < m->kv0 + m->nkv;
+}
 
 /* The member of group g that first reads share kv head k: it forwards k's
  * K/V to the next group and collects k's dK/dV for its own group. Every

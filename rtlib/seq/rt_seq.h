@@ -45,10 +45,10 @@ struct hx_rt_seq_range {
 /* One unit of the stage as this rank's TP rank sees it: the world rank of
  * its device of that TP rank, its tokens and that device's query heads. */
 struct hx_rt_seq_unit {
-  int rank;                            /* world rank */
-  int nranges;                         /* 0..2 */
-  struct hx_rt_seq_range ranges[2];    /* plan.json devices[rank].seq, in that order */
-  int head_begin, head_end;            /* devices[rank].heads: global query heads */
+  int rank;                         /* world rank */
+  int nranges;                      /* 0..2 */
+  struct hx_rt_seq_range ranges[2]; /* plan.json devices[rank].seq, in that order */
+  int head_begin, head_end;         /* devices[rank].heads: global query heads */
 };
 
 /* One HP all-to-all group: units [first, first + n) of the ring, in group
@@ -64,13 +64,13 @@ struct hx_rt_seq_group {
 /* The literal table of a rank of a HexiSeq stage (codegen writes it from
  * the plan; NULL in hx_rt_rank_config when sequences are whole). */
 struct hx_rt_seq {
-  int tp, tp_rank;                     /* the stage's TP degree, this rank's TP rank */
+  int tp, tp_rank; /* the stage's TP degree, this rank's TP rank */
   int nunits;
-  const struct hx_rt_seq_unit *units;  /* in ring order: the cp_ring of TP rank tp_rank */
+  const struct hx_rt_seq_unit *units; /* in ring order: the cp_ring of TP rank tp_rank */
   int ngroups;
   const struct hx_rt_seq_group *groups; /* the hp_a2a groups of TP rank tp_rank, in ring order */
-  int unit;                            /* this rank: units[unit].rank */
-  int group;                           /* the group holding unit */
+  int unit;                             /* this rank: units[unit].rank */
+  int group;                            /* the group holding unit */
 };
 
 /* ---- helpers for the executor (pure, no MPI) ---- */

@@ -71,8 +71,8 @@ static const float *unpack_cols(float *dst, long width, long col0, long ncols, c
 
 /* The listed kv heads (share numbering) of rows of a block whose columns
  * start at kv head kv0, nkv of them, each hd floats. */
-static float *pack_heads(float *dst, const float *src, long rows, int kv0, int nkv, const int *heads,
-                         int nheads, int hd) {
+static float *pack_heads(float *dst, const float *src, long rows, int kv0, int nkv,
+                         const int *heads, int nheads, int hd) {
   for (long r = 0; r < rows; r++)
     for (int i = 0; i < nheads; i++, dst += hd)
       memcpy(dst, src + (r * nkv + heads[i] - kv0) * hd, sizeof(float) * (size_t)hd);
@@ -209,15 +209,14 @@ static void ring_exchange(const struct rt_seq *s, int step, const struct block *
   long off = 0;
   for (int x = 0; x < s->nin; x++) {
     e->recv_off[x] = off;
-    off += e->recv_n[x] =
-        link_floats(s, &s->in[x], rows_in, dst->k != NULL, dst->dk != NULL);
+    off += e->recv_n[x] = link_floats(s, &s->in[x], rows_in, dst->k != NULL, dst->dk != NULL);
   }
   if (s->nin == 1 && s->nout == 1)
-    s->t->sendrecv(sendbuf, e->send_n[1], e->peers[1], recvbuf, e->recv_n[0], e->peers[0],
-                   RT_FP32, what);
+    s->t->sendrecv(sendbuf, e->send_n[1], e->peers[1], recvbuf, e->recv_n[0], e->peers[0], RT_FP32,
+                   what);
   else
-    s->t->alltoallv(e->peers, s->nin + s->nout, sendbuf, e->send_n, e->send_off, recvbuf,
-                    e->recv_n, e->recv_off, RT_FP32, what);
+    s->t->alltoallv(e->peers, s->nin + s->nout, sendbuf, e->send_n, e->send_off, recvbuf, e->recv_n,
+                    e->recv_off, RT_FP32, what);
   const float *from = recvbuf;
   for (int x = 0; x < s->nin; x++) {
     const struct seq_link *l = &s->in[x];
@@ -500,9 +499,8 @@ static void hook_backward(float *dq, float *dk, float *dv, const float *dout, co
   for (long q_seq = 0; q_seq < nseq; q_seq++) {
     long r = q_seq * n;
     hxk_attention_block_delta(delta, dout + r * wq, o + r * wq, n, (int)nh, s->hd);
-    struct local_grad io = {q + r * wq,   k + r * wkv,   v + r * wkv,
-                            dout + r * wq, saved + r * nh, delta,
-                            dq + r * wq,   dk + r * wkv,  dv + r * wkv};
+    struct local_grad io = {q + r * wq, k + r * wkv, v + r * wkv,  dout + r * wq, saved + r * nh,
+                            delta,      dq + r * wq, dk + r * wkv, dv + r * wkv};
     backward_sequence(s, &io, &b);
   }
 }
@@ -514,8 +512,8 @@ void rt_seq_hook_init(struct rt_seq *s) {
   carve_bufs(s, &bwd, true, &b);
   take(&bwd, s->me->tokens * s->nh_share); /* hook_backward's delta */
   s->scratch = fwd.used > bwd.used ? fwd.used : bwd.used;
-  s->hook = (struct hxk_attention_hook){saved_floats, scratch_floats, hook_forward, hook_backward,
-                                        s};
+  s->hook =
+      (struct hxk_attention_hook){saved_floats, scratch_floats, hook_forward, hook_backward, s};
 }
 
 const struct hxk_attention_hook *rt_seq_attention_hook(struct rt_seq *s) { return &s->hook; }

@@ -10,11 +10,11 @@
 
 /* A unit of the ring as the hook sees it. */
 struct seq_member {
-  int rank;      /* world rank */
-  long tokens;   /* of one sequence */
-  long row0;     /* its first row among its group's tokens (group order) */
-  int h0, nh;    /* query heads [h0, h0 + nh) of the share */
-  int kv0, nkv;  /* the kv heads they read */
+  int rank;     /* world rank */
+  long tokens;  /* of one sequence */
+  long row0;    /* its first row among its group's tokens (group order) */
+  int h0, nh;   /* query heads [h0, h0 + nh) of the share */
+  int kv0, nkv; /* the kv heads they read */
 };
 
 /* A ring link from unit `from` (previous group) to unit `to` (next group):
@@ -40,11 +40,11 @@ struct rt_seq {
   int hd, nh_share, nkv_share;
   struct seq_member *units; /* per unit of the ring */
   const struct seq_member *me;
-  int *kv_of;               /* per own query head: its kv head among own kv heads */
-  int *pos;                 /* every token's position, group after group in group order */
-  long *group_row0;         /* ngroups + 1: group g's tokens are pos[row0[g] .. row0[g+1]) */
-  long most_tokens;         /* of any group */
-  int nin, nout;            /* ring links into this unit (from the previous group), out of it */
+  int *kv_of;       /* per own query head: its kv head among own kv heads */
+  int *pos;         /* every token's position, group after group in group order */
+  long *group_row0; /* ngroups + 1: group g's tokens are pos[row0[g] .. row0[g+1]) */
+  long most_tokens; /* of any group */
+  int nin, nout;    /* ring links into this unit (from the previous group), out of it */
   struct seq_link *in, *out;
   struct seq_exchange a2a;  /* the group's members */
   struct seq_exchange ring; /* in[] then out[] */

@@ -8,6 +8,14 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "rtlib/cuda/cuda_backend.h"
+
+/* The backend's rt_transport_open (transport_select.c) picks a transport
+ * on a GPU machine; here it is always the staged one under test. */
+const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
+                                             const struct rt_device *dev) {
+  return rt_cuda_staged_open(cfg, dev);
+}
 
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
   *p = malloc(bytes ? bytes : 1);
@@ -31,7 +39,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-struct CUstream_st *rt_cuda_stream(void) { return NULL; }
+struct CUstream_st *rt_cuda_stream(void) {
+  return NULL;
+}
 
 void hxc_check_cuda(cudaError_t status, const char *call, const char *file, int line) {
   if (status != cudaSuccess) {

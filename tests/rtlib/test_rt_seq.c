@@ -32,56 +32,67 @@ struct spec {
   int nunits, ngroups;
   int group_size[MAXU];
   int nranges[MAXU];
-  int64_t r[MAXU][4];  /* begin, end of up to two ranges */
-  int nh[MAXU];        /* query heads of the TP share */
-  int slot[MAXU];      /* unit u's device of TP rank t is world rank slot * tp + t */
+  int64_t r[MAXU][4]; /* begin, end of up to two ranges */
+  int nh[MAXU];       /* query heads of the TP share */
+  int slot[MAXU];     /* unit u's device of TP rank t is world rank slot * tp + t */
 };
 
+/* One layout a few lines each (clang-format would give every field its own). */
+/* clang-format off */
 static const struct spec specs[] = {
     /* CP on two ranks: the ring's one neighbour is both the next and the
      * previous unit; one kv head (MQA). */
-    {"cp2", 33, 2, 1, 8, 1, 1, 2, 2, {1, 1}, {2, 1}, {{0, 5, 20, 33}, {5, 20}}, {2, 2}, {1, 0}},
+    {.name = "cp2", .seq_len = 33, .heads = 2, .kv_heads = 1, .head_dim = 8, .tp = 1, .nseq = 1,
+     .nunits = 2, .ngroups = 2, .group_size = {1, 1}, .nranges = {2, 1},
+     .r = {{0, 5, 20, 33}, {5, 20}}, .nh = {2, 2}, .slot = {1, 0}},
     /* CP only: four groups of one unit, uneven zig-zag chunks (the ring's
      * sendrecv path). */
-    {"cp4", 100, 4, 2, 16, 1, 1, 4, 4, {1, 1, 1, 1}, {2, 2, 2, 1},
-     {{0, 7, 88, 100}, {7, 30, 70, 88}, {30, 41, 59, 70}, {41, 59}}, {4, 4, 4, 4}, {0, 1, 2, 3}},
+    {.name = "cp4", .seq_len = 100, .heads = 4, .kv_heads = 2, .head_dim = 16, .tp = 1, .nseq = 1,
+     .nunits = 4, .ngroups = 4, .group_size = {1, 1, 1, 1}, .nranges = {2, 2, 2, 1},
+     .r = {{0, 7, 88, 100}, {7, 30, 70, 88}, {30, 41, 59, 70}, {41, 59}}, .nh = {4, 4, 4, 4},
+     .slot = {0, 1, 2, 3}},
     /* HP only: one group, heads 1 / 3 / 2 of 6 (GQA 3:1, kv heads
      * replicated), world order unlike ring order, two sequences. */
-    {"hp3", 77, 6, 2, 8, 1, 2, 3, 1, {3}, {1, 1, 1}, {{0, 20}, {20, 51}, {51, 77}}, {1, 3, 2},
-     {2, 0, 1}},
+    {.name = "hp3", .seq_len = 77, .heads = 6, .kv_heads = 2, .head_dim = 8, .tp = 1, .nseq = 2,
+     .nunits = 3, .ngroups = 1, .group_size = {3}, .nranges = {1, 1, 1},
+     .r = {{0, 20}, {20, 51}, {51, 77}}, .nh = {1, 3, 2}, .slot = {2, 0, 1}},
     /* USP: two groups of two, even split, MHA. */
-    {"usp", 64, 4, 4, 16, 1, 1, 4, 2, {2, 2}, {2, 2, 2, 2},
-     {{0, 8, 56, 64}, {8, 16, 48, 56}, {16, 24, 40, 48}, {24, 32, 32, 40}}, {2, 2, 2, 2},
-     {0, 1, 2, 3}},
+    {.name = "usp", .seq_len = 64, .heads = 4, .kv_heads = 4, .head_dim = 16, .tp = 1, .nseq = 1,
+     .nunits = 4, .ngroups = 2, .group_size = {2, 2}, .nranges = {2, 2, 2, 2},
+     .r = {{0, 8, 56, 64}, {8, 16, 48, 56}, {16, 24, 40, 48}, {24, 32, 32, 40}},
+     .nh = {2, 2, 2, 2}, .slot = {0, 1, 2, 3}},
     /* Ragged CP x HP: groups of 1, 3, 2 units splitting 8 heads (GQA 4:1)
      * as [8], [1, 4, 3], [5, 3]; ranges cut at odd places, one front only. */
-    {"ragged", 101, 8, 2, 8, 1, 1, 6, 3, {1, 3, 2}, {2, 2, 1, 2, 2, 1},
-     {{0, 9, 90, 101}, {9, 10, 85, 90}, {10, 31}, {31, 40, 70, 85}, {40, 57, 62, 70}, {57, 62}},
-     {8, 1, 4, 3, 5, 3}, {5, 3, 1, 0, 2, 4}},
+    {.name = "ragged", .seq_len = 101, .heads = 8, .kv_heads = 2, .head_dim = 8, .tp = 1,
+     .nseq = 1, .nunits = 6, .ngroups = 3, .group_size = {1, 3, 2}, .nranges = {2, 2, 1, 2, 2, 1},
+     .r = {{0, 9, 90, 101}, {9, 10, 85, 90}, {10, 31}, {31, 40, 70, 85}, {40, 57, 62, 70},
+           {57, 62}},
+     .nh = {8, 1, 4, 3, 5, 3}, .slot = {5, 3, 1, 0, 2, 4}},
     /* hexic's planner: `hexic --strategy=hexiseq` of a 2-layer model
      * (hidden 64, heads 8, kv_heads 2, seq_len 192) on 3 + 2 + 1 CPU
      * devices of three speeds (cpu8.hx's figures): plan.json's cp_ring
      * [4, 5, 1, 2, 0, 3], hp_a2a groups [4, 5], [1, 2], [0, 3], devices'
      * seq and heads as below. */
-    {"planner", 192, 8, 2, 8, 1, 1, 6, 3, {2, 2, 2}, {2, 2, 2, 2, 2, 2},
-     {{0, 11, 180, 192},
-      {11, 16, 177, 180},
-      {16, 38, 153, 177},
-      {38, 60, 129, 153},
-      {60, 82, 105, 129},
-      {82, 93, 93, 105}},
-     {5, 3, 4, 4, 5, 3}, {4, 5, 1, 2, 0, 3}},
+    {.name = "planner", .seq_len = 192, .heads = 8, .kv_heads = 2, .head_dim = 8, .tp = 1,
+     .nseq = 1, .nunits = 6, .ngroups = 3, .group_size = {2, 2, 2}, .nranges = {2, 2, 2, 2, 2, 2},
+     .r = {{0, 11, 180, 192}, {11, 16, 177, 180}, {16, 38, 153, 177}, {38, 60, 129, 153},
+           {60, 82, 105, 129}, {82, 93, 93, 105}},
+     .nh = {5, 3, 4, 4, 5, 3}, .slot = {4, 5, 1, 2, 0, 3}},
     /* TP 2 inside units: each TP rank's ring and groups on its share of
      * 4 heads (2 kv heads), groups of 2 and 1 units. */
-    {"tp2", 90, 8, 4, 8, 2, 1, 3, 2, {2, 1}, {2, 2, 1}, {{0, 10, 75, 90}, {10, 30, 60, 75}, {30, 60}},
-     {3, 1, 4}, {1, 2, 0}},
+    {.name = "tp2", .seq_len = 90, .heads = 8, .kv_heads = 4, .head_dim = 8, .tp = 2, .nseq = 1,
+     .nunits = 3, .ngroups = 2, .group_size = {2, 1}, .nranges = {2, 2, 1},
+     .r = {{0, 10, 75, 90}, {10, 30, 60, 75}, {30, 60}}, .nh = {3, 1, 4}, .slot = {1, 2, 0}},
     /* Eight ranks: groups of 3, 1, 4 units of 12 heads (GQA 4:1), one-head
      * devices, units holding no tokens (one with heads), two sequences. */
-    {"gqa8", 120, 12, 3, 8, 1, 2, 8, 3, {3, 1, 4}, {2, 2, 0, 2, 2, 1, 2, 0},
-     {{0, 14, 110, 120}, {14, 20, 100, 110}, {0}, {20, 44, 80, 100}, {44, 50, 74, 80}, {50, 61},
-      {61, 67, 67, 74}, {0}},
-     {1, 6, 5, 12, 2, 3, 1, 6}, {7, 6, 5, 4, 3, 2, 1, 0}},
+    {.name = "gqa8", .seq_len = 120, .heads = 12, .kv_heads = 3, .head_dim = 8, .tp = 1,
+     .nseq = 2, .nunits = 8, .ngroups = 3, .group_size = {3, 1, 4},
+     .nranges = {2, 2, 0, 2, 2, 1, 2, 0},
+     .r = {{0, 14, 110, 120}, {14, 20, 100, 110}, {0}, {20, 44, 80, 100}, {44, 50, 74, 80},
+           {50, 61}, {61, 67, 67, 74}, {0}},
+     .nh = {1, 6, 5, 12, 2, 3, 1, 6}, .slot = {7, 6, 5, 4, 3, 2, 1, 0}},
 };
+/* clang-format on */
 
 static const struct spec *find_spec(const char *name) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
@@ -131,7 +142,8 @@ static void build_tables(const struct spec *sp, int rank, struct tables *tb) {
     struct hx_rt_seq_group *gr = &tb->groups[g];
     for (int x = 0; x < gr->n; x++)
       for (int y = 0; y < gr->n; y++) {
-        const struct hx_rt_seq_unit *ux = &tb->units[gr->first + x], *uy = &tb->units[gr->first + y];
+        const struct hx_rt_seq_unit *ux = &tb->units[gr->first + x],
+                                    *uy = &tb->units[gr->first + y];
         int64_t tokens = 0;
         for (int k = 0; k < ux->nranges; k++)
           tokens += ux->ranges[k].end - ux->ranges[k].begin;
@@ -206,8 +218,7 @@ static void reference(const struct spec *sp, const struct hxk_dims *d, struct wh
   int *kv_of = hx_rt_calloc((size_t)sp->heads, sizeof(int));
   for (int h = 0; h < sp->heads; h++)
     kv_of[h] = h / (sp->heads / sp->kv_heads);
-  float *scratch =
-      hx_rt_calloc((size_t)hxk_attention_scratch_floats(sp->seq_len), sizeof(float));
+  float *scratch = hx_rt_calloc((size_t)hxk_attention_scratch_floats(sp->seq_len), sizeof(float));
   hxk_attention_forward(w->o, w->lse, w->q, w->k, w->v, kv_of, sp->nseq, sp->seq_len, sp->heads,
                         sp->kv_heads, hd, scratch);
   hxk_attention_backward(w->dq, w->dk, w->dv, w->dout, w->q, w->k, w->v, w->lse, kv_of, sp->nseq,
@@ -320,9 +331,9 @@ static int run_case(const struct spec *sp, int stalled) {
       printf("%s: rank %d: %s differs from the whole-sequence kernel by %.3e (relative)\n",
              sp->name, rank, names[i], err[i]);
   rt_seq_close(s);
-  float *bufs[] = {q,  k,  v,  dout, o_want, lse_want, dq_want, dk_want, dv_want, o,
-                   saved, scratch, dq, dk, dv, w.q,     w.k,     w.v,     w.dout,  w.o,
-                   w.lse, w.dq, w.dk, w.dv};
+  float *bufs[] = {q,       k,   v,      dout,    o_want, lse_want, dq_want, dk_want,
+                   dv_want, o,   saved,  scratch, dq,     dk,       dv,      w.q,
+                   w.k,     w.v, w.dout, w.o,     w.lse,  w.dq,     w.dk,    w.dv};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     free(bufs[i]);
   free(pos);
@@ -392,8 +403,8 @@ static int run_layer_case(const struct spec *sp, bool recompute) {
   long np = hxk_layer_floats(&d, &shard), T = sp->seq_len, D = d.dim;
   float *wbuf = random_weights(np, 11, 0.3f), *x = random_floats(sp->nseq * T * D, 12);
   float *dout = random_floats(sp->nseq * T * D, 13);
-  struct hxk_layer_ctx whole = {.dims = &d, .shard = &shard, .rope = rope, .kv_of = kv_of,
-                                .recompute = recompute};
+  struct hxk_layer_ctx whole = {
+      .dims = &d, .shard = &shard, .rope = rope, .kv_of = kv_of, .recompute = recompute};
   struct layer_run ref = run_layer(&whole, wbuf, np, x, dout, sp->nseq * T, sp->nseq);
 
   long local = rt_seq_local_tokens(&tb.seq), n = sp->nseq * local;
@@ -418,8 +429,8 @@ static int run_layer_case(const struct spec *sp, bool recompute) {
          recompute ? " (recompute)" : "", rank, local, err[0], err[1], err[2],
          fails ? "  FAIL" : "");
   rt_seq_close(s);
-  float *bufs[] = {rope,       wbuf,    x,      dout,   ref.out,  ref.dx,  ref.g,
-                   x_local, dout_local, got.out, got.dx, got.g, out_want, dx_want};
+  float *bufs[] = {rope,    wbuf,       x,       dout,   ref.out, ref.dx,   ref.g,
+                   x_local, dout_local, got.out, got.dx, got.g,   out_want, dx_want};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     free(bufs[i]);
   free(kv_of);
