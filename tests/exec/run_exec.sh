@@ -5,16 +5,18 @@
 # by weights_cmp); a rank killed mid-step must end the job in bounded time
 # with launch.sh naming it.
 #   run_exec.sh MODE WORKDIR SRCDIR HEXIC FIXTURE WEIGHTS_CMP
-# MODE: fixture | hexic | planfile | limits | options | fault
+# MODE: fixture | hexic | planfile | limits | options | fault | seq | seqfault
 set -uo pipefail
 mode=$1 work=$2 src=$3 hexic=$4 fixture=$5 wcmp=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
 here=$src/tests/exec
 tiny=$src/examples/models/tiny.hx tiny6=$here/models/tiny6.hx tiny8=$here/models/tiny8.hx
+seqtiny=$here/models/seqtiny.hx
 mkdir -p "$work"
 cd "$work" || exit 1
 steps=5
+[[ $mode == seq* ]] && steps=10 # HexiSeq plans: 10 steps (issue 14)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -47,7 +49,7 @@ same() {
     { paste "$ref.losses" "$dir.losses"; fail "$what: losses differ from one rank"; }
   local cmp
   cmp=$("$wcmp" "$ref.w" "$dir.w" 1e-5) || { echo "$cmp"; fail "$what: weights differ from one rank"; }
-  echo "  $what: 5 losses within 1e-5; ${cmp#weights_cmp: }"
+  echo "  $what: $steps losses within 1e-5; ${cmp#weights_cmp: }"
 }
 
 # fixture NAME PLAN [flags]: emit_fixture's hand-built plan, trained.
@@ -68,6 +70,60 @@ compile() {
   "$hexic" "$@" --target=cpu -o "$dir" >"$dir.plan.txt" || fail "hexic $*"
   build "$dir"
   run "$dir"
+}
+
+# kill_rank DIR RANK: once DIR's plan trains, SIGKILL then SIGSTOP rank RANK;
+# the job must end within the watchdog's bound, launch.sh naming the rank.
+kill_rank() {
+  local dir=$1 victim=$2 signal
+  local vname job pid start status took left
+  vname=$(printf "rank_%04d" "$victim")
+  for signal in KILL STOP; do
+    rm -f "$dir.$signal.log" # a stale log of an earlier run must not pass for this one
+    set -m
+    "$dir"/launch.sh --steps 100000 >"$dir.$signal.log" 2>&1 &
+    job=$!
+    set +m
+    for _ in $(seq 600); do
+      grep -q "^step 3/" "$dir.$signal.log" 2>/dev/null && break
+      sleep 0.05
+    done
+    grep -q "^step 3/" "$dir.$signal.log" ||
+      { kill -9 -- -"$job"; cat "$dir.$signal.log"; fail "training never reached step 3"; }
+    pid=$(pgrep -f "^$PWD/$dir/$vname( |\$)")
+    [ -n "$pid" ] || { kill -9 -- -"$job"; fail "no process for rank $victim"; }
+    start=$(date +%s.%N)
+    kill -"$signal" "$pid"
+    # Bounded: twice HEXIC_TIMEOUT_S (the wait, then the unanswered query)
+    # plus mpirun's teardown, well under 20 s.
+    for _ in $(seq 400); do
+      kill -0 "$job" 2>/dev/null || break
+      sleep 0.05
+    done
+    if kill -0 "$job" 2>/dev/null; then
+      kill -9 -- -"$job"
+      fail "the job still runs 20 s after SIG$signal to rank $victim"
+    fi
+    wait "$job"
+    status=$?
+    took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')
+    [ $status -ne 0 ] || fail "the job exited 0 after SIG$signal to rank $victim"
+    left=$(pgrep -f "^$PWD/$dir/rank_" || true)
+    [ -z "$left" ] || fail "rank processes still alive after SIG$signal: $left"
+    if [ $signal = KILL ]; then
+      grep -q "launch.sh: rank $victim ($vname) failed" "$dir.$signal.log" ||
+        { cat "$dir.$signal.log"; fail "launch.sh did not name rank $victim"; }
+    else
+      # The ranks waiting on it time out, trace the stall and name it: the
+      # stopped rank itself, whichever rank timed out first.
+      grep -q "rank $victim does not answer within 4 s" "$dir.$signal.log" ||
+        { cat "$dir.$signal.log"; fail "no rank traced its stall to rank $victim"; }
+      grep -q "launch.sh: rank $victim ($vname) failed: it does not answer (stopped, hung or dead); rank [0-9]* waits on it (" "$dir.$signal.log" ||
+        { cat "$dir.$signal.log"; fail "launch.sh did not name the stopped rank $victim with the reason"; }
+    fi
+    printf '  SIG%s to rank %d at step 3: job ended in %.1f s, status %d; %s\n' "$signal" \
+      "$victim" "$took" "$status" "$(grep 'launch.sh: rank' "$dir.$signal.log")"
+  done
 }
 
 case "$mode" in
@@ -213,53 +269,77 @@ fault)
   # The victim is the plan's last rank, whatever shape the planner picks.
   nranks=$(ls f/rank_*.c | wc -l)
   [ "$nranks" -ge 2 ] || fail "the cpu8 plan uses one rank: nothing to kill"
-  victim=$((nranks - 1)) vname=$(printf "rank_%04d" $((nranks - 1)))
-  for signal in KILL STOP; do
-    rm -f "f.$signal.log" # a stale log of an earlier run must not pass for this one
-    set -m
-    f/launch.sh --steps 100000 >"f.$signal.log" 2>&1 &
-    job=$!
-    set +m
-    for _ in $(seq 600); do
-      grep -q "^step 3/" "f.$signal.log" 2>/dev/null && break
-      sleep 0.05
-    done
-    grep -q "^step 3/" "f.$signal.log" ||
-      { kill -9 -- -"$job"; cat "f.$signal.log"; fail "training never reached step 3"; }
-    pid=$(pgrep -f "^$PWD/f/$vname( |\$)")
-    [ -n "$pid" ] || { kill -9 -- -"$job"; fail "no process for rank $victim"; }
-    start=$(date +%s.%N)
-    kill -"$signal" "$pid"
-    # Bounded: twice HEXIC_TIMEOUT_S (the wait, then the unanswered query)
-    # plus mpirun's teardown, well under 20 s.
-    for _ in $(seq 400); do
-      kill -0 "$job" 2>/dev/null || break
-      sleep 0.05
-    done
-    if kill -0 "$job" 2>/dev/null; then
-      kill -9 -- -"$job"
-      fail "the job still runs 20 s after SIG$signal to rank $victim"
-    fi
-    wait "$job"
-    status=$?
-    took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')
-    [ $status -ne 0 ] || fail "the job exited 0 after SIG$signal to rank $victim"
-    left=$(pgrep -f "^$PWD/f/rank_" || true)
-    [ -z "$left" ] || fail "rank processes still alive after SIG$signal: $left"
-    if [ $signal = KILL ]; then
-      grep -q "launch.sh: rank $victim ($vname) failed" "f.$signal.log" ||
-        { cat "f.$signal.log"; fail "launch.sh did not name rank $victim"; }
-    else
-      # The ranks waiting on it time out, trace the stall and name it: the
-      # stopped rank itself, whichever rank timed out first.
-      grep -q "rank $victim does not answer within 4 s" "f.$signal.log" ||
-        { cat "f.$signal.log"; fail "no rank traced its stall to rank $victim"; }
-      grep -q "launch.sh: rank $victim ($vname) failed: it does not answer (stopped, hung or dead); rank [0-9]* waits on it (" "f.$signal.log" ||
-        { cat "f.$signal.log"; fail "launch.sh did not name the stopped rank $victim with the reason"; }
-    fi
-    printf '  SIG%s to rank %d at step 3: job ended in %.1f s, status %d; %s\n' "$signal" \
-      "$victim" "$took" "$status" "$(grep 'launch.sh: rank' "f.$signal.log")"
-  done
+  kill_rank f $((nranks - 1))
+  ;;
+seq)
+  # HexiSeq plans (issue 14): context and head parallelism with uneven
+  # tokens and heads, inside DP/TP/PP, against one rank over 10 steps.
+  compile one "$seqtiny" "$src/examples/clusters/cpu1.hx"
+  # hexic's own: two pipelines, one a CP ring of two all-to-all groups with
+  # heads 2 + 2 and 4 + 0 (a unit with no head), the other a CP ring of 4
+  # units, tokens cut unevenly by device speed
+  compile c8 "$seqtiny" "$src/examples/clusters/cpu8.hx" --strategy=hexiseq
+  grep -q '"hp": 2' c8/plan.json && grep -q '"cp": 4' c8/plan.json ||
+    fail "the cpu8 HexiSeq plan no longer has an HP 2 and a CP 4 stage: pick a cluster that does"
+  same one c8 "seqtiny on cpu8 ($(head -n 1 c8.plan.txt))"
+  # TP 2 inside units, CP 2 x HP 2
+  compile ts "$seqtiny" "$here/clusters/two-speeds.hx" --strategy=hexiseq
+  grep -q '"tp": 2, "cp": 2, "hp": 2' ts/plan.json || fail "two-speeds.hx should give TP 2 x CP 2 x HP 2"
+  same one ts "seqtiny on two-speeds.hx ($(head -n 1 ts.plan.txt))"
+  # CP only, 3 ranks
+  compile tri "$seqtiny" "$here/clusters/tri.hx" --strategy=hexiseq
+  grep -q '"cp": 3, "hp": 1' tri/plan.json || fail "tri.hx should give a CP ring of 3"
+  same one tri "seqtiny on tri.hx ($(head -n 1 tri.plan.txt))"
+  # Hand-written: PP x TP x CP x HP with one-head devices, a leader of TP
+  # rank 1 and micro-batches of 2 sequences; an HP-only stage with a unit of
+  # one range and recompute, beside a plain pipeline
+  compile pa "$seqtiny" "$src/examples/clusters/cpu8.hx" --plan="$here/plans/seq_pp_tp_cp_hp.json"
+  same one pa "seq_pp_tp_cp_hp.json"
+  compile pb "$seqtiny" "$here/clusters/four.hx" --plan="$here/plans/seq_dp_hp_uneven.json"
+  same one pb "seq_dp_hp_uneven.json"
+  # A layout broken by an edit is refused at compile time with its line,
+  # before any rank program exists.
+  refuse_edit() { # NAME FROM TO MESSAGE
+    local name=$1 from=$2 to=$3 msg=$4 out
+    python3 -c 'import sys; t = open(sys.argv[1]).read(); assert t.count(sys.argv[2]) == 1
+open(sys.argv[3], "w").write(t.replace(sys.argv[2], sys.argv[4]))' \
+      "$here/plans/seq_pp_tp_cp_hp.json" "$from" "$name.json" "$to" || fail "edit $name"
+    rm -rf "$name"
+    out=$("$hexic" "$seqtiny" "$src/examples/clusters/cpu8.hx" --plan="$name.json" -o "$name" 2>&1)
+    [ $? -eq 1 ] || fail "$name: want exit 1: $out"
+    grep -q "^$name.json:[0-9]*:[0-9]*: error: $msg" <<<"$out" || fail "$name: wrong message: $out"
+    [ ! -e "$name/rank_0000.c" ] || fail "$name: rank programs written for a refused plan"
+    echo "  $name: refused, $(head -n 1 <<<"$out")"
+  }
+  r7='{"rank": 7, "seq": [[50, 100]]'
+  refuse_edit dropped "$r7" '{"rank": 7, "seq": []' "cp ring of rank 6 misses a token"
+  refuse_edit duplicated "$r7" '{"rank": 7, "seq": [[40, 100]]' "cp ring of rank 6 repeats a token"
+  refuse_edit head_twice '{"rank": 2, "seq": [[20, 37], [95, 115]], "heads": [1, 2]}' \
+    '{"rank": 2, "seq": [[20, 37], [95, 115]], "heads": [0, 1]}' "hp group of rank 0 repeats a head"
+  # --target=cuda has no ring attention yet: refused, exit 2
+  out=$("$hexic" "$seqtiny" "$src/examples/clusters/four-4090.hx" --strategy=hexiseq --target=cuda \
+    -o cuda 2>&1)
+  [ $? -eq 2 ] && grep -q "which the generated CUDA programs do not run yet" <<<"$out" ||
+    fail "a HexiSeq plan for --target=cuda should be refused with exit 2: $out"
+  # The runtime's HexiSeq paths under AddressSanitizer and UBSan
+  rm -rf asan
+  "$hexic" "$seqtiny" "$here/clusters/four.hx" --plan="$here/plans/seq_dp_hp_uneven.json" \
+    --target=cpu -o asan >/dev/null || fail "hexic asan"
+  make -s -C asan -j2 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+    >asan.make.log 2>&1 || { cat asan.make.log; fail "make with sanitizers"; }
+  ASAN_OPTIONS=detect_leaks=0 run asan
+  same one asan "seq_dp_hp_uneven.json under ASan+UBSan"
+  ;;
+seqfault)
+  # A rank of a CP ring killed (and stopped) mid-step: the ring's exchanges
+  # are waits like any other, so the job ends naming it.
+  export HEXIC_TIMEOUT_S=4
+  rm -rf f
+  "$hexic" "$seqtiny" "$here/clusters/tri.hx" --strategy=hexiseq --target=cpu -o f >/dev/null ||
+    fail "hexic"
+  grep -q '"cp": 3' f/plan.json || fail "tri.hx should give a CP ring of 3"
+  build f
+  kill_rank f 1
   ;;
 *)
   fail "unknown mode $mode"

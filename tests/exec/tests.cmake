@@ -2,13 +2,15 @@
 # mpirun for DP x TP x PP plans — from emit_fixture's hand-built shapes, from
 # hexic's own planners, and from hand-written plan.json files (--plan) —
 # compared with one rank (losses and --dump-weights), and a rank killed with
-# kill -9 mid-step.
+# kill -9 mid-step; seq and seqfault: the same for HexiSeq plans (issue 14:
+# context/head parallelism with uneven tokens and heads, mutated layouts
+# refused, a CP rank killed).
 set(HX_EXEC_TESTS ${HX_TESTS_DIR}/exec)
 
 add_executable(weights_cmp ${HX_EXEC_TESTS}/weights_cmp.c)
 target_link_libraries(weights_cmp PRIVATE m)
 
-foreach(mode fixture hexic planfile limits options fault)
+foreach(mode fixture hexic planfile limits options fault seq seqfault)
   add_test(NAME exec.${mode}
     COMMAND bash ${HX_EXEC_TESTS}/run_exec.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/exec-${mode}
             ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:emit_fixture> $<TARGET_FILE:weights_cmp>)
