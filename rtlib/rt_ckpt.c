@@ -20,7 +20,7 @@
 #error "hexic checkpoints are little-endian; this host is not"
 #endif
 
-enum { PATH_SIZE = 4096, FINGERPRINT_FIELD = 64, FORMAT_VERSION = 1 };
+enum { PATH_SIZE = 4096, FINGERPRINT_FIELD = 64, FORMAT_VERSION = 2, LINE_FIELD = 400 };
 
 /* Error messages may be cut to the caller's buffer; through a va_list gcc does
  * not flag that truncation, which is intended here, under -Wformat-truncation. */
@@ -32,7 +32,7 @@ __attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t er
   va_end(ap);
 }
 static const char RANK_MAGIC[8] = {'H', 'X', 'C', 'K', 'P', 'T', '0', '1'};
-static const char MANIFEST_HEAD[] = "hexic-checkpoint 2\n";
+static const char MANIFEST_HEAD[] = "hexic-checkpoint 3\n";
 static const char MANIFEST_SUM_KEY[] = "manifest-fnv64 ";
 
 uint64_t hx_rt_fnv64(uint64_t h, const void *data, size_t n) {
@@ -187,7 +187,21 @@ struct rank_file_ctx {
   int rank;
   const char *fingerprint;
   const struct hx_rt_ckpt_state *st;
+  int64_t *index; /* NULL, or ntensors records written here */
 };
+
+/* Tensor i's canonical identity, as the file and the index record it: id,
+ * rows, cols, r0, r1, c0, c1 (a tensor without one: id i, [1, n], whole). */
+static void identity_of(const struct hx_rt_ckpt_state *st, int i, int64_t out[7]) {
+  const struct hx_rt_ckpt_tensor *t = &st->tensors[i];
+  if (t->rows == 0) {
+    int64_t opaque[7] = {i, 1, t->n, 0, 1, 0, t->n};
+    memcpy(out, opaque, sizeof opaque);
+    return;
+  }
+  int64_t given[7] = {(int64_t)t->id, t->rows, t->cols, t->r0, t->r1, t->c0, t->c1};
+  memcpy(out, given, sizeof given);
+}
 
 static void write_rank_body(struct sink *s, const void *vctx) {
   const struct rank_file_ctx *c = vctx;
@@ -204,7 +218,14 @@ static void write_rank_body(struct sink *s, const void *vctx) {
   for (int i = 0; i < c->st->ntensors; i++) {
     const struct hx_rt_ckpt_tensor *t = &c->st->tensors[i];
     size_t bytes = (size_t)t->n * sizeof(float);
+    int64_t ident[7];
+    identity_of(c->st, i, ident);
     sink_u64(s, (uint64_t)t->n);
+    sink_put(s, ident, sizeof ident);
+    if (c->index) {
+      memcpy(c->index + (size_t)i * HX_RT_CKPT_INDEX_INTS, ident, sizeof ident);
+      c->index[(size_t)i * HX_RT_CKPT_INDEX_INTS + 7] = (int64_t)s->size;
+    }
     sink_put(s, t->param, bytes);
     sink_put(s, t->adam_m, bytes);
     sink_put(s, t->adam_v, bytes);
@@ -213,12 +234,12 @@ static void write_rank_body(struct sink *s, const void *vctx) {
 
 bool hx_rt_ckpt_write_rank(const char *dir, int rank, const char *fingerprint,
                            const struct hx_rt_ckpt_state *st, uint64_t *size_out,
-                           uint64_t *checksum_out, char *err, size_t err_size) {
+                           uint64_t *checksum_out, int64_t *index, char *err, size_t err_size) {
   if (!path_fits(dir, err, err_size))
     return false;
   char path[PATH_SIZE];
   hx_rt_ckpt_rank_path(path, sizeof path, dir, st->step, rank);
-  struct rank_file_ctx ctx = {rank, fingerprint, st};
+  struct rank_file_ctx ctx = {rank, fingerprint, st, index};
   return write_atomically(path, write_rank_body, &ctx, size_out, checksum_out, err, err_size);
 }
 
@@ -227,61 +248,83 @@ bool hx_rt_ckpt_write_rank(const char *dir, int rank, const char *fingerprint,
 struct manifest {
   int64_t step, schedule_steps;
   int nranks;
-  char fingerprint[256];
+  char fingerprint[256], model[LINE_FIELD + 8], data[LINE_FIELD + 8];
   uint64_t *sizes, *checksums; /* malloc'ed, nranks each */
+  int *ntensors;               /* per rank */
+  int64_t *index;              /* every rank's records, in rank order */
+  int64_t nrecords;
 };
 
 static void manifest_free(struct manifest *m) {
   free(m->sizes);
   free(m->checksums);
+  free(m->ntensors);
+  free(m->index);
   m->sizes = m->checksums = NULL;
+  m->ntensors = NULL;
+  m->index = NULL;
 }
 
 struct manifest_ctx {
-  int64_t step, schedule_steps;
-  int nranks;
+  const struct hx_rt_ckpt_state *st;
   const char *fingerprint;
-  const uint64_t *sizes, *checksums;
+  const struct hx_rt_ckpt_files *files;
 };
 
 static void write_manifest_body(struct sink *s, const void *vctx) {
   const struct manifest_ctx *c = vctx;
-  char line[512];
+  const struct hx_rt_ckpt_files *f = c->files;
+  char line[1024];
   int n = snprintf(line, sizeof line,
-                   "%sstep %" PRId64 "\nschedule-steps %" PRId64 "\nranks %d\nfingerprint %s\n",
-                   MANIFEST_HEAD, c->step, c->schedule_steps, c->nranks, c->fingerprint);
+                   "%sstep %" PRId64 "\nschedule-steps %" PRId64
+                   "\nranks %d\nfingerprint %s\nmodel %s\ndata %s\n",
+                   MANIFEST_HEAD, c->st->step, c->st->schedule_steps, f->nranks, c->fingerprint,
+                   c->st->model ? c->st->model : "", c->st->data ? c->st->data : "");
   sink_put(s, line, (size_t)n);
-  for (int r = 0; r < c->nranks; r++) {
+  const int64_t *rec = f->index;
+  for (int r = 0; r < f->nranks; r++) {
+    int nt = f->ntensors ? f->ntensors[r] : 0;
     n = snprintf(line, sizeof line,
-                 "rank %d rank_%04d.ckpt size %" PRIu64 " fnv64 %016" PRIx64 "\n", r, r,
-                 c->sizes[r], c->checksums[r]);
+                 "rank %d rank_%04d.ckpt size %" PRIu64 " fnv64 %016" PRIx64 " tensors %d\n", r, r,
+                 f->sizes[r], f->checksums[r], nt);
     sink_put(s, line, (size_t)n);
+    for (int i = 0; i < nt; i++, rec += HX_RT_CKPT_INDEX_INTS) {
+      n = snprintf(line, sizeof line,
+                   "tensor %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                   " %" PRId64 " %" PRId64 "\n",
+                   rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], rec[7]);
+      sink_put(s, line, (size_t)n);
+    }
   }
   /* The checksum of everything above: a damaged manifest is detected too. */
   n = snprintf(line, sizeof line, "%s%016" PRIx64 "\n", MANIFEST_SUM_KEY, s->hash);
   sink_put(s, line, (size_t)n);
 }
 
-static bool valid_fingerprint(const char *fp, char *err, size_t err_size) {
-  if (strlen(fp) < 200 && !strpbrk(fp, "\n\r"))
+static bool valid_line(const char *what, const char *text, size_t limit, char *err,
+                       size_t err_size) {
+  if (!text || (strlen(text) < limit && !strpbrk(text, "\n\r")))
     return true;
-  set_error(err, err_size, "plan fingerprint must be one line under 200 characters");
+  set_error(err, err_size, "%s must be one line under %zu characters", what, limit);
   return false;
 }
 
 static void prune_older(const char *dir, int64_t step);
 
-bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int64_t schedule_steps, int nranks,
-                               const char *fingerprint, const uint64_t *sizes,
-                               const uint64_t *checksums, char *err, size_t err_size) {
-  if (!path_fits(dir, err, err_size) || !valid_fingerprint(fingerprint, err, err_size))
+bool hx_rt_ckpt_write_manifest(const char *dir, const struct hx_rt_ckpt_state *st,
+                               const char *fingerprint, const struct hx_rt_ckpt_files *files,
+                               char *err, size_t err_size) {
+  if (!path_fits(dir, err, err_size) ||
+      !valid_line("plan fingerprint", fingerprint, 200, err, err_size) ||
+      !valid_line("the model line", st->model, LINE_FIELD, err, err_size) ||
+      !valid_line("the data line", st->data, LINE_FIELD, err, err_size))
     return false;
   char path[PATH_SIZE];
-  hx_rt_ckpt_manifest_path(path, sizeof path, dir, step);
-  struct manifest_ctx ctx = {step, schedule_steps, nranks, fingerprint, sizes, checksums};
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, st->step);
+  struct manifest_ctx ctx = {st, fingerprint, files};
   if (!write_atomically(path, write_manifest_body, &ctx, NULL, NULL, err, err_size))
     return false;
-  prune_older(dir, step);
+  prune_older(dir, st->step);
   return true;
 }
 
@@ -318,7 +361,43 @@ static const char *manifest_sum_ok(const char *text, size_t len) {
   return hx_rt_fnv64(HX_FNV64_INIT, text, (size_t)(key - text)) == recorded ? key : NULL;
 }
 
-/* Parses the body lines (head, step, ranks, fingerprint, one line per rank). */
+/* "KEY rest-of-line\n" at *p: the rest into out, *p past the line. */
+static bool take_line(const char **p, const char *key, char *out, size_t size) {
+  size_t klen = strlen(key);
+  const char *nl = strchr(*p, '\n');
+  if (strncmp(*p, key, klen) != 0 || !nl || (size_t)(nl - *p) - klen >= size)
+    return false;
+  snprintf(out, size, "%.*s", (int)((size_t)(nl - *p) - klen), *p + klen);
+  *p = nl + 1;
+  return true;
+}
+
+/* The index lines of one rank file, appended to m->index. */
+static bool parse_index(const char **p, int count, struct manifest *m) {
+  if (count < 0 || count > 1 << 24)
+    return false;
+  int64_t *grown =
+      realloc(m->index, sizeof *grown * (size_t)(m->nrecords + count) * HX_RT_CKPT_INDEX_INTS + 1);
+  if (!grown)
+    return false;
+  m->index = grown;
+  for (int i = 0; i < count; i++) {
+    int64_t *r = m->index + (size_t)(m->nrecords + i) * HX_RT_CKPT_INDEX_INTS;
+    int used = 0;
+    if (sscanf(*p,
+               "tensor %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
+               " %" SCNd64 " %" SCNd64 "\n%n",
+               &r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6], &r[7], &used) != 8 ||
+        !used)
+      return false;
+    *p += used;
+  }
+  m->nrecords += count;
+  return true;
+}
+
+/* Parses the body lines (head, step, ranks, fingerprint, model, data, one
+ * line per rank followed by its tensors). */
 static bool parse_manifest_body(const char *p, const char *end, struct manifest *m) {
   int used = 0;
   if (strncmp(p, MANIFEST_HEAD, strlen(MANIFEST_HEAD)) != 0)
@@ -329,23 +408,25 @@ static bool parse_manifest_body(const char *p, const char *end, struct manifest 
       !used || m->nranks <= 0 || m->nranks > 1 << 20 || m->schedule_steps < 0)
     return false;
   p += used;
-  const char *nl = strchr(p, '\n');
-  if (strncmp(p, "fingerprint ", 12) != 0 || !nl || nl - p - 12 >= (long)sizeof m->fingerprint)
+  if (!take_line(&p, "fingerprint ", m->fingerprint, sizeof m->fingerprint) ||
+      !take_line(&p, "model ", m->model, sizeof m->model) ||
+      !take_line(&p, "data ", m->data, sizeof m->data))
     return false;
-  snprintf(m->fingerprint, sizeof m->fingerprint, "%.*s", (int)(nl - p - 12), p + 12);
-  p = nl + 1;
   m->sizes = calloc((size_t)m->nranks, sizeof *m->sizes);
   m->checksums = calloc((size_t)m->nranks, sizeof *m->checksums);
-  if (!m->sizes || !m->checksums)
+  m->ntensors = calloc((size_t)m->nranks, sizeof *m->ntensors);
+  if (!m->sizes || !m->checksums || !m->ntensors)
     return false;
   for (int r = 0; r < m->nranks; r++) {
     int rank = -1, file_rank = -1;
     used = 0;
-    if (sscanf(p, "rank %d rank_%d.ckpt size %" SCNu64 " fnv64 %" SCNx64 "\n%n", &rank, &file_rank,
-               &m->sizes[r], &m->checksums[r], &used) != 4 ||
+    if (sscanf(p, "rank %d rank_%d.ckpt size %" SCNu64 " fnv64 %" SCNx64 " tensors %d\n%n", &rank,
+               &file_rank, &m->sizes[r], &m->checksums[r], &m->ntensors[r], &used) != 5 ||
         !used || rank != r || file_rank != r)
       return false;
     p += used;
+    if (!parse_index(&p, m->ntensors[r], m))
+      return false;
   }
   return p == end;
 }
@@ -363,14 +444,20 @@ static bool load_manifest(const char *dir, int64_t step, struct manifest *m, cha
     return false;
   }
   const char *sum_line = manifest_sum_ok(text, len);
-  bool old_format = !strncmp(text, "hexic-checkpoint 1\n", 19);
+  int old_format = !strncmp(text, "hexic-checkpoint 1\n", 19)   ? 1
+                   : !strncmp(text, "hexic-checkpoint 2\n", 19) ? 2
+                                                                : 0;
   bool ok = sum_line && !old_format && parse_manifest_body(text, sum_line, m) && m->step == step;
   free(text);
   if (!ok) {
-    set_error(err, err_size,
-              old_format ? "MANIFEST has checkpoint format 1 (an older hexic, without the "
-                           "schedule's steps); this runtime reads format 2"
-                         : "MANIFEST is damaged (checksum or syntax)");
+    if (old_format)
+      set_error(err, err_size,
+                "MANIFEST has checkpoint format %d (an older hexic, without %s); this runtime "
+                "reads format 3",
+                old_format,
+                old_format == 1 ? "the schedule's steps" : "the tensors' canonical layout");
+    else
+      set_error(err, err_size, "MANIFEST is damaged (checksum or syntax)");
     manifest_free(m);
   }
   return ok;
@@ -403,7 +490,7 @@ static bool manifest_matches(const struct manifest *m, int nranks, const char *f
   }
   if (strcmp(m->fingerprint, fingerprint) != 0) {
     set_error(err, err_size, "written by another plan (fingerprint '%s', this plan '%s')",
-             m->fingerprint, fingerprint);
+              m->fingerprint, fingerprint);
     return false;
   }
   return true;
@@ -420,9 +507,9 @@ static bool rank_file_ok(const char *dir, int64_t step, int r, const struct mani
   }
   if (size != m->sizes[r] || hash != m->checksums[r]) {
     set_error(err, err_size,
-             "rank_%04d.ckpt is corrupt (%" PRIu64 " bytes, fnv64 %016" PRIx64
-             "; the manifest says %" PRIu64 " bytes, %016" PRIx64 ")",
-             r, size, hash, m->sizes[r], m->checksums[r]);
+              "rank_%04d.ckpt is corrupt (%" PRIu64 " bytes, fnv64 %016" PRIx64
+              "; the manifest says %" PRIu64 " bytes, %016" PRIx64 ")",
+              r, size, hash, m->sizes[r], m->checksums[r]);
     return false;
   }
   return true;
@@ -437,6 +524,19 @@ bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fi
     return false;
   bool ok = manifest_matches(&m, nranks, fingerprint, err, err_size);
   for (int r = 0; ok && r < nranks; r++)
+    ok = rank_file_ok(dir, step, r, &m, err, err_size);
+  manifest_free(&m);
+  return ok;
+}
+
+bool hx_rt_ckpt_verify_complete(const char *dir, int64_t step, char *err, size_t err_size) {
+  if (!path_fits(dir, err, err_size))
+    return false;
+  struct manifest m;
+  if (!load_manifest(dir, step, &m, err, err_size))
+    return false;
+  bool ok = true;
+  for (int r = 0; ok && r < m.nranks; r++)
     ok = rank_file_ok(dir, step, r, &m, err, err_size);
   manifest_free(&m);
   return ok;
@@ -507,6 +607,22 @@ int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerpr
   return found;
 }
 
+int64_t hx_rt_ckpt_find_newest_any(const char *dir, FILE *skipped) {
+  int n = 0;
+  int64_t *steps = list_steps(dir, &n);
+  int64_t found = -1;
+  for (int i = 0; i < n && found < 0; i++) {
+    char why[512];
+    if (hx_rt_ckpt_verify_complete(dir, steps[i], why, sizeof why))
+      found = steps[i];
+    else if (skipped)
+      fprintf(skipped, "hexic-rt: skipping checkpoint %s/step_%08" PRId64 ": %s\n", dir, steps[i],
+              why);
+  }
+  free(steps);
+  return found;
+}
+
 /* Removes a step directory and the files in it (no subdirectories there). */
 static void remove_step_dir(const char *dir, int64_t step) {
   char path[PATH_SIZE], file[PATH_SIZE + 300];
@@ -525,28 +641,23 @@ static void remove_step_dir(const char *dir, int64_t step) {
   rmdir(path);
 }
 
-/* Keeps `step` and the newest complete checkpoint before it; older and
- * incomplete ones before it go. The manifest of `step` is read for the
- * world size and fingerprint, so only a checkpoint of the same plan counts
- * as the one to keep. Newer directories are left alone. */
+/* Keeps `step` and the newest complete checkpoint before it (of any plan:
+ * a run resumed under another plan keeps the checkpoint it came from);
+ * older and incomplete ones before it go. Newer directories are left alone. */
 static void prune_older(const char *dir, int64_t step) {
-  struct manifest m;
   char why[512];
-  if (!load_manifest(dir, step, &m, why, sizeof why))
-    return;
   int n = 0;
   int64_t *steps = list_steps(dir, &n);
   bool kept_one = false;
   for (int i = 0; i < n; i++) {
     if (steps[i] >= step)
       continue;
-    if (!kept_one && hx_rt_ckpt_verify(dir, steps[i], m.nranks, m.fingerprint, why, sizeof why))
+    if (!kept_one && hx_rt_ckpt_verify_complete(dir, steps[i], why, sizeof why))
       kept_one = true;
     else
       remove_step_dir(dir, steps[i]);
   }
   free(steps);
-  manifest_free(&m);
 }
 
 /* ---- loading ---- */
@@ -594,7 +705,7 @@ static bool read_rank_header(struct source *s, int rank, int64_t step, const cha
   if (!s->ok || memcmp(magic, RANK_MAGIC, sizeof magic) || version != FORMAT_VERSION ||
       file_rank != (uint32_t)rank || file_step != step || memcmp(fp, want_fp, sizeof fp)) {
     set_error(err, err_size, "header is not that of rank %d, step %" PRId64 " of this plan", rank,
-             step);
+              step);
     return false;
   }
   if (ntensors != (uint32_t)st->ntensors) {
@@ -610,9 +721,16 @@ static bool read_rank_tensors(struct source *s, struct hx_rt_ckpt_state *st, cha
   for (int i = 0; i < st->ntensors && s->ok; i++) {
     struct hx_rt_ckpt_tensor *t = &st->tensors[i];
     uint64_t n = source_u64(s);
+    int64_t ident[7], want[7];
+    source_get(s, ident, sizeof ident);
+    identity_of(st, i, want);
     if (s->ok && n != (uint64_t)t->n) {
       set_error(err, err_size, "tensor %d has %" PRIu64 " elements, this rank's has %" PRId64, i, n,
-               t->n);
+                t->n);
+      return false;
+    }
+    if (s->ok && memcmp(ident, want, sizeof ident) != 0) {
+      set_error(err, err_size, "tensor %d is not the slice of the model this rank holds", i);
       return false;
     }
     size_t bytes = (size_t)t->n * sizeof(float);
@@ -663,6 +781,200 @@ bool hx_rt_ckpt_load_rank(const char *dir, int64_t step, int rank, const char *f
   return true;
 }
 
+/* ---- loading under another plan ---- */
+
+void hx_rt_ckpt_tensor_name(uint64_t id, char *buf, size_t size) {
+  static const char *const layer_names[] = {"attn_norm", "wq",     "wk",   "wv",    "wo",
+                                            "mlp_norm",  "w_gate", "w_up", "w_down"};
+  static const char *const global_names[] = {"tok_emb", "final_norm", "lm_head"};
+  if (id < 3)
+    snprintf(buf, size, "%s", global_names[id]);
+  else if (id >= 16 && (id - 16) % 16 < 9)
+    snprintf(buf, size, "layers.%" PRIu64 ".%s", (id - 16) / 16, layer_names[(id - 16) % 16]);
+  else
+    snprintf(buf, size, "tensor id %" PRIu64, id);
+}
+
+/* The model and data lines must be the checkpoint's: another model's
+ * parameters, or another data order, cannot continue this run. */
+static bool same_run(const struct manifest *m, const struct hx_rt_ckpt_state *st, char *err,
+                     size_t err_size) {
+  const char *model = st->model ? st->model : "", *data = st->data ? st->data : "";
+  if (strcmp(m->model, model) != 0) {
+    set_error(err, err_size, "the checkpoint is of another model (%s); this program trains %s",
+              m->model, model);
+    return false;
+  }
+  if (strcmp(m->data, data) != 0) {
+    set_error(err, err_size,
+              "the checkpoint's data order (%s) is not this run's (%s): its batches would not "
+              "continue",
+              m->data, data);
+    return false;
+  }
+  return true;
+}
+
+/* Every index record inside its rank file and its tensor. */
+static bool index_in_range(const struct manifest *m, char *err, size_t err_size) {
+  const int64_t *r = m->index;
+  for (int k = 0; k < m->nranks; k++)
+    for (int i = 0; i < m->ntensors[k]; i++, r += HX_RT_CKPT_INDEX_INTS) {
+      int64_t n = (r[4] - r[3]) * (r[6] - r[5]);
+      bool ok = r[1] > 0 && r[2] > 0 && r[3] >= 0 && r[3] < r[4] && r[4] <= r[1] && r[5] >= 0 &&
+                r[5] < r[6] && r[6] <= r[2] && r[7] >= 0 && n <= (INT64_MAX - r[7]) / 12 &&
+                (uint64_t)(r[7] + 12 * n) <= m->sizes[k];
+      if (!ok) {
+        set_error(err, err_size, "MANIFEST: tensor %d of rank_%04d.ckpt lies outside the file", i,
+                  k);
+        return false;
+      }
+    }
+  return true;
+}
+
+static bool pread_full(int fd, void *buf, size_t n, int64_t at) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t got = pread(fd, p, n, (off_t)at);
+    if (got <= 0)
+      return false;
+    p += got, n -= (size_t)got, at += got;
+  }
+  return true;
+}
+
+/* A rectangle of a source tensor copied into the destination's slice. */
+struct copy_job {
+  const int64_t *src;     /* index record: id, rows, cols, r0, r1, c0, c1, offset */
+  const int64_t *dst;     /* identity: id, rows, cols, r0, r1, c0, c1 */
+  int64_t i0, i1, j0, j1; /* the intersection, full-tensor coordinates */
+};
+
+/* Whether the intersection still has an element not yet read. */
+static bool job_needed(const struct copy_job *j, const unsigned char *have) {
+  int64_t width = j->dst[6] - j->dst[5];
+  for (int64_t r = j->i0; r < j->i1; r++)
+    for (int64_t c = j->j0; c < j->j1; c++)
+      if (!have[(r - j->dst[3]) * width + (c - j->dst[5])])
+        return true;
+  return false;
+}
+
+/* Reads the intersection's rows of parameters, m and v; marks them read. */
+static bool job_run(const struct copy_job *j, int fd, struct hx_rt_ckpt_tensor *t,
+                    unsigned char *have) {
+  int64_t dwidth = j->dst[6] - j->dst[5], swidth = j->src[6] - j->src[5];
+  int64_t sn = (j->src[4] - j->src[3]) * swidth, len = j->j1 - j->j0;
+  float *dest[3] = {t->param, t->adam_m, t->adam_v};
+  for (int64_t r = j->i0; r < j->i1; r++) {
+    int64_t d = (r - j->dst[3]) * dwidth + (j->j0 - j->dst[5]);
+    int64_t s = (r - j->src[3]) * swidth + (j->j0 - j->src[5]);
+    for (int k = 0; k < 3; k++)
+      if (!pread_full(fd, dest[k] + d, (size_t)len * sizeof(float),
+                      j->src[7] + (int64_t)sizeof(float) * (k * sn + s)))
+        return false;
+    memset(have + d, 1, (size_t)len);
+  }
+  hx_rt_progress();
+  return true;
+}
+
+static int open_rank_file(const char *dir, int64_t step, int r, int *fds) {
+  if (fds[r] < 0) {
+    char path[PATH_SIZE];
+    hx_rt_ckpt_rank_path(path, sizeof path, dir, step, r);
+    fds[r] = open(path, O_RDONLY);
+  }
+  return fds[r];
+}
+
+/* Fills this rank's tensor `want` (identity) from every record holding part
+ * of it; an element no record holds is an error naming the tensor. */
+static bool fill_tensor(const char *dir, const struct manifest *m, const int64_t want[7],
+                        struct hx_rt_ckpt_tensor *t, int *fds, char *err, size_t err_size) {
+  char name[64];
+  hx_rt_ckpt_tensor_name((uint64_t)want[0], name, sizeof name);
+  unsigned char *have = calloc((size_t)t->n + 1, 1);
+  if (!have) {
+    set_error(err, err_size, "out of memory reading %s", name);
+    return false;
+  }
+  const int64_t *rec = m->index;
+  bool ok = true;
+  for (int k = 0; ok && k < m->nranks; k++)
+    for (int i = 0; ok && i < m->ntensors[k]; i++, rec += HX_RT_CKPT_INDEX_INTS) {
+      if (rec[0] != want[0])
+        continue;
+      if (rec[1] != want[1] || rec[2] != want[2]) {
+        set_error(err, err_size,
+                  "%s is [%" PRId64 ", %" PRId64 "] in the checkpoint, [%" PRId64 ", %" PRId64
+                  "] in this model",
+                  name, rec[1], rec[2], want[1], want[2]);
+        ok = false;
+        break;
+      }
+      struct copy_job j = {rec,
+                           want,
+                           rec[3] > want[3] ? rec[3] : want[3],
+                           rec[4] < want[4] ? rec[4] : want[4],
+                           rec[5] > want[5] ? rec[5] : want[5],
+                           rec[6] < want[6] ? rec[6] : want[6]};
+      if (j.i0 >= j.i1 || j.j0 >= j.j1 || !job_needed(&j, have))
+        continue;
+      int fd = open_rank_file(dir, m->step, k, fds);
+      ok = fd >= 0 && job_run(&j, fd, t, have);
+      if (!ok)
+        set_error(err, err_size, "rank_%04d.ckpt: cannot read %s: %s", k, name,
+                  fd < 0 ? strerror(errno) : "short file");
+    }
+  for (int64_t e = 0; ok && e < t->n; e++)
+    if (!have[e]) {
+      int64_t width = want[6] - want[5];
+      set_error(err, err_size,
+                "no rank file of the checkpoint holds row %" PRId64 ", column %" PRId64 " of %s",
+                want[3] + e / width, want[5] + e % width, name);
+      ok = false;
+    }
+  free(have);
+  return ok;
+}
+
+bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_state *st,
+                               char *err, size_t err_size) {
+  if (!path_fits(dir, err, err_size))
+    return false;
+  struct manifest m;
+  char why[512] = "";
+  if (!load_manifest(dir, step, &m, why, sizeof why)) {
+    set_error(err, err_size, "checkpoint step %" PRId64 ": %s", step, why);
+    return false;
+  }
+  int *fds = malloc(sizeof *fds * (size_t)m.nranks);
+  bool ok = fds && same_run(&m, st, err, err_size) && index_in_range(&m, err, err_size);
+  for (int r = 0; fds && r < m.nranks; r++)
+    fds[r] = -1;
+  for (int i = 0; ok && i < st->ntensors; i++) {
+    int64_t want[7];
+    identity_of(st, i, want);
+    ok = fill_tensor(dir, &m, want, &st->tensors[i], fds, err, err_size);
+  }
+  for (int r = 0; fds && r < m.nranks; r++)
+    if (fds[r] >= 0)
+      close(fds[r]);
+  free(fds);
+  if (ok) {
+    st->step = step;
+    st->data_pos = 0;
+    st->schedule_steps = m.schedule_steps;
+    st->source_ranks = m.nranks;
+    st->resharded = true;
+    snprintf(st->source_fingerprint, sizeof st->source_fingerprint, "%s", m.fingerprint);
+  }
+  manifest_free(&m);
+  return ok;
+}
+
 /* ---- collective ---- */
 
 /* Completes a collective of the checkpoint protocol as every wait of the
@@ -680,6 +992,55 @@ static bool all_agree(MPI_Comm comm, bool mine) {
   return out != 0;
 }
 
+/* What rank 0 gathers for the manifest (NULLs elsewhere). */
+struct gathered {
+  uint64_t *sizes, *sums;
+  int *ntensors;
+  int64_t *index;
+};
+
+static void gathered_free(struct gathered *g) {
+  free(g->sizes);
+  free(g->sums);
+  free(g->ntensors);
+  free(g->index);
+}
+
+static struct gathered gather_files(MPI_Comm comm, uint64_t size, uint64_t sum, int ntensors,
+                                    const int64_t *index) {
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &nranks);
+  struct gathered g = {NULL, NULL, NULL, NULL};
+  size_t n = rank == 0 ? (size_t)nranks : 1;
+  g.sizes = hx_rt_calloc(n, sizeof *g.sizes);
+  g.sums = hx_rt_calloc(n, sizeof *g.sums);
+  g.ntensors = hx_rt_calloc(n, sizeof *g.ntensors);
+  MPI_Request req;
+  wait_collective(MPI_Igather(&size, 1, MPI_UINT64_T, g.sizes, 1, MPI_UINT64_T, 0, comm, &req),
+                  &req, "MPI_Gather (checkpoint sizes)");
+  wait_collective(MPI_Igather(&sum, 1, MPI_UINT64_T, g.sums, 1, MPI_UINT64_T, 0, comm, &req), &req,
+                  "MPI_Gather (checkpoint checksums)");
+  wait_collective(MPI_Igather(&ntensors, 1, MPI_INT, g.ntensors, 1, MPI_INT, 0, comm, &req), &req,
+                  "MPI_Gather (checkpoint tensor counts)");
+  int *counts = hx_rt_calloc(n, sizeof *counts), *displs = hx_rt_calloc(n, sizeof *displs);
+  long total = 0;
+  for (int r = 0; rank == 0 && r < nranks; r++) {
+    counts[r] = g.ntensors[r] * HX_RT_CKPT_INDEX_INTS;
+    displs[r] = (int)total;
+    total += counts[r];
+    if (total > INT_MAX)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint: the tensor index is too large to gather");
+  }
+  g.index = hx_rt_calloc((size_t)total + 1, sizeof *g.index);
+  wait_collective(MPI_Igatherv(index, ntensors * HX_RT_CKPT_INDEX_INTS, MPI_INT64_T, g.index,
+                               counts, displs, MPI_INT64_T, 0, comm, &req),
+                  &req, "MPI_Gatherv (checkpoint tensor index)");
+  free(counts);
+  free(displs);
+  return g;
+}
+
 bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
                      const struct hx_rt_ckpt_state *st) {
   int rank = 0, nranks = 1;
@@ -692,32 +1053,23 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
   if (!all_agree(comm, ok))
     return false;
   uint64_t size = 0, sum = 0;
-  ok = hx_rt_ckpt_write_rank(dir, rank, fingerprint, st, &size, &sum, err, sizeof err);
+  int64_t *index = hx_rt_calloc((size_t)st->ntensors * HX_RT_CKPT_INDEX_INTS + 1, sizeof *index);
+  ok = hx_rt_ckpt_write_rank(dir, rank, fingerprint, st, &size, &sum, index, err, sizeof err);
   hx_rt_progress();
   if (!ok)
     fprintf(stderr, "hexic-rt: rank %d: error: checkpoint: %s\n", rank, err);
-  uint64_t *sizes = NULL, *sums = NULL; /* the gathers' receive buffers, on rank 0 only */
-  if (rank == 0) {
-    sizes = malloc(sizeof *sizes * (size_t)nranks);
-    sums = malloc(sizeof *sums * (size_t)nranks);
-    if (!sizes || !sums)
-      hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint: out of memory gathering %d checksums", nranks);
-  }
-  MPI_Request req;
-  wait_collective(MPI_Igather(&size, 1, MPI_UINT64_T, sizes, 1, MPI_UINT64_T, 0, comm, &req), &req,
-                  "MPI_Gather (checkpoint sizes)");
-  wait_collective(MPI_Igather(&sum, 1, MPI_UINT64_T, sums, 1, MPI_UINT64_T, 0, comm, &req), &req,
-                  "MPI_Gather (checkpoint checksums)");
+  struct gathered g = gather_files(comm, size, sum, st->ntensors, index);
+  free(index);
   /* The manifest is written only once every rank file is durable. */
   bool written = all_agree(comm, ok);
   if (written && rank == 0) {
-    written = hx_rt_ckpt_write_manifest(dir, st->step, st->schedule_steps, nranks, fingerprint,
-                                        sizes, sums, err, sizeof err);
+    struct hx_rt_ckpt_files files = {nranks, g.sizes, g.sums, g.ntensors, g.index};
+    written = hx_rt_ckpt_write_manifest(dir, st, fingerprint, &files, err, sizeof err);
     if (!written)
       fprintf(stderr, "hexic-rt: rank 0: error: checkpoint manifest: %s\n", err);
   }
-  free(sizes);
-  free(sums);
+  gathered_free(&g);
+  MPI_Request req;
   int flag = written;
   wait_collective(MPI_Ibcast(&flag, 1, MPI_INT, 0, comm, &req), &req, "MPI_Bcast (checkpoint)");
   hx_rt_progress();
@@ -740,19 +1092,55 @@ bool hx_rt_ckpt_check_dir(MPI_Comm comm, const char *dir) {
   return false;
 }
 
+enum { RESUME_SAME_PLAN, RESUME_RESHARDED, RESUME_REFUSED };
+
+/* Rank 0: whether checkpoint `step` is this plan's (each rank reads its own
+ * file), another plan's of the same run (each reads its ranges), or refused. */
+static int resume_mode(const char *dir, int64_t step, int nranks, const char *fingerprint,
+                       const struct hx_rt_ckpt_state *st, char *err, size_t err_size) {
+  struct manifest m;
+  if (!load_manifest(dir, step, &m, err, err_size))
+    return RESUME_REFUSED;
+  int mode = !same_run(&m, st, err, err_size)                            ? RESUME_REFUSED
+             : !index_in_range(&m, err, err_size)                        ? RESUME_REFUSED
+             : m.nranks == nranks && !strcmp(m.fingerprint, fingerprint) ? RESUME_SAME_PLAN
+                                                                         : RESUME_RESHARDED;
+  manifest_free(&m);
+  return mode;
+}
+
 int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprint,
                           struct hx_rt_ckpt_state *st) {
   int rank = 0, nranks = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &nranks);
-  int64_t step = rank == 0 ? hx_rt_ckpt_find_newest(dir, nranks, fingerprint, stderr) : -1;
+  /* rank 0: the newest complete checkpoint, and how to read it */
+  int64_t plan[2] = {-1, RESUME_SAME_PLAN}; /* step, mode */
+  char err[1024] = "";
+  if (rank == 0) {
+    plan[0] = hx_rt_ckpt_find_newest_any(dir, stderr);
+    plan[1] = plan[0] < 0 ? RESUME_SAME_PLAN
+                          : resume_mode(dir, plan[0], nranks, fingerprint, st, err, sizeof err);
+    if (plan[1] == RESUME_REFUSED)
+      fprintf(stderr, "hexic-rt: rank 0: error: resume from %s/step_%08" PRId64 ": %s\n", dir,
+              plan[0], err);
+  }
   MPI_Request req;
-  wait_collective(MPI_Ibcast(&step, 1, MPI_INT64_T, 0, comm, &req), &req, "MPI_Bcast (resume)");
+  wait_collective(MPI_Ibcast(plan, 2, MPI_INT64_T, 0, comm, &req), &req, "MPI_Bcast (resume)");
   hx_rt_progress();
+  int64_t step = plan[0];
   if (step < 0)
     return 0;
-  char err[1024] = "";
-  bool ok = hx_rt_ckpt_load_rank(dir, step, rank, fingerprint, st, err, sizeof err);
+  if (plan[1] == RESUME_REFUSED)
+    return -1;
+  bool ok = plan[1] == RESUME_SAME_PLAN
+                ? hx_rt_ckpt_load_rank(dir, step, rank, fingerprint, st, err, sizeof err)
+                : hx_rt_ckpt_load_resharded(dir, step, st, err, sizeof err);
+  if (ok && plan[1] == RESUME_SAME_PLAN) {
+    st->source_ranks = nranks;
+    st->resharded = false;
+    snprintf(st->source_fingerprint, sizeof st->source_fingerprint, "%s", fingerprint);
+  }
   if (!ok)
     fprintf(stderr, "hexic-rt: rank %d: error: resume: %s\n", rank, err);
   return all_agree(comm, ok) ? step : -1;

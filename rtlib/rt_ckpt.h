@@ -1,28 +1,42 @@
-/* Checkpoints: crash-safe save, verified resume.
+/* Checkpoints: crash-safe save, verified resume, under this plan or any
+ * other plan of the same model.
  *
  * Layout, in checkpoint_dir:
  *   step_00000010/rank_0000.ckpt  ...  rank_NNNN.ckpt   one per rank
  *   step_00000010/MANIFEST                                written last
- * A rank file holds a header (magic, format version, rank, step, data
- * position, the plan fingerprint, tensor count) and, per tensor, its element
- * count then the parameters, AdamW m and AdamW v (fp32, little-endian).
- * The MANIFEST is text (format 2): step, the steps the learning-rate
- * schedule is laid over, ranks, fingerprint, and per rank file its size and
- * FNV-1a 64 checksum, closed by a checksum of the manifest itself.
+ * A rank file (format 2) holds a header (magic, format version, rank, step,
+ * data position, the plan fingerprint, tensor count) and, per tensor, its
+ * element count and canonical identity (the spec's tensor id, the full
+ * tensor's shape, the rows and columns held) then the parameters, AdamW m and
+ * AdamW v (fp32, little-endian, the slice packed row-major).
+ * The MANIFEST is text (format 3): step, the steps the learning-rate
+ * schedule is laid over, ranks, the fingerprint of the plan that wrote it,
+ * the model's shape, what the data order depends on, and per rank file its
+ * size, FNV-1a 64 checksum and tensor index (per tensor: id, shape, slice and
+ * the byte offset of its parameters in the file), closed by a checksum of
+ * the manifest itself.
  *
  * Crash safety: every file is written to "<name>.tmp", fsync'ed, renamed over
  * <name>, and the directory fsync'ed. Rank files first; a barrier; then rank 0
- * gathers their checksums and writes the MANIFEST. A checkpoint counts only
- * when its MANIFEST is present, intact and matches every rank file, so a kill
- * at any moment leaves the previous complete checkpoint usable. After a
- * manifest lands, older step directories are deleted except the newest
- * complete one (the last 2 complete checkpoints are kept).
+ * gathers their checksums and indexes and writes the MANIFEST. A checkpoint
+ * counts only when its MANIFEST is present, intact and matches every rank
+ * file, so a kill at any moment leaves the previous complete checkpoint
+ * usable. After a manifest lands, older step directories are deleted except
+ * the newest complete one (the last 2 complete checkpoints are kept).
  *
  * Steps: a checkpoint's step is the number of optimizer steps completed, i.e.
  * the 0-based index of the next step to run. The executor saves after step s
  * when (s+1) % checkpoint_every == 0 and, on resume, restores parameters, m,
  * v and continues at the saved step, which reproduces the uninterrupted run
- * exactly (data depend only on the step; nothing else is random). */
+ * (data depend only on the step, the global batch and the sequence length;
+ * nothing else is random).
+ *
+ * Another plan: resume takes the newest complete checkpoint whatever plan
+ * wrote it. Under the same plan (fingerprint and world size) each rank reads
+ * its own file back whole; under another, each rank reads exactly the rows
+ * and columns of every tensor it holds from whichever rank files hold them
+ * (through the manifest's index), after checking that the model's shape and
+ * the data order's settings are the checkpoint's. */
 #ifndef HX_RT_CKPT_H
 #define HX_RT_CKPT_H
 
@@ -37,6 +51,12 @@
 struct hx_rt_ckpt_tensor {
   float *param, *adam_m, *adam_v;
   int64_t n; /* elements in each */
+  /* Canonical identity (docs/model-spec.md): the spec's tensor id, the full
+   * tensor's [rows, cols] and the slice held, rows [r0, r1) x columns
+   * [c0, c1), packed row-major, so n = (r1 - r0) * (c1 - c0). rows == 0:
+   * none given; the tensor is then taken as id = its index, [1, n], whole. */
+  uint64_t id;
+  int64_t rows, cols, r0, r1, c0, c1;
 };
 
 /* What a rank saves and restores. */
@@ -46,6 +66,14 @@ struct hx_rt_ckpt_state {
   int ntensors;
   struct hx_rt_ckpt_tensor *tensors;
   int64_t schedule_steps; /* the run's --steps: its learning-rate schedule (MANIFEST) */
+  /* One line each (NULL: empty): the model's shape, and what the data order
+   * depends on. A checkpoint whose lines differ is refused by resume. */
+  const char *model, *data;
+  /* Set by resume: the ranks and plan fingerprint of the checkpoint loaded
+   * (another plan's when `resharded`). */
+  int source_ranks;
+  bool resharded;
+  char source_fingerprint[256];
 };
 
 /* FNV-1a 64 over bytes, continuing from h (start with HX_FNV64_INIT). */
@@ -61,13 +89,17 @@ uint64_t hx_rt_fnv64(uint64_t h, const void *data, size_t n);
 bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
                      const struct hx_rt_ckpt_state *st);
 
-/* Finds the newest complete checkpoint in dir for a world of comm's size and
- * this fingerprint (rank 0 verifies, then broadcasts) and loads this rank's
- * file into st (tensor counts and sizes must match st's; st->schedule_steps
- * from the MANIFEST). Returns the step restored, 0 when there is no complete
- * checkpoint (st untouched: a fresh start), or -1 on every rank when loading
- * failed. Skipped checkpoints (incomplete, corrupt, another plan) are
- * reported on stderr by rank 0. */
+/* Finds the newest complete checkpoint in dir, of any plan (rank 0 verifies
+ * every file's checksum, then broadcasts), and loads this rank's state into
+ * st: under the plan that wrote it (same fingerprint and world size) its own
+ * file, whole (tensor counts and sizes must match st's); under another plan
+ * its ranges of every tensor from the files holding them. st->model and
+ * st->data must equal the checkpoint's lines (another model, or another
+ * data order, is refused). st->schedule_steps from the MANIFEST. Returns the
+ * step restored, 0 when there is no complete checkpoint (st untouched: a
+ * fresh start), or -1 on every rank when loading failed (the reason on
+ * stderr). Skipped checkpoints (incomplete, corrupt) are reported on stderr
+ * by rank 0. */
 int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprint,
                           struct hx_rt_ckpt_state *st);
 
@@ -93,16 +125,32 @@ void hx_rt_ckpt_manifest_path(char *buf, size_t size, const char *dir, int64_t s
  * taken for complete while its rank files are being replaced. */
 bool hx_rt_ckpt_prepare(const char *dir, int64_t step, char *err, size_t err_size);
 
-/* Writes this rank's file atomically; returns its size and checksum. */
+/* One tensor of a rank file in the manifest's index: the canonical identity
+ * and where its parameters start in the file (m and v follow, n floats each). */
+enum { HX_RT_CKPT_INDEX_INTS = 8 }; /* id, rows, cols, r0, r1, c0, c1, offset */
+
+/* Writes this rank's file atomically; returns its size and checksum, and
+ * when index is not NULL st->ntensors index records (HX_RT_CKPT_INDEX_INTS
+ * int64 each) into it. */
 bool hx_rt_ckpt_write_rank(const char *dir, int rank, const char *fingerprint,
                            const struct hx_rt_ckpt_state *st, uint64_t *size_out,
-                           uint64_t *checksum_out, char *err, size_t err_size);
+                           uint64_t *checksum_out, int64_t *index, char *err, size_t err_size);
 
-/* Writes the MANIFEST atomically (sizes/checksums indexed by rank), then
- * deletes step directories older than step except the newest complete one. */
-bool hx_rt_ckpt_write_manifest(const char *dir, int64_t step, int64_t schedule_steps, int nranks,
-                               const char *fingerprint, const uint64_t *sizes,
-                               const uint64_t *checksums, char *err, size_t err_size);
+/* What the MANIFEST records besides the step: per rank (nranks) the file's
+ * size, checksum, tensor count and index records (concatenated in rank
+ * order; NULL with all counts 0 for files without canonical identities). */
+struct hx_rt_ckpt_files {
+  int nranks;
+  const uint64_t *sizes, *checksums;
+  const int *ntensors;
+  const int64_t *index;
+};
+
+/* Writes the MANIFEST atomically, then deletes step directories older than
+ * st->step except the newest complete one. */
+bool hx_rt_ckpt_write_manifest(const char *dir, const struct hx_rt_ckpt_state *st,
+                               const char *fingerprint, const struct hx_rt_ckpt_files *files,
+                               char *err, size_t err_size);
 
 /* Verifies checkpoint `step`: manifest intact, same ranks and fingerprint,
  * every rank file present with the recorded size and checksum. */
@@ -112,6 +160,23 @@ bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fi
 /* The newest step in dir that hx_rt_ckpt_verify accepts, or -1 when none.
  * Each rejected step directory is described on `skipped` (may be NULL). */
 int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerprint, FILE *skipped);
+
+/* The same for any plan: manifest intact, every rank file it names present
+ * with its recorded size and checksum. */
+bool hx_rt_ckpt_verify_complete(const char *dir, int64_t step, char *err, size_t err_size);
+int64_t hx_rt_ckpt_find_newest_any(const char *dir, FILE *skipped);
+
+/* Loads this rank's tensors (st's identities) from checkpoint `step` written
+ * by any plan: the model and data lines must equal st's; every element of
+ * every tensor is read from a rank file holding it (the manifest's index),
+ * and one not found anywhere is an error naming the tensor. Sets st->step,
+ * st->schedule_steps, st->source_ranks and st->source_fingerprint. */
+bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_state *st,
+                               char *err, size_t err_size);
+
+/* "layers.3.wq" style name of a spec tensor id (tok_emb, final_norm,
+ * lm_head; layers.L.attn_norm ...), for messages. */
+void hx_rt_ckpt_tensor_name(uint64_t id, char *buf, size_t size);
 
 /* Reads this rank's file of checkpoint `step` into st: checks the header
  * (magic, rank, step, fingerprint), that the tensor counts and sizes match

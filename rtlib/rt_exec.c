@@ -160,11 +160,34 @@ static void run_step(struct rt_exec *e) {
   }
 }
 
+/* What a checkpoint must share with this run to continue it under any plan:
+ * the model's shape, and what the data order depends on (docs/model-spec.md,
+ * Data). One line each, in the MANIFEST. */
+static const char *ckpt_model_line(const struct rt_exec *e) {
+  static char line[256];
+  const struct hx_rt_model *m = e->cfg->model;
+  snprintf(line, sizeof line,
+           "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d",
+           m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->tie_embeddings != 0);
+  return line;
+}
+
+static const char *ckpt_data_line(const struct rt_exec *e) {
+  static char line[128];
+  snprintf(line, sizeof line, "global_batch %d seq_len %d seed %llu", e->cfg->train->global_batch,
+           e->cfg->model->seq_len, (unsigned long long)e->cfg->train->seed);
+  return line;
+}
+
 /* The checkpoint's view of the rank: tensors pointing into host copies of
  * the parameters and moments (h). */
 static struct hx_rt_ckpt_state ckpt_state(const struct rt_exec *e,
                                           const struct rt_host_params *h) {
-  struct hx_rt_ckpt_state st = {e->step, 0, rt_ckpt_tensors(e, h, NULL), NULL, e->steps};
+  struct hx_rt_ckpt_state st = {.step = e->step,
+                                .ntensors = rt_ckpt_tensors(e, h, NULL),
+                                .schedule_steps = e->steps,
+                                .model = ckpt_model_line(e),
+                                .data = ckpt_data_line(e)};
   st.tensors = hx_rt_calloc((size_t)st.ntensors, sizeof *st.tensors);
   rt_ckpt_tensors(e, h, st.tensors);
   return st;
@@ -239,6 +262,10 @@ static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
   struct hx_rt_ckpt_state st = ckpt_state(e, &h);
   int64_t step = hx_rt_ckpt_resume(MPI_COMM_WORLD, a->checkpoint_dir, e->cfg->fingerprint, &st);
   int64_t schedule_steps = st.schedule_steps;
+  bool resharded = st.resharded;
+  int source_ranks = st.source_ranks;
+  char source_plan[sizeof st.source_fingerprint];
+  snprintf(source_plan, sizeof source_plan, "%s", st.source_fingerprint);
   free(st.tensors);
   if (step > 0) /* loaded: onto the device */
     rt_host_params_upload(e, &h);
@@ -253,6 +280,10 @@ static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
   e->step = step;
   if (e->cfg->rank != 0)
     return;
+  if (resharded)
+    hx_rt_log_banner("checkpoint of step %lld in %s written by plan %s on %d ranks: each rank "
+                     "read its ranges of every tensor",
+                     (long long)step, a->checkpoint_dir, source_plan, source_ranks);
   if (step == e->steps)
     hx_rt_log_banner("training already complete: the checkpoint in %s is at step %lld of %lld; "
                      "nothing to run",

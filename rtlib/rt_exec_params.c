@@ -220,28 +220,46 @@ void rt_host_params_upload(const struct rt_exec *e, const struct rt_host_params 
   e->dev->weights_changed();
 }
 
-static int add_tensor(const struct rt_host_params *h, struct hx_rt_ckpt_tensor *out, int i,
-                      long off, long n) {
-  if (out)
-    out[i] = (struct hx_rt_ckpt_tensor){h->w + off, h->m + off, h->v + off, n};
+/* Entry i: tensor t of global layer `layer` at offset off, with its
+ * canonical identity (the spec's id, full shape, the slice this rank holds),
+ * so a checkpoint can be read back under any plan. */
+static int add_tensor(const struct rt_exec *e, const struct rt_host_params *h,
+                      struct hx_rt_ckpt_tensor *out, int i, enum hxk_param t, int layer, long off) {
+  if (!out)
+    return i + 1;
+  long rows, cols, r0, r1, c0, c1;
+  hxk_param_shape(&e->dims, t, &rows, &cols);
+  hxk_param_slice(&e->dims, &e->shard, t, &r0, &r1, &c0, &c1);
+  out[i] = (struct hx_rt_ckpt_tensor){.param = h->w + off,
+                                      .adam_m = h->m + off,
+                                      .adam_v = h->v + off,
+                                      .n = (r1 - r0) * (c1 - c0),
+                                      .id = hxk_param_id(t, layer),
+                                      .rows = rows,
+                                      .cols = cols,
+                                      .r0 = r0,
+                                      .r1 = r1,
+                                      .c0 = c0,
+                                      .c1 = c1};
   return i + 1;
 }
 
-/* The checkpoint's tensors in the spec's order (one entry per global tensor
- * and per local layer); with out NULL only counts them. */
+/* The checkpoint's tensors in the spec's order (one entry per tensor, a
+ * layer's nine each); with out NULL only counts them. */
 int rt_ckpt_tensors(const struct rt_exec *e, const struct rt_host_params *h,
                     struct hx_rt_ckpt_tensor *out) {
   const struct rt_layout *p = &e->p.lay;
-  long vd = (long)e->dims.vocab * e->dims.dim;
   int i = 0;
   if (p->tok_emb >= 0)
-    i = add_tensor(h, out, i, p->tok_emb, vd);
+    i = add_tensor(e, h, out, i, HXK_TOK_EMB, 0, p->tok_emb);
   for (int l = 0; l < p->nlayers; l++)
-    i = add_tensor(h, out, i, p->layers + l * p->layer_floats, p->layer_floats);
+    for (int k = 0; k < HXK_LAYER_NPARAMS; k++)
+      i = add_tensor(e, h, out, i, (enum hxk_param)k, e->cfg->layer_begin + l,
+                     rt_layer_tensor(e, l, (enum hxk_param)k));
   if (p->final_norm >= 0)
-    i = add_tensor(h, out, i, p->final_norm, e->dims.dim);
+    i = add_tensor(e, h, out, i, HXK_FINAL_NORM, 0, p->final_norm);
   if (p->lm_head >= 0)
-    i = add_tensor(h, out, i, p->lm_head, vd);
+    i = add_tensor(e, h, out, i, HXK_LM_HEAD, 0, p->lm_head);
   return i;
 }
 

@@ -110,7 +110,8 @@ static void fill(float (*buf)[3][16], int rank, int64_t step) {
 
 static void bind(struct hx_rt_ckpt_tensor *t, float (*buf)[3][16], int rank) {
   for (int i = 0; i < NT; i++)
-    t[i] = (struct hx_rt_ckpt_tensor){buf[i][0], buf[i][1], buf[i][2], 8 + rank + i};
+    t[i] = (struct hx_rt_ckpt_tensor){
+        .param = buf[i][0], .adam_m = buf[i][1], .adam_v = buf[i][2], .n = 8 + rank + i};
 }
 
 static int run_ckpt(const char *dir) {
@@ -119,7 +120,7 @@ static int run_ckpt(const char *dir) {
   float buf[NT][3][16], want[NT][3][16];
   struct hx_rt_ckpt_tensor t[NT];
   bind(t, buf, rank);
-  struct hx_rt_ckpt_state st = {0, 0, NT, t, 3};
+  struct hx_rt_ckpt_state st = {.ntensors = NT, .tensors = t, .schedule_steps = 3};
   if (hx_rt_ckpt_resume(MPI_COMM_WORLD, dir, fp, &st) != 0)
     return 3; /* an empty directory: a fresh start */
   for (int64_t step = 1; step <= 3; step++) {

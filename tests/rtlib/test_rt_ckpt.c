@@ -27,23 +27,34 @@ static void rank_state_init(struct rank_state *r, int rank, int64_t step) {
     for (int k = 0; k < 3; k++)
       for (int e = 0; e < 64; e++)
         r->data[i][k][e] = (float)(rank * 1000 + step * 10 + i) + (float)(k * 64 + e) * 0.125f;
-    r->tensors[i] =
-        (struct hx_rt_ckpt_tensor){r->data[i][0], r->data[i][1], r->data[i][2], tensor_sizes[i]};
+    r->tensors[i] = (struct hx_rt_ckpt_tensor){.param = r->data[i][0],
+                                               .adam_m = r->data[i][1],
+                                               .adam_v = r->data[i][2],
+                                               .n = tensor_sizes[i]};
   }
-  r->st = (struct hx_rt_ckpt_state){step, (uint64_t)step * 7, NTENSORS, r->tensors, 100};
+  r->st = (struct hx_rt_ckpt_state){.step = step,
+                                    .data_pos = (uint64_t)step * 7,
+                                    .ntensors = NTENSORS,
+                                    .tensors = r->tensors,
+                                    .schedule_steps = 100};
 }
 
 /* What the collective save does, done by one process for every rank. */
 static bool save_all(int64_t step, const char *fp) {
   char err[512] = "";
   uint64_t sizes[NRANKS], sums[NRANKS];
+  int counts[NRANKS];
+  int64_t index[NRANKS * NTENSORS * HX_RT_CKPT_INDEX_INTS];
+  struct rank_state rs;
   bool ok = hx_rt_ckpt_prepare(dir, step, err, sizeof err);
   for (int r = 0; ok && r < NRANKS; r++) {
-    struct rank_state rs;
     rank_state_init(&rs, r, step);
-    ok = hx_rt_ckpt_write_rank(dir, r, fp, &rs.st, &sizes[r], &sums[r], err, sizeof err);
+    counts[r] = NTENSORS;
+    ok = hx_rt_ckpt_write_rank(dir, r, fp, &rs.st, &sizes[r], &sums[r],
+                               index + r * NTENSORS * HX_RT_CKPT_INDEX_INTS, err, sizeof err);
   }
-  ok = ok && hx_rt_ckpt_write_manifest(dir, step, 100, NRANKS, fp, sizes, sums, err, sizeof err);
+  struct hx_rt_ckpt_files files = {NRANKS, sizes, sums, counts, index};
+  ok = ok && hx_rt_ckpt_write_manifest(dir, &rs.st, fp, &files, err, sizeof err);
   if (!ok)
     fprintf(stderr, "save_all(%lld): %s\n", (long long)step, err);
   return ok;

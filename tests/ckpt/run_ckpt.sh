@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Checkpoints that move between plans (issue 17). One mode per ctest entry:
+#   run_ckpt.sh MODE WORKDIR SRCDIR HEXIC WEIGHTS_CMP
+# reshard: tiny6 trains 12 steps on plan A (4 ranks, TP 2 + PP 2) with a
+#   checkpoint at step 6; the step-12 checkpoint is removed, and plans B (3
+#   ranks: PP 3+1 beside a whole pipeline), C (3 ranks, TP 3) and one rank
+#   each resume from step 6: steps 7-12 print the uninterrupted run's losses
+#   within 1e-5 and end with its weights within 1e-5. Another model's program
+#   and a corrupt rank file are refused before training, by name.
+# elastic: hexic plans tiny6 for two machines, trains with checkpoints; a
+#   machine is lost, hexic plans again for the one left, and --resume
+#   continues with the uninterrupted run's losses.
+set -uo pipefail
+mode=$1 work=$2 src=$3 hexic=$4 wcmp=$5
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
+here=$src/tests/ckpt
+tiny6=$src/tests/exec/models/tiny6.hx
+mkdir -p "$work"
+cd "$work" || exit 1
+steps=12 every=6
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The runtime library is the same for every plan: built once, then copied.
+lib_ready=
+compile() { # NAME HEXIC-ARGS...
+  local dir=$1
+  shift
+  rm -rf "$dir"
+  "$hexic" "$@" --target=cpu -o "$dir" >"$dir.plan.txt" || fail "hexic $*"
+  if [ -n "$lib_ready" ]; then cp -rp lib/obj lib/libhexic.a "$dir"/; fi
+  make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; fail "make in $dir"; }
+  if [ -z "$lib_ready" ]; then
+    rm -rf lib && mkdir lib && cp -rp "$dir"/obj "$dir"/libhexic.a lib/ && lib_ready=1
+  fi
+}
+
+# train NAME DIR ARGS...: DIR/launch.sh ARGS, output in NAME.out, "STEP LOSS" in NAME.losses.
+train() {
+  local name=$1 dir=$2
+  shift 2
+  "$dir/launch.sh" --steps $steps "$@" >"$name.out" 2>&1 || { cat "$name.out"; fail "$name did not train"; }
+  sed -n 's/^step \([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$name.out" >"$name.losses"
+}
+
+# full DIR: the uninterrupted run with checkpoints at 6 and 12; then the
+# step-12 one is removed so that resuming starts at step 6.
+full() {
+  rm -rf ck
+  train full "$1" --checkpoint-dir ck --checkpoint-every $every --dump-weights "$PWD/full.w"
+  [ "$(wc -l <full.losses)" -eq $steps ] || fail "the full run printed $(wc -l <full.losses) steps"
+  [ -f ck/step_00000006/MANIFEST ] && [ -f ck/step_00000012/MANIFEST ] || fail "no checkpoints"
+  rm -rf ck/step_00000012
+}
+
+# resume NAME DIR WHAT: DIR resumes a copy of ck; steps 7-12 only, the full
+# run's losses and weights within 1e-5, read across plans.
+resume() {
+  local name=$1 dir=$2 what=$3
+  rm -rf "ck.$name" && cp -r ck "ck.$name"
+  train "$name" "$dir" --checkpoint-dir "ck.$name" --resume --dump-weights "$PWD/$name.w"
+  grep -q "read its ranges of every tensor" "$name.out" ||
+    { cat "$name.out"; fail "$what: not resumed across plans"; }
+  [ "$(cut -d' ' -f1 "$name.losses" | tr '\n' ' ')" = "7 8 9 10 11 12 " ] ||
+    { cat "$name.out"; fail "$what: did not run steps 7-12 exactly"; }
+  awk 'NR == FNR { a[$1] = $2; next } { n++; r = (a[$1] - $2) / a[$1]; if (r < 0) r = -r
+         if (r > 1e-5) bad++ } END { exit bad > 0 || n != 6 }' full.losses "$name.losses" ||
+    { paste full.losses "$name.losses"; fail "$what: losses differ from the uninterrupted run"; }
+  local cmp
+  cmp=$("$wcmp" full.w "$name.w" 1e-5) || { echo "$cmp"; fail "$what: weights differ"; }
+  echo "  $what: steps 7-12 within 1e-5 of the uninterrupted run; ${cmp#weights_cmp: }"
+}
+
+case "$mode" in
+reshard)
+  compile a "$tiny6" "$src/tests/exec/clusters/four.hx" --plan="$here/plans/a_tp2_pp2.json"
+  compile b "$tiny6" "$here/clusters/three.hx" --plan="$here/plans/b_dp_pp.json"
+  compile c "$tiny6" "$here/clusters/three.hx" --plan="$here/plans/c_tp3.json"
+  compile one "$tiny6" "$src/examples/clusters/cpu1.hx"
+  full a
+  resume b b "plan A (TP 2 + PP 2, 4 ranks) -> plan B (PP 3+1 beside DP, 3 ranks)"
+  resume c c "plan A -> plan C (TP 3, 3 ranks)"
+  resume one one "plan A -> one rank"
+  # Another model: tiny8 (hidden 64) refuses tiny6's checkpoint before step 1.
+  compile other "$src/tests/exec/models/tiny8.hx" "$src/examples/clusters/cpu1.hx"
+  rm -rf ck.other && cp -r ck ck.other
+  other/launch.sh --steps $steps --checkpoint-dir ck.other --resume >other.out 2>&1 &&
+    { cat other.out; fail "another model's checkpoint was accepted"; }
+  grep -q "the checkpoint is of another model (layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0); this program trains layers 4 hidden 64" other.out ||
+    { cat other.out; fail "another model: wrong message"; }
+  grep -q "^step " other.out && fail "another model: training started"
+  echo "  tiny8 refuses tiny6's checkpoint: $(grep -m1 'another model' other.out)"
+  # A corrupt rank file of another plan: skipped, named, before step 1.
+  rm -rf ck.bad && cp -r ck ck.bad
+  printf 'X' | dd of=ck.bad/step_00000006/rank_0002.ckpt bs=1 seek=300 conv=notrunc 2>/dev/null
+  b/launch.sh --steps $steps --checkpoint-dir ck.bad --resume >bad.out 2>&1
+  grep -q "skipping checkpoint ck.bad/step_00000006: rank_0002.ckpt is corrupt" bad.out ||
+    { cat bad.out; fail "a corrupt rank file was not named"; }
+  grep -q "read its ranges" bad.out && fail "a corrupt checkpoint was loaded"
+  echo "  a corrupt rank file is skipped by name"
+  ;;
+elastic)
+  # Two machines; machine m1 is lost after the checkpoint at step 6.
+  compile two "$tiny6" "$here/clusters/two-machines.hx"
+  compile left "$tiny6" "$here/clusters/one-machine.hx"
+  full two
+  resume left left "$(head -n 1 two.plan.txt | cut -c1-60)... -> after losing m1: $(head -n 1 left.plan.txt | cut -c1-60)"
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
+echo "ckpt.$mode: ok"

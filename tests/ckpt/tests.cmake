@@ -1,0 +1,12 @@
+# Checkpoints across plans and the Hugging Face formats (issue 17): resume
+# under other plans of the same model (and refusals), an elastic restart on a
+# smaller cluster.
+set(HX_CKPT_TESTS ${HX_TESTS_DIR}/ckpt)
+
+foreach(mode reshard elastic)
+  add_test(NAME ckpt.${mode}
+    COMMAND bash ${HX_CKPT_TESTS}/run_ckpt.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/ckpt-${mode}
+            ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:weights_cmp>)
+  # Each builds and runs MPI jobs on both cores.
+  set_tests_properties(ckpt.${mode} PROPERTIES LABELS "ckpt;mpi" TIMEOUT 300 PROCESSORS 2)
+endforeach()
