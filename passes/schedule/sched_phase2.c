@@ -508,43 +508,59 @@ static struct island_layout *machine_by_machine(const struct hx_ctx *ctx, struct
   return l;
 }
 
+/* Group indices sorted by degree, largest first, ties by index (qsort
+ * with the degrees beside: a file-scope pointer would not be reentrant). */
+struct degree_key {
+  int tp, index;
+};
+
+static int cmp_degree_key(const void *x, const void *y) {
+  const struct degree_key *a = x, *b = y;
+  return a->tp != b->tp ? b->tp - a->tp : a->index - b->index;
+}
+
+static int cmp_int_pair(const void *x, const void *y) {
+  const int *a = x, *b = y;
+  return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
 /* The degrees of `like` laid out node-locally: each group, largest first,
  * on the first machine (rank order) with that many GPUs left, then the
- * groups in rank order. NULL when a group fits no machine. */
+ * groups in rank order. NULL when a group fits no machine. Rooms only
+ * shrink, so the first machine with room for a degree only moves forward:
+ * one cursor per degree keeps this O(machines x degrees + groups log). */
 static struct island_layout *pack_in_machines(const struct hx_cluster *c, struct hx_arena *a,
                                               const int *members, int n,
                                               const struct island_layout *like) {
   int nd = like->stages.n, nm = 0;
-  int *start = HX_NEW_ARRAY(a, int, n + 1), *used = HX_NEW_ARRAY(a, int, n);
+  int *start = HX_NEW_ARRAY(a, int, n + 1), *room = HX_NEW_ARRAY(a, int, n);
   for (int i = 0; i < n; i++)
     if (i == 0 || c->devices[members[i]].node != c->devices[members[i - 1]].node)
       start[nm++] = i;
   start[nm] = n;
-  int *at = HX_NEW_ARRAY(a, int, nd); /* where each group starts in members[] */
-  bool *placed = HX_NEW_ARRAY(a, bool, nd);
+  for (int m = 0; m < nm; m++)
+    room[m] = start[m + 1] - start[m];
+  struct degree_key *keys = HX_NEW_ARRAY(a, struct degree_key, nd);
+  for (int g = 0; g < nd; g++)
+    keys[g] = (struct degree_key){like->stages.tp[g], g};
+  qsort(keys, (size_t)nd, sizeof *keys, cmp_degree_key);
+  int cursor[MAX_TP_ISLAND + 1] = {0};
+  int *placed = HX_NEW_ARRAY(a, int, 2 * nd); /* (where it starts, degree) per group */
   for (int k = 0; k < nd; k++) {
-    int g = -1; /* the largest group not placed yet, the first on a tie */
-    for (int x = 0; x < nd; x++)
-      if (!placed[x] && (g < 0 || like->stages.tp[x] > like->stages.tp[g]))
-        g = x;
-    int m = 0, t = like->stages.tp[g];
-    while (m < nm && start[m + 1] - start[m] - used[m] < t)
-      m++;
-    if (m == nm)
+    int t = keys[k].tp, *m = &cursor[t];
+    while (*m < nm && room[*m] < t)
+      (*m)++;
+    if (*m == nm)
       return NULL;
-    at[g] = start[m] + used[m];
-    used[m] += t;
-    placed[g] = true;
+    placed[2 * k] = start[*m + 1] - room[*m];
+    placed[2 * k + 1] = t;
+    room[*m] -= t;
   }
+  qsort(placed, (size_t)nd, 2 * sizeof(int), cmp_int_pair); /* rank order */
   struct island_layout *l = new_island_layout(a, members, n);
-  for (int k = 0; k < nd; k++) { /* groups by where they start: rank order */
-    int g = -1;
-    for (int x = 0; x < nd; x++)
-      if (placed[x] && (g < 0 || at[x] < at[g]))
-        g = x;
-    placed[g] = false;
-    l->stages.first[k] = at[g];
-    l->stages.tp[k] = like->stages.tp[g];
+  for (int k = 0; k < nd; k++) {
+    l->stages.first[k] = placed[2 * k];
+    l->stages.tp[k] = placed[2 * k + 1];
   }
   l->stages.n = nd;
   return l;
