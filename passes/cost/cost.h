@@ -441,12 +441,19 @@ const char *hx_seq_check_plan(struct hx_arena *a, const struct hx_ctx *ctx,
  *     of every micro-batch, in the order 1F1B (or GPipe) prescribes, then the
  *     optimizer step;
  *   - a directed leader-to-leader link per pipeline hop: activation sends
- *     forward, gradient sends backward (a hop includes the broadcast inside
- *     the receiving TP group);
+ *     forward, gradient sends backward (the transfer between the leaders);
+ *     the receiving stage then broadcasts it inside its TP group on its own
+ *     compute, right before the forward or backward that needs it (the
+ *     runtime's RECV op: the leader receives, then the group broadcasts);
  *   - one data-parallel channel per device: gradient all-reduces, one per
  *     decoder layer (and one for the embedding/head), started as soon as the
  *     layer's last backward is done in every pipeline, so they overlap the
- *     rest of the backward.
+ *     rest of the backward;
+ *   - after every stage's backward, every gradient all-reduce and every
+ *     send, one all-reduce of the loss and the gradient norm (two doubles)
+ *     over every used device: the runtime's global clipping, so no optimizer
+ *     step starts before the whole iteration's backward and sync are done.
+ * passes/cost/README.md lists what is charged for each runtime step.
  * A priority queue of completion events (time, then task id: deterministic)
  * drives it; a task starts when its dependencies are done and it is first in
  * line on every resource it needs. Costs come from passes/cost/cost.h only. */
@@ -455,9 +462,11 @@ enum hx_sim_event_kind {
   HX_EV_FORWARD,
   HX_EV_BACKWARD,
   HX_EV_SEND,      /* on the sending leader */
-  HX_EV_RECV,      /* on the receiving leader (includes its TP broadcast) */
+  HX_EV_RECV,      /* on the receiving leader: the transfer between leaders */
   HX_EV_ALLREDUCE, /* gradient all-reduce, on every member */
   HX_EV_OPTIMIZER,
+  HX_EV_BROADCAST, /* a received activation or gradient in the TP group, on its members */
+  HX_EV_LOSS_NORM, /* the loss and gradient-norm all-reduce over every used device */
 };
 
 /* One span on one device's timeline (trace.json). */

@@ -63,6 +63,7 @@ struct sim {
   int nstages;
   int **piece;            /* per flat stage: task id of each layer's backward piece */
   int *last_task;         /* per flat stage: the last compute task before the optimizer */
+  int *last_hop;          /* per flat stage: the last gradient hop into it, -1 if none */
   /* run time */
   struct resource *res;
   int *succ_start, *succ;
@@ -125,11 +126,28 @@ static int link_res(const struct sim *s, int gstage, bool backward) {
 }
 static int dp_res(const struct sim *s, int rank) { return 3 * s->nstages + rank; }
 
-/* Per-piece durations of a stage (passes/cost/cost.c), priced once, and its hop to
- * the next stage. */
+/* Per-piece durations of a stage (passes/cost/cost.c), priced once, and its
+ * hops. What the runtime does for a hop (rtlib/rt_exec_ops.c): the sending
+ * leader starts a non-blocking send to the receiving leader, which receives
+ * it in its RECV op and then broadcasts it inside its TP group, every member
+ * taking part, before the op that needs it. So a hop is a transfer on the
+ * link between the leaders (link_fwd: this stage to the next; link_bwd: the
+ * next back to this one) and a broadcast on the receiving stage's compute
+ * (bcast_fwd: into this stage before each forward; bcast_bwd: before each
+ * backward). Their sum is hx_hop_s. HexiSeq stages keep the whole hop on the
+ * link (the units' scatter is part of hx_seq_hop_s). */
 struct stage_times {
-  double fwd, layer_bwd, head_bwd, bwd, hop_next;
+  double fwd, layer_bwd, head_bwd, bwd;
+  double link_fwd, link_bwd, bcast_fwd, bcast_bwd;
 };
+
+static bool leader_broadcasts(const struct hx_stage *a, const struct hx_stage *b) {
+  return !a->seq_layout && !b->seq_layout;
+}
+
+static double broadcast_into(const struct sim *s, const struct hx_stage *to, int64_t mbs) {
+  return hx_broadcast_s(&s->ctx->cluster, to->devices, to->ndevices, hx_hop_bytes(s->ctx, mbs));
+}
 
 static struct stage_times stage_times(const struct sim *s, const struct hx_pipeline *p, int si) {
   const struct hx_stage *st = &p->stages[si];
@@ -137,9 +155,23 @@ static struct stage_times stage_times(const struct sim *s, const struct hx_pipel
   int64_t mbs = p->micro_batch_size;
   struct hx_stage_times c;
   hx_stage_times(s->ctx, st, si == 0, last, mbs, !s->zero_comm, &c);
-  struct stage_times t = {c.fwd, c.layer_bwd, c.head_bwd, c.bwd, 0};
-  if (!last && !s->zero_comm)
-    t.hop_next = hx_hop_s(s->ctx, st, &p->stages[si + 1], mbs);
+  struct stage_times t = {c.fwd, c.layer_bwd, c.head_bwd, c.bwd, 0, 0, 0, 0};
+  if (s->zero_comm)
+    return t;
+  const struct hx_cluster *cl = &s->ctx->cluster;
+  if (si > 0 && leader_broadcasts(&p->stages[si - 1], st))
+    t.bcast_fwd = broadcast_into(s, st, mbs);
+  if (last)
+    return t;
+  const struct hx_stage *next = &p->stages[si + 1];
+  if (leader_broadcasts(st, next)) {
+    double bytes = hx_hop_bytes(s->ctx, mbs);
+    t.link_fwd = hx_p2p_s(cl, st->leader, next->leader, bytes);
+    t.link_bwd = hx_p2p_s(cl, next->leader, st->leader, bytes);
+    t.bcast_bwd = broadcast_into(s, st, mbs);
+  } else {
+    t.link_fwd = t.link_bwd = hx_hop_s(s->ctx, st, next, mbs);
+  }
   return t;
 }
 
@@ -163,6 +195,8 @@ static int *stage_order(struct sim *s, enum hx_pp_schedule sched, int si, int ns
 
 struct pipe_tasks {
   int *fwd, *bwd;       /* [stage * m + j]: compute tasks (bwd: the last piece) */
+  int *in_f, *in_b;     /* [stage * m + j]: what a received hop leads to (the
+                           broadcast, else the forward / first backward piece) */
   int *send_f, *send_b; /* hops out of stage s, forward to s+1 / backward to s-1 */
 };
 
@@ -188,6 +222,21 @@ static int backward_pieces(struct sim *s, int i, int si, int gs, int j, struct s
     prev = id;
   }
   return prev;
+}
+
+/* The broadcast of a received activation (step > 0: forward) or gradient
+ * (backward) inside the stage's TP group, on the stage's compute right
+ * before the op that needs it; -1 when there is none (nothing received, one
+ * device, or a HexiSeq hop). */
+static int broadcast_task(struct sim *s, int i, int si, int gs, int step, struct stage_times t) {
+  double dur = step > 0 ? t.bcast_fwd : t.bcast_bwd;
+  if (dur <= 0)
+    return -1;
+  int id = new_task(s, HX_EV_BROADCAST, dur, i, si);
+  s->tasks[id].micro_batch = step > 0 ? step - 1 : -step - 1;
+  s->tasks[id].gstage = gs;
+  pairs_add(&s->uses, id, compute_res(s, gs));
+  return id;
 }
 
 static int compute_task(struct sim *s, int i, int si, int gs, int step, struct stage_times t) {
@@ -221,6 +270,8 @@ static void build_pipeline(struct sim *s, int i) {
   /* stages x micro-batches in 64 bits: it is the product that grows */
   pt.fwd = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
   pt.bwd = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
+  pt.in_f = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
+  pt.in_b = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
   struct stage_times *times = HX_NEW_ARRAY(&s->scratch, struct stage_times, nst);
   for (int si = 0; si < nst; si++) {
     int gs = s->stage_base[i] + si;
@@ -228,26 +279,32 @@ static void build_pipeline(struct sim *s, int i) {
     int *order = stage_order(s, s->plan->schedule, si, nst, m);
     for (int k = 0; k < 2 * m; k++) {
       int step = order[k];
+      int bc = broadcast_task(s, i, si, gs, step, times[si]);
+      int first = s->ntasks; /* the op's task, or its first backward piece */
       int id = compute_task(s, i, si, gs, step, times[si]);
-      if (step > 0)
-        pt.fwd[(int64_t)si * m + step - 1] = id;
-      else
-        pt.bwd[(int64_t)si * m - step - 1] = id;
+      depend(s, bc, first);
+      int64_t at = step > 0 ? (int64_t)si * m + step - 1 : (int64_t)si * m - step - 1;
+      if (step > 0) {
+        pt.fwd[at] = id;
+        pt.in_f[at] = bc >= 0 ? bc : first;
+      } else {
+        pt.bwd[at] = id;
+        pt.in_b[at] = bc >= 0 ? bc : first;
+      }
       s->last_task[gs] = id;
     }
   }
-  /* Hops: forward s -> s+1 after F(s, j); backward s+1 -> s after B(s+1, j). */
+  /* Hops: forward s -> s+1 after F(s, j); backward s+1 -> s after B(s+1, j);
+   * each into the receiving stage's broadcast, else its op. */
   for (int si = 0; si + 1 < nst; si++)
     for (int j = 0; j < m; j++) {
-      double dur = times[si].hop_next;
-      int f = hop_task(s, i, si, si + 1, j, dur);
+      int f = hop_task(s, i, si, si + 1, j, times[si].link_fwd);
       depend(s, pt.fwd[(int64_t)si * m + j], f);
-      depend(s, f, pt.fwd[(int64_t)(si + 1) * m + j]);
-      int b = hop_task(s, i, si + 1, si, j, dur);
+      depend(s, f, pt.in_f[(int64_t)(si + 1) * m + j]);
+      int b = hop_task(s, i, si + 1, si, j, times[si].link_bwd);
       depend(s, pt.bwd[(int64_t)(si + 1) * m + j], b);
-      /* the receiving backward: for the last micro-batch, its first piece */
-      int recv = j == m - 1 ? s->piece[s->stage_base[i] + si][0] : pt.bwd[(int64_t)si * m + j];
-      depend(s, b, recv);
+      depend(s, b, pt.in_b[(int64_t)si * m + j]);
+      s->last_hop[s->stage_base[i] + si + 1] = b; /* the runtime waits for its sends */
     }
 }
 
@@ -355,10 +412,41 @@ static void build_grad_sync(struct sim *s) {
   }
 }
 
-/* Each stage's optimizer step: after its backward and every all-reduce one
- * of its devices takes part in. */
+/* The runtime's OPTIMIZER op starts with one all-reduce of the loss and the
+ * squared gradient norm (two doubles) over every rank (the world), for
+ * clipping by the global norm; each rank enters it after its GRAD_SYNC op,
+ * which waits for its sends and its gradient all-reduces. So it starts when
+ * every stage's backward, every hop and every gradient all-reduce is done.
+ * Returns its task (a group whose members are every used device, so
+ * build_optimizer puts every optimizer step after it). */
+static int loss_norm_task(struct sim *s) {
+  const struct hx_plan *plan = s->plan;
+  int *ranks = HX_NEW_ARRAY(&s->scratch, int, plan->ndevices), n = 0;
+  for (int r = 0; r < plan->ndevices; r++)
+    if (s->rank_pipeline[r] >= 0)
+      ranks[n++] = r;
+  double dur = s->zero_comm ? 0 : hx_allreduce_s(&s->ctx->cluster, ranks, n, 2 * sizeof(double));
+  int id = new_task(s, HX_EV_LOSS_NORM, dur, -1, -1);
+  for (int gs = 0; gs < s->nstages; gs++) {
+    depend(s, s->last_task[gs], id);
+    depend(s, s->last_hop[gs], id);
+  }
+  for (int g = 0; g < s->ngroups; g++)
+    depend(s, s->group_task.b[g], id);
+  s->tasks[id].group = s->ngroups++;
+  pairs_add(&s->group_task, s->tasks[id].group, id);
+  for (int k = 0; k < n; k++) {
+    pairs_add(&s->members, s->tasks[id].group, ranks[k]);
+    pairs_add(&s->uses, id, dp_res(s, ranks[k]));
+  }
+  return id;
+}
+
+/* Each stage's optimizer step: after its backward, every all-reduce one of
+ * its devices takes part in, and the loss and norm all-reduce. */
 static void build_optimizer(struct sim *s) {
   const struct hx_plan *plan = s->plan;
+  loss_norm_task(s);
   int *opt_task = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
   for (int i = 0; i < plan->npipelines; i++) {
     const struct hx_pipeline *p = &plan->pipelines[i];
@@ -525,7 +613,7 @@ static void fill_figures(struct sim *s, struct hx_plan *plan) {
         pipe_end = t->end;
       stage_busy[t->gstage] += t->dur;
       phase_busy += t->dur * plan->pipelines[t->pipeline].stages[t->stage].ndevices;
-    } else if (t->kind == HX_EV_ALLREDUCE && t->end > grad_end) {
+    } else if ((t->kind == HX_EV_ALLREDUCE || t->kind == HX_EV_LOSS_NORM) && t->end > grad_end) {
       grad_end = t->end;
     }
     if (t->gstage >= 0)
@@ -595,10 +683,10 @@ static void record_events(struct sim *s, struct hx_sim_options *opt) {
     if (t->kind == HX_EV_SEND) {
       emit(&l, t, HX_EV_SEND, t->from, t->to);
       emit(&l, t, HX_EV_RECV, t->to, t->from);
-    } else if (t->kind == HX_EV_ALLREDUCE) {
+    } else if (t->kind == HX_EV_ALLREDUCE || t->kind == HX_EV_LOSS_NORM) {
       for (int e = 0; e < s->members.n; e++)
         if (s->members.a[e] == t->group)
-          emit(&l, t, HX_EV_ALLREDUCE, s->members.b[e], -1);
+          emit(&l, t, t->kind, s->members.b[e], -1);
     } else if (t->dur > 0 || t->kind != HX_EV_BACKWARD) {
       const struct hx_stage *st = &s->plan->pipelines[t->pipeline].stages[t->stage];
       for (int k = 0; k < st->ndevices; k++)
@@ -641,6 +729,9 @@ static void build(struct sim *s) {
   s->piece = HX_NEW_ARRAY(&s->scratch, int *, s->nstages);
   map_ranks(s);
   s->last_task = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
+  s->last_hop = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
+  for (int gs = 0; gs < s->nstages; gs++)
+    s->last_hop[gs] = -1;
   for (int i = 0; i < plan->npipelines; i++)
     build_pipeline(s, i);
   build_grad_sync(s);
@@ -653,13 +744,15 @@ int64_t hx_sim_task_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) 
     const struct hx_pipeline *p = &plan->pipelines[i];
     int64_t m = p->micro_batches > 0 ? p->micro_batches : 0;
     /* forward and backward per stage and micro-batch, a hop each way per
-     * boundary, the last backward split per layer, the optimizer step */
-    tasks += 4 * (int64_t)p->nstages * m + (int64_t)p->nstages * (layers + 1);
+     * boundary and the broadcasts they lead to, the last backward split per
+     * layer, the optimizer step */
+    tasks += 6 * (int64_t)p->nstages * m + (int64_t)p->nstages * (layers + 1);
     if (tasks > INT64_MAX / 8)
       return INT64_MAX / 8;
   }
-  /* the gradient all-reduces: at most one per layer and device */
-  return tasks + layers * (int64_t)plan->ndevices;
+  /* the gradient all-reduces: at most one per layer and device; the loss
+   * and norm all-reduce */
+  return tasks + layers * (int64_t)plan->ndevices + 1;
 }
 
 /* Whether the plan is well formed enough to price (the lower bound needs no
@@ -750,8 +843,9 @@ static double pipeline_lower_bound(const struct sim *s, int i) {
    * end of si's last backward to the end of stage 0's */
   head[0] = tail[0] = 0;
   for (int si = 1; si <= n; si++) {
-    head[si] = head[si - 1] + t[si - 1].fwd + (si < n ? t[si - 1].hop_next : 0);
-    tail[si] = tail[si - 1] + t[si - 1].bwd + (si < n ? t[si - 1].hop_next : 0);
+    head[si] = head[si - 1] + t[si - 1].fwd + (si < n ? t[si - 1].link_fwd + t[si].bcast_fwd : 0);
+    tail[si] = tail[si - 1] + t[si - 1].bwd +
+               (si < n ? t[si - 1].link_bwd + t[si - 1].bcast_bwd : 0);
   }
   double back_all = tail[n];
   double bound = 0;
@@ -770,13 +864,14 @@ static double pipeline_lower_bound(const struct sim *s, int i) {
     for (int k = 0; s->channel_load && k < st->ndevices; k++)
       bound = fmax(bound, busy_end - t[si].bwd + s->channel_load[st->devices[k]] + opt[si]);
     if (si + 1 < n) {
-      double h = t[si].hop_next;
-      /* the forward link carries m hops, then the last micro-batch finishes
-       * the forward and the whole backward */
-      double fwd_link = head[si] + t[si].fwd + m * h + (head[n] - head[si + 1]) + back_all;
+      /* the forward link carries m hops, then the last micro-batch is
+       * broadcast on si+1 and finishes the forward and the whole backward */
+      double fwd_link = head[si] + t[si].fwd + m * t[si].link_fwd + t[si + 1].bcast_fwd +
+                        (head[n] - head[si + 1]) + back_all;
       /* the backward link: its first hop follows si+1's first backward */
       double first_bwd = head[si + 1] + (head[n] - head[si + 1]) + (tail[n] - tail[si + 2]);
-      double bwd_link = first_bwd + t[si + 1].bwd + m * h + t[si].bwd + tail[si];
+      double bwd_link =
+          first_bwd + t[si + 1].bwd + m * t[si].link_bwd + t[si].bcast_bwd + t[si].bwd + tail[si];
       bound = fmax(bound, fmax(fwd_link, bwd_link) + opt[0]);
     }
   }
@@ -849,6 +944,10 @@ const char *hx_sim_event_name(enum hx_sim_event_kind kind) {
     return "all-reduce";
   case HX_EV_OPTIMIZER:
     return "optimizer";
+  case HX_EV_BROADCAST:
+    return "broadcast";
+  case HX_EV_LOSS_NORM:
+    return "loss and norm all-reduce";
   }
   return "?";
 }

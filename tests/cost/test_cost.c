@@ -225,10 +225,13 @@ static void test_sim_data_parallel(double bw) {
     finish = fmax(ready, finish) + ar_layer;
   }
   finish = fmax(ready, finish) + ar_emb;
+  /* then the loss and norm all-reduce over both (the runtime's clipping) */
+  double ar_loss = hx_allreduce_s(&ctx.cluster, pair, 2, 2 * sizeof(double));
+  finish = fmax(finish, m * (tf + tb)) + ar_loss;
   double opt = hx_stage_optimizer_s(&ctx, st, true, true);
   NEAR(p->sim.pipeline_s, m * (tf + tb));
-  NEAR(p->sim.grad_sync_s, fmax(finish - m * (tf + tb), 0));
-  NEAR(p->sim.iteration_s, fmax(finish, m * (tf + tb)) + opt);
+  NEAR(p->sim.grad_sync_s, finish - m * (tf + tb));
+  NEAR(p->sim.iteration_s, finish + opt);
   /* the closed-form estimate never claims less than the pipeline phase */
   CHECK(hx_estimate_iteration_s(&ctx, p) >= m * (tf + tb));
   hx_arena_free(&ctx.arena);
@@ -421,6 +424,96 @@ static void test_json_strings(void) {
   }
 }
 
+/* Issue 15 item 4: the simulator charges what the runtime does.
+ *
+ * The runtime's OPTIMIZER op starts with one all-reduce of the loss and the
+ * squared gradient norm over the world (rtlib/rt_exec.c optimizer_step), so
+ * no rank steps before every rank has finished its backward, its sends and
+ * its gradient sync. One pipeline of two one-device stages: the last stage
+ * ends its backward first; its optimizer must still wait for stage 0's last
+ * backward and the loss and norm all-reduce (the old simulator started it
+ * at once). */
+static void test_sim_loss_norm_barrier(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 2, 1e-3, 24, 1e9, 1e-5);
+  struct hx_plan *p = simple_plan(&ctx, 1, 2, 3);
+  struct hx_sim_options o = {.record_events = true, .arena = &ctx.arena};
+  hx_simulate(&ctx, p, &o);
+  double last_bwd0 = 0, opt1 = -1, loss_end = -1;
+  int loss_events = 0;
+  for (int e = 0; e < o.nevents; e++) {
+    const struct hx_sim_event *ev = &o.events[e];
+    if (ev->rank == 0 && ev->kind == HX_EV_BACKWARD)
+      last_bwd0 = fmax(last_bwd0, ev->end_s);
+    if (ev->rank == 1 && ev->kind == HX_EV_OPTIMIZER)
+      opt1 = ev->start_s;
+    if (ev->kind == HX_EV_LOSS_NORM) {
+      loss_events++;
+      loss_end = ev->end_s;
+    }
+  }
+  int pair[2] = {0, 1};
+  double ar = hx_allreduce_s(&ctx.cluster, pair, 2, 2 * sizeof(double));
+  CHECK(loss_events == 2); /* one span on each device */
+  NEAR(loss_end, last_bwd0 + ar);
+  CHECK(opt1 >= loss_end);
+  const struct hx_pipeline *pl = &p->pipelines[0];
+  double opt = fmax(hx_stage_optimizer_s(&ctx, &pl->stages[0], true, false),
+                    hx_stage_optimizer_s(&ctx, &pl->stages[1], false, true));
+  NEAR(p->sim.iteration_s, last_bwd0 + ar + opt);
+  hx_arena_free(&ctx.arena);
+}
+
+/* A hop is a transfer between the stage leaders, then a broadcast inside
+ * the receiving TP group in the receiver's RECV op, every member taking part
+ * before its forward or backward (rtlib/rt_exec_ops.c recv_act, recv_grad):
+ * the broadcast occupies the receiving stage, not the link. Stage 0 one
+ * device, stage 1 a TP group of two: each of stage 1's m forwards follows a
+ * broadcast on both its devices, never overlapping their compute, and the
+ * send on the link takes the leader-to-leader transfer only (the old
+ * simulator put the broadcast on the link and none on the stage). */
+static void test_sim_leader_broadcast(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 3, 1e-3, 24, 1e9, 1e-5);
+  int m = 3;
+  struct hx_plan *p = hx_plan_new(&ctx.arena, 3, 1);
+  hx_pipeline_init(&ctx.arena, &p->pipelines[0], 2);
+  p->pipelines[0].micro_batch_size = 1;
+  p->pipelines[0].micro_batches = m;
+  int r0 = 0, r12[2] = {1, 2};
+  hx_stage_init(&ctx.arena, &p->pipelines[0].stages[0], &r0, 1, 0, 2, false);
+  hx_stage_init(&ctx.arena, &p->pipelines[0].stages[1], r12, 2, 2, 4, false);
+  hx_plan_fill_devices(&ctx.arena, p, &ctx.model);
+  struct hx_sim_options o = {.record_events = true, .arena = &ctx.arena};
+  hx_simulate(&ctx, p, &o);
+  double bytes = hx_hop_bytes(&ctx, 1);
+  double bcast = hx_broadcast_s(&ctx.cluster, r12, 2, bytes), p2p = hx_p2p_s(&ctx.cluster, 0, 1, bytes);
+  CHECK(bcast > 0);
+  int bcasts[3] = {0};
+  for (int e = 0; e < o.nevents; e++) {
+    const struct hx_sim_event *ev = &o.events[e];
+    if (ev->kind == HX_EV_SEND)
+      NEAR(ev->end_s - ev->start_s, p2p);
+    if (ev->kind != HX_EV_BROADCAST)
+      continue;
+    bcasts[ev->rank]++;
+    NEAR(ev->end_s - ev->start_s, bcast);
+    for (int f = 0; f < o.nevents; f++) { /* no compute of that device meanwhile */
+      const struct hx_sim_event *c = &o.events[f];
+      if (c->rank == ev->rank && (c->kind == HX_EV_FORWARD || c->kind == HX_EV_BACKWARD) &&
+          c->end_s > c->start_s)
+        CHECK(c->end_s <= ev->start_s + 1e-15 || c->start_s >= ev->end_s - 1e-15);
+    }
+  }
+  /* forwards into stage 1 only: stage 0 has one device, nothing to broadcast */
+  CHECK(bcasts[0] == 0 && bcasts[1] == m && bcasts[2] == m);
+  hx_arena_free(&ctx.arena);
+}
+
 int main(void) {
   test_llama_params();
   test_flops_and_activations();
@@ -435,6 +528,8 @@ int main(void) {
   test_sim_data_parallel(1e9);  /* sync slower than compute: a tail */
   test_sim_data_parallel(1e15); /* fast sync: hidden under the backward */
   test_sim_events();
+  test_sim_loss_norm_barrier();
+  test_sim_leader_broadcast();
   test_sim_task_limit();
   test_node_classes();
   if (failures) {
