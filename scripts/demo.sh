@@ -5,12 +5,17 @@
 # asymmetric plan: pipelines of different batch sizes, stage counts and TP
 # degrees), builds the generated per-rank programs and trains a few hundred
 # steps, printing the plan summary, the loss falling and the time taken.
-#   scripts/demo.sh [CLUSTER.hx] [STEPS]   (default examples/clusters/cpu8.hx, 300)
+#   scripts/demo.sh [CLUSTER.hx] [STEPS] [MODEL.hx]
+#   (defaults examples/clusters/cpu8.hx, 300, examples/models/tiny.hx). The
+#   long-context pair, where hexic splits every 2048-token sequence over the
+#   ranks (HexiSeq): scripts/demo.sh examples/clusters/cpu8-long.hx 20
+#   examples/models/tiny-long.hx
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 cluster=${1:-examples/clusters/cpu8.hx}
 steps=${2:-300}
+model=${3:-examples/models/tiny.hx}
 
 bash scripts/setup.sh
 echo "== build hexic (Release, build/)"
@@ -26,9 +31,9 @@ else
 fi
 ./build/hexic-shard build/demo-data/text.txt build/demo-data/text.bin
 
-echo "== hexic examples/models/tiny.hx $cluster --target=cpu -o build/demo"
+echo "== hexic $model $cluster --target=cpu -o build/demo"
 rm -rf build/demo
-./build/hexic examples/models/tiny.hx "$cluster" --target=cpu -o build/demo
+./build/hexic "$model" "$cluster" --target=cpu -o build/demo
 if [ -f build/demo/report.md ]; then
   echo "== plan summary (build/demo/report.md)"
   sed -n '1,40p' build/demo/report.md
