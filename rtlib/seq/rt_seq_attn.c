@@ -24,10 +24,8 @@
  * owners, which add them (a kv head two members read arrives twice and is
  * summed there, once from the owner with the ring's share in it).
  * Sums run in group order, so results do not depend on message timing. */
-#include <stdlib.h>
 #include <string.h>
 
-#include "rtlib/rt_init.h"
 #include "rtlib/seq/rt_seq_internal.h"
 
 /* ---- buffers: one carve serves sizing (base NULL) and use ---- */
