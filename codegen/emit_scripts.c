@@ -21,6 +21,7 @@ void hx_emit_runtime_library_rules(FILE *f, const char *backend) {
   emit_object_rule(f, "rtlib", "rtlib");
   emit_object_rule(f, backend, backend_dir);
   emit_object_rule(f, "seq", "rtlib/seq");
+  emit_object_rule(f, "ckpt", "rtlib/ckpt");
   emit_object_rule(f, "kernels", "kernels/cpu");
   fputs("libhexic.a: $(LIB_OBJECTS)\n"
         "\trm -f $@\n"
@@ -50,12 +51,15 @@ void hx_emit_makefile(const struct program_set *set, FILE *f, int unused) {
         "RT_SOURCES = $(wildcard $(HEXIC_HOME)/rtlib/*.c)\n"
         "BACKEND_SOURCES = $(wildcard $(HEXIC_HOME)/rtlib/cpu/*.c)\n"
         "SEQ_SOURCES = $(wildcard $(HEXIC_HOME)/rtlib/seq/*.c)\n"
+        "CKPT_SOURCES = $(wildcard $(HEXIC_HOME)/rtlib/ckpt/*.c)\n"
         "KERNEL_SOURCES = $(wildcard $(HEXIC_HOME)/kernels/cpu/*.c)\n"
         "LIB_OBJECTS = $(patsubst $(HEXIC_HOME)/rtlib/%.c,obj/rtlib_%.o,$(RT_SOURCES)) \\\n"
         "              $(patsubst $(HEXIC_HOME)/rtlib/cpu/%.c,obj/cpu_%.o,$(BACKEND_SOURCES)) \\\n"
         "              $(patsubst $(HEXIC_HOME)/rtlib/seq/%.c,obj/seq_%.o,$(SEQ_SOURCES)) \\\n"
+        "              $(patsubst $(HEXIC_HOME)/rtlib/ckpt/%.c,obj/ckpt_%.o,$(CKPT_SOURCES)) \\\n"
         "              $(patsubst $(HEXIC_HOME)/kernels/cpu/%.c,obj/kernels_%.o,$(KERNEL_SOURCES))\n"
         "LIB_HEADERS = $(wildcard $(HEXIC_HOME)/rtlib/*.h $(HEXIC_HOME)/rtlib/seq/*.h \\\n"
+        "                         $(HEXIC_HOME)/rtlib/ckpt/*.h \\\n"
         "                         $(HEXIC_HOME)/kernels/cpu/*.h)\n\n"
         "all: $(RANKS)\n\n",
         f);

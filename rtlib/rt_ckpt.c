@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/safetensors.h"
 #include "rt_init.h"
 
 /* Floats are stored as the host's bytes; the format is little-endian. */
@@ -871,8 +872,8 @@ static bool job_run(const struct copy_job *j, int fd, struct hx_rt_ckpt_tensor *
     int64_t d = (r - j->dst[3]) * dwidth + (j->j0 - j->dst[5]);
     int64_t s = (r - j->src[3]) * swidth + (j->j0 - j->src[5]);
     for (int k = 0; k < 3; k++)
-      if (!pread_full(fd, dest[k] + d, (size_t)len * sizeof(float),
-                      j->src[7] + (int64_t)sizeof(float) * (k * sn + s)))
+      if (dest[k] && !pread_full(fd, dest[k] + d, (size_t)len * sizeof(float),
+                                 j->src[7] + (int64_t)sizeof(float) * (k * sn + s)))
         return false;
     memset(have + d, 1, (size_t)len);
   }
@@ -972,6 +973,79 @@ bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_
     snprintf(st->source_fingerprint, sizeof st->source_fingerprint, "%s", m.fingerprint);
   }
   manifest_free(&m);
+  return ok;
+}
+
+bool hx_rt_ckpt_info_load(const char *dir, int64_t step, struct hx_rt_ckpt_info *info, char *err,
+                          size_t err_size) {
+  memset(info, 0, sizeof *info);
+  if (step < 0 && (step = hx_rt_ckpt_find_newest_any(dir, NULL)) < 0) {
+    set_error(err, err_size, "%s: no complete checkpoint there", dir);
+    return false;
+  }
+  struct manifest m;
+  char why[512];
+  if (!load_manifest(dir, step, &m, why, sizeof why) || !index_in_range(&m, why, sizeof why)) {
+    set_error(err, err_size, "%s/step_%08" PRId64 ": %s", dir, step, why);
+    return false;
+  }
+  *info = (struct hx_rt_ckpt_info){.step = m.step,
+                                   .schedule_steps = m.schedule_steps,
+                                   .nranks = m.nranks,
+                                   .ntensors = m.ntensors,
+                                   .index = m.index};
+  snprintf(info->fingerprint, sizeof info->fingerprint, "%s", m.fingerprint);
+  snprintf(info->model, sizeof info->model, "%s", m.model);
+  snprintf(info->data, sizeof info->data, "%s", m.data);
+  m.ntensors = NULL, m.index = NULL;
+  manifest_free(&m);
+  return true;
+}
+
+void hx_rt_ckpt_info_free(struct hx_rt_ckpt_info *info) {
+  free(info->ntensors);
+  free(info->index);
+  info->ntensors = NULL, info->index = NULL;
+}
+
+/* ---- initial weights from a safetensors file ---- */
+
+/* The file's tensor has the shape of ident (a [1, n] vector may be [n]). */
+static bool shape_is(const struct hx_st_tensor *t, const int64_t ident[7]) {
+  if (t->ndim == 2)
+    return t->shape[0] == ident[1] && t->shape[1] == ident[2];
+  return t->ndim == 1 && ident[1] == 1 && t->shape[0] == ident[2];
+}
+
+bool hx_rt_ckpt_init_from(const char *path, struct hx_rt_ckpt_state *st, char *err,
+                          size_t err_size) {
+  struct hx_st_file f;
+  if (!hx_st_open(&f, path, err, err_size))
+    return false;
+  bool ok = true;
+  for (int i = 0; ok && i < st->ntensors; i++) {
+    int64_t id[7];
+    identity_of(st, i, id);
+    char name[64];
+    hx_rt_ckpt_tensor_name((uint64_t)id[0], name, sizeof name);
+    const struct hx_st_tensor *t = hx_st_find(&f, name);
+    if (!t) {
+      set_error(err, err_size,
+                "%s: no tensor '%s' (a file of hexic's initial weights, from hexic-ckpt import, "
+                "names every tensor of the model)",
+                path, name);
+      ok = false;
+    } else if (!shape_is(t, id)) {
+      set_error(err, err_size,
+                "%s: tensor '%s' is not [%" PRId64 ", %" PRId64 "], its shape in this model", path,
+                name, id[1], id[2]);
+      ok = false;
+    } else {
+      ok = hx_st_read_f32(&f, t, id[3], id[4], id[5], id[6], st->tensors[i].param, err, err_size);
+    }
+    hx_rt_progress();
+  }
+  hx_st_close(&f);
   return ok;
 }
 

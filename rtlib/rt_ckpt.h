@@ -169,10 +169,34 @@ int64_t hx_rt_ckpt_find_newest_any(const char *dir, FILE *skipped);
 /* Loads this rank's tensors (st's identities) from checkpoint `step` written
  * by any plan: the model and data lines must equal st's; every element of
  * every tensor is read from a rank file holding it (the manifest's index),
- * and one not found anywhere is an error naming the tensor. Sets st->step,
+ * and one not found anywhere is an error naming the tensor (a tensor whose
+ * adam_m and adam_v are NULL gets its parameters only). Sets st->step,
  * st->schedule_steps, st->source_ranks and st->source_fingerprint. */
 bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_state *st,
                                char *err, size_t err_size);
+
+/* A checkpoint's MANIFEST as read (hexic-ckpt info and export). */
+struct hx_rt_ckpt_info {
+  int64_t step, schedule_steps;
+  int nranks;
+  char fingerprint[256], model[408], data[408];
+  int *ntensors;  /* per rank file */
+  int64_t *index; /* every rank file's index records, in rank order */
+};
+
+/* Reads and checks the MANIFEST of checkpoint `step` (-1: the newest
+ * complete one of any plan, every rank file's checksum verified). */
+bool hx_rt_ckpt_info_load(const char *dir, int64_t step, struct hx_rt_ckpt_info *info, char *err,
+                          size_t err_size);
+void hx_rt_ckpt_info_free(struct hx_rt_ckpt_info *info);
+
+/* Sets the parameters of st's tensors (st's identities; moments untouched)
+ * from a safetensors file of hexic's initial weights (hexic-ckpt import):
+ * each tensor by its canonical name (hx_rt_ckpt_tensor_name) and full shape,
+ * this rank's slice only. An absent tensor or another shape is an error
+ * naming the file and the tensor. */
+bool hx_rt_ckpt_init_from(const char *path, struct hx_rt_ckpt_state *st, char *err,
+                          size_t err_size);
 
 /* "layers.3.wq" style name of a spec tensor id (tok_emb, final_norm,
  * lm_head; layers.L.attn_norm ...), for messages. */

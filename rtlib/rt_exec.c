@@ -23,11 +23,12 @@ struct rt_args {
   int reschedule;           /* --reschedule: resume under another --steps */
   const char *dump_weights; /* NULL: none */
   int emulate;              /* --emulate: the cluster file's speeds (rt_exec_ops.c) */
+  const char *init_from;    /* --init-from FILE.safetensors: initial weights; NULL: the spec's */
 };
 
 static const char usage_text[] =
     "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
-    "--reschedule  --emulate  --dump-weights FILE";
+    "--reschedule  --emulate  --dump-weights FILE  --init-from FILE.safetensors";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -40,7 +41,7 @@ static int64_t parse_count(const char *opt, const char *text) {
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
   *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0, 0, NULL, 0};
+                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL};
   if (!a->checkpoint_dir)
     a->checkpoint_dir = "checkpoints";
   for (int i = 1; i < argc; i++) {
@@ -60,6 +61,8 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
       a->checkpoint_dir = argv[++i];
     } else if (!strcmp(opt, "--dump-weights") && has_value) {
       a->dump_weights = argv[++i];
+    } else if (!strcmp(opt, "--init-from") && has_value) {
+      a->init_from = argv[++i];
     } else if (!strcmp(opt, "--checkpoint-every") && has_value) {
       a->checkpoint_every = parse_count(opt, argv[++i]);
     } else {
@@ -255,6 +258,33 @@ static void check_schedule(const struct rt_exec *e, const struct rt_args *a, int
                     a->checkpoint_dir, (long long)step, (long long)e->steps);
 }
 
+/* --init-from: every rank reads its slices of hexic's initial weights
+ * (hexic-ckpt import) in place of the spec's initialisation; a resumed
+ * checkpoint then replaces them. */
+static void maybe_init_from(struct rt_exec *e, const struct rt_args *a) {
+  if (!a->init_from)
+    return;
+  struct rt_host_params h = rt_host_params_new(e, false);
+  rt_host_params_download(e, &h);
+  struct hx_rt_ckpt_state st = ckpt_state(e, &h);
+  char err[1024] = "";
+  bool ok = hx_rt_ckpt_init_from(a->init_from, &st, err, sizeof err);
+  if (ok)
+    rt_host_params_upload(e, &h);
+  free(st.tensors);
+  rt_host_params_free(&h);
+  if (!ok)
+    fprintf(stderr, "hexic-rt: rank %d: error: --init-from: %s\n", e->cfg->rank, err);
+  int mine = ok, all = 0;
+  hx_rt_mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                  "--init-from agreement");
+  if (!all)
+    exit_everywhere(e, "--init-from %s: the initial weights could not be read (see above)",
+                    a->init_from);
+  if (e->cfg->rank == 0)
+    hx_rt_log_banner("initial weights from %s", a->init_from);
+}
+
 static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
   if (!a->resume)
     return;
@@ -337,6 +367,7 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   rt_emu_init(&e, args.emulate);
   open_data(&e, &args);
   check_checkpoint_dir(&e, &args);
+  maybe_init_from(&e, &args);
   maybe_resume(&e, &args);
   while (e.step < e.steps) {
     run_step(&e);

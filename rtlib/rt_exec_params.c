@@ -231,8 +231,8 @@ static int add_tensor(const struct rt_exec *e, const struct rt_host_params *h,
   hxk_param_shape(&e->dims, t, &rows, &cols);
   hxk_param_slice(&e->dims, &e->shard, t, &r0, &r1, &c0, &c1);
   out[i] = (struct hx_rt_ckpt_tensor){.param = h->w + off,
-                                      .adam_m = h->m + off,
-                                      .adam_v = h->v + off,
+                                      .adam_m = h->m ? h->m + off : NULL,
+                                      .adam_v = h->v ? h->v + off : NULL,
                                       .n = (r1 - r0) * (c1 - c0),
                                       .id = hxk_param_id(t, layer),
                                       .rows = rows,

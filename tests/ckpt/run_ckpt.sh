@@ -107,6 +107,76 @@ elastic)
   full two
   resume left left "$(head -n 1 two.plan.txt | cut -c1-60)... -> after losing m1: $(head -n 1 left.plan.txt | cut -c1-60)"
   ;;
+hf)
+  # hexic-ckpt and the Hugging Face formats on tiny6 (config tiny6-config.json).
+  ck_tool=$(dirname "$hexic")/hexic-ckpt
+  steps=6
+  compile a "$tiny6" "$src/tests/exec/clusters/four.hx" --plan="$here/plans/a_tp2_pp2.json"
+  compile one "$tiny6" "$src/examples/clusters/cpu1.hx"
+  rm -rf ck
+  train full a --checkpoint-dir ck --checkpoint-every 6 --dump-weights "$PWD/full.w"
+  "$ck_tool" info ck >info.txt || fail "hexic-ckpt info"
+  grep -q "step 6 of 6" info.txt && grep -q "rank_0003.ckpt: 20 tensors" info.txt &&
+    grep -q "layers.3.wq \[96, 96\] rows \[48, 96) cols \[0, 96)" info.txt ||
+    { cat info.txt; fail "hexic-ckpt info: wrong summary"; }
+  "$ck_tool" export ck -o model.safetensors >export.txt || fail "hexic-ckpt export"
+  "$ck_tool" export ck --format safetensors --dtype bf16 -o model-bf16.safetensors >/dev/null ||
+    fail "hexic-ckpt export --dtype bf16"
+  python3 "$here/st_check.py" exported model.safetensors model-bf16.safetensors full.w \
+    "$here/tiny6-config.json" || fail "the export read by Python's safetensors"
+  # import: one file, and the same as two shards with an index
+  mkdir -p hf sharded && cp model.safetensors hf/ && cp "$here/tiny6-config.json" hf/config.json
+  "$ck_tool" import hf/model.safetensors -o init.safetensors >import.txt || fail "hexic-ckpt import"
+  python3 "$here/st_check.py" imported init.safetensors full.w || fail "import round trip"
+  python3 "$here/st_check.py" shard model.safetensors sharded || fail "sharding the export"
+  "$ck_tool" import sharded/model.safetensors.index.json --config hf/config.json \
+    -o init2.safetensors >/dev/null || fail "hexic-ckpt import of an index"
+  cmp init.safetensors init2.safetensors || fail "the sharded import differs from the single file's"
+  # --init-from: the TP 2 + PP 2 plan starts from the imported weights, bit for bit
+  a/launch.sh --steps 0 --init-from init.safetensors --dump-weights "$PWD/init.w" >init.out 2>&1 ||
+    { cat init.out; fail "--init-from"; }
+  cmp full.w init.w || fail "--init-from did not start from the imported weights"
+  one/launch.sh --steps 2 --init-from init.safetensors >cont.out 2>&1 || { cat cont.out; fail "training from imported weights"; }
+  echo "  export -> import -> --init-from: the step-6 weights bit for bit on TP 2 + PP 2; $(grep -c '^step ' cont.out) steps trained on from them"
+  # hostile files: exit 1, the file and the tensor named, nothing written
+  mkdir -p bad && python3 "$here/st_check.py" hostile model.safetensors bad || fail "hostile files"
+  for case in "truncated:truncated: 5 bytes, less than the header length's 8" \
+    "beyond:the header length [0-9]* goes beyond the file" \
+    "overlap:tensors 'model.layers.1.mlp.gate_proj.weight' and 'model.layers.1.mlp.up_proj.weight' overlap" \
+    "dtype:tensor 'model.layers.0.self_attn.v_proj.weight' has dtype I32; hexic reads F32, BF16 and F16" \
+    "missing:missing tensor 'model.layers.2.mlp.up_proj.weight' (\[176, 96\] for this config)"; do
+    name=${case%%:*} want=${case#*:}
+    rm -f out.safetensors out.safetensors.tmp
+    "$ck_tool" import "bad/$name.safetensors" --config hf/config.json -o out.safetensors >"bad.$name.log" 2>&1
+    status=$?
+    [ $status -eq 1 ] || { cat "bad.$name.log"; fail "$name: exit $status, not 1"; }
+    grep -q "bad/$name.safetensors: $want" "bad.$name.log" || { cat "bad.$name.log"; fail "$name: wrong message"; }
+    [ ! -e out.safetensors ] && [ ! -e out.safetensors.tmp ] || fail "$name: a file was written"
+    echo "  $name: $(cat "bad.$name.log")"
+  done
+  one/launch.sh --steps 1 --init-from bad/missing.safetensors >badinit.out 2>&1 && fail "--init-from took a bad file"
+  grep -q "no tensor 'tok_emb'" badinit.out || { cat badinit.out; fail "--init-from of an HF file: wrong message"; }
+  ;;
+import_hf)
+  # A public config.json (Llama-2-7B's) gives the paper's parameter count
+  # (6.74B) through hexic's own model statistics; other architectures are
+  # refused by name.
+  ck_tool=$(dirname "$hexic")/hexic-ckpt
+  "$ck_tool" import-hf "$here/llama2-7b-config.json" --name llama2-7b -o l7.hx >l7.txt ||
+    fail "import-hf"
+  cat l7.hx "$here/train-block.hx" "$src/examples/clusters/case-study.hx" >l7-all.hx
+  "$hexic" l7-all.hx --print-after=model-stats >stats.txt 2>&1 || { cat stats.txt; fail "hexic on l7.hx"; }
+  grep -q "params_total 6738415616$" stats.txt || { grep params stats.txt; fail "not 6.74B parameters"; }
+  grep -q "model llama2-7b: 6738415616 parameters (6.74B)" l7.txt || { cat l7.txt; fail "import-hf summary"; }
+  sed 's/LlamaForCausalLM/GPT2LMHeadModel/' "$here/llama2-7b-config.json" >gpt2.json
+  "$ck_tool" import-hf gpt2.json >gpt2.out 2>&1 && fail "a GPT-2 config was accepted"
+  grep -q "architecture 'GPT2LMHeadModel' is not supported" gpt2.out || { cat gpt2.out; fail "gpt2: wrong message"; }
+  sed 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0}/' \
+    "$here/llama2-7b-config.json" >scaled.json
+  "$ck_tool" import-hf scaled.json >scaled.out 2>&1 && fail "rope_scaling was accepted"
+  grep -q "rope_scaling 'llama3' is not supported" scaled.out || { cat scaled.out; fail "rope_scaling: wrong message"; }
+  echo "  Llama-2-7B config.json: $(cat l7.txt); GPT-2 and llama3 RoPE scaling refused by name"
+  ;;
 *)
   fail "unknown mode $mode"
   ;;

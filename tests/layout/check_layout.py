@@ -33,6 +33,7 @@ FLOORS = {
     "rtlib/cpu": ("runtime", 1),
     "rtlib/cuda": ("runtime", 1),
     "rtlib/seq": ("runtime", 1),
+    "rtlib/ckpt": ("runtime", 1),
     "rtlib/tools": ("runtime", 2),
 }
 # Folders outside the floors: they may include anything, nothing on a floor

@@ -1,0 +1,245 @@
+/* Hugging Face Llama naming, RoPE row order and config.json (hf_llama.h). */
+#include "hf_llama.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ckpt_json.h"
+
+enum { LAYER_TENSORS = 9 }; /* attn_norm wq wk wv wo mlp_norm w_gate w_up w_down */
+
+__attribute__((format(printf, 3, 4))) static bool fail(char *err, size_t err_size, const char *fmt,
+                                                       ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, err_size, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+int hx_hf_tensor_count(const struct hx_hf_model *m) {
+  return 2 + m->layers * LAYER_TENSORS + (m->tied ? 0 : 1);
+}
+
+uint64_t hx_hf_tensor_id(const struct hx_hf_model *m, int i) {
+  if (i == 0)
+    return 0;
+  if (i <= m->layers * LAYER_TENSORS)
+    return 16 + 16 * (uint64_t)((i - 1) / LAYER_TENSORS) + (uint64_t)((i - 1) % LAYER_TENSORS);
+  return i == m->layers * LAYER_TENSORS + 1 ? 1 : 2;
+}
+
+void hx_hf_tensor_shape(const struct hx_hf_model *m, uint64_t id, int64_t *rows, int64_t *cols) {
+  int64_t d = m->hidden, hd = m->hidden / m->heads, f = m->ffn;
+  int64_t q = m->heads * hd, kv = m->kv_heads * hd;
+  if (id == 0 || id == 2) {
+    *rows = m->vocab, *cols = d;
+    return;
+  }
+  if (id == 1) {
+    *rows = 1, *cols = d;
+    return;
+  }
+  static const int kind_rows[LAYER_TENSORS] = {0, 1, 2, 2, 3, 0, 4, 4, 3};
+  static const int kind_cols[LAYER_TENSORS] = {3, 3, 3, 3, 1, 3, 3, 3, 4};
+  int j = (int)((id - 16) % 16);
+  int64_t size[5] = {1, q, kv, d, f};
+  *rows = size[kind_rows[j]], *cols = size[kind_cols[j]];
+}
+
+void hx_hf_name(uint64_t id, char *buf, size_t size) {
+  static const char *const names[LAYER_TENSORS] = {
+      "input_layernorm",  "self_attn.q_proj", "self_attn.k_proj",
+      "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
+      "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  if (id < 3)
+    snprintf(buf, size, "%s",
+             id == 0   ? "model.embed_tokens.weight"
+             : id == 1 ? "model.norm.weight"
+                       : "lm_head.weight");
+  else
+    snprintf(buf, size, "model.layers.%" PRIu64 ".%s.weight", (id - 16) / 16,
+             names[(id - 16) % 16 < LAYER_TENSORS ? (id - 16) % 16 : 0]);
+}
+
+int hx_hf_rope_heads(const struct hx_hf_model *m, uint64_t id) {
+  if (id < 16)
+    return 0;
+  int j = (int)((id - 16) % 16);
+  return j == 1 ? m->heads : j == 2 ? m->kv_heads : 0;
+}
+
+int64_t hx_hf_rope_row(int64_t j, int64_t head_dim) {
+  int64_t half = head_dim / 2;
+  return j < half ? 2 * j : 2 * (j - half) + 1;
+}
+
+int64_t hx_hf_parameter_count(const struct hx_hf_model *m) {
+  int64_t total = 0;
+  for (int i = 0; i < hx_hf_tensor_count(m); i++) {
+    int64_t rows, cols;
+    hx_hf_tensor_shape(m, hx_hf_tensor_id(m, i), &rows, &cols);
+    total += rows * cols;
+  }
+  return total;
+}
+
+/* ---- config.json ---- */
+
+static bool get_int(const struct hx_json *root, const char *key, int64_t fallback, int64_t hi,
+                    int64_t *out, const char *path, char *err, size_t err_size) {
+  const struct hx_json *v = hx_json_get(root, key);
+  if (!v || v->kind == HX_JSON_NULL) {
+    if (fallback >= 0) {
+      *out = fallback;
+      return true;
+    }
+    return fail(err, err_size, "%s: no \"%s\"", path, key);
+  }
+  return hx_json_int(v, 1, hi, out) ||
+         fail(err, err_size, "%s: \"%s\" is not an integer in [1, %" PRId64 "]", path, key, hi);
+}
+
+static bool get_number(const struct hx_json *root, const char *key, double fallback, double *out,
+                       const char *path, char *err, size_t err_size) {
+  const struct hx_json *v = hx_json_get(root, key);
+  if (!v || v->kind == HX_JSON_NULL) {
+    *out = fallback;
+    return true;
+  }
+  *out = v->kind == HX_JSON_NUMBER ? v->number : -1;
+  return *out > 0 || fail(err, err_size, "%s: \"%s\" is not a positive number", path, key);
+}
+
+/* The architecture: LlamaForCausalLM or MistralForCausalLM (or, without
+ * "architectures", model_type llama or mistral). */
+static bool supported_architecture(const struct hx_json *root, const char *path, char *err,
+                                   size_t err_size) {
+  const struct hx_json *archs = hx_json_get(root, "architectures");
+  const struct hx_json *type = hx_json_get(root, "model_type");
+  const char *name = archs && archs->kind == HX_JSON_ARRAY && archs->count == 1 &&
+                             archs->child->kind == HX_JSON_STRING
+                         ? archs->child->text
+                     : type && type->kind == HX_JSON_STRING ? type->text
+                                                            : NULL;
+  if (name && (!strcmp(name, "LlamaForCausalLM") || !strcmp(name, "MistralForCausalLM") ||
+               !strcmp(name, "llama") || !strcmp(name, "mistral")))
+    return true;
+  return fail(err, err_size,
+              "%s: architecture '%s' is not supported: hexic trains Llama-style models "
+              "(LlamaForCausalLM, MistralForCausalLM)",
+              path, name ? name : "(none given)");
+}
+
+/* What a Llama config may say that hexic's model (docs/model-spec.md) does not compute. */
+static bool supported_features(const struct hx_json *root, const char *path, char *err,
+                               size_t err_size) {
+  const struct hx_json *act = hx_json_get(root, "hidden_act");
+  if (act && (act->kind != HX_JSON_STRING || strcmp(act->text, "silu")))
+    return fail(err, err_size, "%s: hidden_act '%s' is not supported (hexic's MLP is SwiGLU: silu)",
+                path, act->kind == HX_JSON_STRING ? act->text : "?");
+  const struct hx_json *scaling = hx_json_get(root, "rope_scaling");
+  if (scaling && scaling->kind != HX_JSON_NULL) {
+    const struct hx_json *kind = hx_json_get(scaling, "rope_type");
+    if (!kind)
+      kind = hx_json_get(scaling, "type");
+    return fail(err, err_size, "%s: rope_scaling '%s' is not supported (hexic's RoPE is unscaled)",
+                path, kind && kind->kind == HX_JSON_STRING ? kind->text : "?");
+  }
+  static const char *const biases[] = {"attention_bias", "mlp_bias"};
+  for (int i = 0; i < 2; i++) {
+    const struct hx_json *b = hx_json_get(root, biases[i]);
+    if (b && b->kind == HX_JSON_BOOL && b->boolean)
+      return fail(err, err_size,
+                  "%s: %s = true is not supported (hexic's linear layers have no bias)", path,
+                  biases[i]);
+  }
+  return true;
+}
+
+static bool read_shape(const struct hx_json *root, struct hx_hf_model *m, const char *path,
+                       char *err, size_t err_size) {
+  int64_t v[7];
+  static const char *const keys[] = {"num_hidden_layers", "hidden_size",
+                                     "intermediate_size", "num_attention_heads",
+                                     "vocab_size",        "max_position_embeddings"};
+  static const int64_t hi[] = {100000, 1048576, 4194304, 1048576, 16777216, 16777216};
+  for (int i = 0; i < 6; i++)
+    if (!get_int(root, keys[i], i == 5 ? 4096 : -1, hi[i], &v[i], path, err, err_size))
+      return false;
+  if (!get_int(root, "num_key_value_heads", v[3], v[3], &v[6], path, err, err_size))
+    return false;
+  *m = (struct hx_hf_model){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[6],
+                            (int)v[4], (int)v[5], 10000,     1e-6,      false};
+  if (m->hidden % m->heads || (m->hidden / m->heads) % 2 || m->heads % m->kv_heads)
+    return fail(err, err_size,
+                "%s: hidden_size %d, %d heads, %d kv heads: not a shape hexic trains (heads "
+                "divide hidden_size into an even head size; kv heads divide heads)",
+                path, m->hidden, m->heads, m->kv_heads);
+  int64_t head_dim;
+  if (hx_json_get(root, "head_dim") && hx_json_get(root, "head_dim")->kind != HX_JSON_NULL &&
+      (!hx_json_int(hx_json_get(root, "head_dim"), 1, 1 << 20, &head_dim) ||
+       head_dim != m->hidden / m->heads))
+    return fail(err, err_size, "%s: head_dim is not hidden_size / num_attention_heads (%d)", path,
+                m->hidden / m->heads);
+  return true;
+}
+
+bool hx_hf_config_read(const char *path, struct hx_hf_model *m, char *err, size_t err_size) {
+  struct hx_json *root = hx_json_parse_file(path, 1 << 20, err, err_size);
+  if (!root)
+    return false;
+  bool ok = (root->kind == HX_JSON_OBJECT || fail(err, err_size, "%s: not a JSON object", path)) &&
+            supported_architecture(root, path, err, err_size) &&
+            supported_features(root, path, err, err_size) &&
+            read_shape(root, m, path, err, err_size) &&
+            get_number(root, "rope_theta", 10000, &m->rope_theta, path, err, err_size) &&
+            get_number(root, "rms_norm_eps", 1e-6, &m->norm_eps, path, err, err_size);
+  const struct hx_json *tie = hx_json_get(root, "tie_word_embeddings");
+  if (ok && tie && tie->kind != HX_JSON_NULL)
+    ok = tie->kind == HX_JSON_BOOL ||
+         fail(err, err_size, "%s: tie_word_embeddings is not true or false", path);
+  if (ok)
+    m->tied = tie && tie->kind == HX_JSON_BOOL && tie->boolean;
+  const struct hx_json *window = hx_json_get(root, "sliding_window");
+  int64_t w;
+  if (ok && window && window->kind != HX_JSON_NULL && hx_json_int(window, 1, INT32_MAX, &w) &&
+      w < m->max_positions)
+    m->max_positions = (int)w; /* full attention equals the window up to its length */
+  if (ok && (m->rope_theta > 1e12 || m->norm_eps > 1))
+    ok = fail(err, err_size, "%s: rope_theta or rms_norm_eps outside hexic's ranges", path);
+  hx_json_free(root);
+  return ok;
+}
+
+void hx_hf_model_line(const struct hx_hf_model *m, char *buf, size_t size) {
+  snprintf(buf, size, "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d",
+           m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->tied);
+}
+
+bool hx_hf_parse_model_line(const char *line, struct hx_hf_model *m) {
+  int tied = 0, used = 0;
+  *m = (struct hx_hf_model){0};
+  bool ok =
+      sscanf(line, "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d%n",
+             &m->layers, &m->hidden, &m->ffn, &m->heads, &m->kv_heads, &m->vocab, &tied,
+             &used) == 7 &&
+      !line[used];
+  m->tied = tied != 0;
+  return ok && m->layers > 0 && m->hidden > 0 && m->ffn > 0 && m->heads > 0 && m->kv_heads > 0 &&
+         m->vocab > 0 && m->hidden % m->heads == 0 && m->heads % m->kv_heads == 0;
+}
+
+void hx_hf_write_hx(FILE *f, const struct hx_hf_model *m, const char *name, const char *source) {
+  fprintf(f,
+          "# Written by hexic-ckpt import-hf from %s.\n"
+          "model \"%s\" {\n"
+          "  layers = %d; hidden = %d; ffn = %d; heads = %d; kv_heads = %d\n"
+          "  vocab = %d; seq_len = %d\n"
+          "  rope_theta = %.10g; norm_eps = %.10g; tie_embeddings = %s\n"
+          "}\n",
+          source, name, m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab,
+          m->max_positions, m->rope_theta, m->norm_eps, m->tied ? "true" : "false");
+}

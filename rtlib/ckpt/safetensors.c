@@ -1,0 +1,413 @@
+/* safetensors reader and writer (see safetensors.h). */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_json.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors are little-endian; this host is not"
+#endif
+
+/* safetensors' own bound on the header (100 MB). */
+static const uint64_t MAX_HEADER = 100000000;
+
+__attribute__((format(printf, 3, 4))) static bool fail(char *err, size_t err_size, const char *fmt,
+                                                       ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, err_size, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static int dtype_bytes(const char *dtype) {
+  static const struct {
+    const char *name;
+    int bytes;
+  } table[] = {{"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+               {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+               {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (!strcmp(dtype, table[i].name))
+      return table[i].bytes;
+  return 0;
+}
+
+int64_t hx_st_numel(const struct hx_st_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++)
+    n *= t->shape[d];
+  return n;
+}
+
+static bool pread_all(int fd, void *buf, size_t n, uint64_t at) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t got = pread(fd, p, n, (off_t)at);
+    if (got <= 0)
+      return false;
+    p += got, n -= (size_t)got, at += (uint64_t)got;
+  }
+  return true;
+}
+
+/* One member of the header: a tensor's dtype, shape and offsets. */
+static bool parse_tensor(const struct hx_json *m, struct hx_st_tensor *t, uint64_t data_bytes,
+                         const char *path, char *err, size_t err_size) {
+  const struct hx_json *dtype = hx_json_get(m, "dtype"), *shape = hx_json_get(m, "shape"),
+                       *offs = hx_json_get(m, "data_offsets");
+  if (m->kind != HX_JSON_OBJECT || !dtype || dtype->kind != HX_JSON_STRING || !shape ||
+      shape->kind != HX_JSON_ARRAY || !offs || offs->kind != HX_JSON_ARRAY || offs->count != 2)
+    return fail(err, err_size, "%s: tensor '%s': needs \"dtype\", \"shape\" and \"data_offsets\"",
+                path, m->key);
+  snprintf(t->dtype, sizeof t->dtype, "%s", dtype->text);
+  t->elem_bytes = dtype_bytes(dtype->text);
+  if (!t->elem_bytes || strlen(dtype->text) >= sizeof t->dtype)
+    return fail(err, err_size, "%s: tensor '%s': unknown dtype '%.20s'", path, m->key, dtype->text);
+  if (shape->count > HX_ST_MAX_DIMS)
+    return fail(err, err_size, "%s: tensor '%s': %d dimensions (at most %d)", path, m->key,
+                shape->count, HX_ST_MAX_DIMS);
+  t->ndim = 0;
+  uint64_t bytes = (uint64_t)t->elem_bytes;
+  for (const struct hx_json *d = shape->child; d; d = d->next) {
+    int64_t v;
+    if (!hx_json_int(d, 0, INT64_C(1) << 40, &v))
+      return fail(err, err_size, "%s: tensor '%s': a dimension is not an integer in [0, 2^40]",
+                  path, m->key);
+    t->shape[t->ndim++] = v;
+    bytes = v && bytes > UINT64_MAX / (uint64_t)v ? UINT64_MAX : bytes * (uint64_t)v;
+  }
+  int64_t b, e;
+  if (!hx_json_int(offs->child, 0, INT64_MAX, &b) ||
+      !hx_json_int(offs->child->next, 0, INT64_MAX, &e) || b > e)
+    return fail(err, err_size,
+                "%s: tensor '%s': data_offsets are not [begin, end] with begin <= end", path,
+                m->key);
+  t->begin = (uint64_t)b, t->end = (uint64_t)e;
+  if (t->end - t->begin != bytes)
+    return fail(err, err_size,
+                "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 ") hold %" PRIu64
+                " bytes; a %s tensor of this shape needs %" PRIu64,
+                path, m->key, t->begin, t->end, t->end - t->begin, t->dtype, bytes);
+  if (t->end > data_bytes)
+    return fail(err, err_size,
+                "%s: tensor '%s': its data ends at byte %" PRIu64
+                " of the data, which holds %" PRIu64
+                " bytes (the file is truncated or the offsets are wrong)",
+                path, m->key, t->end, data_bytes);
+  return true;
+}
+
+static int by_begin(const void *a, const void *b) {
+  const struct hx_st_tensor *x = a, *y = b;
+  return (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+/* No two tensors share a byte (empty tensors share nothing). */
+static bool no_overlap(const struct hx_st_file *f, char *err, size_t err_size) {
+  struct hx_st_tensor *sorted = malloc(sizeof *sorted * (size_t)(f->ntensors + 1));
+  if (!sorted)
+    return fail(err, err_size, "%s: out of memory", f->path);
+  memcpy(sorted, f->tensors, sizeof *sorted * (size_t)f->ntensors);
+  qsort(sorted, (size_t)f->ntensors, sizeof *sorted, by_begin);
+  const struct hx_st_tensor *prev = NULL;
+  bool ok = true;
+  for (int i = 0; ok && i < f->ntensors; i++) {
+    const struct hx_st_tensor *t = &sorted[i];
+    if (t->begin == t->end)
+      continue;
+    if (prev && t->begin < prev->end)
+      ok = fail(err, err_size,
+                "%s: tensors '%s' and '%s' overlap (bytes [%" PRIu64 ", %" PRIu64 ") and [%" PRIu64
+                ", %" PRIu64 ") of the data)",
+                f->path, prev->name, t->name, prev->begin, prev->end, t->begin, t->end);
+    prev = t;
+  }
+  free(sorted);
+  return ok;
+}
+
+static bool parse_header(struct hx_st_file *f, const char *text, size_t len, char *err,
+                         size_t err_size) {
+  char why[320];
+  struct hx_json *root = hx_json_parse(text, len, why, sizeof why);
+  if (!root || root->kind != HX_JSON_OBJECT) {
+    hx_json_free(root);
+    return fail(err, err_size, "%s: the header is not a JSON object%s%s", f->path, root ? "" : ": ",
+                root ? "" : why);
+  }
+  f->tensors = calloc((size_t)root->count + 1, sizeof *f->tensors);
+  bool ok = f->tensors != NULL;
+  for (const struct hx_json *m = root->child; ok && m; m = m->next) {
+    if (!strcmp(m->key, "__metadata__")) {
+      ok = m->kind == HX_JSON_OBJECT ||
+           fail(err, err_size, "%s: __metadata__ is not an object", f->path);
+      continue;
+    }
+    struct hx_st_tensor *t = &f->tensors[f->ntensors];
+    t->name = strdup(m->key);
+    f->ntensors++;
+    ok = t->name && parse_tensor(m, t, f->size - f->data_start, f->path, err, err_size);
+  }
+  hx_json_free(root);
+  return ok && no_overlap(f, err, err_size);
+}
+
+bool hx_st_open(struct hx_st_file *f, const char *path, char *err, size_t err_size) {
+  memset(f, 0, sizeof *f);
+  f->fd = open(path, O_RDONLY);
+  f->path = strdup(path);
+  struct stat st;
+  if (f->fd < 0 || !f->path || fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    fail(err, err_size, "%s: cannot open: %s", path, f->fd < 0 ? strerror(errno) : "not a file");
+    hx_st_close(f);
+    return false;
+  }
+  f->size = (uint64_t)st.st_size;
+  uint64_t n = 0;
+  bool ok = true;
+  if (f->size < 8)
+    ok = fail(err, err_size, "%s: truncated: %" PRIu64 " bytes, less than the header length's 8",
+              path, f->size);
+  else if (!pread_all(f->fd, &n, 8, 0))
+    ok = fail(err, err_size, "%s: cannot read the header length", path);
+  else if (n > f->size - 8)
+    ok = fail(err, err_size,
+              "%s: the header length %" PRIu64 " goes beyond the file (%" PRIu64 " bytes)", path, n,
+              f->size);
+  else if (n > MAX_HEADER)
+    ok = fail(err, err_size, "%s: the header length %" PRIu64 " is over safetensors' 100 MB", path,
+              n);
+  char *text = ok ? malloc((size_t)n + 1) : NULL;
+  if (ok && (!text || !pread_all(f->fd, text, (size_t)n, 8)))
+    ok = fail(err, err_size, "%s: cannot read the %" PRIu64 "-byte header", path, n);
+  f->data_start = 8 + n;
+  ok = ok && parse_header(f, text, (size_t)n, err, err_size);
+  free(text);
+  if (!ok)
+    hx_st_close(f);
+  return ok;
+}
+
+void hx_st_close(struct hx_st_file *f) {
+  if (f->fd >= 0)
+    close(f->fd);
+  for (int i = 0; i < f->ntensors; i++)
+    free(f->tensors[i].name);
+  free(f->tensors);
+  free(f->path);
+  memset(f, 0, sizeof *f);
+  f->fd = -1;
+}
+
+const struct hx_st_tensor *hx_st_find(const struct hx_st_file *f, const char *name) {
+  for (int i = 0; i < f->ntensors; i++)
+    if (!strcmp(f->tensors[i].name, name))
+      return &f->tensors[i];
+  return NULL;
+}
+
+uint16_t hx_st_to_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return (uint16_t)((u >> 16) | 0x40); /* a quiet NaN */
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+float hx_st_from_bf16(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+static float from_f16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, u;
+  if (exp == 0x1F) {
+    u = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    u = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    u = sign;
+  } else { /* subnormal: normalise */
+    int e = -1;
+    do {
+      e++;
+      mant <<= 1;
+    } while (!(mant & 0x400));
+    u = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3FF) << 13);
+  }
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+static void convert(const char *dtype, const unsigned char *src, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (!strcmp(dtype, "F32")) {
+      memcpy(&dst[i], src + 4 * i, 4);
+    } else {
+      uint16_t h;
+      memcpy(&h, src + 2 * i, 2);
+      dst[i] = !strcmp(dtype, "BF16") ? hx_st_from_bf16(h) : from_f16(h);
+    }
+  }
+}
+
+bool hx_st_read_f32(const struct hx_st_file *f, const struct hx_st_tensor *t, int64_t r0,
+                    int64_t r1, int64_t c0, int64_t c1, float *dst, char *err, size_t err_size) {
+  if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "BF16") && strcmp(t->dtype, "F16"))
+    return fail(err, err_size, "%s: tensor '%s' has dtype %s; hexic reads F32, BF16 and F16",
+                f->path, t->name, t->dtype);
+  int64_t rows = t->ndim ? t->shape[0] : 1, n = hx_st_numel(t);
+  int64_t cols = t->ndim <= 1 ? (t->ndim ? t->shape[0] : 1) : (rows ? n / rows : 0);
+  if (t->ndim <= 1)
+    rows = 1;
+  if (r0 < 0 || r1 > rows || c0 < 0 || c1 > cols || r0 > r1 || c0 > c1)
+    return fail(err, err_size,
+                "%s: tensor '%s': rows [%" PRId64 ", %" PRId64 ") x columns [%" PRId64 ", %" PRId64
+                ") are outside it",
+                f->path, t->name, r0, r1, c0, c1);
+  size_t width = (size_t)(c1 - c0) * (size_t)t->elem_bytes;
+  unsigned char *row = malloc(width + 1);
+  bool ok = row != NULL;
+  for (int64_t r = r0; ok && r < r1; r++) {
+    uint64_t at = f->data_start + t->begin + (uint64_t)(r * cols + c0) * (uint64_t)t->elem_bytes;
+    ok = pread_all(f->fd, row, width, at);
+    if (ok)
+      convert(t->dtype, row, dst + (r - r0) * (c1 - c0), c1 - c0);
+  }
+  free(row);
+  return ok || fail(err, err_size, "%s: tensor '%s': cannot read its data", f->path, t->name);
+}
+
+/* ---- writing ---- */
+
+struct text {
+  char *s;
+  size_t n, cap;
+  bool ok;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int need = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (!t->ok || need < 0)
+    return;
+  if (t->n + (size_t)need + 16 > t->cap) {
+    t->cap = 2 * (t->n + (size_t)need + 16);
+    char *grown = realloc(t->s, t->cap);
+    if (!grown) {
+      t->ok = false;
+      return;
+    }
+    t->s = grown;
+  }
+  va_start(ap, fmt);
+  vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap);
+  va_end(ap);
+  t->n += (size_t)need;
+}
+
+/* A JSON string of s (names here are printable ASCII; others escaped). */
+static void put_string(struct text *t, const char *s) {
+  put(t, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p == '"' || *p == '\\')
+      put(t, "\\%c", *p);
+    else if (*p < 0x20)
+      put(t, "\\u%04x", *p);
+    else
+      put(t, "%c", *p);
+  put(t, "\"");
+}
+
+static int64_t out_numel(const struct hx_st_out *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++)
+    n *= t->shape[d];
+  return n;
+}
+
+/* The header, padded with spaces to a multiple of 8 bytes. */
+static struct text make_header(const struct hx_st_out *t, int n, bool bf16, const char *key,
+                               const char *value) {
+  struct text h = {NULL, 0, 0, true};
+  put(&h, "{\"__metadata__\":{\"format\":\"pt\"");
+  if (key) {
+    put(&h, ",");
+    put_string(&h, key);
+    put(&h, ":");
+    put_string(&h, value);
+  }
+  put(&h, "}");
+  uint64_t off = 0, bytes = bf16 ? 2 : 4;
+  for (int i = 0; i < n; i++) {
+    uint64_t size = (uint64_t)out_numel(&t[i]) * bytes;
+    put(&h, ",");
+    put_string(&h, t[i].name);
+    put(&h, ":{\"dtype\":\"%s\",\"shape\":[", bf16 ? "BF16" : "F32");
+    for (int d = 0; d < t[i].ndim; d++)
+      put(&h, "%s%" PRId64, d ? "," : "", t[i].shape[d]);
+    put(&h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + size);
+    off += size;
+  }
+  put(&h, "}");
+  while (h.ok && h.n % 8)
+    put(&h, " ");
+  return h;
+}
+
+static bool write_tensor(FILE *out, const struct hx_st_out *t, int index, bool bf16, char *err,
+                         size_t err_size) {
+  int64_t n = out_numel(t);
+  float *buf = malloc(sizeof(float) * (size_t)(n + 1));
+  if (!buf)
+    return fail(err, err_size, "out of memory for tensor '%s'", t->name);
+  bool ok = t->fill(t->arg, index, buf, err, err_size);
+  if (ok && bf16) /* in place: element i is read before bytes [2i, 2i+2) are overwritten */
+    for (int64_t i = 0; i < n; i++) {
+      uint16_t half = hx_st_to_bf16(buf[i]);
+      memcpy((char *)buf + 2 * i, &half, sizeof half);
+    }
+  if (ok && fwrite(buf, bf16 ? 2 : 4, (size_t)n, out) != (size_t)n)
+    ok = fail(err, err_size, "cannot write tensor '%s': %s", t->name, strerror(errno));
+  free(buf);
+  return ok;
+}
+
+bool hx_st_write(const char *path, const struct hx_st_out *t, int n, bool bf16,
+                 const char *metadata_key, const char *metadata_value, char *err, size_t err_size) {
+  struct text h = make_header(t, n, bf16, metadata_key, metadata_value);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *out = h.ok ? fopen(tmp, "wb") : NULL;
+  bool ok = out != NULL;
+  if (!ok)
+    fail(err, err_size, "%s: cannot create: %s", tmp, h.ok ? strerror(errno) : "out of memory");
+  uint64_t len = h.n;
+  if (ok && (fwrite(&len, 8, 1, out) != 1 || fwrite(h.s, 1, h.n, out) != h.n))
+    ok = fail(err, err_size, "%s: cannot write: %s", tmp, strerror(errno));
+  for (int i = 0; ok && i < n; i++)
+    ok = write_tensor(out, &t[i], i, bf16, err, err_size);
+  if (out && fclose(out) != 0 && ok)
+    ok = fail(err, err_size, "%s: cannot write: %s", tmp, strerror(errno));
+  if (ok && rename(tmp, path) != 0)
+    ok = fail(err, err_size, "%s: cannot rename into place: %s", path, strerror(errno));
+  if (!ok && out)
+    unlink(tmp);
+  free(h.s);
+  return ok;
+}

@@ -1,0 +1,468 @@
+/* hexic-ckpt: hexic checkpoints and the Hugging Face formats.
+ *   info CKPT_DIR [--step N] | FILE.safetensors
+ *   export CKPT_DIR -o OUT.safetensors [--format safetensors] [--dtype fp32|bf16] [--step N]
+ *   import IN.safetensors | IN.safetensors.index.json -o OUT.safetensors [--config config.json]
+ *   import-hf config.json [-o OUT.hx] [--name NAME]
+ * export writes the model of a checkpoint of any plan with Hugging Face
+ * Llama names and layout (RoPE rows of q_proj/k_proj permuted to
+ * rotate_half's order; rtlib/ckpt/hf_llama.h); import checks a Llama
+ * safetensors file (or a sharded one through its index) against its
+ * config.json, every name and shape, and writes hexic's initial weights: a
+ * safetensors file with hexic's canonical names and layout that the
+ * programs' --init-from reads. Errors name the file and the tensor and leave
+ * nothing written; exit 1 (2 for a usage error). */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtlib/ckpt/ckpt_json.h"
+#include "rtlib/ckpt/hf_llama.h"
+#include "rtlib/ckpt/safetensors.h"
+#include "rtlib/rt_ckpt.h"
+
+enum { ERR_SIZE = 1024 };
+
+static const char usage_text[] =
+    "usage: hexic-ckpt info CKPT_DIR [--step N] | FILE.safetensors\n"
+    "       hexic-ckpt export CKPT_DIR -o OUT.safetensors [--format safetensors] [--dtype "
+    "fp32|bf16]"
+    " [--step N]\n"
+    "       hexic-ckpt import IN.safetensors|IN.safetensors.index.json -o OUT.safetensors"
+    " [--config config.json]\n"
+    "       hexic-ckpt import-hf config.json [-o OUT.hx] [--name NAME]\n";
+
+static int usage(const char *why) {
+  if (why)
+    fprintf(stderr, "hexic-ckpt: %s\n", why);
+  fputs(usage_text, stderr);
+  return 2;
+}
+
+static int error(const char *msg) {
+  fprintf(stderr, "hexic-ckpt: error: %s\n", msg);
+  return 1;
+}
+
+/* The options after the subcommand's one argument. */
+struct options {
+  const char *out, *format, *dtype, *config, *name;
+  int64_t step;
+};
+
+static bool parse_options(int argc, char **argv, struct options *o) {
+  *o = (struct options){NULL, "safetensors", "fp32", NULL, NULL, -1};
+  for (int i = 0; i < argc; i++) {
+    const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    const char **slot = !strcmp(opt, "-o")         ? &o->out
+                        : !strcmp(opt, "--format") ? &o->format
+                        : !strcmp(opt, "--dtype")  ? &o->dtype
+                        : !strcmp(opt, "--config") ? &o->config
+                        : !strcmp(opt, "--name")   ? &o->name
+                                                   : NULL;
+    if (!val || (!slot && strcmp(opt, "--step")))
+      return false;
+    if (slot) {
+      *slot = val;
+    } else {
+      char *end;
+      o->step = strtoll(val, &end, 10);
+      if (*end || o->step < 0)
+        return false;
+    }
+    i++;
+  }
+  return true;
+}
+
+/* ---- info ---- */
+
+static int info_safetensors(const char *path) {
+  char err[ERR_SIZE];
+  struct hx_st_file f;
+  if (!hx_st_open(&f, path, err, sizeof err))
+    return error(err);
+  printf("%s: safetensors, %d tensors, %" PRIu64 " bytes of data\n", path, f.ntensors,
+         f.size - f.data_start);
+  for (int i = 0; i < f.ntensors; i++) {
+    const struct hx_st_tensor *t = &f.tensors[i];
+    printf("  %s %s [", t->name, t->dtype);
+    for (int d = 0; d < t->ndim; d++)
+      printf("%s%" PRId64, d ? ", " : "", t->shape[d]);
+    printf("]\n");
+  }
+  hx_st_close(&f);
+  return 0;
+}
+
+static int info_checkpoint(const char *dir, int64_t step) {
+  char err[ERR_SIZE];
+  struct hx_rt_ckpt_info in;
+  if (!hx_rt_ckpt_info_load(dir, step, &in, err, sizeof err))
+    return error(err);
+  printf("checkpoint %s/step_%08" PRId64 "\n  step %" PRId64 " of %" PRId64
+         " (the learning-rate schedule's steps)\n  plan %s, %d ranks\n  model %s\n  data %s\n",
+         dir, in.step, in.step, in.schedule_steps, in.fingerprint, in.nranks, in.model, in.data);
+  const int64_t *r = in.index;
+  for (int k = 0; k < in.nranks; k++) {
+    printf("  rank_%04d.ckpt: %d tensors\n", k, in.ntensors[k]);
+    for (int i = 0; i < in.ntensors[k]; i++, r += HX_RT_CKPT_INDEX_INTS) {
+      char name[64];
+      hx_rt_ckpt_tensor_name((uint64_t)r[0], name, sizeof name);
+      printf("    %s [%" PRId64 ", %" PRId64 "] rows [%" PRId64 ", %" PRId64 ") cols [%" PRId64
+             ", %" PRId64 ")\n",
+             name, r[1], r[2], r[3], r[4], r[5], r[6]);
+    }
+  }
+  hx_rt_ckpt_info_free(&in);
+  return 0;
+}
+
+/* ---- export ---- */
+
+struct export_ctx {
+  const char *dir;
+  struct hx_rt_ckpt_info *info;
+  struct hx_hf_model model;
+};
+
+/* Rows of one RoPE-permuted tensor from one order into the other: to_hf
+ * takes hexic's interleaved rows to Hugging Face's halves, else back. */
+static void permute_rows(float *w, int64_t heads, int64_t hd, int64_t cols, bool to_hf) {
+  float *copy = malloc(sizeof(float) * (size_t)(heads * hd * cols));
+  if (!copy)
+    return;
+  memcpy(copy, w, sizeof(float) * (size_t)(heads * hd * cols));
+  for (int64_t h = 0; h < heads; h++)
+    for (int64_t j = 0; j < hd; j++) {
+      int64_t hexic = h * hd + hx_hf_rope_row(j, hd), hf = h * hd + j;
+      memcpy(w + (to_hf ? hf : hexic) * cols, copy + (to_hf ? hexic : hf) * cols,
+             sizeof(float) * (size_t)cols);
+    }
+  free(copy);
+}
+
+/* hx_st_out's fill: the whole tensor gathered from the checkpoint's ranks. */
+static bool export_fill(void *arg, int index, float *dst, char *err, size_t err_size) {
+  struct export_ctx *c = arg;
+  uint64_t id = hx_hf_tensor_id(&c->model, index);
+  int64_t rows, cols;
+  hx_hf_tensor_shape(&c->model, id, &rows, &cols);
+  struct hx_rt_ckpt_tensor t = {.param = dst,
+                                .n = rows * cols,
+                                .id = id,
+                                .rows = rows,
+                                .cols = cols,
+                                .r0 = 0,
+                                .r1 = rows,
+                                .c0 = 0,
+                                .c1 = cols};
+  struct hx_rt_ckpt_state st = {
+      .ntensors = 1, .tensors = &t, .model = c->info->model, .data = c->info->data};
+  if (!hx_rt_ckpt_load_resharded(c->dir, c->info->step, &st, err, err_size))
+    return false;
+  int heads = hx_hf_rope_heads(&c->model, id);
+  if (heads)
+    permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, true);
+  return true;
+}
+
+static int export_checkpoint(const char *dir, const struct options *o) {
+  if (!o->out)
+    return usage("export needs -o OUT.safetensors");
+  if (strcmp(o->format, "safetensors"))
+    return usage("--format: only safetensors is written");
+  if (strcmp(o->dtype, "fp32") && strcmp(o->dtype, "bf16"))
+    return usage("--dtype is fp32 or bf16");
+  char err[ERR_SIZE];
+  struct hx_rt_ckpt_info in;
+  if (!hx_rt_ckpt_info_load(dir, o->step, &in, err, sizeof err))
+    return error(err);
+  struct export_ctx ctx = {dir, &in, {0}};
+  if (!hx_hf_parse_model_line(in.model, &ctx.model)) {
+    snprintf(err, sizeof err, "%s: the checkpoint's model line '%s' is not one hexic writes", dir,
+             in.model);
+    hx_rt_ckpt_info_free(&in);
+    return error(err);
+  }
+  int n = hx_hf_tensor_count(&ctx.model);
+  struct hx_st_out *out = calloc((size_t)n, sizeof *out);
+  char(*names)[96] = calloc((size_t)n, sizeof *names);
+  for (int i = 0; out && names && i < n; i++) {
+    uint64_t id = hx_hf_tensor_id(&ctx.model, i);
+    int64_t rows, cols;
+    hx_hf_tensor_shape(&ctx.model, id, &rows, &cols);
+    hx_hf_name(id, names[i], sizeof names[i]);
+    out[i] = (struct hx_st_out){
+        names[i], rows == 1 ? 1 : 2, {rows == 1 ? cols : rows, cols}, export_fill, &ctx};
+  }
+  char meta[1024];
+  snprintf(meta, sizeof meta, "step %" PRId64 "; plan %s; %s", in.step, in.fingerprint, in.model);
+  bool ok = out && names &&
+            hx_st_write(o->out, out, n, !strcmp(o->dtype, "bf16"), "hexic", meta, err, sizeof err);
+  if (ok)
+    printf("%s: %d tensors of step %" PRId64 " (%s), Hugging Face Llama names, %s\n", o->out, n,
+           in.step, in.model, o->dtype);
+  free(out);
+  free(names);
+  hx_rt_ckpt_info_free(&in);
+  return ok ? 0 : error(out && names ? err : "out of memory");
+}
+
+/* ---- import ---- */
+
+/* The Hugging Face files: one, or the shards an index names. */
+struct sources {
+  int n;
+  struct hx_st_file files[64];
+};
+
+static void sources_close(struct sources *s) {
+  for (int i = 0; i < s->n; i++)
+    hx_st_close(&s->files[i]);
+  s->n = 0;
+}
+
+static void dir_of(const char *path, char *buf, size_t size) {
+  snprintf(buf, size, "%s", path);
+  char *slash = strrchr(buf, '/');
+  if (slash)
+    slash[1] = '\0';
+  else
+    buf[0] = '\0';
+}
+
+static bool ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), k = strlen(tail);
+  return n >= k && !strcmp(s + n - k, tail);
+}
+
+/* Opens every distinct file of an index's weight_map (beside the index). */
+static bool open_index(const char *path, struct sources *s, char *err, size_t err_size) {
+  struct hx_json *root = hx_json_parse_file(path, 64 << 20, err, err_size);
+  const struct hx_json *map = hx_json_get(root, "weight_map");
+  bool ok = root != NULL;
+  if (ok && (!map || map->kind != HX_JSON_OBJECT)) {
+    snprintf(err, err_size, "%s: no \"weight_map\" object (not a safetensors index)", path);
+    ok = false;
+  }
+  char dir[PATH_MAX];
+  dir_of(path, dir, sizeof dir);
+  for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
+    if (m->kind != HX_JSON_STRING || strchr(m->text, '/')) {
+      snprintf(err, err_size, "%s: tensor '%s': its file is not a file name beside the index", path,
+               m->key);
+      ok = false;
+      break;
+    }
+    char file[PATH_MAX + 256];
+    snprintf(file, sizeof file, "%s%s", dir, m->text);
+    bool seen = false;
+    for (int i = 0; i < s->n && !seen; i++)
+      seen = !strcmp(s->files[i].path, file);
+    if (seen)
+      continue;
+    if (s->n == 64) {
+      snprintf(err, err_size, "%s: more than 64 shard files", path);
+      ok = false;
+    } else {
+      ok = hx_st_open(&s->files[s->n], file, err, err_size);
+      s->n += ok;
+    }
+  }
+  /* every tensor the index names is in the file it names */
+  for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
+    char file[PATH_MAX + 256];
+    snprintf(file, sizeof file, "%s%s", dir, m->text);
+    for (int i = 0; i < s->n; i++)
+      if (!strcmp(s->files[i].path, file) && !hx_st_find(&s->files[i], m->key)) {
+        snprintf(err, err_size, "%s: the index puts tensor '%s' there, but the file lacks it", file,
+                 m->key);
+        ok = false;
+      }
+  }
+  hx_json_free(root);
+  return ok;
+}
+
+static const struct hx_st_tensor *find_tensor(const struct sources *s, const char *name,
+                                              const struct hx_st_file **file) {
+  for (int i = 0; i < s->n; i++) {
+    const struct hx_st_tensor *t = hx_st_find(&s->files[i], name);
+    if (t) {
+      *file = &s->files[i];
+      return t;
+    }
+  }
+  return NULL;
+}
+
+static bool is_expected(const struct hx_hf_model *m, const char *name) {
+  char want[96];
+  for (int i = 0; i < hx_hf_tensor_count(m); i++) {
+    hx_hf_name(hx_hf_tensor_id(m, i), want, sizeof want);
+    if (!strcmp(want, name))
+      return true;
+  }
+  return ends_with(name, ".rotary_emb.inv_freq"); /* a buffer older exports carry: ignored */
+}
+
+/* Every parameter of the config present once with its shape and a dtype
+ * hexic reads; no tensor the model does not have. */
+static bool check_sources(const struct sources *s, const struct hx_hf_model *m, const char *in,
+                          char *err, size_t err_size) {
+  for (int f = 0; f < s->n; f++)
+    for (int i = 0; i < s->files[f].ntensors; i++) {
+      const struct hx_st_tensor *t = &s->files[f].tensors[i];
+      if (!is_expected(m, t->name)) {
+        snprintf(err, err_size, "%s: unexpected tensor '%s': not a parameter of this Llama config",
+                 s->files[f].path, t->name);
+        return false;
+      }
+      if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "BF16") && strcmp(t->dtype, "F16") &&
+          !ends_with(t->name, "inv_freq")) {
+        snprintf(err, err_size, "%s: tensor '%s' has dtype %s; hexic reads F32, BF16 and F16",
+                 s->files[f].path, t->name, t->dtype);
+        return false;
+      }
+    }
+  for (int i = 0; i < hx_hf_tensor_count(m); i++) {
+    uint64_t id = hx_hf_tensor_id(m, i);
+    int64_t rows, cols;
+    char name[96];
+    hx_hf_tensor_shape(m, id, &rows, &cols);
+    hx_hf_name(id, name, sizeof name);
+    const struct hx_st_file *file = NULL;
+    const struct hx_st_tensor *t = find_tensor(s, name, &file);
+    bool shape_ok = t && (rows == 1 ? t->ndim == 1 && t->shape[0] == cols
+                                    : t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols);
+    if (!t)
+      snprintf(err, err_size,
+               "%s: missing tensor '%s' ([%" PRId64 ", %" PRId64 "] for this config)", in, name,
+               rows, cols);
+    else if (!shape_ok)
+      snprintf(err, err_size,
+               "%s: tensor '%s' is not [%" PRId64 ", %" PRId64 "], its shape for this config",
+               file->path, name, rows, cols);
+    if (!shape_ok)
+      return false;
+  }
+  return true;
+}
+
+struct import_ctx {
+  const struct sources *src;
+  struct hx_hf_model model;
+};
+
+static bool import_fill(void *arg, int index, float *dst, char *err, size_t err_size) {
+  struct import_ctx *c = arg;
+  uint64_t id = hx_hf_tensor_id(&c->model, index);
+  int64_t rows, cols;
+  char name[96];
+  hx_hf_tensor_shape(&c->model, id, &rows, &cols);
+  hx_hf_name(id, name, sizeof name);
+  const struct hx_st_file *file = NULL;
+  const struct hx_st_tensor *t = find_tensor(c->src, name, &file);
+  if (!t || !hx_st_read_f32(file, t, 0, rows, 0, cols, dst, err, err_size))
+    return false;
+  int heads = hx_hf_rope_heads(&c->model, id);
+  if (heads)
+    permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, false);
+  return true;
+}
+
+static int import_weights(const char *in, const struct options *o) {
+  if (!o->out)
+    return usage("import needs -o OUT.safetensors");
+  char err[ERR_SIZE], config[PATH_MAX + 16];
+  if (o->config) {
+    snprintf(config, sizeof config, "%s", o->config);
+  } else {
+    dir_of(in, config, PATH_MAX);
+    strcat(config, "config.json");
+  }
+  struct import_ctx ctx = {NULL, {0}};
+  if (!hx_hf_config_read(config, &ctx.model, err, sizeof err))
+    return error(err);
+  struct sources *s = calloc(1, sizeof *s);
+  if (!s)
+    return error("out of memory");
+  bool ok = ends_with(in, ".json") ? open_index(in, s, err, sizeof err)
+                                   : (s->n = hx_st_open(&s->files[0], in, err, sizeof err)) == 1;
+  ok = ok && check_sources(s, &ctx.model, in, err, sizeof err);
+  ctx.src = s;
+  int n = hx_hf_tensor_count(&ctx.model);
+  struct hx_st_out *out = ok ? calloc((size_t)n, sizeof *out) : NULL;
+  char(*names)[64] = ok ? calloc((size_t)n, sizeof *names) : NULL;
+  for (int i = 0; out && names && i < n; i++) {
+    uint64_t id = hx_hf_tensor_id(&ctx.model, i);
+    int64_t rows, cols;
+    hx_hf_tensor_shape(&ctx.model, id, &rows, &cols);
+    hx_rt_ckpt_tensor_name(id, names[i], sizeof names[i]);
+    out[i] = (struct hx_st_out){names[i], 2, {rows, cols}, import_fill, &ctx};
+  }
+  char line[300];
+  hx_hf_model_line(&ctx.model, line, sizeof line);
+  ok = ok && out && names &&
+       hx_st_write(o->out, out, n, false, "hexic_model", line, err, sizeof err);
+  if (ok)
+    printf("%s: hexic's initial weights, %d tensors (%s), from %s; train from them with "
+           "--init-from %s\n",
+           o->out, n, line, in, o->out);
+  free(out);
+  free(names);
+  sources_close(s);
+  free(s);
+  return ok ? 0 : error(err);
+}
+
+/* ---- import-hf ---- */
+
+static int import_config(const char *config, const struct options *o) {
+  char err[ERR_SIZE];
+  struct hx_hf_model m;
+  if (!hx_hf_config_read(config, &m, err, sizeof err))
+    return error(err);
+  char name[64] = "imported";
+  if (o->name) {
+    size_t n = 0;
+    for (const char *p = o->name; *p && n + 1 < sizeof name; p++)
+      if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+          strchr("._-", *p))
+        name[n++] = *p;
+    name[n] = '\0';
+  }
+  FILE *f = o->out ? fopen(o->out, "w") : stdout;
+  if (!f) {
+    snprintf(err, sizeof err, "%s: cannot create", o->out);
+    return error(err);
+  }
+  hx_hf_write_hx(f, &m, name, config);
+  bool ok = !o->out || fclose(f) == 0;
+  int64_t params = hx_hf_parameter_count(&m);
+  fprintf(o->out ? stdout : stderr, "model %s: %" PRId64 " parameters (%.2fB)%s%s\n", name, params,
+          (double)params / 1e9, o->out ? ", written to " : "", o->out ? o->out : "");
+  return ok ? 0 : error("cannot write the model block");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3)
+    return usage(argc == 2 && strcmp(argv[1], "-h") && strcmp(argv[1], "--help")
+                     ? "a subcommand takes an argument"
+                     : NULL);
+  struct options o;
+  if (!parse_options(argc - 3, argv + 3, &o))
+    return usage("unknown or incomplete option");
+  const char *cmd = argv[1], *arg = argv[2];
+  if (!strcmp(cmd, "info"))
+    return ends_with(arg, ".safetensors") ? info_safetensors(arg) : info_checkpoint(arg, o.step);
+  if (!strcmp(cmd, "export"))
+    return export_checkpoint(arg, &o);
+  if (!strcmp(cmd, "import"))
+    return import_weights(arg, &o);
+  if (!strcmp(cmd, "import-hf"))
+    return import_config(arg, &o);
+  return usage("unknown subcommand");
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Hugging Face's own safetensors reader against hexic-ckpt (tests/ckpt, mode hf).
+
+st_check.py exported MODEL.safetensors MODEL_BF16.safetensors WEIGHTS.bin CONFIG.json
+    the export read by safetensors.numpy: every Llama name, shape and value
+    (fp32 bit for bit against the raw weights of --dump-weights, q/k rows in
+    rotate_half's order); the bf16 file's bits are fp32 rounded to nearest even.
+st_check.py imported INIT.safetensors WEIGHTS.bin
+    hexic-ckpt import's file: hexic's names, the spec's order, bit for bit.
+st_check.py shard MODEL.safetensors DIR
+    splits the export into two shards and a model.safetensors.index.json.
+st_check.py hostile MODEL.safetensors DIR
+    writes the hostile files: truncated, header length beyond the file,
+    overlapping offsets, wrong dtype, missing tensor.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+LAYER = ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+         "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+         "mlp.down_proj"]
+HEXIC = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down"]
+
+
+def spec_tensors(cfg):
+    """(hf name, hexic name, shape) in docs/model-spec.md's order."""
+    d, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    h, k = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = d // h
+    out = [("model.embed_tokens.weight", "tok_emb", (v, d))]
+    for l in range(cfg["num_hidden_layers"]):
+        shapes = [(d,), (h * hd, d), (k * hd, d), (k * hd, d), (d, h * hd), (d,), (f, d), (f, d), (d, f)]
+        for j in range(9):
+            out.append((f"model.layers.{l}.{LAYER[j]}.weight", f"layers.{l}.{HEXIC[j]}", shapes[j]))
+    out.append(("model.norm.weight", "final_norm", (d,)))
+    if not cfg.get("tie_word_embeddings", False):
+        out.append(("lm_head.weight", "lm_head", (v, d)))
+    return out
+
+
+def split_raw(raw, tensors):
+    """The raw spec-order float32 weights cut into tensors."""
+    out, at = {}, 0
+    for _, hexic, shape in tensors:
+        n = int(np.prod(shape))
+        out[hexic] = raw[at:at + n].reshape(shape)
+        at += n
+    assert at == raw.size, f"{raw.size} floats, the model has {at}"
+    return out
+
+
+def to_rotate_half(w, heads):
+    """hexic's interleaved RoPE rows -> Hugging Face's halves, per head."""
+    hd = w.shape[0] // heads
+    perm = [2 * j if j < hd // 2 else 2 * (j - hd // 2) + 1 for j in range(hd)]
+    rows = [h * hd + p for h in range(heads) for p in perm]
+    return w[rows]
+
+
+def bf16_bits(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def read_raw_st(path):
+    """A safetensors file parsed by hand (numpy has no bfloat16)."""
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    return header, data[8 + n:]
+
+
+def exported(model, model_bf16, weights, config):
+    cfg = json.load(open(config))
+    tensors = spec_tensors(cfg)
+    raw = split_raw(np.fromfile(weights, dtype="<f4"), tensors)
+    got = load_file(model)
+    names = {hf for hf, _, _ in tensors}
+    assert set(got) == names, f"names differ: {sorted(set(got) ^ names)}"
+    header, blob = read_raw_st(model_bf16)
+    for hf, hexic, shape in tensors:
+        want = raw[hexic].reshape(shape)
+        if hexic.endswith(".wq"):
+            want = to_rotate_half(want, cfg["num_attention_heads"])
+        if hexic.endswith(".wk"):
+            want = to_rotate_half(want, cfg["num_key_value_heads"])
+        assert got[hf].dtype == np.float32 and got[hf].shape == shape, \
+            f"{hf}: {got[hf].dtype} {got[hf].shape}, want float32 {shape}"
+        assert np.array_equal(got[hf].view(np.uint32), want.view(np.uint32)), f"{hf}: values differ"
+        meta = header[hf]
+        assert meta["dtype"] == "BF16" and tuple(meta["shape"]) == shape, f"bf16 {hf}: {meta}"
+        b, e = meta["data_offsets"]
+        bits = np.frombuffer(blob[b:e], dtype="<u2").reshape(shape)
+        assert np.array_equal(bits, bf16_bits(want)), f"bf16 {hf}: not fp32 rounded to nearest even"
+    print(f"st_check: {len(tensors)} tensors read by safetensors {__import__('safetensors').__version__}:"
+          f" names, shapes and fp32 values exact; bf16 rounded to nearest even")
+
+
+def imported(init, weights):
+    got = load_file(init)
+    header, _ = read_raw_st(init)  # hexic-ckpt writes the tensors in the spec's order
+    order = sorted(got, key=lambda name: header[name]["data_offsets"][0])
+    flat = np.concatenate([got[name].reshape(-1) for name in order])
+    raw = np.fromfile(weights, dtype="<f4")
+    assert flat.size == raw.size and np.array_equal(flat.view(np.uint32), raw.view(np.uint32)), \
+        "the imported weights are not the checkpoint's, bit for bit"
+    print(f"st_check: import -> {len(got)} tensors in hexic's names, {flat.size} floats bit-exact")
+
+
+def shard(model, out):
+    got = load_file(model)
+    names = list(got)
+    half = len(names) // 2
+    parts = {"model-00001-of-00002.safetensors": names[:half],
+             "model-00002-of-00002.safetensors": names[half:]}
+    weight_map = {}
+    for file, part in parts.items():
+        save_file({n: got[n] for n in part}, os.path.join(out, file), metadata={"format": "pt"})
+        weight_map.update({n: file for n in part})
+    json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map},
+              open(os.path.join(out, "model.safetensors.index.json"), "w"))
+
+
+def write_st(path, header, blob):
+    text = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + blob)
+
+
+def hostile(model, out):
+    data = open(model, "rb").read()
+    header, blob = read_raw_st(model)
+    open(os.path.join(out, "truncated.safetensors"), "wb").write(data[:5])
+    n = struct.unpack("<Q", data[:8])[0]
+    open(os.path.join(out, "beyond.safetensors"), "wb").write(struct.pack("<Q", len(data)) + data[8:])
+    h = json.loads(json.dumps(header))
+    h["model.layers.1.mlp.up_proj.weight"]["data_offsets"] = h["model.layers.1.mlp.gate_proj.weight"]["data_offsets"]
+    write_st(os.path.join(out, "overlap.safetensors"), h, blob)
+    h = json.loads(json.dumps(header))
+    h["model.layers.0.self_attn.v_proj.weight"]["dtype"] = "I32"
+    write_st(os.path.join(out, "dtype.safetensors"), h, blob)
+    h = json.loads(json.dumps(header))
+    del h["model.layers.2.mlp.up_proj.weight"]
+    write_st(os.path.join(out, "missing.safetensors"), h, blob)
+    assert n > 0
+
+
+if __name__ == "__main__":
+    {"exported": exported, "imported": imported, "shard": shard, "hostile": hostile}[sys.argv[1]](*sys.argv[2:])
