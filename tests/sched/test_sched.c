@@ -622,6 +622,201 @@ static void test_tp_degrees(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* ---- issue 15 item 6: checks that can fail ----------------------------------
+ *
+ * The planners take the faster symmetric baseline as a candidate, so "never
+ * slower than the baseline" holds by construction. These checks withhold
+ * both baselines from the search (ctx->baseline and ctx->baseline_subset
+ * NULL: hx_sched_search never sees them) and compare with figures the test
+ * computes itself. */
+
+/* The matrix FLOPs of one decoder layer per token, forward, by the test's own
+ * formula (a lower bound on any cost model's: attention scores and the head
+ * left out): q and o are hidden^2 each, k and v hidden x kv, the SwiGLU three
+ * hidden x ffn; 2 FLOPs per multiply-add. */
+static double layer_matmul_flops(const struct hx_model *m) {
+  double kv = (double)m->hidden / (double)m->heads * (double)m->kv_heads;
+  double params = 2.0 * (double)m->hidden * (double)m->hidden + 2.0 * (double)m->hidden * kv +
+                  3.0 * (double)m->hidden * (double)m->ffn;
+  return 2.0 * params;
+}
+
+/* The search with both baselines withheld; the context's own are computed
+ * first and returned through *all / *subset (simulated), then put back. */
+static struct hx_plan *search_without_baselines(struct hx_ctx *ctx, struct hx_plan **all,
+                                                struct hx_plan **subset) {
+  CHECK(hx_pass_baseline(ctx));
+  *all = ctx->baseline;
+  *subset = ctx->baseline_subset;
+  if (*all)
+    hx_simulate(ctx, *all, NULL);
+  if (*subset)
+    hx_simulate(ctx, *subset, NULL);
+  ctx->baseline = ctx->baseline_subset = NULL;
+  struct hx_plan *p = hx_sched_search(ctx);
+  ctx->baseline = *all;
+  ctx->baseline_subset = *subset;
+  return p;
+}
+
+/* Four one-GPU machines, three of 100 TFLOP/s and one of 1, on a fast
+ * network. Every symmetric plan on all four gives the slow device a quarter
+ * of the work: at least W / (4 x 1 TFLOP/s), W the iteration's matrix FLOPs
+ * by the test's own formula. Three fast devices alone need W / 300 TFLOP/s;
+ * the search (no baseline to fall back on) must come within 4x of that,
+ * which is 18x faster than the symmetric bound: a planner that spread the
+ * work evenly, or could not leave the slow device out, fails. */
+static void test_withheld_slow_device(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  ctx.opt.search_budget_s = 1000; /* the clock never cuts it: deterministic */
+  fx_model(&ctx, "t", 8, 1024, 2816, 8, 8, 32000, 512);
+  fx_train(&ctx, HX_RECOMPUTE_NONE, 16);
+  int types[4] = {0, 0, 0, 1};
+  double tflops[] = {100, 1}, mem[] = {80, 80};
+  fx_cluster(&ctx, 4, 1, types, tflops, mem, 2, 1e12, 1e11, 1e-6);
+  struct hx_plan *all, *subset;
+  struct hx_plan *p = search_without_baselines(&ctx, &all, &subset);
+  CHECK(p != NULL && all != NULL);
+  if (!p || !all) {
+    hx_arena_free(&ctx.arena);
+    return;
+  }
+  double tokens = (double)ctx.train.global_batch * (double)ctx.model.seq_len;
+  double work = 3.0 * layer_matmul_flops(&ctx.model) * (double)ctx.model.layers * tokens;
+  double symmetric_bound = work / (4 * 1e12), fast_ideal = work / (3 * 100e12);
+  CHECK(all->sim.iteration_s >= symmetric_bound); /* the bound is one */
+  CHECK(p->sim.iteration_s <= 4 * fast_ideal);
+  CHECK(4 * fast_ideal < symmetric_bound / 18);
+  printf("slow device: searched %.4g s, symmetric on all %.4g s (bound %.4g s), fast ideal %.4g s\n",
+         p->sim.iteration_s, all->sim.iteration_s, symmetric_bound, fast_ideal);
+  hx_arena_free(&ctx.arena);
+}
+
+/* Seeded small mixed clusters: the search without the baselines is within
+ * WITHHELD_FACTOR of the faster of them (it explores the same device pools,
+ * and every symmetric plan's structure, but through its own splits, so it
+ * need not find the exact symmetric plan). */
+#define WITHHELD_FACTOR 1.05
+static void test_withheld_random(void) {
+  uint64_t rng = 0x15151515;
+  int compared = 0;
+  double worst = 0;
+  for (int trial = 0; trial < 8; trial++) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    ctx.opt.search_budget_s = 1000;
+    fx_model(&ctx, "t", 8, 1024, 2816, 8, 8, 32000, 1024);
+    fx_train(&ctx, HX_RECOMPUTE_AUTO, 8 << fx_below(&rng, 2));
+    int nodes = 2 + fx_below(&rng, 2), per = 1 + fx_below(&rng, 2);
+    int types[4];
+    for (int k = 0; k < nodes; k++)
+      types[k] = fx_below(&rng, 3);
+    double tflops[] = {312, 165, 71}, mem[] = {80, 24, 24};
+    double net[] = {1.25e8, 1.25e9, 2.5e10};
+    fx_cluster(&ctx, nodes, per, types, tflops, mem, 3, 2.5e10, net[fx_below(&rng, 3)], 1e-5);
+    struct hx_plan *all, *subset;
+    struct hx_plan *p = search_without_baselines(&ctx, &all, &subset);
+    struct hx_plan *best = subset && subset->sim.valid ? subset : all;
+    if (all && all->sim.valid && (!best || all->sim.iteration_s < best->sim.iteration_s))
+      best = all;
+    if (best && best->sim.valid) {
+      CHECK(p != NULL);
+      if (p) {
+        double ratio = p->sim.iteration_s / best->sim.iteration_s;
+        worst = fmax(worst, ratio);
+        compared++;
+        if (ratio > WITHHELD_FACTOR)
+          fprintf(stderr, "trial %d: searched %.6g s, symmetric %s %.6g s\n", trial,
+                  p->sim.iteration_s, best->description, best->sim.iteration_s);
+        CHECK(ratio <= WITHHELD_FACTOR);
+      }
+    }
+    hx_arena_free(&ctx.arena);
+  }
+  CHECK(compared >= 5);
+  printf("withheld baselines: %d clusters, searched / best symmetric at most %.4f\n", compared,
+         worst);
+}
+
+/* The planner's layer and batch split (hx_sched_complete_setting) against
+ * brute force under the simulator: every layer split of every pipeline and
+ * every split of the micro-batches between pipelines, built here by hand
+ * and priced by hx_simulate only (no planner routine). The skeleton: a
+ * pipeline of two stages on devices 0 and 1 and a pipeline of one stage on
+ * device 2, of three speeds; 6 layers, 8 micro-batches of 1. Groups are
+ * left to the simulator's own derivation in both. */
+struct brute_split {
+  struct hx_ctx *ctx;
+  double best;
+  int best_a, best_m;
+};
+
+static double simulate_split(struct hx_ctx *ctx, int a, int m0, int m_total, bool recompute) {
+  int L = (int)ctx->model.layers;
+  struct hx_plan *p = hx_plan_new(&ctx->arena, ctx->cluster.ndevices, 2);
+  hx_pipeline_init(&ctx->arena, &p->pipelines[0], 2);
+  hx_pipeline_init(&ctx->arena, &p->pipelines[1], 1);
+  int r0 = 0, r1 = 1, r2 = 2;
+  hx_stage_init(&ctx->arena, &p->pipelines[0].stages[0], &r0, 1, 0, a, recompute);
+  hx_stage_init(&ctx->arena, &p->pipelines[0].stages[1], &r1, 1, a, L, recompute);
+  hx_stage_init(&ctx->arena, &p->pipelines[1].stages[0], &r2, 1, 0, L, recompute);
+  p->pipelines[0].micro_batch_size = p->pipelines[1].micro_batch_size = 1;
+  p->pipelines[0].micro_batches = m0;
+  p->pipelines[1].micro_batches = m_total - m0;
+  hx_plan_fill_devices(&ctx->arena, p, &ctx->model);
+  bool fits = hx_simulate(ctx, p, NULL);
+  return fits && p->sim.valid ? p->sim.iteration_s : INFINITY;
+}
+
+static void check_split_optimum(const double *tflops) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  fx_model(&ctx, "t", 6, 1024, 2816, 8, 8, 32000, 1024);
+  fx_train(&ctx, HX_RECOMPUTE_NONE, 8);
+  int types[3] = {0, 1, 2};
+  double mem[] = {80, 80, 80};
+  fx_cluster(&ctx, 3, 1, types, tflops, mem, 3, 1e11, 1e10, 1e-5);
+  int L = 6, M = 8;
+  double best = INFINITY;
+  int best_a = -1, best_m = -1;
+  for (int a = 1; a < L; a++)
+    for (int m0 = 1; m0 < M; m0++) {
+      double t = simulate_split(&ctx, a, m0, M, false);
+      if (t < best) {
+        best = t;
+        best_a = a;
+        best_m = m0;
+      }
+    }
+  /* the planner's split of the same skeleton */
+  struct hx_plan *sk = hx_plan_new(&ctx.arena, 3, 2);
+  hx_pipeline_init(&ctx.arena, &sk->pipelines[0], 2);
+  hx_pipeline_init(&ctx.arena, &sk->pipelines[1], 1);
+  int r0 = 0, r1 = 1, r2 = 2;
+  hx_stage_init(&ctx.arena, &sk->pipelines[0].stages[0], &r0, 1, 0, 0, false);
+  hx_stage_init(&ctx.arena, &sk->pipelines[0].stages[1], &r1, 1, 0, 0, false);
+  hx_stage_init(&ctx.arena, &sk->pipelines[1].stages[0], &r2, 1, 0, 0, false);
+  struct hx_plan *p = hx_sched_complete_setting(&ctx, &ctx.arena, sk, 1, false);
+  CHECK(p != NULL);
+  if (p) {
+    int a = p->pipelines[0].stages[0].layer_end;
+    int64_t m0 = p->pipelines[0].micro_batches;
+    /* the same plan rebuilt here, so both are priced alike */
+    double t = simulate_split(&ctx, a, (int)m0, M, false);
+    printf("split: planner a=%d m0=%lld %.6g s; brute force a=%d m0=%d %.6g s (%+.3f%%)\n", a,
+           (long long)m0, t, best_a, best_m, best, 100 * (t / best - 1));
+    CHECK(t <= best * (1 + 1e-9));
+  }
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_split_brute_force(void) {
+  double speeds[][3] = {{100, 60, 80}, {100, 100, 30}, {40, 100, 100}, {100, 20, 100}};
+  for (int k = 0; k < 4; k++)
+    check_split_optimum(speeds[k]);
+}
+
 int main(void) {
   test_graph_check();
   test_metis_totals();
@@ -634,6 +829,9 @@ int main(void) {
   test_sync_groups();
   test_tp_degrees();
   test_holds();
+  test_withheld_slow_device();
+  test_withheld_random();
+  test_split_brute_force();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
