@@ -234,6 +234,99 @@ static void test_old_format(void) {
   CHECK_CONTAINS(err, "checkpoint format 1 (an older hexic");
 }
 
+/* Another plan's checkpoint (issue 17): rank 0 held rows [0, 3) of a [5, 4]
+ * tensor, rank 1 rows [2, 5) (row 2 on both, as a replicated kv head is);
+ * a reader holding columns [1, 3) of every row gets exactly those values,
+ * moments too, from both files. Another model, a tensor nobody holds and a
+ * reader of the wrong shape are refused with the reason. */
+enum { ROWS = 5, COLS = 4 };
+
+static float full_value(int k, int r, int c) { return (float)(k * 100 + r * 10 + c); }
+
+static bool save_split(int64_t step) {
+  char err[512] = "";
+  float data[2][3][3 * COLS];
+  struct hx_rt_ckpt_tensor t[2];
+  uint64_t sizes[2], sums[2];
+  int counts[2] = {1, 1};
+  int64_t index[2 * HX_RT_CKPT_INDEX_INTS];
+  struct hx_rt_ckpt_state st = {
+      .step = step, .ntensors = 1, .schedule_steps = 9, .model = "tiny-model", .data = "batch 8"};
+  bool ok = hx_rt_ckpt_prepare(dir, step, err, sizeof err);
+  for (int rank = 0; ok && rank < 2; rank++) {
+    int r0 = rank ? 2 : 0;
+    for (int k = 0; k < 3; k++)
+      for (int r = 0; r < 3; r++)
+        for (int c = 0; c < COLS; c++)
+          data[rank][k][r * COLS + c] = full_value(k, r0 + r, c);
+    t[rank] = (struct hx_rt_ckpt_tensor){.param = data[rank][0],
+                                         .adam_m = data[rank][1],
+                                         .adam_v = data[rank][2],
+                                         .n = 3 * COLS,
+                                         .id = 37,
+                                         .rows = ROWS,
+                                         .cols = COLS,
+                                         .r0 = r0,
+                                         .r1 = r0 + 3,
+                                         .c0 = 0,
+                                         .c1 = COLS};
+    st.tensors = &t[rank];
+    ok = hx_rt_ckpt_write_rank(dir, rank, "plan-A", &st, &sizes[rank], &sums[rank],
+                               index + rank * HX_RT_CKPT_INDEX_INTS, err, sizeof err);
+  }
+  struct hx_rt_ckpt_files files = {2, sizes, sums, counts, index};
+  ok = ok && hx_rt_ckpt_write_manifest(dir, &st, "plan-A", &files, err, sizeof err);
+  if (!ok)
+    fprintf(stderr, "save_split: %s\n", err);
+  return ok;
+}
+
+static void test_resharded(void) {
+  CHECK(save_split(80));
+  char err[512] = "";
+  CHECK(hx_rt_ckpt_verify_complete(dir, 80, err, sizeof err));
+  CHECK(hx_rt_ckpt_find_newest_any(dir, NULL) == 80);
+  CHECK(hx_rt_ckpt_find_newest(dir, NRANKS, FP, NULL) != 80); /* not this plan's */
+  float got[3][ROWS * 2];
+  struct hx_rt_ckpt_tensor t = {.param = got[0],
+                                .adam_m = got[1],
+                                .adam_v = got[2],
+                                .n = ROWS * 2,
+                                .id = 37,
+                                .rows = ROWS,
+                                .cols = COLS,
+                                .r0 = 0,
+                                .r1 = ROWS,
+                                .c0 = 1,
+                                .c1 = 3};
+  struct hx_rt_ckpt_state st = {
+      .ntensors = 1, .tensors = &t, .model = "tiny-model", .data = "batch 8"};
+  CHECK(hx_rt_ckpt_load_resharded(dir, 80, &st, err, sizeof err));
+  CHECK(st.step == 80 && st.schedule_steps == 9 && st.source_ranks == 2 && st.resharded);
+  CHECK(!strcmp(st.source_fingerprint, "plan-A"));
+  int wrong = 0;
+  for (int k = 0; k < 3; k++)
+    for (int r = 0; r < ROWS; r++)
+      for (int c = 1; c < 3; c++)
+        wrong += got[k][r * 2 + (c - 1)] != full_value(k, r, c);
+  CHECK(wrong == 0);
+  st.model = "other-model";
+  CHECK(!hx_rt_ckpt_load_resharded(dir, 80, &st, err, sizeof err));
+  CHECK_CONTAINS(
+      err, "the checkpoint is of another model (tiny-model); this program trains other-model");
+  st.model = "tiny-model";
+  st.data = "batch 16";
+  CHECK(!hx_rt_ckpt_load_resharded(dir, 80, &st, err, sizeof err));
+  CHECK_CONTAINS(err, "data order (batch 8) is not this run's (batch 16)");
+  st.data = "batch 8";
+  t.id = 38; /* layers.1.w_gate: nobody holds it */
+  CHECK(!hx_rt_ckpt_load_resharded(dir, 80, &st, err, sizeof err));
+  CHECK_CONTAINS(err, "no rank file of the checkpoint holds row 0, column 1 of layers.1.w_gate");
+  t.id = 37, t.cols = 8, t.c1 = 3;
+  CHECK(!hx_rt_ckpt_load_resharded(dir, 80, &st, err, sizeof err));
+  CHECK_CONTAINS(err, "layers.1.mlp_norm is [5, 4] in the checkpoint, [5, 8] in this model");
+}
+
 static void test_fnv64(void) {
   /* Published FNV-1a 64 vectors. */
   CHECK(hx_rt_fnv64(HX_FNV64_INIT, "", 0) == UINT64_C(0xcbf29ce484222325));
@@ -256,6 +349,7 @@ int main(void) {
   test_rewrite_same_step();
   test_probe_dir();
   test_old_format();
+  test_resharded();
   rt_test_remove_dir(dir);
   return rt_test_finish("test_rt_ckpt");
 }
