@@ -297,6 +297,11 @@ seq)
   same one pa "seq_pp_tp_cp_hp.json"
   compile pb "$seqtiny" "$here/clusters/four.hx" --plan="$here/plans/seq_dp_hp_uneven.json"
   same one pb "seq_dp_hp_uneven.json"
+  # The HexiSeq tables are written in the house style like the rest
+  for f in c8/rank_*.c pa/rank_*.c; do
+    (cd "$(dirname "$f")" && clang-format --style=file "$(basename "$f")" | cmp -s - "$(basename "$f")") ||
+      fail "clang-format changes $f"
+  done
   # A layout broken by an edit is refused at compile time with its line,
   # before any rank program exists.
   refuse_edit() { # NAME FROM TO MESSAGE
