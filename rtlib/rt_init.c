@@ -28,6 +28,10 @@ static atomic_bool g_in_wait; /* in hx_rt_wait_all, which keeps its own clock */
  * sleep overran by that much): SIGSTOP, or a starved machine. */
 static _Atomic int64_t g_frozen_ns;
 static atomic_bool g_watch_enabled;
+/* The transport's fault hooks (hx_rt_set_fault_hooks); set before the
+ * training, read by the watchdog thread. */
+static _Atomic(hx_rt_fault_check_fn) g_fault_check;
+static _Atomic(hx_rt_fault_abort_fn) g_fault_abort;
 static atomic_bool g_watch_quit;
 static bool g_watch_running; /* thread created (main thread only) */
 static pthread_t g_watch_thread;
@@ -93,6 +97,33 @@ static void sleep_s(double s) {
 /* Being stopped for this long means a rank, not its peers, is at fault. */
 static int64_t frozen_limit_ns(void) { return (int64_t)(fmax(1.0, g_timeout_s / 2) * 1e9); }
 
+void hx_rt_set_fault_hooks(hx_rt_fault_check_fn check, hx_rt_fault_abort_fn abort_fn) {
+  atomic_store(&g_fault_check, check);
+  atomic_store(&g_fault_abort, abort_fn);
+}
+
+/* Releases what the transport holds before the process exits (NCCL's
+ * communicators: ncclCommAbort ends their kernels, so no peer stays
+ * blocked in one with this rank gone). */
+static void abort_transport(void) {
+  hx_rt_fault_abort_fn abort_fn = atomic_exchange(&g_fault_abort, NULL);
+  if (abort_fn)
+    abort_fn();
+}
+
+/* The transport reports a fault (a peer that left NCCL's communicators):
+ * say so, release the transport and end the process; mpirun ends the rest. */
+static void check_transport(void) {
+  hx_rt_fault_check_fn check = atomic_load(&g_fault_check);
+  char msg[512];
+  if (!check || !check(msg, sizeof msg))
+    return;
+  fprintf(stderr, "hexic-rt: rank %d: error: %s; exiting\n", g_rank, msg);
+  fflush(stderr);
+  abort_transport();
+  _exit(HX_RT_EXIT_MPI);
+}
+
 /* Wakes several times per bound so the overshoot stays a small fraction of
  * it; never calls MPI (MPI runs with MPI_THREAD_FUNNELED). A rank that was
  * itself stopped (SIGSTOP, then mpirun's SIGCONT) says so. */
@@ -105,6 +136,8 @@ static void *watchdog_main(void *unused) {
     int64_t overrun = monotonic_ns() - before - (int64_t)(period * 1e9);
     if (overrun > atomic_load(&g_frozen_ns))
       atomic_store(&g_frozen_ns, overrun);
+    if (atomic_load(&g_watch_enabled))
+      check_transport();
     if (!atomic_load(&g_watch_enabled) || atomic_load(&g_in_wait))
       continue;
     double idle = (double)(monotonic_ns() - atomic_load(&g_last_progress_ns)) * 1e-9;
@@ -123,6 +156,7 @@ static void *watchdog_main(void *unused) {
                 "rank died or hangs; exiting\n",
                 g_rank, idle, g_timeout_s);
       fflush(stderr);
+      abort_transport();
       /* _exit: the main thread may hold locks inside MPI; mpirun sees a rank
        * leave without MPI_Finalize and ends the rest of the job. */
       _exit(HX_RT_EXIT_TIMEOUT);
@@ -247,9 +281,20 @@ static void serve_queries(void) {
   }
 }
 
-static bool wait_done(int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
+/* What a wait completes: MPI requests, or a transport's own condition (an
+ * NCCL operation's event: hx_rt_wait_until). */
+struct waiter {
+  int n;
+  MPI_Request *reqs;
+  bool (*done)(void *arg); /* NULL: the requests */
+  void *arg;
+};
+
+static bool wait_done(const struct waiter *x, const struct hx_rt_wait *w) {
+  if (x->done)
+    return x->done(x->arg);
   int done = 0;
-  hx_rt_mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), w->what);
+  hx_rt_mpi_check(MPI_Testall(x->n, x->reqs, &done, MPI_STATUSES_IGNORE), w->what);
   return done != 0;
 }
 
@@ -303,7 +348,7 @@ struct trace {
 /* Asks every rank of the level what it waits on, waiting up to the timeout
  * for the answers while serving queries. Returns 1 when the stalled wait
  * completed meanwhile, 0 when every rank answered, -1 when some did not. */
-static int ask_level(struct trace *t, int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
+static int ask_level(struct trace *t, const struct waiter *x, const struct hx_rt_wait *w) {
   int seq = ++g_query_seq, pending = t->nlevel, result = 0;
   size_t cap = answer_bytes(g_world_size);
   MPI_Request *rr = must_alloc(sizeof *rr * (size_t)t->nlevel);
@@ -318,7 +363,7 @@ static int ask_level(struct trace *t, int n, MPI_Request *reqs, const struct hx_
   }
   int64_t start = monotonic_ns(), limit = (int64_t)(g_timeout_s * 1e9);
   while (pending > 0 && monotonic_ns() - start < limit) {
-    if (wait_done(n, reqs, w)) {
+    if (wait_done(x, w)) {
       result = 1;
       break;
     }
@@ -426,6 +471,7 @@ _Noreturn static void report_stall(const struct trace *t, const struct hx_rt_wai
             "HEXIC_TIMEOUT_S=%g; exiting\n",
             g_rank, waited_s, mine, g_timeout_s);
   fflush(stderr);
+  abort_transport();
   _exit(HX_RT_EXIT_TIMEOUT);
 }
 
@@ -445,7 +491,7 @@ static void report_if_frozen(const struct hx_rt_wait *w) {
 
 /* Traces a stalled wait breadth first (see rt_init.h); returns true when the
  * wait completed meanwhile, else reports and exits. */
-static bool trace_stall(int n, MPI_Request *reqs, const struct hx_rt_wait *w, int64_t start) {
+static bool trace_stall(const struct waiter *x, const struct hx_rt_wait *w, int64_t start) {
   report_if_frozen(w);
   struct trace t = {must_alloc(sizeof(int) * (size_t)g_world_size),
                     must_alloc(sizeof(struct answer *) * (size_t)g_world_size),
@@ -458,7 +504,7 @@ static bool trace_stall(int n, MPI_Request *reqs, const struct hx_rt_wait *w, in
   for (int i = 0; i < t.nlevel; i++)
     t.via[t.level[i]] = g_rank;
   int outcome = 0;
-  while (t.nlevel > 0 && (outcome = ask_level(&t, n, reqs, w)) == 0 && level_culprit(&t) < 0)
+  while (t.nlevel > 0 && (outcome = ask_level(&t, x, w)) == 0 && level_culprit(&t) < 0)
     next_level(&t);
   if (outcome != 1)
     report_stall(&t, w, (double)(monotonic_ns() - start) * 1e-9);
@@ -471,22 +517,30 @@ static bool trace_stall(int n, MPI_Request *reqs, const struct hx_rt_wait *w, in
   return true;
 }
 
-void hx_rt_wait_all(int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
+static void wait_for(const struct waiter *x, const struct hx_rt_wait *w) {
   const struct hx_rt_wait *outer = g_wait;
   g_wait = w;
   atomic_store(&g_in_wait, true);
   int64_t start = monotonic_ns(), limit = (int64_t)(g_timeout_s * 1e9);
   bool traced = false;
-  while (!wait_done(n, reqs, w)) {
+  while (!wait_done(x, w)) {
     serve_queries();
     int64_t waited = monotonic_ns() - start;
     if (!traced && waited > limit)
-      traced = trace_stall(n, reqs, w, start);
+      traced = trace_stall(x, w, start);
     pause_polling(waited);
   }
   g_wait = outer;
   atomic_store(&g_in_wait, outer != NULL);
   hx_rt_progress();
+}
+
+void hx_rt_wait_all(int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
+  wait_for(&(struct waiter){n, reqs, NULL, NULL}, w);
+}
+
+void hx_rt_wait_until(bool (*done)(void *arg), void *arg, const struct hx_rt_wait *w) {
+  wait_for(&(struct waiter){0, NULL, done, arg}, w);
 }
 
 /* ---- start-up and shutdown ---- */

@@ -112,6 +112,23 @@ struct hx_rt_wait {
  * when done. MPI errors are fatal (hx_rt_mpi_check with w->what). */
 void hx_rt_wait_all(int n, MPI_Request *reqs, const struct hx_rt_wait *w);
 
+/* The same wait on a condition of a transport's own instead of MPI
+ * requests (an NCCL operation's event): done(arg) is polled until true,
+ * with the same status answers and stall trace. */
+void hx_rt_wait_until(bool (*done)(void *arg), void *arg, const struct hx_rt_wait *w);
+
+/* A transport's own fault handling (NCCL: its asynchronous errors and
+ * ncclCommAbort). The watchdog thread calls check a few times a second:
+ * true, with a message in msg, when the transport has failed (a peer died
+ * or its connection broke); the rank then prints the message, calls abort
+ * and exits with HX_RT_EXIT_MPI. abort is also called before the
+ * watchdog's or a traced stall's exit (HEXIC_TIMEOUT_S), so that the
+ * transport's device work ends with the rank. Both run on the watchdog
+ * thread and must not call MPI; abort runs at most once. NULL: none. */
+typedef bool (*hx_rt_fault_check_fn)(char *msg, size_t size);
+typedef void (*hx_rt_fault_abort_fn)(void);
+void hx_rt_set_fault_hooks(hx_rt_fault_check_fn check, hx_rt_fault_abort_fn abort_fn);
+
 /* Stops / restarts the watchdog (e.g. around an interactive pause). The
  * stamp is refreshed on restart. */
 void hx_rt_watchdog_stop(void);

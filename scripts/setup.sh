@@ -13,9 +13,43 @@ packages=(
   libclang-rt-dev                  # sanitizer/fuzzer runtimes for clang
   clang-format                     # generated code is clang-format'ed
   python3                          # bench and test helpers
-  python3-pip                      # PyPI's safetensors and numpy for tests/ckpt (below)
   procps                           # pgrep: the fault tests find a rank's process
 )
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+
+# NCCL, the transport between GPUs of --target=cuda (rtlib/cuda/transport_nccl.c),
+# only where the CUDA toolkit is and NCCL is not. NVIDIA's and Debian's apt
+# repositories may be out of reach; PyPI's nvidia-nccl-cuNN wheel (NN: the
+# toolkit's major version) ships nccl.h and libnccl.so.2, which go into the
+# toolkit's include/ and lib/, where CMake and the generated Makefiles look.
+install_nccl() {
+  local cuda=${CUDA_HOME:-/usr/local/cuda} d major tmp header lib
+  [ -x "$cuda/bin/nvcc" ] || return 0
+  for d in "$cuda/include" /usr/include /usr/local/include ${NCCL_HOME:+"$NCCL_HOME/include"}; do
+    if [ -e "$d/nccl.h" ]; then
+      echo "setup: NCCL present ($d/nccl.h)"
+      return 0
+    fi
+  done
+  major=$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9][0-9]*\)\..*/\1/p')
+  tmp=$(mktemp -d)
+  echo "setup: installing NCCL into $cuda from PyPI (nvidia-nccl-cu$major)"
+  python3 -m pip install --quiet --no-deps --target "$tmp" "nvidia-nccl-cu$major"
+  header=$(find "$tmp" -name nccl.h | head -n 1)
+  lib=$(find "$tmp" -name 'libnccl.so.2' | head -n 1)
+  if [ -z "$header" ] || [ -z "$lib" ]; then
+    echo "setup: nvidia-nccl-cu$major holds no nccl.h and libnccl.so.2" >&2
+    exit 1
+  fi
+  $SUDO mkdir -p "$cuda/lib"
+  $SUDO cp "$(dirname "$header")"/nccl*.h "$cuda/include/"
+  $SUDO cp "$lib" "$cuda/lib/"
+  $SUDO ln -sf libnccl.so.2 "$cuda/lib/libnccl.so"
+  rm -rf "$tmp"
+}
+install_nccl
 
 missing=()
 for p in "${packages[@]}"; do
@@ -24,28 +58,12 @@ for p in "${packages[@]}"; do
   fi
 done
 
-# tests/ckpt reads hexic-ckpt's exports with Hugging Face's own safetensors
-# reader (and numpy): from PyPI when python3 lacks them, after the packages.
-install_python_modules() {
-  if python3 -c 'import safetensors, numpy' 2>/dev/null; then
-    echo "setup: python safetensors and numpy present"
-    return 0
-  fi
-  echo "setup: installing safetensors and numpy from PyPI"
-  python3 -m pip install --quiet safetensors numpy 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages safetensors numpy
-}
-
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
-  install_python_modules
   exit 0
 fi
 
 echo "setup: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-install_python_modules

@@ -59,6 +59,30 @@ bool rt_cuda_name_matches(const char *device_name, const char *plan_type) {
   return false;
 }
 
+int rt_cuda_pick_transport(const char *want, bool have_nccl, bool shared, char *note,
+                           size_t note_size) {
+  note[0] = 0;
+  if (!want || strcmp(want, "mpi") == 0)
+    return RT_CUDA_STAGED;
+  if (strcmp(want, "nccl") != 0) {
+    snprintf(note, note_size, "HEXIC_TRANSPORT='%s' is neither nccl nor mpi", want);
+    return -1;
+  }
+  if (!have_nccl) {
+    snprintf(note, note_size,
+             "HEXIC_TRANSPORT=nccl, but this program was built without NCCL (build it with "
+             "make TRANSPORT=nccl)");
+    return -1;
+  }
+  if (shared) {
+    snprintf(note, note_size,
+             "ranks share a GPU here (more ranks than GPUs on a machine), which NCCL "
+             "refuses");
+    return RT_CUDA_STAGED;
+  }
+  return RT_CUDA_NCCL;
+}
+
 static double gib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
 bool rt_cuda_memory_fits(int64_t needed, int64_t free_bytes, int64_t total_bytes, int device,

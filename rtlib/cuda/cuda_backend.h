@@ -38,6 +38,25 @@ bool rt_cuda_name_matches(const char *device_name, const char *plan_type);
 bool rt_cuda_memory_fits(int64_t needed, int64_t free_bytes, int64_t total_bytes, int device,
                          const char *device_name, char *msg, size_t msg_size);
 
+/* Which transport a rank uses (binding.c decides, transport_select.c asks):
+ * want is HEXIC_TRANSPORT or else the build's default ("nccl" or "mpi");
+ * have_nccl, whether the program was built with NCCL; shared, whether any
+ * machine of the job runs more ranks than it has GPUs (NCCL refuses two
+ * ranks of a communicator on one GPU). NCCL when wanted and possible; the
+ * staged MPI transport when wanted, or when ranks share GPUs (a note in
+ * note says why); -1 with the reason in note for a want that is neither, or
+ * NCCL wanted from a program built without it. */
+enum rt_cuda_transport { RT_CUDA_STAGED = 0, RT_CUDA_NCCL = 1 };
+int rt_cuda_pick_transport(const char *want, bool have_nccl, bool shared, char *note,
+                           size_t note_size);
+
+/* The transports (transport_mpi_staged.c, transport_nccl.c); the backend's
+ * rt_transport_open (transport_select.c) opens one. */
+const struct rt_transport *rt_cuda_staged_open(const struct hx_rt_rank_config *cfg,
+                                               const struct rt_device *dev);
+const struct rt_transport *rt_cuda_nccl_open(const struct hx_rt_rank_config *cfg,
+                                             const struct rt_device *dev);
+
 /* ---- staging.c: MPI on device buffers through host memory ---- */
 
 /* A collective on n device elements travels through a host staging area of

@@ -278,8 +278,8 @@ static int64_t stage_bytes_from_env(void) {
   return v;
 }
 
-const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
-                                             const struct rt_device *dev) {
+const struct rt_transport *rt_cuda_staged_open(const struct hx_rt_rank_config *cfg,
+                                               const struct rt_device *dev) {
   (void)dev; /* its stream: rt_cuda_stream() */
   st.cfg = cfg;
   st.stage_bytes = stage_bytes_from_env();

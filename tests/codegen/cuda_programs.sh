@@ -88,6 +88,29 @@ for r in 0 1 2 3; do
 done
 left=$(make --no-print-directory -C mix -n 2>&1)
 grep -q "nvcc\|mpicc\|ar rcs" <<<"$left" && { echo "$left"; fail "a second make would build again"; }
+# NCCL between the GPUs (issue 13): the default transport when this hexic was
+# built with NCCL; the runtime then carries transport_nccl.c and every rank
+# of this 4-rank set links libnccl. TRANSPORT=mpi builds without NCCL.
+if grep -qx "TRANSPORT ?= nccl" mix/Makefile; then
+  grep -q -- "-DHEXIC_HAVE_NCCL -DHEXIC_TRANSPORT=.*nccl.* -c .*rtlib/cuda/transport_nccl.c" \
+    mix.make.log || fail "transport_nccl.c was not compiled against NCCL"
+  # (grep -q would end the pipe early: pipefail would see nm's SIGPIPE)
+  nm mix/libhexic.a >mix.nm && grep -q " T rt_cuda_nccl_open$" mix.nm ||
+    fail "libhexic.a has no NCCL transport"
+  for r in 0 1 2 3; do
+    grep -q "rank_000$r.c libhexic.a .* -lnccl" mix.make.log || fail "rank_000$r is not linked with -lnccl"
+    readelf -d "mix/rank_000$r" >"mix.dyn$r" && grep -q "NEEDED.*libnccl" "mix.dyn$r" ||
+      fail "rank_000$r does not load libnccl"
+  done
+  mpi=$(make --no-print-directory -C mix -n TRANSPORT=mpi 2>&1)
+  grep -q "transport_select.c" <<<"$mpi" || fail "TRANSPORT=mpi does not rebuild the runtime"
+  grep -q -- "-lnccl\|HEXIC_HAVE_NCCL" <<<"$mpi" && fail "TRANSPORT=mpi still builds with NCCL"
+  grep -q 'HEXIC_TRANSPORT=.*mpi' <<<"$mpi" || fail "TRANSPORT=mpi does not make mpi the default"
+  echo "NCCL: transport_nccl.c in libhexic.a, 4 ranks linked with libnccl; TRANSPORT=mpi leaves it out"
+else
+  grep -qx "TRANSPORT ?= mpi" mix/Makefile || fail "the Makefile names no transport"
+  echo "NCCL: not found when hexic was built; the programs use the staged MPI transport"
+fi
 
 # ---- 2. the issue's command on one H200 ---------------------------------
 # The runtime and the sm_90 library come from mix (same rules and flags,

@@ -135,8 +135,26 @@ static void test_blocks(void) {
   CHECK(nb == 1 && b[0].off == 7 && b[0].rows == 1 && b[0].width == 5);
 }
 
+/* NCCL when the build has it and no GPU is shared; the staged transport
+ * when asked for, or when ranks share GPUs (with a note); refusals. */
+static void test_pick_transport(void) {
+  char note[256];
+  CHECK(rt_cuda_pick_transport("nccl", true, false, note, sizeof note) == RT_CUDA_NCCL);
+  CHECK(note[0] == 0);
+  CHECK(rt_cuda_pick_transport("mpi", true, false, note, sizeof note) == RT_CUDA_STAGED);
+  CHECK(rt_cuda_pick_transport(NULL, false, false, note, sizeof note) == RT_CUDA_STAGED);
+  CHECK(rt_cuda_pick_transport("nccl", true, true, note, sizeof note) == RT_CUDA_STAGED);
+  CHECK(strstr(note, "ranks share a GPU here") != NULL);
+  CHECK(rt_cuda_pick_transport("mpi", true, true, note, sizeof note) == RT_CUDA_STAGED);
+  CHECK(rt_cuda_pick_transport("nccl", false, false, note, sizeof note) == -1);
+  CHECK(strstr(note, "built without NCCL") != NULL);
+  CHECK(rt_cuda_pick_transport("gloo", true, false, note, sizeof note) == -1);
+  CHECK(strcmp(note, "HEXIC_TRANSPORT='gloo' is neither nccl nor mpi") == 0);
+}
+
 int main(void) {
   test_pick_device();
+  test_pick_transport();
   test_names();
   test_memory();
   test_pieces();
