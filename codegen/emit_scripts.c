@@ -1,4 +1,6 @@
 /* The Makefile, launch.sh and slurm.sbatch beside the rank programs. */
+#include <string.h>
+
 #include "emit_programs.h"
 #include "escape.h"
 
@@ -72,37 +74,190 @@ void hx_emit_makefile(const struct program_set *set, FILE *f, int unused) {
         f);
 }
 
-static void emit_mpmd_list(const struct program_set *set, FILE *f) {
+/* s in single quotes for bash ('\'' for a quote): the names of the plan
+ * are printable UTF-8 (sema), so nothing in them is special there. */
+static const char *sh_quote(struct hx_arena *a, const char *s) {
+  size_t n = 3;
+  for (const char *p = s; *p; p++)
+    n += *p == '\'' ? 4 : 1;
+  char *out = hx_alloc(a, n), *o = out;
+  *o++ = '\'';
+  for (const char *p = s; *p; p++) {
+    if (*p == '\'') {
+      memcpy(o, "'\\''", 4);
+      o += 4;
+    } else {
+      *o++ = *p;
+    }
+  }
+  *o++ = '\'';
+  *o = 0;
+  return out;
+}
+
+/* The plan's machines: the cluster's nodes that hold a rank, in the
+ * cluster's order; machine_of[w] is rank w's index among them. */
+static int plan_machines(const struct program_set *set, int *machine_of, int *node_of_machine) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  int n = 0;
+  for (int node = 0; node < c->nnodes; node++) {
+    bool used = false;
+    for (int w = 0; w < set->nranks; w++)
+      if (c->devices[set->ranks[w].device].node == node) {
+        machine_of[w] = n;
+        used = true;
+      }
+    if (used)
+      node_of_machine[n++] = node;
+  }
+  return n;
+}
+
+/* The tables the scripts place ranks by: programs, each rank's machine, the
+ * machines' and devices' names (for the reader and the dry run). */
+static void emit_placement_tables(const struct program_set *set, FILE *f, const int *machine_of,
+                                  const int *node_of_machine, int nmachines) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  struct hx_arena *a = hx_prog_arena(set);
   fputs("programs=(", f);
   for (int w = 0; w < set->nranks; w++)
     fprintf(f, "%srank_%04d", w ? " " : "", w);
+  fputs(")\nrank_machine=(", f);
+  for (int w = 0; w < set->nranks; w++)
+    fprintf(f, "%s%d", w ? " " : "", machine_of[w]);
+  fputs(")\nrank_device=(", f);
+  for (int w = 0; w < set->nranks; w++)
+    fprintf(f, "%s%s", w ? " " : "", sh_quote(a, c->devices[set->ranks[w].device].name));
+  fputs(")\nmachine_names=(", f);
+  for (int m = 0; m < nmachines; m++)
+    fprintf(f, "%s%s", m ? " " : "", sh_quote(a, c->nodes[node_of_machine[m]].name));
   fputs(")\n", f);
 }
 
+/* "#   line 1: node a800 (ranks 0 to 2)" for each machine, in a comment. */
+static void emit_machine_lines(const struct program_set *set, FILE *f, const char *prefix,
+                               const int *machine_of, const int *node_of_machine,
+                               int nmachines) {
+  const struct hx_cluster *c = &set->ctx->cluster;
+  for (int m = 0; m < nmachines; m++) {
+    int first = -1, last = -1, count = 0;
+    for (int w = 0; w < set->nranks; w++)
+      if (machine_of[w] == m) {
+        if (first < 0)
+          first = w;
+        last = w;
+        count++;
+      }
+    fprintf(f, "#   %s %d: node %s (%d rank%s: %d", prefix, m + 1,
+            hx_esc_c_comment(hx_prog_arena(set), c->nodes[node_of_machine[m]].name), count,
+            count == 1 ? "" : "s", first);
+    if (count > 1)
+      fprintf(f, "%s%d", last - first + 1 == count ? " to " : " ... ", last);
+    fputs(")\n", f);
+  }
+}
+
+/* Reads the hostfile into hosts[], one host per plan machine; refuses what
+ * is not a host name, so nothing from the file reaches mpirun but names. */
+static const char launch_read_hosts[] =
+    "hosts=()\n"
+    "if [ -n \"$hostfile\" ]; then\n"
+    "  [ -r \"$hostfile\" ] || { echo \"launch.sh: cannot read the hostfile $hostfile\" >&2; exit 2; }\n"
+    "  lineno=0\n"
+    "  while IFS= read -r line || [ -n \"$line\" ]; do\n"
+    "    lineno=$((lineno + 1))\n"
+    "    line=${line%%#*}\n"
+    "    read -r host _ <<<\"$line\"\n"
+    "    [ -n \"${host:-}\" ] || continue\n"
+    "    if ! [[ $host =~ ^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$ ]]; then\n"
+    "      printf 'launch.sh: %s:%d: %q is not a host name (letters, digits, dots and hyphens)\\n' \\\n"
+    "        \"$hostfile\" \"$lineno\" \"$host\" >&2\n"
+    "      exit 2\n"
+    "    fi\n"
+    "    hosts+=(\"$host\")\n"
+    "  done <\"$hostfile\"\n"
+    "  if [ ${#hosts[@]} -lt ${#machine_names[@]} ]; then\n"
+    "    printf 'launch.sh: %s names %d host(s); the plan has %d machine(s), one line each, in the '\\\n"
+    "'order of this script'\"'\"'s header\\n' \"$hostfile\" ${#hosts[@]} ${#machine_names[@]} >&2\n"
+    "    exit 2\n"
+    "  fi\n"
+    "fi\n";
+
+/* Each rank's host (its machine's, or this one) and its index among the
+ * ranks of that host, which is the local rank MPI gives it and by which a
+ * CUDA rank takes its GPU. */
+static const char launch_place[] =
+    "rank_host=() rank_local=()\n"
+    "declare -A on_host=()\n"
+    "for r in \"${!programs[@]}\"; do\n"
+    "  h=localhost\n"
+    "  [ ${#hosts[@]} -eq 0 ] || h=${hosts[${rank_machine[$r]}]}\n"
+    "  rank_host[r]=$h\n"
+    "  rank_local[r]=${on_host[$h]:-0}\n"
+    "  on_host[$h]=$((rank_local[r] + 1))\n"
+    "done\n"
+    "# NCCL's and hexic's settings reach the ranks on every machine.\n"
+    "while IFS= read -r v; do\n"
+    "  case $v in NCCL_* | HEXIC_* | OPENBLAS_NUM_THREADS) mpirun_args+=(-x \"$v\") ;; esac\n"
+    "done < <(compgen -e)\n";
+
+/* A format: its one %s is the fourth column's head ("gpu" or "local"). */
+static const char launch_dry_run[] =
+    "if [ -n \"$dry_run\" ]; then\n"
+    "  printf '%%q ' mpirun \"${mpirun_args[@]}\" \"${app[@]}\"\n"
+    "  printf '\\n'\n"
+    "  row='%%-6s %%-10s %%-24s %%-6s %%s\\n'\n"
+    "  printf \"$row\" rank program host %s 'plan device'\n"
+    "  for r in \"${!programs[@]}\"; do\n"
+    "    printf \"$row\" \"$r\" \"${programs[r]}\" \"${rank_host[r]}\" \"${rank_local[r]}\" \"${rank_device[r]}\"\n"
+    "  done\n"
+    "  exit 0\n"
+    "fi\n";
+
 void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
   (void)unused;
+  const struct hx_cluster *c = &set->ctx->cluster;
+  int *machine_of = HX_NEW_ARRAY(hx_prog_arena(set), int, set->nranks > 0 ? set->nranks : 1);
+  int *node_of_machine = HX_NEW_ARRAY(hx_prog_arena(set), int, c->nnodes > 0 ? c->nnodes : 1);
+  int nmachines = plan_machines(set, machine_of, node_of_machine);
+  bool cuda = set->ctx->opt.target == HX_TARGET_CUDA;
   fputs("#!/usr/bin/env bash\n"
         "# Generated by hexic " HEXIC_VERSION "; do not edit.\n"
         "# Runs every rank of the plan with Open MPI's MPMD syntax:\n"
         "#   mpirun -np 1 ./rank_0000 ARGS : -np 1 ./rank_0001 ARGS : ...\n"
-        "# usage: ./launch.sh [--hostfile FILE] [ARGS...]\n"
+        "# usage: ./launch.sh [--hostfile FILE] [--dry-run] [ARGS...]\n"
         "# ARGS go to every rank: --data FILE, --steps N, --checkpoint-dir DIR,\n"
         "# --checkpoint-every N, --resume, --reschedule, --dump-weights FILE. Build first\n"
-        "# with `make`.\n",
+        "# with `make`.\n"
+        "# --hostfile FILE: one host per line for the plan's machines, in this order\n"
+        "# (anything after the host on a line, e.g. Open MPI's slots=N, is ignored, and\n"
+        "# so are blank lines and # comments); each machine's ranks run on its host:\n",
         f);
-  bool cuda = set->ctx->opt.target == HX_TARGET_CUDA;
+  emit_machine_lines(set, f, "line", machine_of, node_of_machine, nmachines);
+  fputs("# Without it every rank runs here. NCCL_*, HEXIC_* and OPENBLAS_NUM_THREADS\n"
+        "# reach the ranks on every host (mpirun -x).\n"
+        "# --dry-run: print the mpirun command and the rank -> host -> local rank table\n"
+        "# (a CUDA rank takes GPU local rank mod its host's GPU count), then stop.\n",
+        f);
   if (cuda)
     hx_emit_launch_gpu_header(f);
   fputs("set -uo pipefail\n"
         "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
         "mpirun_args=()\n"
-        "if [ \"${1:-}\" = --hostfile ]; then\n"
-        "  [ $# -ge 2 ] || { echo \"launch.sh: --hostfile needs a file\" >&2; exit 2; }\n"
-        "  mpirun_args+=(--hostfile \"$2\")\n"
-        "  shift 2\n"
-        "fi\n",
+        "hostfile= dry_run=\n"
+        "while [ $# -gt 0 ]; do\n"
+        "  case $1 in\n"
+        "  --hostfile)\n"
+        "    [ $# -ge 2 ] || { echo \"launch.sh: --hostfile needs a file\" >&2; exit 2; }\n"
+        "    hostfile=$2\n"
+        "    shift 2 ;;\n"
+        "  --dry-run) dry_run=1; shift ;;\n"
+        "  *) break ;;\n"
+        "  esac\n"
+        "done\n",
         f);
-  emit_mpmd_list(set, f);
+  emit_placement_tables(set, f, machine_of, node_of_machine, nmachines);
+  fputs(launch_read_hosts, f);
   if (cuda)
     hx_emit_launch_gpu_check(set, f);
   fputs("# Root may run MPI here (containers); more ranks than cores is expected on a\n"
@@ -111,15 +266,22 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "mpirun_args+=(--oversubscribe)\n"
         "if [ \"${#programs[@]}\" -gt \"$(nproc 2>/dev/null || echo 1)\" ]; then\n"
         "  export OPENBLAS_NUM_THREADS=1\n"
-        "fi\n"
-        "app=()\n"
-        "for p in \"${programs[@]}\"; do\n"
-        "  [ -x \"$here/$p\" ] || { echo \"launch.sh: $here/$p is not built (run make)\" >&2; "
-        "exit 2; }\n"
+        "fi\n",
+        f);
+  fputs(launch_place, f);
+  fputs("app=()\n"
+        "for r in \"${!programs[@]}\"; do\n"
+        "  p=${programs[r]}\n"
+        "  [ -n \"$dry_run\" ] || [ -x \"$here/$p\" ] ||\n"
+        "    { echo \"launch.sh: $here/$p is not built (run make)\" >&2; exit 2; }\n"
         "  [ ${#app[@]} -eq 0 ] || app+=(:)\n"
-        "  app+=(-np 1 \"$here/$p\" \"$@\")\n"
-        "done\n"
-        "# Keep stderr to say which rank failed in plain words: a rank whose wait\n"
+        "  app+=(-np 1)\n"
+        "  [ ${#hosts[@]} -eq 0 ] || app+=(--host \"${rank_host[r]}\")\n"
+        "  app+=(\"$here/$p\" \"$@\")\n"
+        "done\n",
+        f);
+  fprintf(f, launch_dry_run, cuda ? "gpu" : "local");
+  fputs("# Keep stderr to say which rank failed in plain words: a rank whose wait\n"
         "# timed out traced the stall to the rank that stopped answering and says\n"
         "# 'hexic-rt: failed rank P: REASON'; else mpirun's own report names the\n"
         "# process that died as [[job,vpid],RANK].\n"
@@ -154,30 +316,54 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
 
 void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused) {
   (void)unused;
+  const struct hx_cluster *c = &set->ctx->cluster;
+  int *machine_of = HX_NEW_ARRAY(hx_prog_arena(set), int, set->nranks > 0 ? set->nranks : 1);
+  int *node_of_machine = HX_NEW_ARRAY(hx_prog_arena(set), int, c->nnodes > 0 ? c->nnodes : 1);
+  int nmachines = plan_machines(set, machine_of, node_of_machine);
   /* The job is named after the model (squeue shows it), in the characters
    * an #SBATCH line carries safely. */
   const char *job = hx_esc_slurm(hx_prog_arena(set), set->ctx->model.name);
-  fprintf(f,
-          "#!/usr/bin/env bash\n"
-          "# Generated by hexic " HEXIC_VERSION "; do not edit.\n"
-          "# Submit from this directory after `make`: sbatch slurm.sbatch [ARGS...]\n"
+  fputs("#!/usr/bin/env bash\n"
+        "# Generated by hexic " HEXIC_VERSION "; do not edit.\n"
+        "# Submit from this directory after `make`: sbatch slurm.sbatch [ARGS...]\n"
           "# One task per rank; Slurm's task ids are the MPI ranks, so task r runs\n"
-          "# rank_r (a multi-prog file maps them). ARGS go to every rank.\n"
+          "# rank_r (a multi-prog file maps them). ARGS go to every rank. The k-th\n"
+          "# node of the allocation (in the order Slurm lists them) runs the plan's\n"
+        "# k-th machine (srun --distribution=arbitrary with a host per task):\n",
+        f);
+  emit_machine_lines(set, f, "node", machine_of, node_of_machine, nmachines);
+  fprintf(f,
+          "# The environment (NCCL_*, HEXIC_*) reaches every task (srun exports it).\n"
           "#SBATCH --job-name=hexic-%s\n"
+          "#SBATCH --nodes=%d\n"
           "#SBATCH --ntasks=%d\n"
           "#SBATCH --cpus-per-task=1\n"
           "%s"
           "#SBATCH --output=hexic-%%j.out\n"
           "set -euo pipefail\n"
-          "cd \"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"\n"
-          "conf=$(mktemp)\n"
-          "trap 'rm -f \"$conf\"' EXIT\n"
-          "for r in $(seq 0 %d); do\n"
-          "  printf '%%d ./rank_%%04d %%s\\n' \"$r\" \"$r\" \"$*\" >>\"$conf\"\n"
-          "done\n"
-          "srun --mpi=pmix --multi-prog \"$conf\"\n",
-          job, set->nranks,
+          "cd \"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"\n",
+          job, nmachines, set->nranks,
           /* each rank is one device of the plan; Slurm then shows a task its GPU alone */
-          set->ctx->opt.target == HX_TARGET_CUDA ? "#SBATCH --gpus-per-task=1\n" : "",
-          set->nranks - 1);
+          set->ctx->opt.target == HX_TARGET_CUDA ? "#SBATCH --gpus-per-task=1\n" : "");
+  emit_placement_tables(set, f, machine_of, node_of_machine, nmachines);
+  fputs("mapfile -t hosts < <(scontrol show hostnames \"${SLURM_JOB_NODELIST:?not inside a "
+        "Slurm job}\")\n"
+        "if [ ${#hosts[@]} -lt ${#machine_names[@]} ]; then\n"
+        "  echo \"slurm.sbatch: the job has ${#hosts[@]} node(s); the plan has "
+        "${#machine_names[@]} machine(s)\" >&2\n"
+        "  exit 2\n"
+        "fi\n"
+        "for h in \"${hosts[@]}\"; do\n"
+        "  [[ $h =~ ^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$ ]] ||\n"
+        "    { printf 'slurm.sbatch: %q is not a host name\\n' \"$h\" >&2; exit 2; }\n"
+        "done\n"
+        "conf=$(mktemp) tasks=$(mktemp)\n"
+        "trap 'rm -f \"$conf\" \"$tasks\"' EXIT\n"
+        "for r in \"${!programs[@]}\"; do\n"
+        "  printf '%d ./%s %s\\n' \"$r\" \"${programs[r]}\" \"$*\" >>\"$conf\"\n"
+        "  printf '%s\\n' \"${hosts[${rank_machine[r]}]}\" >>\"$tasks\"\n"
+        "done\n"
+        "export SLURM_HOSTFILE=$tasks\n"
+        "srun --mpi=pmix --distribution=arbitrary --multi-prog \"$conf\"\n",
+        f);
 }

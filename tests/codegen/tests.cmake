@@ -34,6 +34,13 @@ add_test(NAME codegen.hostile_names
           ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/codegen-hostile)
 set_tests_properties(codegen.hostile_names PROPERTIES LABELS "codegen" TIMEOUT 120)
 
+# launch.sh --hostfile/--dry-run and slurm.sbatch across machines (issue 13):
+# placement, the rank -> host -> GPU table, hostile host and node names.
+add_test(NAME codegen.launch_hosts
+  COMMAND bash ${HX_CG_TESTS}/launch_hosts.sh ${CMAKE_CURRENT_BINARY_DIR}/codegen-launch
+          ${CMAKE_SOURCE_DIR} ${HX_BIN})
+set_tests_properties(codegen.launch_hosts PROPERTIES LABELS "codegen" TIMEOUT 60)
+
 # The escaping functions one by one (GNU make reads the Makefile escape back).
 add_executable(cg_test_escape ${HX_CG_TESTS}/test_escape.c)
 target_link_libraries(cg_test_escape PRIVATE hexic_core)
