@@ -514,6 +514,50 @@ static void test_sim_leader_broadcast(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* hx_sim_lower_bound must stay below what hx_simulate reports (the planners
+ * and both baselines prune by it): random plans of one or two pipelines of
+ * one to three stages of TP 1 or 2 on devices of two speeds and two machine
+ * links, broadcasts into TP stages included. */
+static void test_sim_lower_bound_sound(void) {
+  uint64_t rng = 0x10b0;
+  for (int trial = 0; trial < 60; trial++) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    fx_model(&ctx, "t", 6, 256, 704, 4, 4, 1000, 64);
+    fx_train(&ctx, fx_below(&rng, 2) ? HX_RECOMPUTE_FULL : HX_RECOMPUTE_NONE, 12);
+    int types[6] = {0, 1, 0, 1, 1, 0};
+    double tflops[] = {1e-3, 3e-4}, mem[] = {24, 24};
+    double net = fx_below(&rng, 2) ? 1e4 * (1 + fx_below(&rng, 100)) : 1e7 * (1 + fx_below(&rng, 50));
+    fx_cluster(&ctx, 6, 2, types, tflops, mem, 2, 1e9 * (1 + fx_below(&rng, 2)) / 1e4, net, 2e-5);
+    int npipes = 1 + fx_below(&rng, 2), next = 0;
+    struct hx_plan *p = hx_plan_new(&ctx.arena, 12, npipes);
+    for (int i = 0; i < npipes; i++) {
+      int nst = 1 + fx_below(&rng, 3), begin = 0;
+      hx_pipeline_init(&ctx.arena, &p->pipelines[i], nst);
+      p->pipelines[i].micro_batch_size = 1;
+      p->pipelines[i].micro_batches = 1 + fx_below(&rng, 6);
+      for (int st = 0; st < nst; st++) {
+        int tp = next % 2 == 0 && fx_below(&rng, 2) ? 2 : 1; /* a machine's pair */
+        int ranks[2] = {next, next + 1};
+        int end = st == nst - 1 ? 6 : begin + 1 + fx_below(&rng, 6 - begin - (nst - st));
+        hx_stage_init(&ctx.arena, &p->pipelines[i].stages[st], ranks, tp, begin, end,
+                      ctx.train.recompute == HX_RECOMPUTE_FULL);
+        next += tp;
+        begin = end;
+      }
+    }
+    hx_plan_fill_devices(&ctx.arena, p, &ctx.model);
+    hx_simulate(&ctx, p, NULL);
+    CHECK(p->sim.valid);
+    double bound = hx_sim_lower_bound(&ctx, p);
+    if (bound > p->sim.iteration_s * (1 + 1e-12))
+      fprintf(stderr, "trial %d: bound %.9g s above the simulated %.9g s\n", trial, bound,
+              p->sim.iteration_s);
+    CHECK(bound > 0 && bound <= p->sim.iteration_s * (1 + 1e-12));
+    hx_arena_free(&ctx.arena);
+  }
+}
+
 int main(void) {
   test_llama_params();
   test_flops_and_activations();
@@ -530,6 +574,7 @@ int main(void) {
   test_sim_events();
   test_sim_loss_norm_barrier();
   test_sim_leader_broadcast();
+  test_sim_lower_bound_sound();
   test_sim_task_limit();
   test_node_classes();
   if (failures) {

@@ -739,6 +739,89 @@ static void test_withheld_random(void) {
          worst);
 }
 
+/* The subset baseline (passes/baseline.c) enumerates the n fastest devices
+ * of a few machine sets, not every subset. Here every subset of a small
+ * cluster and every symmetric shape on it (Megatron's order over the
+ * subset's ranks, TP inside a machine, pp dividing the layers, dp x mbs
+ * dividing the batch) is built by the test and simulated: the pass's choice
+ * must be as fast as the best of them (and, containing the whole cluster,
+ * no slower than the all-device baseline). */
+static double best_symmetric_any_subset(struct hx_ctx *ctx, int *best_mask) {
+  int n = ctx->cluster.ndevices, L = (int)ctx->model.layers;
+  int64_t B = ctx->train.global_batch;
+  double best = INFINITY;
+  for (int mask = 1; mask < 1 << n; mask++) {
+    int ranks[16], k = 0;
+    for (int r = 0; r < n; r++)
+      if (mask >> r & 1)
+        ranks[k++] = r;
+    for (int tp = 1; tp <= k; tp++)
+      for (int pp = 1; pp <= k / tp; pp++) {
+        if (k % (tp * pp) || ctx->model.heads % tp || ctx->model.kv_heads % tp || L % pp)
+          continue;
+        int dp = k / tp / pp;
+        bool inside = true;
+        for (int g = 0; g < k; g += tp)
+          for (int t = 1; t < tp; t++)
+            inside &= ctx->cluster.devices[ranks[g + t]].node == ctx->cluster.devices[ranks[g]].node;
+        for (int64_t mbs = 1; inside && mbs <= B / dp; mbs *= 2)
+          for (int rc = 0; rc < 2 && B % (dp * mbs) == 0; rc++) {
+            struct hx_plan *p = hx_plan_new(&ctx->arena, n, dp);
+            for (int d = 0; d < dp; d++) {
+              hx_pipeline_init(&ctx->arena, &p->pipelines[d], pp);
+              p->pipelines[d].micro_batch_size = mbs;
+              p->pipelines[d].micro_batches = B / (dp * mbs);
+              for (int st = 0; st < pp; st++)
+                hx_stage_init(&ctx->arena, &p->pipelines[d].stages[st], &ranks[(st * dp + d) * tp],
+                              tp, st * L / pp, (st + 1) * L / pp, rc == 1);
+            }
+            hx_plan_fill_devices(&ctx->arena, p, &ctx->model);
+            if (hx_simulate(ctx, p, NULL) && p->sim.valid && p->sim.iteration_s < best) {
+              best = p->sim.iteration_s;
+              *best_mask = mask;
+            }
+          }
+      }
+  }
+  return best;
+}
+
+static void test_subset_baseline(void) {
+  uint64_t rng = 0x5b5e7;
+  int compared = 0, proper = 0;
+  for (int trial = 0; trial < 10; trial++) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    fx_model(&ctx, "t", 8, 1024, 2816, 8, 8, 32000, 1024);
+    fx_train(&ctx, HX_RECOMPUTE_AUTO, 8);
+    int nodes = 2 + fx_below(&rng, 2), per = 1 + fx_below(&rng, 2), types[3];
+    for (int k = 0; k < nodes; k++)
+      types[k] = fx_below(&rng, 3);
+    double tflops[] = {312, 165, 40}, mem[] = {80, 24, 24}, net[] = {1.25e8, 1.25e9, 2.5e10};
+    fx_cluster(&ctx, nodes, per, types, tflops, mem, 3, 2.5e10, net[fx_below(&rng, 3)], 1e-5);
+    CHECK(hx_pass_baseline(&ctx));
+    int mask = 0;
+    double best = best_symmetric_any_subset(&ctx, &mask);
+    struct hx_plan *u = ctx.baseline_subset, *b = ctx.baseline;
+    CHECK((u != NULL) == isfinite(best));
+    if (u && isfinite(best)) {
+      hx_simulate(&ctx, u, NULL);
+      CHECK(u->sim.iteration_s <= best * (1 + 1e-12));
+      if (b && hx_simulate(&ctx, b, NULL))
+        CHECK(u->sim.iteration_s <= b->sim.iteration_s);
+      compared++;
+      proper += hx_plan_used_devices(u) < ctx.cluster.ndevices;
+      if (u->sim.iteration_s > best * (1 + 1e-12))
+        fprintf(stderr, "trial %d: subset baseline %s %.6g s, best over all subsets %.6g s "
+                        "(mask %x)\n", trial, u->description, u->sim.iteration_s, best, mask);
+    }
+    hx_arena_free(&ctx.arena);
+  }
+  CHECK(compared >= 6 && proper >= 2);
+  printf("subset baseline: the best over every subset on %d clusters (%d leave devices out)\n",
+         compared, proper);
+}
+
 /* The planner's layer and batch split (hx_sched_complete_setting) against
  * brute force under the simulator: every layer split of every pipeline and
  * every split of the micro-batches between pipelines, built here by hand
@@ -832,6 +915,7 @@ int main(void) {
   test_withheld_slow_device();
   test_withheld_random();
   test_split_brute_force();
+  test_subset_baseline();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
