@@ -10,7 +10,8 @@
 # never stops the run); each kernel group runs in its own process, so a CUDA
 # error in one cannot hide the others. Exit 0 when nothing failed, 1 when a
 # check failed, 2 when no GPU was visible (then only the build was checked).
-# Budget: 8 minutes on one H200 (a target, not yet timed on a GPU).
+# Budget: 8 minutes on one H200 (a target, not yet timed on a GPU); the multi-GPU
+# checks (issue 13) run only with two or more GPUs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -285,6 +286,85 @@ else
     paste "$work/$ref.steps" "$work/gmr.steps" | head -20
   fi
 fi
+
+# [NCCL, issue 13] the one-GPU fp32 set again with HEXIC_TRANSPORT=mpi (the
+# staged transport): the same losses as its default NCCL run (one rank has
+# nothing to send: any difference is a transport touching what it should
+# not), and each run says which transport it took.
+row="tiny, 1 GPU: NCCL vs staged MPI (20 steps)"
+t=$(date +%s)
+if [ ! -s "$work/g32.steps" ] || [ "$(wc -l <"$work/g32.steps")" -ne 20 ]; then
+  if [ $have_gpu = 0 ]; then
+    record "$row" SKIP "no GPU (nvidia-smi)"
+  else
+    record "$row" FAIL "the one-GPU fp32 (NCCL) run did not train"
+  fi
+elif ! grep -q "transport: nccl" "$work/g32.out"; then
+  record "$row" FAIL "the one-GPU run did not take NCCL: $(grep -m 1 'transport:' "$work/g32.out")"
+else
+  # g32.* are the NCCL run's; the staged run of the same set replaces them,
+  # so keep them as g32nccl.* and the staged run's as g32mpi.*
+  cp "$work/g32.steps" "$work/g32nccl.steps" && cp "$work/g32.out" "$work/g32nccl.out"
+  HEXIC_TRANSPORT=mpi run_set g32 20 120 "${data[@]}"
+  staged=$?
+  mv "$work/g32.steps" "$work/g32mpi.steps" && mv "$work/g32.out" "$work/g32mpi.out"
+  cp "$work/g32nccl.steps" "$work/g32.steps" && cp "$work/g32nccl.out" "$work/g32.out"
+  if [ $staged -ne 0 ]; then
+    record "$row" FAIL "the staged run did not train: $(tail -n 1 "$work/g32mpi.out" | cut -c1-120)"
+  elif ! grep -q "transport: mpi-staged" "$work/g32mpi.out"; then
+    record "$row" FAIL "HEXIC_TRANSPORT=mpi did not take the staged transport"
+  else
+    d=$(maxrel g32nccl g32mpi 20)
+    if within "$d" 0; then
+      record "$row" PASS "losses equal (max rel. diff $d); $(elapsed "$t")"
+    else
+      record "$row" FAIL "max rel. diff $d (want 0)"
+      paste "$work/g32nccl.steps" "$work/g32mpi.steps" | head -20
+    fi
+  fi
+fi
+
+# [several GPUs, issue 13] DP 2, TP 2 and PP 2 of the tiny model over NCCL,
+# fp32, each against the one-GPU fp32 run within 1e-5 (20 steps). Needs two
+# GPUs of this machine; one GPU skips them with a line saying so.
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+two=$work/two.hx
+{ grep '^gpu ' "$one"; sed -n 's/^gpu \("[^"]*"\).*/node "gpu0" { gpu = \1; gpus = 2; bandwidth = 100 GB\/s }/p' "$one"; } >"$two"
+python3 - "$work" <<'EOF'
+import json, sys
+st = lambda ranks, layers: {"ranks": ranks, "tp": len(ranks), "layers": layers,
+                             "leader": ranks[0], "recompute": False}
+pipe = lambda m, mbs, stages: {"micro_batches": m, "micro_batch_size": mbs, "stages": stages}
+plans = {"dp2": [pipe(4, 4, [st([0], [0, 4])]), pipe(4, 4, [st([1], [0, 4])])],
+         "tp2": [pipe(4, 8, [st([0, 1], [0, 4])])],
+         "pp2": [pipe(4, 8, [st([0], [0, 2]), st([1], [2, 4])])]}
+for name, pipes in plans.items():
+    json.dump({"strategy": "file", "description": name, "schedule": "1f1b", "pipelines": pipes},
+              open("%s/%s.json" % (sys.argv[1], name), "w"))
+EOF
+for kind in dp2 tp2 pp2; do
+  row="tiny, 2 GPUs over NCCL: ${kind^^} vs 1 GPU (fp32)"
+  t=$(date +%s)
+  if [ "$ngpus" -lt 2 ]; then
+    record "$row" SKIP "this machine has ${ngpus:-0} GPU(s): multi-GPU checks need 2"
+  elif [ ! -s "$work/g32nccl.steps" ]; then
+    record "$row" FAIL "no one-GPU fp32 reference"
+  elif ! ready "$kind" cuda "$tiny" "$two" --plan="$work/$kind.json"; then
+    record "$row" FAIL "$reason"
+  elif ! gpu_run "$kind" 20 180 "${data[@]}"; then
+    outcome "$row" "did not train: $(why "$kind")"
+  elif ! grep -q "transport: nccl" "$work/$kind.out"; then
+    record "$row" FAIL "did not take NCCL: $(grep -m 1 'transport:' "$work/$kind.out")"
+  else
+    d=$(maxrel g32nccl "$kind" 20)
+    if within "$d" 1e-5; then
+      record "$row" PASS "max rel. diff $d (tol 1e-5); $(elapsed "$t")"
+    else
+      record "$row" FAIL "max rel. diff $d > 1e-5"
+      paste "$work/g32nccl.steps" "$work/$kind.steps" | head -20
+    fi
+  fi
+done
 
 # [throughput] the 1.3B Llama, bf16, micro-batches of 8, one GPU: 8 steps,
 # the first 2 left out (start-up, cuBLASLt's algorithm choice). MFU as the
