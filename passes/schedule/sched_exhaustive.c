@@ -32,7 +32,8 @@
  * at least n_i * c_i, c_i its least possible per-sequence bottleneck, and at
  * least W_i + (n_i - 1) * d_i, the fill of one micro-batch through every
  * stage and hop before its last stage computes all n_i; costs are affine in
- * the micro-batch size, so no setting does better) is no better than the
+ * the micro-batch size, so no setting does better; with measured profiles,
+ * which need not be, each stage's least over the sizes tried) is no better than the
  * best simulated plan so far; c, W and d are computed once per stage
  * sequence, and whole subtrees of the enumeration are skipped when even
  * their pipelines' best sequences cannot beat it. A completed setting is
@@ -414,18 +415,35 @@ static struct hx_plan *skeleton(struct ex *e, struct hx_arena *a, const struct s
   return sk;
 }
 
-/* Forward + backward seconds per sequence of stage s holding n layers, at
- * the largest micro-batch size and without recompute: the least any setting
- * can cost (per-micro-batch costs are affine in its size, intercepts >= 0). */
-static double per_sequence_s(const struct ex *e, struct hx_stage st, bool first, bool last,
-                             int n) {
+/* Forward + backward seconds per sequence of stage s holding n layers at
+ * micro-batch size mbs, without recompute. */
+static double per_sequence_at(const struct ex *e, struct hx_stage st, bool first, bool last, int n,
+                              int64_t mbs) {
   st.layer_begin = 0;
   st.layer_end = n;
   st.recompute = false;
-  int64_t mbs = e->largest_mbs;
   return (hx_stage_fwd_s(e->ctx, &st, first, last, mbs) +
           hx_stage_bwd_s(e->ctx, &st, first, last, mbs)) /
          (double)mbs;
+}
+
+/* The least a stage costs per sequence in any setting, as extra (with no
+ * layer) + per_layer x layers. The FLOP model's micro-batch costs are
+ * affine in the size with intercepts >= 0, so the largest size costs least
+ * per sequence. Measured profiles (issue 18) need not be: then each part
+ * is its least over every size the settings try, a lower bound on every
+ * setting's cost for any number of layers. */
+static void least_per_sequence(const struct ex *e, struct hx_stage st, bool first, bool last,
+                               double *extra, double *per_layer) {
+  int64_t only = e->largest_mbs;
+  bool profiled = e->ctx->cluster.nprofiles > 0;
+  *extra = *per_layer = INFINITY;
+  for (int k = 0; k < (profiled ? e->nsettings : 1); k++) {
+    int64_t mbs = profiled ? e->mbs[k] : only;
+    double t0 = per_sequence_at(e, st, first, last, 0, mbs);
+    *extra = fmin(*extra, t0);
+    *per_layer = fmin(*per_layer, per_sequence_at(e, st, first, last, 1, mbs) - t0);
+  }
 }
 
 /* The cheapest hop from stage a to stage b at one sequence, over every
@@ -476,11 +494,9 @@ static double pipeline_cost(struct ex *e, struct hx_arena *a, const struct vec *
     if (s > 0)
       *work += 2 * least_hop_s(e, &sts[s - 1], &sts[s]);
     bool first = s == 0, last_stage = s == ns - 1;
-    double t0 = per_sequence_s(e, st, first, last_stage, 0);
-    cost[s].extra = t0;
-    cost[s].per_layer = per_sequence_s(e, st, first, last_stage, 1) - t0;
+    least_per_sequence(e, st, first, last_stage, &cost[s].extra, &cost[s].per_layer);
     cost[s].max_layers = L;
-    *work += t0 + cost[s].per_layer;
+    *work += cost[s].extra + cost[s].per_layer;
     least_per_layer = fmin(least_per_layer, cost[s].per_layer);
   }
   /* the layers beyond one per stage go where they cost least; affine costs

@@ -9,7 +9,7 @@ set_tests_properties(sched_unit PROPERTIES TIMEOUT 60 LABELS sched)
 
 find_program(HX_PYTHON3 python3)
 if(HX_PYTHON3)
-  foreach(check determinism baseline exhaustive oracle plan_tp hexiseq limits tau mixed)
+  foreach(check determinism baseline exhaustive oracle plan_tp hexiseq limits tau mixed profile)
     add_test(NAME sched_${check}
       COMMAND ${HX_PYTHON3} ${HX_TESTS_DIR}/sched/check_plans.py ${check} ${HX_BIN}
               ${HX_TESTS_DIR}/..)
