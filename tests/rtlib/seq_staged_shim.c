@@ -16,19 +16,6 @@ const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg
                                              const struct rt_device *dev) {
   return rt_cuda_staged_open(cfg, dev);
 }
-#include "rtlib/cuda/cuda_backend.h"
-
-/* The backend's rt_transport_open (transport_select.c, issue 13) picks a
- * transport on a GPU machine; here it is always the staged one under test,
- * whose opener is rt_cuda_staged_open. Both weak: while
- * transport_mpi_staged.c still defines rt_transport_open itself, its
- * definition wins and rt_cuda_staged_open is absent (never called). */
-__attribute__((weak)) const struct rt_transport *
-rt_cuda_staged_open(const struct hx_rt_rank_config *cfg, const struct rt_device *dev);
-__attribute__((weak)) const struct rt_transport *
-rt_transport_open(const struct hx_rt_rank_config *cfg, const struct rt_device *dev) {
-  return rt_cuda_staged_open(cfg, dev);
-}
 
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
   *p = malloc(bytes ? bytes : 1);
