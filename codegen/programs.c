@@ -50,6 +50,16 @@ static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st,
                    p, s, st->cp, st->hp);
     return false;
   }
+  /* The kernels read a local length of 0 as the whole sequence, so a unit
+   * holding no tokens (its heads would still take part in the all-to-all)
+   * cannot be expressed to them yet. */
+  for (int u = 0; st->seq_layout && u < st->seq_layout->nunits; u++)
+    if (st->seq_layout->tokens[u] < 1) {
+      hx_error_plain("pipeline %d stage %d: unit %d (rank %d) holds no tokens of the sequence; the "
+                     "generated programs need at least one token per unit",
+                     p, s, u, st->devices[u * st->tp]);
+      return false;
+    }
   int units = st->seq_layout ? st->ndevices / st->tp : 1;
   if (st->tp < 1 || st->ndevices != st->tp * units || st->tp > ctx->model.heads) {
     hx_error_plain("pipeline %d stage %d: tp=%d over %d devices cannot split %lld heads", p, s,
