@@ -173,7 +173,10 @@ struct hx_rt_rank_config {
  * under another --steps), --emulate (run at the cluster file's speeds:
  * struct hx_rt_emulation), --dump-weights FILE
  * (after training, rank 0 gathers every rank's shards and writes the full
- * unsharded parameters in the spec's order: see rt_exec_dump.c). */
+ * unsharded parameters in the spec's order: see rt_exec_params.c),
+ * --init-from FILE.safetensors (initial weights from hexic-ckpt import; each
+ * rank reads its slices). --resume reads a checkpoint of any plan of the
+ * same model (rt_ckpt.h). */
 int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv);
 
 #endif
