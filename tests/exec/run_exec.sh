@@ -290,6 +290,12 @@ seq)
   compile tri "$seqtiny" "$here/clusters/tri.hx" --strategy=hexiseq
   grep -q '"cp": 3, "hp": 1' tri/plan.json || fail "tri.hx should give a CP ring of 3"
   same one tri "seqtiny on tri.hx ($(head -n 1 tri.plan.txt))"
+  # PP x DP of one-unit HexiSeq stages: the leaders' gather and scatter
+  # across the hops
+  compile pp "$seqtiny" "$src/examples/clusters/four-4090.hx" --strategy=hexiseq
+  grep -q '"cp_ring"' pp/plan.json && [ "$(grep -c '"layers": \[1, 2\], "leader"' pp/plan.json)" -eq 2 ] ||
+    fail "four-4090.hx should give two pipelines of two stages with HexiSeq layouts"
+  same one pp "seqtiny on four-4090.hx ($(head -n 1 pp.plan.txt))"
   # Hand-written: PP x TP x CP x HP with one-head devices, a leader of TP
   # rank 1 and micro-batches of 2 sequences; an HP-only stage with a unit of
   # one range and recompute, beside a plain pipeline
