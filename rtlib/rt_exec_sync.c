@@ -266,7 +266,8 @@ void rt_sync_init(struct rt_exec *e) {
     plan_group(e, i, e->tr->group_open(&c->groups[i]), &list);
     hx_rt_progress();
   }
-  qsort(list.items, (size_t)list.n, sizeof *list.items, bucket_order);
+  if (list.n > 1) /* qsort wants a non-NULL base even for nothing */
+    qsort(list.items, (size_t)list.n, sizeof *list.items, bucket_order);
   s->buckets = list.items;
   s->nbuckets = list.n;
   long floats = 0;
