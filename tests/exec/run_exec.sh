@@ -303,6 +303,14 @@ seq)
   same one pa "seq_pp_tp_cp_hp.json"
   compile pb "$seqtiny" "$here/clusters/four.hx" --plan="$here/plans/seq_dp_hp_uneven.json"
   same one pb "seq_dp_hp_uneven.json"
+  # The README's long-context pair: `auto` plans HexiSeq for it (uneven CP
+  # over 8 ranks of 2048-token sequences), and it trains as one rank does
+  steps=3
+  compile long1 "$src/examples/models/tiny-long.hx" "$src/examples/clusters/cpu1.hx"
+  compile long8 "$src/examples/models/tiny-long.hx" "$src/examples/clusters/cpu8-long.hx"
+  grep -q '"strategy": "hexiseq"' long8/plan.json || fail "auto no longer plans HexiSeq for the pair"
+  same long1 long8 "tiny-long on cpu8-long ($(head -n 1 long8.plan.txt))"
+  steps=10
   # The HexiSeq tables are written in the house style like the rest
   for f in c8/rank_*.c pa/rank_*.c; do
     (cd "$(dirname "$f")" && clang-format --style=file "$(basename "$f")" | cmp -s - "$(basename "$f")") ||
