@@ -293,14 +293,25 @@ struct rt_seq *rt_seq_open(const struct hx_rt_seq *seq, const struct hxk_dims *d
     row0 += s->units[u].tokens;
   }
   s->me = &s->units[seq->unit];
+  int per_kv = dims->heads / dims->kv_heads;
   s->kv_of = hx_rt_calloc((size_t)s->me->nh + 1, sizeof(int));
   for (int i = 0; i < s->me->nh; i++)
-    s->kv_of[i] = (s->me->h0 + i) / (dims->heads / dims->kv_heads) - s->me->kv0;
+    s->kv_of[i] = (s->me->h0 + i) / per_kv - s->me->kv0;
+  s->heads =
+      (struct rt_seq_heads){s->me->nh, s->me->nkv, s->hd, s->kv_of, s->me->h0, per_kv, s->me->kv0};
   plan_positions(s);
   plan_ring(s);
   plan_exchanges(s);
-  rt_seq_hook_init(s);
+  rt_seq_use_kernels(s, rt_seq_cpu_kernels());
   return s;
+}
+
+void rt_seq_use_kernels(struct rt_seq *s, const struct rt_seq_kernels *k) {
+  if (s->k)
+    s->k->free_ints(s->kpos);
+  s->k = k;
+  s->kpos = k->ints(s->pos, s->dims->seq_len);
+  rt_seq_hook_init(s);
 }
 
 void rt_seq_close(struct rt_seq *s) {
@@ -321,6 +332,7 @@ void rt_seq_close(struct rt_seq *s) {
   free(s->ring.peers);
   free(s->ring.send_n);
   free(s->units);
+  s->k->free_ints(s->kpos);
   free(s->kv_of);
   free(s->pos);
   free(s->group_row0);

@@ -33,6 +33,7 @@
 #ifndef HX_RT_SEQ_H
 #define HX_RT_SEQ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/cpu/llama.h"
@@ -111,8 +112,58 @@ void rt_seq_close(struct rt_seq *s);
  * rt_seq_local_tokens tokens (after RoPE by rt_seq_positions), nq and nkv
  * the TP share's heads (an even TP split: tp divides kv_heads); forward
  * writes o and keeps lse [n, nq] as its saved floats; backward adds dq, dk,
- * dv. Host memory (fp32, the CPU kernels). Every rank of the stage's TP
+ * dv. fp32 buffers in the memory of the kernels in use (host memory and
+ * the CPU kernels unless a device chose others: rt_seq_use_kernels). Every rank of the stage's TP
  * rank's ring must call it in the same order (the layers do). */
 const struct hxk_attention_hook *rt_seq_attention_hook(struct rt_seq *s);
+
+/* ---- the backend's kernels ---- */
+
+/* The query heads a block call works on (the hook's own, in the TP share)
+ * and the kv heads they read: query head i reads kv head kv_of[i], which is
+ * (q0 + i) / per_kv - kv0 (the CPU kernels take the table, the CUDA ones
+ * the rule). */
+struct rt_seq_heads {
+  int nq, nkv, hd;
+  const int *kv_of; /* host memory, nq entries */
+  int q0, per_kv, kv0;
+};
+
+/* What the hook computes and copies with, chosen by the device whose memory
+ * the layer's buffers live in: one code path plans and runs the exchanges
+ * (rt_seq_attn.c), the table supplies the work on the buffers. Every buffer
+ * is fp32 in the device's memory; a device queues the calls in order (the
+ * CUDA one on its stream; the transport orders itself after them). Block
+ * calls are hxk_attention_block_*'s for one sequence (nseq 1). */
+struct rt_seq_kernels {
+  const char *name;
+  long align; /* floats per slice of scratch */
+  long (*block_scratch_floats)(long nq_tok, long nk_tok, int nq, int hd);
+  void (*block_forward)(float *o, float *lse, const float *q, const int *q_pos, long nq_tok,
+                        const float *k, const float *v, const int *k_pos, long nk_tok,
+                        const struct rt_seq_heads *h, bool first, float *scratch);
+  void (*block_delta)(float *delta, const float *dout, const float *o, long n, int nq, int hd);
+  void (*block_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                         const int *q_pos, long nq_tok, const float *k, const float *v,
+                         const int *k_pos, long nk_tok, const float *lse, const float *delta,
+                         const struct rt_seq_heads *h, float *scratch);
+  /* rows of width floats: dst[r * dst_pitch + i] = (add: +=) src[r * src_pitch + i] */
+  void (*copy_rows)(float *dst, long dst_pitch, const float *src, long src_pitch, long width,
+                    long rows, bool add);
+  void (*zero)(float *p, long n);
+  /* host[0 .. n) where the block kernels read positions (a copy, or host
+   * itself), and its release. */
+  int *(*ints)(const int *host, long n);
+  void (*free_ints)(int *p);
+};
+
+/* Host memory and the CPU kernels: what rt_seq_open starts with. */
+const struct rt_seq_kernels *rt_seq_cpu_kernels(void);
+
+/* The rt_seq whose hook this is (NULL: another hook), and a device's kernels
+ * for it: called by the device's setup before it sizes the layer's buffers
+ * (the hook's scratch follows the kernels). */
+struct rt_seq *rt_seq_of_hook(const struct hxk_attention_hook *hook);
+void rt_seq_use_kernels(struct rt_seq *s, const struct rt_seq_kernels *k);
 
 #endif

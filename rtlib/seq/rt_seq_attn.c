@@ -23,7 +23,12 @@
  * block's dK/dV. The all-to-all back sends dQ, dK, dV to the tokens'
  * owners, which add them (a kv head two members read arrives twice and is
  * summed there, once from the owner with the ring's share in it).
- * Sums run in group order, so results do not depend on message timing. */
+ * Sums run in group order, so results do not depend on message timing.
+ *
+ * Every copy, sum and block computation goes through the device's kernel
+ * table s->k (rt_seq.h: host memory and the CPU kernels, or the CUDA
+ * backend's on device memory): this file is the one plan of the exchanges
+ * for every backend. */
 #include <string.h>
 
 #include "rtlib/seq/rt_seq_internal.h"
@@ -33,62 +38,52 @@
 struct carve {
   float *base;
   long used;
+  long align; /* the kernels' slice alignment, in floats */
 };
 
 static float *take(struct carve *c, long n) {
   float *p = c->base ? c->base + c->used : NULL;
-  c->used += n;
+  c->used += (n + c->align - 1) / c->align * c->align;
   return p;
 }
 
-/* ---- copies of head columns ---- */
+/* ---- copies of head columns, through the kernel table ---- */
 
 /* rows x ncols floats from columns [col0, col0 + ncols) of src (rows of
  * width floats) to dst back to back; returns past them. */
-static float *pack_cols(float *dst, const float *src, long rows, long width, long col0,
-                        long ncols) {
-  for (long r = 0; r < rows; r++, dst += ncols)
-    memcpy(dst, src + r * width + col0, sizeof(float) * (size_t)ncols);
-  return dst;
+static float *pack_cols(const struct rt_seq *s, float *dst, const float *src, long rows, long width,
+                        long col0, long ncols) {
+  if (rows > 0 && ncols > 0)
+    s->k->copy_rows(dst, ncols, src + col0, width, ncols, rows, false);
+  return dst + rows * ncols;
 }
 
 /* The reverse: src back to back into columns [col0, col0 + ncols) of dst,
  * added or written; returns past what it read. */
-static const float *unpack_cols(float *dst, long width, long col0, long ncols, const float *src,
-                                long rows, bool add) {
-  for (long r = 0; r < rows; r++, src += ncols) {
-    float *to = dst + r * width + col0;
-    if (add)
-      for (long i = 0; i < ncols; i++)
-        to[i] += src[i];
-    else
-      memcpy(to, src, sizeof(float) * (size_t)ncols);
-  }
-  return src;
+static const float *unpack_cols(const struct rt_seq *s, float *dst, long width, long col0,
+                                long ncols, const float *src, long rows, bool add) {
+  if (rows > 0 && ncols > 0)
+    s->k->copy_rows(dst + col0, width, src, ncols, ncols, rows, add);
+  return src + rows * ncols;
 }
 
 /* The listed kv heads (share numbering) of rows of a block whose columns
- * start at kv head kv0, nkv of them, each hd floats. */
-static float *pack_heads(float *dst, const float *src, long rows, int kv0, int nkv,
-                         const int *heads, int nheads, int hd) {
-  for (long r = 0; r < rows; r++)
-    for (int i = 0; i < nheads; i++, dst += hd)
-      memcpy(dst, src + (r * nkv + heads[i] - kv0) * hd, sizeof(float) * (size_t)hd);
-  return dst;
+ * start at kv head kv0, nkv of them, each hd floats: row r's heads back to
+ * back, one strided copy per listed head. */
+static float *pack_heads(const struct rt_seq *s, float *dst, const float *src, long rows, int kv0,
+                         int nkv, const int *heads, int nheads, int hd) {
+  for (int i = 0; i < nheads && rows > 0; i++)
+    s->k->copy_rows(dst + (long)i * hd, (long)nheads * hd, src + (long)(heads[i] - kv0) * hd,
+                    (long)nkv * hd, hd, rows, false);
+  return dst + rows * nheads * hd;
 }
 
-static const float *unpack_heads(float *dst, long rows, int kv0, int nkv, const int *heads,
-                                 int nheads, int hd, const float *src, bool add) {
-  for (long r = 0; r < rows; r++)
-    for (int i = 0; i < nheads; i++, src += hd) {
-      float *to = dst + (r * nkv + heads[i] - kv0) * hd;
-      if (add)
-        for (int e = 0; e < hd; e++)
-          to[e] += src[e];
-      else
-        memcpy(to, src, sizeof(float) * (size_t)hd);
-    }
-  return src;
+static const float *unpack_heads(const struct rt_seq *s, float *dst, long rows, int kv0, int nkv,
+                                 const int *heads, int nheads, int hd, const float *src, bool add) {
+  for (int i = 0; i < nheads && rows > 0; i++)
+    s->k->copy_rows(dst + (long)(heads[i] - kv0) * hd, (long)nkv * hd, src + (long)i * hd,
+                    (long)nheads * hd, hd, rows, add);
+  return src + rows * nheads * hd;
 }
 
 /* ---- the group's all-to-alls ---- */
@@ -161,7 +156,7 @@ static long group_tokens(const struct rt_seq *s, int g) {
 
 static const int *group_pos(const struct rt_seq *s, int g) {
   int G = s->seq->ngroups;
-  return s->pos + s->group_row0[((g % G) + G) % G];
+  return s->kpos + s->group_row0[((g % G) + G) % G];
 }
 
 /* Floats on a link at ring exchange `step` (1 .. G): the K/V of the block
@@ -196,12 +191,12 @@ static void ring_exchange(const struct rt_seq *s, int step, const struct block *
     e->send_off[s->nin + y] = at - sendbuf;
     e->send_n[s->nin + y] = link_floats(s, l, rows_out, src->k != NULL, src->dk != NULL);
     if (src->k) {
-      at = pack_heads(at, src->k, rows_out, me->kv0, me->nkv, l->kv, l->nkv, hd);
-      at = pack_heads(at, src->v, rows_out, me->kv0, me->nkv, l->kv, l->nkv, hd);
+      at = pack_heads(s, at, src->k, rows_out, me->kv0, me->nkv, l->kv, l->nkv, hd);
+      at = pack_heads(s, at, src->v, rows_out, me->kv0, me->nkv, l->kv, l->nkv, hd);
     }
     if (src->dk) {
-      at = pack_heads(at, src->dk, rows_out, me->kv0, me->nkv, l->acc, l->nacc, hd);
-      at = pack_heads(at, src->dv, rows_out, me->kv0, me->nkv, l->acc, l->nacc, hd);
+      at = pack_heads(s, at, src->dk, rows_out, me->kv0, me->nkv, l->acc, l->nacc, hd);
+      at = pack_heads(s, at, src->dv, rows_out, me->kv0, me->nkv, l->acc, l->nacc, hd);
     }
   }
   long off = 0;
@@ -219,12 +214,12 @@ static void ring_exchange(const struct rt_seq *s, int step, const struct block *
   for (int x = 0; x < s->nin; x++) {
     const struct seq_link *l = &s->in[x];
     if (dst->k) {
-      from = unpack_heads(dst->k, rows_in, me->kv0, me->nkv, l->kv, l->nkv, hd, from, false);
-      from = unpack_heads(dst->v, rows_in, me->kv0, me->nkv, l->kv, l->nkv, hd, from, false);
+      from = unpack_heads(s, dst->k, rows_in, me->kv0, me->nkv, l->kv, l->nkv, hd, from, false);
+      from = unpack_heads(s, dst->v, rows_in, me->kv0, me->nkv, l->kv, l->nkv, hd, from, false);
     }
     if (dst->dk) {
-      from = unpack_heads(dst->dk, rows_in, me->kv0, me->nkv, l->acc, l->nacc, hd, from, true);
-      from = unpack_heads(dst->dv, rows_in, me->kv0, me->nkv, l->acc, l->nacc, hd, from, true);
+      from = unpack_heads(s, dst->dk, rows_in, me->kv0, me->nkv, l->acc, l->nacc, hd, from, true);
+      from = unpack_heads(s, dst->dv, rows_in, me->kv0, me->nkv, l->acc, l->nacc, hd, from, true);
     }
   }
 }
@@ -263,8 +258,7 @@ static void carve_bufs(const struct rt_seq *s, struct carve *c, bool backward, s
   b->a2a_recv = take(c, a2a_recv);
   b->ring_send = take(c, ring_floats(s, s->out, s->nout));
   b->ring_recv = take(c, ring_floats(s, s->in, s->nin));
-  b->block_scratch =
-      take(c, hxk_attention_block_scratch_floats(rows, s->most_tokens, me->nh, s->hd));
+  b->block_scratch = take(c, s->k->block_scratch_floats(rows, s->most_tokens, me->nh, s->hd));
   b->q = take(c, qn);
   b->k = take(c, kvn);
   b->v = take(c, kvn);
@@ -303,18 +297,18 @@ static void a2a_in_forward(const struct rt_seq *s, const struct local *in, struc
   float *at = b->a2a_send;
   for (int y = 0; y < my_group(s)->n; y++) {
     const struct seq_member *m = member(s, y);
-    at = pack_cols(at, in->q, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
-    at = pack_cols(at, in->k, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
-    at = pack_cols(at, in->v, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
+    at = pack_cols(s, at, in->q, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
+    at = pack_cols(s, at, in->k, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
+    at = pack_cols(s, at, in->v, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
   }
   group_a2a(s, FWD_IN, b->a2a_send, b->a2a_recv, "the all-to-all of q, k, v to heads");
   const float *from = b->a2a_recv;
   long wh = (long)s->me->nh * hd, wk = (long)s->me->nkv * hd;
   for (int x = 0; x < my_group(s)->n; x++) {
     const struct seq_member *m = member(s, x);
-    from = unpack_cols(b->q + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
-    from = unpack_cols(b->k + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
-    from = unpack_cols(b->v + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
+    from = unpack_cols(s, b->q + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
+    from = unpack_cols(s, b->k + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
+    from = unpack_cols(s, b->v + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
   }
 }
 
@@ -323,17 +317,17 @@ static void a2a_out_forward(const struct rt_seq *s, struct local *out, struct bu
   float *at = b->a2a_send;
   for (int x = 0; x < my_group(s)->n; x++) {
     const struct seq_member *m = member(s, x);
-    at = pack_cols(at, b->o + m->row0 * nh * hd, m->tokens, (long)nh * hd, 0, (long)nh * hd);
-    at = pack_cols(at, b->lse + m->row0 * nh, m->tokens, nh, 0, nh);
+    at = pack_cols(s, at, b->o + m->row0 * nh * hd, m->tokens, (long)nh * hd, 0, (long)nh * hd);
+    at = pack_cols(s, at, b->lse + m->row0 * nh, m->tokens, nh, 0, nh);
   }
   group_a2a(s, FWD_OUT, b->a2a_send, b->a2a_recv, "the all-to-all of o back to tokens");
   const float *from = b->a2a_recv;
   long n = s->me->tokens;
   for (int y = 0; y < my_group(s)->n; y++) {
     const struct seq_member *m = member(s, y);
-    from = unpack_cols(out->o, (long)s->nh_share * hd, (long)m->h0 * hd, (long)m->nh * hd, from, n,
-                       false);
-    from = unpack_cols(out->lse, s->nh_share, m->h0, m->nh, from, n, false);
+    from = unpack_cols(s, out->o, (long)s->nh_share * hd, (long)m->h0 * hd, (long)m->nh * hd, from,
+                       n, false);
+    from = unpack_cols(s, out->lse, s->nh_share, m->h0, m->nh, from, n, false);
   }
 }
 
@@ -343,9 +337,8 @@ static void merge_block(const struct rt_seq *s, struct bufs *b, const float *k, 
   if (me->nh == 0)
     return;
   int mine = s->seq->group;
-  hxk_attention_block_forward(b->o, b->lse, b->q, group_pos(s, mine), group_tokens(s, mine), k, v,
-                              group_pos(s, g), group_tokens(s, g), s->kv_of, 1, me->nh, me->nkv,
-                              s->hd, first, b->block_scratch);
+  s->k->block_forward(b->o, b->lse, b->q, group_pos(s, mine), group_tokens(s, mine), k, v,
+                      group_pos(s, g), group_tokens(s, g), &s->heads, first, b->block_scratch);
 }
 
 static void forward_sequence(const struct rt_seq *s, struct local *io, struct bufs *b) {
@@ -377,7 +370,7 @@ static long scratch_floats(long nseq, void *arg) {
 static void hook_forward(float *o, const float *q, const float *k, const float *v, long nseq,
                          float *saved, float *scratch, void *arg) {
   const struct rt_seq *s = arg;
-  struct carve c = {scratch, 0};
+  struct carve c = {scratch, 0, s->k->align};
   struct bufs b;
   carve_bufs(s, &c, false, &b);
   long n = s->me->tokens, wq = (long)s->nh_share * s->hd, wkv = (long)s->nkv_share * s->hd;
@@ -401,24 +394,24 @@ static void a2a_in_backward(const struct rt_seq *s, const struct local_grad *in,
   float *at = b->a2a_send;
   for (int y = 0; y < my_group(s)->n; y++) {
     const struct seq_member *m = member(s, y);
-    at = pack_cols(at, in->q, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
-    at = pack_cols(at, in->k, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
-    at = pack_cols(at, in->v, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
-    at = pack_cols(at, in->dout, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
-    at = pack_cols(at, in->lse, n, s->nh_share, m->h0, m->nh);
-    at = pack_cols(at, in->delta, n, s->nh_share, m->h0, m->nh);
+    at = pack_cols(s, at, in->q, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
+    at = pack_cols(s, at, in->k, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
+    at = pack_cols(s, at, in->v, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
+    at = pack_cols(s, at, in->dout, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
+    at = pack_cols(s, at, in->lse, n, s->nh_share, m->h0, m->nh);
+    at = pack_cols(s, at, in->delta, n, s->nh_share, m->h0, m->nh);
   }
   group_a2a(s, BWD_IN, b->a2a_send, b->a2a_recv, "the all-to-all of q, k, v, dO to heads");
   const float *from = b->a2a_recv;
   long wh = (long)s->me->nh * hd, wk = (long)s->me->nkv * hd, nh = s->me->nh;
   for (int x = 0; x < my_group(s)->n; x++) {
     const struct seq_member *m = member(s, x);
-    from = unpack_cols(b->q + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
-    from = unpack_cols(b->k + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
-    from = unpack_cols(b->v + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
-    from = unpack_cols(b->dout + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
-    from = unpack_cols(b->lse + m->row0 * nh, nh, 0, nh, from, m->tokens, false);
-    from = unpack_cols(b->delta + m->row0 * nh, nh, 0, nh, from, m->tokens, false);
+    from = unpack_cols(s, b->q + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
+    from = unpack_cols(s, b->k + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
+    from = unpack_cols(s, b->v + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
+    from = unpack_cols(s, b->dout + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
+    from = unpack_cols(s, b->lse + m->row0 * nh, nh, 0, nh, from, m->tokens, false);
+    from = unpack_cols(s, b->delta + m->row0 * nh, nh, 0, nh, from, m->tokens, false);
   }
 }
 
@@ -428,18 +421,18 @@ static void a2a_out_backward(const struct rt_seq *s, struct local_grad *out, str
   float *at = b->a2a_send;
   for (int x = 0; x < my_group(s)->n; x++) {
     const struct seq_member *m = member(s, x);
-    at = pack_cols(at, b->dq + m->row0 * wh, m->tokens, wh, 0, wh);
-    at = pack_cols(at, b->dk + m->row0 * wk, m->tokens, wk, 0, wk);
-    at = pack_cols(at, b->dv + m->row0 * wk, m->tokens, wk, 0, wk);
+    at = pack_cols(s, at, b->dq + m->row0 * wh, m->tokens, wh, 0, wh);
+    at = pack_cols(s, at, b->dk + m->row0 * wk, m->tokens, wk, 0, wk);
+    at = pack_cols(s, at, b->dv + m->row0 * wk, m->tokens, wk, 0, wk);
   }
   group_a2a(s, BWD_OUT, b->a2a_send, b->a2a_recv, "the all-to-all of dq, dk, dv back to tokens");
   const float *from = b->a2a_recv;
   long n = s->me->tokens, wq = (long)s->nh_share * hd, wkv = (long)s->nkv_share * hd;
   for (int y = 0; y < my_group(s)->n; y++) {
     const struct seq_member *m = member(s, y);
-    from = unpack_cols(out->dq, wq, (long)m->h0 * hd, (long)m->nh * hd, from, n, true);
-    from = unpack_cols(out->dk, wkv, (long)m->kv0 * hd, (long)m->nkv * hd, from, n, true);
-    from = unpack_cols(out->dv, wkv, (long)m->kv0 * hd, (long)m->nkv * hd, from, n, true);
+    from = unpack_cols(s, out->dq, wq, (long)m->h0 * hd, (long)m->nh * hd, from, n, true);
+    from = unpack_cols(s, out->dk, wkv, (long)m->kv0 * hd, (long)m->nkv * hd, from, n, true);
+    from = unpack_cols(s, out->dv, wkv, (long)m->kv0 * hd, (long)m->nkv * hd, from, n, true);
   }
 }
 
@@ -451,27 +444,26 @@ static void block_grad(const struct rt_seq *s, struct bufs *b, const float *k, c
   if (me->nh == 0)
     return;
   int mine = s->seq->group;
-  hxk_attention_block_backward(b->dq, dk, dv, b->dout, b->q, group_pos(s, mine),
-                               group_tokens(s, mine), k, v, group_pos(s, g), group_tokens(s, g),
-                               b->lse, b->delta, s->kv_of, 1, me->nh, me->nkv, s->hd,
-                               b->block_scratch);
+  s->k->block_backward(b->dq, dk, dv, b->dout, b->q, group_pos(s, mine), group_tokens(s, mine), k,
+                       v, group_pos(s, g), group_tokens(s, g), b->lse, b->delta, &s->heads,
+                       b->block_scratch);
 }
 
 static void backward_sequence(const struct rt_seq *s, struct local_grad *io, struct bufs *b) {
   int g = s->seq->group, G = s->seq->ngroups;
   a2a_in_backward(s, io, b);
   long rows = group_tokens(s, g), qn = rows * s->me->nh * s->hd, kvn = rows * s->me->nkv * s->hd;
-  memset(b->dq, 0, sizeof(float) * (size_t)qn);
-  memset(b->dk, 0, sizeof(float) * (size_t)kvn);
-  memset(b->dv, 0, sizeof(float) * (size_t)kvn);
+  s->k->zero(b->dq, qn);
+  s->k->zero(b->dk, kvn);
+  s->k->zero(b->dv, kvn);
   block_grad(s, b, b->k, b->v, b->dk, b->dv, g);
   struct block own = {b->k, b->v, NULL, NULL};
   const struct block *src = &own;
   for (int step = 1; step < G; step++) {
     struct block *dst = &b->ring[step % 2];
     long block = group_tokens(s, g - step) * s->me->nkv * s->hd;
-    memset(dst->dk, 0, sizeof(float) * (size_t)block);
-    memset(dst->dv, 0, sizeof(float) * (size_t)block);
+    s->k->zero(dst->dk, block);
+    s->k->zero(dst->dv, block);
     struct block in = {dst->k, dst->v, step > 1 ? dst->dk : NULL, step > 1 ? dst->dv : NULL};
     ring_exchange(s, step, src, &in, b->ring_send, b->ring_recv, "the ring's K/V and dK/dV step");
     block_grad(s, b, dst->k, dst->v, dst->dk, dst->dv, g - step);
@@ -488,7 +480,7 @@ static void hook_backward(float *dq, float *dk, float *dv, const float *dout, co
                           const float *k, const float *v, const float *o, const float *saved,
                           long nseq, float *scratch, void *arg) {
   const struct rt_seq *s = arg;
-  struct carve c = {scratch, 0};
+  struct carve c = {scratch, 0, s->k->align};
   struct bufs b;
   carve_bufs(s, &c, true, &b);
   long n = s->me->tokens, nh = s->nh_share;
@@ -496,7 +488,7 @@ static void hook_backward(float *dq, float *dk, float *dv, const float *dout, co
   float *delta = take(&c, n * nh); /* of one sequence, where its tokens live */
   for (long q_seq = 0; q_seq < nseq; q_seq++) {
     long r = q_seq * n;
-    hxk_attention_block_delta(delta, dout + r * wq, o + r * wq, n, (int)nh, s->hd);
+    s->k->block_delta(delta, dout + r * wq, o + r * wq, n, (int)nh, s->hd);
     struct local_grad io = {q + r * wq, k + r * wkv, v + r * wkv,  dout + r * wq, saved + r * nh,
                             delta,      dq + r * wq, dk + r * wkv, dv + r * wkv};
     backward_sequence(s, &io, &b);
@@ -504,7 +496,7 @@ static void hook_backward(float *dq, float *dk, float *dv, const float *dout, co
 }
 
 void rt_seq_hook_init(struct rt_seq *s) {
-  struct carve fwd = {NULL, 0}, bwd = {NULL, 0};
+  struct carve fwd = {NULL, 0, s->k->align}, bwd = {NULL, 0, s->k->align};
   struct bufs b;
   carve_bufs(s, &fwd, false, &b);
   carve_bufs(s, &bwd, true, &b);
@@ -515,3 +507,60 @@ void rt_seq_hook_init(struct rt_seq *s) {
 }
 
 const struct hxk_attention_hook *rt_seq_attention_hook(struct rt_seq *s) { return &s->hook; }
+
+struct rt_seq *rt_seq_of_hook(const struct hxk_attention_hook *hook) {
+  return hook && hook->forward == hook_forward ? hook->arg : NULL;
+}
+
+/* ---- the CPU's kernel table: host memory, kernels/cpu ---- */
+
+static void cpu_block_forward(float *o, float *lse, const float *q, const int *q_pos, long nq_tok,
+                              const float *k, const float *v, const int *k_pos, long nk_tok,
+                              const struct rt_seq_heads *h, bool first, float *scratch) {
+  hxk_attention_block_forward(o, lse, q, q_pos, nq_tok, k, v, k_pos, nk_tok, h->kv_of, 1, h->nq,
+                              h->nkv, h->hd, first, scratch);
+}
+
+static void cpu_block_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                               const int *q_pos, long nq_tok, const float *k, const float *v,
+                               const int *k_pos, long nk_tok, const float *lse, const float *delta,
+                               const struct rt_seq_heads *h, float *scratch) {
+  hxk_attention_block_backward(dq, dk, dv, dout, q, q_pos, nq_tok, k, v, k_pos, nk_tok, lse, delta,
+                               h->kv_of, 1, h->nq, h->nkv, h->hd, scratch);
+}
+
+static void cpu_copy_rows(float *dst, long dst_pitch, const float *src, long src_pitch, long width,
+                          long rows, bool add) {
+  for (long r = 0; r < rows; r++) {
+    float *to = dst + r * dst_pitch;
+    const float *from = src + r * src_pitch;
+    if (add)
+      for (long i = 0; i < width; i++)
+        to[i] += from[i];
+    else
+      memcpy(to, from, sizeof(float) * (size_t)width);
+  }
+}
+
+static void cpu_zero(float *p, long n) { memset(p, 0, sizeof(float) * (size_t)n); }
+
+static int *cpu_ints(const int *host, long n) {
+  (void)n;
+  return (int *)host; /* read where they are */
+}
+
+static void cpu_free_ints(int *p) { (void)p; }
+
+const struct rt_seq_kernels *rt_seq_cpu_kernels(void) {
+  static const struct rt_seq_kernels cpu = {"cpu",
+                                            1,
+                                            hxk_attention_block_scratch_floats,
+                                            cpu_block_forward,
+                                            hxk_attention_block_delta,
+                                            cpu_block_backward,
+                                            cpu_copy_rows,
+                                            cpu_zero,
+                                            cpu_ints,
+                                            cpu_free_ints};
+  return &cpu;
+}

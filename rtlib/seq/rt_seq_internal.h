@@ -40,11 +40,14 @@ struct rt_seq {
   int hd, nh_share, nkv_share;
   struct seq_member *units; /* per unit of the ring */
   const struct seq_member *me;
-  int *kv_of;       /* per own query head: its kv head among own kv heads */
-  int *pos;         /* every token's position, group after group in group order */
-  long *group_row0; /* ngroups + 1: group g's tokens are pos[row0[g] .. row0[g+1]) */
-  long most_tokens; /* of any group */
-  int nin, nout;    /* ring links into this unit (from the previous group), out of it */
+  int *kv_of;                     /* per own query head: its kv head among own kv heads */
+  struct rt_seq_heads heads;      /* own heads, as the block kernels take them */
+  const struct rt_seq_kernels *k; /* the device's (rt_seq_use_kernels) */
+  int *pos;                       /* every token's position, group after group in group order */
+  int *kpos;                      /* the same where k's block kernels read them */
+  long *group_row0;               /* ngroups + 1: group g's tokens are pos[row0[g] .. row0[g+1]) */
+  long most_tokens;               /* of any group */
+  int nin, nout; /* ring links into this unit (from the previous group), out of it */
   struct seq_link *in, *out;
   struct seq_exchange a2a;  /* the group's members */
   struct seq_exchange ring; /* in[] then out[] */
@@ -54,7 +57,7 @@ struct rt_seq {
 
 long rt_seq_unit_tokens(const struct hx_rt_seq_unit *u);
 
-/* Fills s->hook and s->scratch (rt_seq_attn.c). */
+/* Fills s->hook and s->scratch for s->k (rt_seq_attn.c). */
 void rt_seq_hook_init(struct rt_seq *s);
 
 #endif
