@@ -48,6 +48,11 @@ static long hop_elements(const struct rt_exec *e) {
   return (e->hs.on ? e->hs.hop_tokens : e->tokens) * e->dims.dim;
 }
 
+/* Whether this rank's stage sends or receives activations at all. */
+static bool has_hops(const struct rt_exec *e) {
+  return e->cfg->prev_leader >= 0 || e->cfg->next_leader >= 0;
+}
+
 void rt_slots_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   const struct rt_device *d = e->dev;
@@ -63,9 +68,10 @@ void rt_slots_init(struct rt_exec *e) {
     s->acts = d->alloc(e->acts_bytes * (size_t)nlayers);
     /* what a hop sends: whole sequences (a HexiSeq leader gathers them) */
     size_t hop_bytes = (size_t)hop_elements(e) * rt_dtype_bytes(d->dtype);
-    s->out_act = d->alloc(is_leader(e) ? hop_bytes : e->act_bytes);
+    bool whole = is_leader(e) && has_hops(e);
+    s->out_act = d->alloc(whole ? hop_bytes : e->act_bytes);
     s->dout = d->alloc(e->act_bytes);
-    s->din = d->alloc(is_leader(e) ? hop_bytes : e->act_bytes);
+    s->din = d->alloc(whole ? hop_bytes : e->act_bytes);
     s->act_send = e->tr->send_new(hop_elements(e), d->dtype);
     s->grad_send = e->tr->send_new(hop_elements(e), d->dtype);
   }
@@ -114,7 +120,7 @@ void rt_hexiseq_init(struct rt_exec *e) {
   h->hop_tokens = (long)e->cfg->micro_batch_size * e->dims.seq_len;
   long whole = h->hop_tokens * e->dims.dim;
   h->send = e->tr->send_new(whole, e->dev->dtype);
-  if (!is_leader(e))
+  if (!is_leader(e) || !has_hops(e)) /* memory linear in the rank's tokens */
     return;
   /* the leader's TP rank is its ring's: seq->units are the contacts */
   h->unit_rows = hx_rt_calloc((size_t)seq->nunits, sizeof *h->unit_rows);
