@@ -197,26 +197,30 @@ struct lists {
 
 static struct hx_cluster *cluster_of(struct hx_ctx *ctx) { return &ctx->cluster; }
 
-/* qsort context: the cluster whose devices are ordered (qsort has none) */
-static const struct hx_cluster *order_cluster;
+struct ranked_device {
+  double flops;
+  int rank;
+};
 
 static int faster_first(const void *x, const void *y) {
-  int a = *(const int *)x, b = *(const int *)y;
-  double fa = hx_device_flops(order_cluster, a), fb = hx_device_flops(order_cluster, b);
-  if (fa != fb)
-    return fa > fb ? -1 : 1;
-  return (a > b) - (a < b);
+  const struct ranked_device *a = x, *b = y;
+  if (a->flops != b->flops)
+    return a->flops > b->flops ? -1 : 1;
+  return (a->rank > b->rank) - (a->rank < b->rank);
 }
 
 /* Adds the devices of the machines in[] as a list, fastest first. */
 static void add_machines(struct hx_ctx *ctx, struct hx_arena *a, struct lists *l, const bool *in) {
   const struct hx_cluster *c = cluster_of(ctx);
-  int *ranks = HX_NEW_ARRAY(a, int, c->ndevices), n = 0;
-  for (int r = 0; r < c->ndevices; r++)
-    if (in[c->devices[r].node])
-      ranks[n++] = r;
-  order_cluster = c;
-  qsort(ranks, (size_t)n, sizeof(int), faster_first);
+  struct ranked_device *r = HX_NEW_ARRAY(a, struct ranked_device, c->ndevices);
+  int n = 0;
+  for (int d = 0; d < c->ndevices; d++)
+    if (in[c->devices[d].node])
+      r[n++] = (struct ranked_device){hx_device_flops(c, d), d};
+  qsort(r, (size_t)n, sizeof *r, faster_first);
+  int *ranks = HX_NEW_ARRAY(a, int, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++)
+    ranks[i] = r[i].rank;
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 16;
     struct device_list *items = HX_NEW_ARRAY(a, struct device_list, l->cap);
