@@ -4,7 +4,8 @@
 # stages, and each plan's simulated iteration under both models (a plan is
 # re-simulated with `hexic simulate` against the other model's cluster).
 #   new model: the gpu blocks as written (no tp_efficiency: the default curve
-#              of passes/cost/cost.h, e(t) = (2/3)^(log2(t)/2));
+#              of passes/cost/cost.h, e(t) = (2/3)^(log2(t)/2); cpu8 gives
+#              its measured one);
 #   old model: every gpu block given tp_efficiency = [1] (TP scales
 #              perfectly, no layer overhead): the formula hexic used before
 #              issue 18, FLOPs / (t x tflops x efficiency) + TP all-reduces.
@@ -21,11 +22,13 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The old model's cluster: tp_efficiency = [1] first in every gpu block.
+# The old model's cluster: tp_efficiency = [1] first in every gpu block
+# (a curve the file gives is dropped).
 old_cluster() { # in out
   python3 - "$1" "$2" <<'P'
 import re, sys
 text = open(sys.argv[1]).read()
+text = re.sub(r';?\s*tp_efficiency\s*=\s*\[[^\]]*\]', '', text)
 text = re.sub(r'^(\s*gpu\s+"[^"]*"\s*\{)', r'\1 tp_efficiency = [1];', text, flags=re.M)
 open(sys.argv[2], "w").write(text)
 P
