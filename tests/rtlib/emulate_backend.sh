@@ -53,13 +53,13 @@ for cu in kernels/cuda/*.cu; do
 done
 add cxx "$emu/emu_runtime.cpp" "$out/obj/emu_runtime.o"
 add cxx "$root/tests/rtlib/emu_backend_extra.cpp" "$out/obj/emu_extra.o"
-for c in rtlib/*.c rtlib/cuda/*.c; do
+for c in rtlib/*.c rtlib/seq/*.c rtlib/ckpt/*.c rtlib/cuda/*.c; do
   add cc "$root/$c" "$out/obj/rt_$(basename "$c" .c).o"
 done
 for o in "$out"/obj/rt_*.o; do # objects of sources that are gone
   [ -e "$o" ] || continue
   n=$(basename "$o" .o); n=${n#rt_}
-  [ -e "rtlib/$n.c" ] || [ -e "rtlib/cuda/$n.c" ] || rm -f "$o"
+  [ -e "rtlib/$n.c" ] || [ -e "rtlib/seq/$n.c" ] || [ -e "rtlib/ckpt/$n.c" ] || [ -e "rtlib/cuda/$n.c" ] || rm -f "$o"
 done
 [ ${#jobs[@]} -eq 0 ] || printf '%s\n' "${jobs[@]}" |
   xargs -P 2 -I{} bash -c "$(declare -f cxx cc); emu=$emu root=$root cuda=$cuda blas=$blas {}"
