@@ -296,6 +296,11 @@ seq)
   grep -q '"cp_ring"' pp/plan.json && [ "$(grep -c '"layers": \[1, 2\], "leader"' pp/plan.json)" -eq 2 ] ||
     fail "four-4090.hx should give two pipelines of two stages with HexiSeq layouts"
   same one pp "seqtiny on four-4090.hx ($(head -n 1 pp.plan.txt))"
+  # PP x CP: two stages whose CP rings cut the sequence differently
+  compile ppcp "$seqtiny" "$here/clusters/pp-cp.hx" --strategy=hexiseq
+  [ "$(grep -c '"cp": 3, "hp": 1' ppcp/plan.json)" -eq 2 ] ||
+    fail "pp-cp.hx should give two stages of a CP ring of 3"
+  same one ppcp "seqtiny on pp-cp.hx ($(head -n 1 ppcp.plan.txt))"
   # Hand-written: PP x TP x CP x HP with one-head devices, a leader of TP
   # rank 1 and micro-batches of 2 sequences; an HP-only stage with a unit of
   # one range and recompute, beside a plain pipeline
