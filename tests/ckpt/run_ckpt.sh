@@ -157,6 +157,33 @@ hf)
   one/launch.sh --steps 1 --init-from bad/missing.safetensors >badinit.out 2>&1 && fail "--init-from took a bad file"
   grep -q "no tensor 'tok_emb'" badinit.out || { cat badinit.out; fail "--init-from of an HF file: wrong message"; }
   ;;
+gqa)
+  # The same round trips on a second model: grouped-query attention (4 heads
+  # over 2 kv heads, k_proj permuted by kv head) and tied embeddings (tok_emb
+  # held by the first and the last stage; no lm_head in the export).
+  ck_tool=$(dirname "$hexic")/hexic-ckpt
+  gqa=$here/models/gqa-tied.hx
+  compile a "$gqa" "$src/tests/exec/clusters/four.hx" --plan="$here/plans/a_tp2_pp2.json"
+  compile c "$gqa" "$here/clusters/three.hx" --plan="$here/plans/b_dp_pp.json"
+  compile one "$gqa" "$src/examples/clusters/cpu1.hx"
+  full a
+  resume c c "GQA + tied: plan A (TP 2 + PP 2) -> plan B (PP 3+1 beside DP)"
+  resume one one "GQA + tied: plan A -> one rank"
+  steps=12
+  "$ck_tool" export ck -o model.safetensors >/dev/null || fail "hexic-ckpt export"
+  "$ck_tool" export ck --dtype bf16 -o model-bf16.safetensors >/dev/null || fail "export bf16"
+  # the weights of step 6, the checkpoint left: one rank's resumed run at --steps 6 dumps them
+  one/launch.sh --steps 6 --reschedule --checkpoint-dir ck --resume --dump-weights "$PWD/w6" >w6.out 2>&1 ||
+    { cat w6.out; fail "step-6 weights"; }
+  python3 "$here/st_check.py" exported model.safetensors model-bf16.safetensors w6 \
+    "$here/gqa-tied-config.json" || fail "the GQA + tied export read by Python's safetensors"
+  mkdir -p hf && cp model.safetensors hf/ && cp "$here/gqa-tied-config.json" hf/config.json
+  "$ck_tool" import hf/model.safetensors -o init.safetensors >/dev/null || fail "import"
+  a/launch.sh --steps 0 --init-from init.safetensors --dump-weights "$PWD/init.w" >init.out 2>&1 ||
+    { cat init.out; fail "--init-from"; }
+  cmp w6 init.w || fail "GQA + tied: export -> import -> --init-from is not bit-exact"
+  echo "  GQA + tied: export read by Python's safetensors; export -> import -> --init-from on TP 2 + PP 2 bit-exact"
+  ;;
 import_hf)
   # A public config.json (Llama-2-7B's) gives the paper's parameter count
   # (6.74B) through hexic's own model statistics; other architectures are
