@@ -10,26 +10,66 @@
  * Buffers are carved out of caller memory by one cursor routine (slices
  * aligned to 256 bytes, which cuBLASLt and the tensor-core attention like),
  * so the size functions and the users can never disagree. Elements are of
- * ctx->dt except rstd and lse (fp32) and the weight gradients (fp32). */
+ * ctx->dt except rstd and lse (fp32) and the weight gradients (fp32).
+ *
+ * Sequence splits (llama_cuda.h, struct hxc_layer_ctx): with positions or a
+ * part of the sequence, RoPE rotates by the global positions and attention
+ * runs through a hook (the caller's, or the local one at the end of this
+ * file) on fp32 device buffers, as kernels/cpu/layer.c does. */
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
 
 struct layer_shape {
-  long n;      /* tokens = nseq * seq_len */
+  long n;      /* tokens = nseq * local_len */
+  long nseq;
   int dim, hd; /* D, head_dim */
   int nq, nkv; /* local query / kv heads */
   int qw, kvw; /* nq*hd, nkv*hd */
   int nf;      /* local ffn columns */
   int seq_len;
   size_t es;   /* bytes of one dt element */
+  long local_len;       /* tokens per sequence held here */
+  const int *positions; /* their global positions (device); NULL: 0.. */
+  /* The attention: NULL for the whole-head kernel, else the caller's hook
+   * or local_hook; wide: the hook's fp32 copies of bf16 buffers. */
+  const struct hxk_attention_hook *hook;
+  bool wide;
+  struct hxk_attention_hook local_hook;
+  struct hxc_attention_local local;
 };
 
-static struct layer_shape shape_of(const struct hxc_layer_ctx *ctx, long nseq) {
+/* The caller's hook; else, with positions or a part of the sequence, the
+ * local hook (the block kernel); else the whole-head kernel, so that whole
+ * sequences keep today's results. The shape must not be copied afterwards
+ * (local_hook points into it). */
+static void choose_attention(struct layer_shape *sh,
+                             const struct hxc_layer_ctx *ctx) {
+  sh->hook = ctx->attention;
+  if (!sh->hook && (sh->positions || sh->local_len != sh->seq_len)) {
+    sh->local.positions = sh->positions;
+    sh->local.local_len = sh->local_len;
+    sh->local.map = hxc_kv_map_of(ctx->dims, ctx->shard);
+    sh->local.nq = sh->nq;
+    sh->local.nkv = sh->nkv;
+    sh->local.hd = sh->hd;
+    sh->local.stream = ctx->stream;
+    hxc_attention_hook_local(&sh->local_hook, &sh->local);
+    sh->hook = &sh->local_hook;
+  }
+  sh->wide = sh->hook && ctx->dt != HXC_FP32;
+}
+
+static void shape_of(struct layer_shape *out, const struct hxc_layer_ctx *ctx,
+                     long nseq) {
   const struct hxk_dims *d = ctx->dims;
   const struct hxk_shard *s = ctx->shard;
   struct layer_shape sh;
-  sh.n = nseq * d->seq_len;
+  memset(&sh, 0, sizeof sh);
+  sh.local_len = ctx->local_len > 0 ? ctx->local_len : d->seq_len;
+  sh.positions = ctx->positions;
+  sh.nseq = nseq;
+  sh.n = nseq * sh.local_len;
   sh.dim = d->dim;
   sh.hd = d->head_dim;
   sh.nq = s->q_end - s->q_begin;
@@ -39,7 +79,8 @@ static struct layer_shape shape_of(const struct hxc_layer_ctx *ctx, long nseq) {
   sh.nf = s->ffn_end - s->ffn_begin;
   sh.seq_len = d->seq_len;
   sh.es = hxc_dtype_bytes(ctx->dt);
-  return sh;
+  *out = sh;
+  choose_attention(out, ctx);
 }
 
 /* Consecutive 256-byte-aligned slices; a NULL base only counts. */
@@ -62,10 +103,11 @@ static float *take_f(struct cursor *c, long n) {
   return (float *)take(c, (size_t)n * sizeof(float));
 }
 
-/* Everything the backward reads, in forward order. */
+/* Everything the backward reads, in forward order; lse is the whole-head
+ * kernel's, saved the hook's (one or the other is empty). */
 struct layer_acts {
   void *x, *a, *q, *k, *v, *o, *x1, *m, *gate, *up, *h;
-  float *rstd1, *lse, *rstd2;
+  float *rstd1, *lse, *rstd2, *saved;
 };
 
 static struct layer_acts carve_acts(struct cursor *c,
@@ -78,7 +120,7 @@ static struct layer_acts carve_acts(struct cursor *c,
   a.q = take_el(c, sh, n * sh->qw);
   a.k = take_el(c, sh, n * sh->kvw);
   a.v = take_el(c, sh, n * sh->kvw);
-  a.lse = take_f(c, n * sh->nq);
+  a.lse = take_f(c, sh->hook ? 0 : n * sh->nq);
   a.o = take_el(c, sh, n * sh->qw);
   a.x1 = take_el(c, sh, n * sh->dim);
   a.rstd2 = take_f(c, n);
@@ -86,20 +128,47 @@ static struct layer_acts carve_acts(struct cursor *c,
   a.gate = take_el(c, sh, n * sh->nf);
   a.up = take_el(c, sh, n * sh->nf);
   a.h = take_el(c, sh, n * sh->nf);
+  a.saved = take_f(c, sh->hook ? sh->hook->saved_floats(sh->nseq, sh->hook->arg)
+                               : 0);
   return a;
 }
 
+/* The hook's fp32 views of bf16 buffers (sh->wide only). */
+struct wide_bufs {
+  float *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+};
+
 /* Scratch: [full activations when recomputing] + forward and backward
- * temporaries, each its own region (the attention's D buffer lives in the
- * hxc_ctx). */
+ * temporaries, each its own region (the whole-head kernel's D buffer lives
+ * in the hxc_ctx; a hook's scratch is `attn`). */
 struct layer_scratch {
   struct layer_acts full;  /* recompute mode only */
   void *partial;           /* [n, D]: a row-parallel output before all-reduce */
+  float *attn;             /* the hook's scratch */
+  struct wide_bufs wide;   /* bf16 with a hook */
   void *dx1, *dm, *da;     /* [n, D] */
   void *dh, *dgate, *dup;  /* [n, nf] */
   void *dout_attn, *dq;    /* [n, nq*hd] */
   void *dk, *dv;           /* [n, nkv*hd] */
 };
+
+static struct wide_bufs carve_wide(struct cursor *c,
+                                   const struct layer_shape *sh) {
+  struct wide_bufs w;
+  memset(&w, 0, sizeof w);
+  if (!sh->wide)
+    return w;
+  long qn = sh->n * sh->qw, kvn = sh->n * sh->kvw;
+  w.q = take_f(c, qn);
+  w.k = take_f(c, kvn);
+  w.v = take_f(c, kvn);
+  w.o = take_f(c, qn);
+  w.dout = take_f(c, qn);
+  w.dq = take_f(c, qn);
+  w.dk = take_f(c, kvn);
+  w.dv = take_f(c, kvn);
+  return w;
+}
 
 static struct layer_scratch carve_scratch(struct cursor *c,
                                           const struct hxc_layer_ctx *ctx,
@@ -110,6 +179,9 @@ static struct layer_scratch carve_scratch(struct cursor *c,
     s.full = carve_acts(c, sh);
   long n = sh->n;
   s.partial = take_el(c, sh, n * sh->dim);
+  s.attn = take_f(c, sh->hook ? sh->hook->scratch_floats(sh->nseq, sh->hook->arg)
+                              : 0);
+  s.wide = carve_wide(c, sh);
   s.dx1 = take_el(c, sh, n * sh->dim);
   s.dm = take_el(c, sh, n * sh->dim);
   s.da = take_el(c, sh, n * sh->dim);
@@ -124,7 +196,8 @@ static struct layer_scratch carve_scratch(struct cursor *c,
 }
 
 size_t hxc_layer_acts_bytes(const struct hxc_layer_ctx *ctx, long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   struct cursor c = {NULL, 0};
   if (ctx->recompute)
     take_el(&c, &sh, sh.n * sh.dim);
@@ -134,7 +207,8 @@ size_t hxc_layer_acts_bytes(const struct hxc_layer_ctx *ctx, long nseq) {
 }
 
 size_t hxc_layer_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   struct cursor c = {NULL, 0};
   carve_scratch(&c, ctx, &sh);
   return c.used;
@@ -177,6 +251,82 @@ static void zero(const struct hxc_layer_ctx *ctx, void *buf, size_t bytes) {
   HXC_CHECK(cudaMemsetAsync(buf, 0, bytes, ctx->stream));
 }
 
+/* RoPE of x [n, nheads*hd] by the tokens' positions; whole sequences keep
+ * the position-free kernels (today's bits). */
+static void rope_forward(const struct hxc_layer_ctx *ctx,
+                         const struct layer_shape *sh, void *x, int nheads) {
+  if (!sh->positions && sh->local_len == sh->seq_len)
+    hxc_rope_forward(x, ctx->rope, sh->n, nheads, sh->hd, sh->seq_len, ctx->dt,
+                     ctx->stream);
+  else
+    hxc_rope_forward_pos(x, ctx->rope, sh->n, nheads, sh->hd, sh->positions,
+                         sh->local_len, ctx->dt, ctx->stream);
+}
+
+static void rope_backward(const struct hxc_layer_ctx *ctx,
+                          const struct layer_shape *sh, void *dy, int nheads) {
+  if (!sh->positions && sh->local_len == sh->seq_len)
+    hxc_rope_backward_inplace(dy, ctx->rope, sh->n, nheads, sh->hd,
+                              sh->seq_len, ctx->dt, ctx->stream);
+  else
+    hxc_rope_backward_pos_inplace(dy, ctx->rope, sh->n, nheads, sh->hd,
+                                  sh->positions, sh->local_len, ctx->dt,
+                                  ctx->stream);
+}
+
+/* An fp32 view of a dt buffer of n elements for the hook: the buffer itself
+ * in fp32, else `wide` filled from it. */
+static float *widen(const struct hxc_layer_ctx *ctx, float *wide,
+                    const void *buf, long n) {
+  if (ctx->dt == HXC_FP32)
+    return (float *)buf;
+  hxc_convert(wide, HXC_FP32, buf, ctx->dt, n, ctx->stream);
+  return wide;
+}
+
+/* After the hook wrote `view` (fp32), the dt buffer it stands for. */
+static void narrow(const struct hxc_layer_ctx *ctx, void *buf,
+                   const float *view, long n) {
+  if (ctx->dt != HXC_FP32)
+    hxc_convert(buf, ctx->dt, view, HXC_FP32, n, ctx->stream);
+}
+
+/* o = the hook's attention of the RoPE'd q, k, v (saved into a->saved). */
+static void hook_forward(const struct hxc_layer_ctx *ctx,
+                         const struct layer_shape *sh, struct layer_acts *a,
+                         const struct layer_scratch *s) {
+  long qn = sh->n * sh->qw, kvn = sh->n * sh->kvw;
+  const struct wide_bufs *w = &s->wide;
+  float *q = widen(ctx, w->q, a->q, qn);
+  float *k = widen(ctx, w->k, a->k, kvn);
+  float *v = widen(ctx, w->v, a->v, kvn);
+  float *o = ctx->dt == HXC_FP32 ? (float *)a->o : w->o;
+  sh->hook->forward(o, q, k, v, sh->nseq, a->saved, s->attn, sh->hook->arg);
+  narrow(ctx, a->o, o, qn);
+}
+
+/* dq, dk, dv (zeroed, dt) += the hook's gradients, from dout_attn. */
+static void hook_backward(const struct hxc_layer_ctx *ctx,
+                          const struct layer_shape *sh,
+                          const struct layer_acts *a,
+                          const struct layer_scratch *s) {
+  long qn = sh->n * sh->qw, kvn = sh->n * sh->kvw;
+  const struct wide_bufs *w = &s->wide;
+  float *q = widen(ctx, w->q, a->q, qn);
+  float *k = widen(ctx, w->k, a->k, kvn);
+  float *v = widen(ctx, w->v, a->v, kvn);
+  float *o = widen(ctx, w->o, a->o, qn);
+  float *dout = widen(ctx, w->dout, s->dout_attn, qn);
+  float *dq = widen(ctx, w->dq, s->dq, qn); /* zeros either way */
+  float *dk = widen(ctx, w->dk, s->dk, kvn);
+  float *dv = widen(ctx, w->dv, s->dv, kvn);
+  sh->hook->backward(dq, dk, dv, dout, q, k, v, o, a->saved, sh->nseq,
+                     s->attn, sh->hook->arg);
+  narrow(ctx, s->dq, dq, qn);
+  narrow(ctx, s->dk, dk, kvn);
+  narrow(ctx, s->dv, dv, kvn);
+}
+
 /* The forward into a full activation set `a` (a->x already holds the input). */
 static void forward_full(const struct hxc_layer_ctx *ctx,
                          const struct hxc_layer_params *w,
@@ -186,18 +336,21 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
   enum hxc_dtype dt = ctx->dt;
   cudaStream_t st = ctx->stream;
   struct hxc_ctx *gpu = ctx->gpu;
-  long n = sh->n, nd = n * sh->dim, nseq = n / sh->seq_len;
+  long n = sh->n, nd = n * sh->dim, nseq = sh->nseq;
   /* attention block */
   hxc_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, n, sh->dim,
                       d->norm_eps, dt, st);
   hxc_linear_forward(gpu, a->q, a->a, w->wq, n, sh->dim, sh->qw, 0.0f, dt, st);
   hxc_linear_forward(gpu, a->k, a->a, w->wk, n, sh->dim, sh->kvw, 0.0f, dt, st);
   hxc_linear_forward(gpu, a->v, a->a, w->wv, n, sh->dim, sh->kvw, 0.0f, dt, st);
-  hxc_rope_forward(a->q, ctx->rope, n, sh->nq, sh->hd, sh->seq_len, dt, st);
-  hxc_rope_forward(a->k, ctx->rope, n, sh->nkv, sh->hd, sh->seq_len, dt, st);
-  hxc_attention_forward(a->o, a->lse, a->q, a->k, a->v,
-                        hxc_kv_map_of(d, ctx->shard), nseq, sh->seq_len,
-                        sh->nq, sh->nkv, sh->hd, dt, st);
+  rope_forward(ctx, sh, a->q, sh->nq);
+  rope_forward(ctx, sh, a->k, sh->nkv);
+  if (sh->hook)
+    hook_forward(ctx, sh, a, s);
+  else
+    hxc_attention_forward(a->o, a->lse, a->q, a->k, a->v,
+                          hxc_kv_map_of(d, ctx->shard), nseq, sh->seq_len,
+                          sh->nq, sh->nkv, sh->hd, dt, st);
   hxc_linear_forward(gpu, s->partial, a->o, w->wo, n, sh->qw, sh->dim, 0.0f,
                      dt, st);
   allreduce(ctx, s->partial, nd); /* row-parallel wo: sum the TP partials */
@@ -219,7 +372,8 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
 void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
                        const struct hxc_layer_params *w, const void *x,
                        void *out, void *acts, void *scratch, long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   struct cursor sc = {(char *)scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;
@@ -274,7 +428,7 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
   enum hxc_dtype dt = ctx->dt;
   cudaStream_t st = ctx->stream;
   struct hxc_ctx *gpu = ctx->gpu;
-  long n = sh->n, nd = n * sh->dim, nseq = n / sh->seq_len;
+  long n = sh->n, nd = n * sh->dim, nseq = sh->nseq;
   zero(ctx, s->dout_attn, (size_t)n * sh->qw * sh->es);
   zero(ctx, s->dq, (size_t)n * sh->qw * sh->es);
   zero(ctx, s->dk, (size_t)n * sh->kvw * sh->es);
@@ -282,14 +436,15 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
   zero(ctx, s->da, (size_t)nd * sh->es);
   hxc_linear_backward(gpu, s->dout_attn, g->wo, s->dx1, a->o, w->wo, n,
                       sh->qw, sh->dim, dt, st);
-  hxc_attention_backward(gpu, s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k,
-                         a->v, a->o, a->lse,
-                         hxc_kv_map_of(ctx->dims, ctx->shard), nseq,
-                         sh->seq_len, sh->nq, sh->nkv, sh->hd, dt, st);
-  hxc_rope_backward_inplace(s->dq, ctx->rope, n, sh->nq, sh->hd, sh->seq_len,
-                            dt, st);
-  hxc_rope_backward_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd, sh->seq_len,
-                            dt, st);
+  if (sh->hook)
+    hook_backward(ctx, sh, a, s);
+  else
+    hxc_attention_backward(gpu, s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k,
+                           a->v, a->o, a->lse,
+                           hxc_kv_map_of(ctx->dims, ctx->shard), nseq,
+                           sh->seq_len, sh->nq, sh->nkv, sh->hd, dt, st);
+  rope_backward(ctx, sh, s->dq, sh->nq);
+  rope_backward(ctx, sh, s->dk, sh->nkv);
   hxc_linear_backward(gpu, s->da, g->wq, s->dq, a->a, w->wq, n, sh->dim,
                       sh->qw, dt, st);
   hxc_linear_backward(gpu, s->da, g->wk, s->dk, a->a, w->wk, n, sh->dim,
@@ -307,7 +462,8 @@ void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
                         const struct hxc_layer_params *w,
                         const struct hxc_layer_grads *g, const void *dout,
                         void *dx, const void *acts, void *scratch, long nseq) {
-  struct layer_shape sh = shape_of(ctx, nseq);
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
   struct cursor sc = {(char *)scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;
@@ -327,4 +483,71 @@ void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
                             ctx->stream));
   backward_mlp(ctx, w, g, &sh, &a, &s);
   backward_attention(ctx, w, g, &sh, &a, &s, dx);
+}
+
+/* ---- the local hook (hxc_attention_hook_local) ---- */
+
+static long local_floats(long nseq, void *arg) {
+  const struct hxc_attention_local *l = (const struct hxc_attention_local *)arg;
+  return nseq * l->local_len * l->nq; /* lse (saved) or delta (scratch) */
+}
+
+static void local_forward(float *o, const float *q, const float *k,
+                          const float *v, long nseq, float *saved,
+                          float *scratch, void *arg) {
+  (void)scratch;
+  const struct hxc_attention_local *l = (const struct hxc_attention_local *)arg;
+  hxc_attention_block_forward(o, saved, q, l->positions, l->local_len, k, v,
+                              l->positions, l->local_len, l->map, nseq, l->nq,
+                              l->nkv, l->hd, true, HXC_FP32, l->stream);
+}
+
+static void local_backward(float *dq, float *dk, float *dv, const float *dout,
+                           const float *q, const float *k, const float *v,
+                           const float *o, const float *saved, long nseq,
+                           float *scratch, void *arg) {
+  const struct hxc_attention_local *l = (const struct hxc_attention_local *)arg;
+  float *delta = scratch;
+  hxc_attention_block_delta(delta, dout, o, nseq * l->local_len, l->nq, l->hd,
+                            HXC_FP32, l->stream);
+  hxc_attention_block_backward(dq, dk, dv, dout, q, l->positions,
+                               l->local_len, k, v, l->positions, l->local_len,
+                               saved, delta, l->map, nseq, l->nq, l->nkv,
+                               l->hd, HXC_FP32, l->stream);
+}
+
+void hxc_attention_hook_local(struct hxk_attention_hook *hook,
+                              struct hxc_attention_local *local) {
+  hook->saved_floats = local_floats;
+  hook->scratch_floats = local_floats;
+  hook->forward = local_forward;
+  hook->backward = local_backward;
+  hook->arg = local;
+}
+
+/* ---- hxc_copy_rows ---- */
+
+/* One thread per element of the rows, row-major: consecutive threads take
+ * consecutive columns of a row (coalesced on both sides). */
+__global__ void copy_rows_kernel(float *dst, long dst_pitch, const float *src,
+                                 long src_pitch, long width, long total,
+                                 bool add) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total;
+       i += (long)gridDim.x * blockDim.x) {
+    long r = i / width, c = i - r * width;
+    float x = src[r * src_pitch + c];
+    float *to = dst + r * dst_pitch + c;
+    *to = add ? *to + x : x;
+  }
+}
+
+void hxc_copy_rows(float *dst, long dst_pitch, const float *src,
+                   long src_pitch, long width, long rows, bool add,
+                   cudaStream_t stream) {
+  long total = width * rows;
+  if (width <= 0 || rows <= 0)
+    return;
+  copy_rows_kernel<<<grid_for(total, 256), 256, 0, stream>>>(
+      dst, dst_pitch, src, src_pitch, width, total, add);
+  HXC_LAUNCHED("copy_rows_kernel");
 }

@@ -201,6 +201,14 @@ void hxc_attention_block_backward(float *dq, float *dk, float *dv,
                                   int nkv, int hd, enum hxc_dtype dt,
                                   cudaStream_t stream);
 
+/* Rows of width floats, rows apart by a pitch on each side:
+ * dst[r * dst_pitch + i] = src[...] (add: +=), fp32; the strided copies
+ * and sums of the attention hooks' exchanges (rtlib/seq through
+ * rtlib/cuda/seq_cuda.c). dst and src must not overlap. */
+void hxc_copy_rows(float *dst, long dst_pitch, const float *src,
+                   long src_pitch, long width, long rows, bool add,
+                   cudaStream_t stream);
+
 /* h = silu(g) * u, n elements. */
 void hxc_swiglu_forward(void *h, const void *g, const void *u, long n,
                         enum hxc_dtype dt, cudaStream_t stream);
@@ -337,6 +345,22 @@ void hxc_layer_bind(struct hxc_layer_params *p, const void *base,
 void hxc_layer_grads_bind(struct hxc_layer_grads *g, float *base,
                           const struct hxk_dims *d, const struct hxk_shard *s);
 
+/* Sequence splits (context / head parallelism), as hxk_layer_ctx has them:
+ * a rank holds local_len tokens of each sequence (n = nseq * local_len) at
+ * global positions positions[0..local_len) (a DEVICE int array; RoPE and
+ * the causal mask use them), and attention may be handed to a hook
+ * (struct hxk_attention_hook, the CPU layer's, with the same calls, order
+ * and sizes) whose pointers are all DEVICE pointers to fp32: q, k, v after
+ * RoPE, o, dout, dq, dk, dv, saved and scratch. In fp32 the hook reads and
+ * writes the layer's own buffers. In bf16 it sees fp32 too: the layer
+ * widens q, k, v (and in the backward the forward's bf16 o and dO) into
+ * fp32 buffers of its scratch and rounds o, dq, dk, dv back to bf16 after
+ * the hook, because the hook's exchanges carry fp32 (its lse and delta ride
+ * in the same messages) and its state is fp32 anyway; the block kernels
+ * would read bf16 directly, the exchanges could not. positions NULL and
+ * local_len 0 (or seq_len) with no hook: the whole-head kernel, today's
+ * results bit for bit; positions or a part of the sequence without a hook:
+ * the local hook below (the block kernel over the local tokens). */
 struct hxc_layer_ctx {
   const struct hxk_dims *dims;
   const struct hxk_shard *shard;
@@ -347,14 +371,35 @@ struct hxc_layer_ctx {
   void *allreduce_arg;
   struct hxc_ctx *gpu;        /* cuBLASLt and scratch of this stream */
   cudaStream_t stream;
+  const int *positions;       /* device [local_len]; NULL: 0..seq_len-1 */
+  long local_len;             /* tokens per sequence here; 0: seq_len */
+  const struct hxk_attention_hook *attention; /* NULL: local attention */
 };
 
+/* The local hook: hxc_attention_block_* over the local tokens only
+ * (queries and keys both at `positions`, device ints; NULL: 0, 1, ...) on
+ * `stream`, the twin of hxk_attention_hook_local. Saved floats: lse [n,
+ * nq]; scratch: delta [n, nq]. `local` is the hook's arg and must outlive
+ * every use of *hook. */
+struct hxc_attention_local {
+  const int *positions;
+  long local_len;
+  struct hxc_kv_map map;
+  int nq, nkv, hd;
+  cudaStream_t stream;
+};
+void hxc_attention_hook_local(struct hxk_attention_hook *hook,
+                              struct hxc_attention_local *local);
+
 /* Bytes of the activations kept from forward to backward (the layer input
- * only when recomputing) and of the scratch both need. */
+ * only when recomputing; with a hook, followed by its saved floats) and of
+ * the scratch both need (with a hook: its scratch, its saved floats when
+ * recomputing, and in bf16 the fp32 copies it reads and writes). */
 size_t hxc_layer_acts_bytes(const struct hxc_layer_ctx *ctx, long nseq);
 size_t hxc_layer_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq);
 
-/* out[n, D] = layer(x[n, D]); fills acts. out must not alias x. */
+/* out[n, D] = layer(x[n, D]), n = nseq * local_len; fills acts. out must
+ * not alias x. */
 void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
                        const struct hxc_layer_params *w, const void *x,
                        void *out, void *acts, void *scratch, long nseq);

@@ -18,6 +18,12 @@
 struct CUstream_st;
 struct CUstream_st *rt_cuda_stream(void);
 
+/* rtlib/seq's kernel table on the device (seq_cuda.c): the HexiSeq hook's
+ * block kernels, copies and positions on device memory and the stream
+ * above; the device's setup hands it to rt_seq_use_kernels. */
+struct rt_seq_kernels;
+const struct rt_seq_kernels *rt_cuda_seq_kernels(void);
+
 /* ---- binding.c: which GPU a rank takes, and whether it is the plan's ---- */
 
 /* The GPU of the rank with this index among its node's ranks: local_rank

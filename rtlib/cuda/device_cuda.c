@@ -11,6 +11,11 @@
  * Parameters are initialised on the host by the executor (kernels/cpu's
  * init: the same values on every backend) and uploaded.
  *
+ * HexiSeq stages (context/head parallelism): the layers take the rank's
+ * token positions (uploaded once) and the executor's rtlib/seq hook, which
+ * this device switches to its kernel table on device memory
+ * (rtlib/cuda/seq_cuda.c) before the buffers are sized.
+ *
  * Binding: the rank takes GPU local_rank % count of its node, warns when its
  * name is not the plan's GPU type, and checks the free memory against what
  * the plan assumed for it before allocating anything. */
@@ -27,6 +32,7 @@
 #include "rtlib/cuda/cuda_backend.h"
 #include "rtlib/rt_init.h"
 #include "rtlib/rt_log.h"
+#include "rtlib/seq/rt_seq.h"
 
 /* Device scalars: losses, the rank's norm partial, the global sum of squares. */
 enum { LOSS_COUNTED, LOSS_UNCOUNTED, NORM_PARTIAL, GLOBAL_SUMSQ, NSCALARS };
@@ -41,6 +47,7 @@ static struct {
   struct hxc_ctx *gpu;
   struct hxc_layer_ctx ctx;
   float *rope;
+  int *positions; /* the rank's token positions (HexiSeq), device; NULL: whole sequences */
   struct rt_weights p;
   void *wf; /* what the forward reads: p.w (fp32) or its bf16 copy */
   struct hxc_layer_params *lw;
@@ -152,9 +159,28 @@ static void *forward_weight(long off) {
   return (char *)cu.wf + (size_t)off * hxc_dtype_bytes(cu.dt);
 }
 
+/* A HexiSeq stage: the positions on the device, and the executor's hook
+ * (rtlib/seq's) on this device's kernels; any other hook is host code the
+ * CUDA layer cannot call. */
+static void set_up_sequence_split(const struct rt_model *m) {
+  if (m->positions && m->local_len > 0) {
+    size_t bytes = (size_t)m->local_len * sizeof(int);
+    cu.positions = cu_alloc(bytes);
+    cu_upload(cu.positions, m->positions, bytes);
+  }
+  if (!m->attention)
+    return;
+  struct rt_seq *s = rt_seq_of_hook(m->attention);
+  if (!s)
+    device_fatal("the executor's attention hook is not rtlib/seq's: the CUDA layer runs only that "
+                 "one on the device");
+  rt_seq_use_kernels(s, rt_cuda_seq_kernels());
+}
+
 static void set_up_layers(const struct rt_model *m) {
   cu.rope = cu_alloc((size_t)hxk_rope_table_floats(m->dims) * sizeof(float));
   hxc_rope_table(cu.rope, m->dims, cu.stream);
+  set_up_sequence_split(m);
   cu.ctx = (struct hxc_layer_ctx){.dims = m->dims,
                                   .shard = m->shard,
                                   .rope = cu.rope,
@@ -163,7 +189,10 @@ static void set_up_layers(const struct rt_model *m) {
                                   .allreduce = m->tp_reduce ? tp_hook : NULL,
                                   .allreduce_arg = NULL,
                                   .gpu = cu.gpu,
-                                  .stream = cu.stream};
+                                  .stream = cu.stream,
+                                  .positions = cu.positions,
+                                  .local_len = m->local_len,
+                                  .attention = m->attention};
 }
 
 static void bind_params(const struct rt_model *m) {
@@ -223,7 +252,7 @@ static void make_groups(const struct rt_layout *lay) {
 
 static void cu_setup(const struct rt_model *m, struct rt_weights *out) {
   cu.model = m;
-  cu.tokens = m->nseq * m->dims->seq_len;
+  cu.tokens = m->nseq * (m->local_len > 0 ? m->local_len : m->dims->seq_len);
   cu.gpu = hxc_ctx_create(0);
   set_up_layers(m);
   bind_params(m);

@@ -936,22 +936,38 @@ static void check_adamw_single(void) {
 struct layer_case {
   const char *name;
   struct hxk_dims d;
+  int part; /* 0: whole sequences; else the layer holds some tokens only */
 };
 
 static const char *param_names[HXK_LAYER_NPARAMS] = {
     "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down"};
 
 /* Runs the GPU layer (forward + backward) and returns out, dx and the
- * weight gradients (added to g0). */
+ * weight gradients (added to g0). pos: the tokens of each sequence it holds
+ * (their global positions; empty: the whole sequence), so that a layer of a
+ * context-parallel rank runs RoPE by position and attention through the
+ * local hook (the block kernel over fp32 views in bf16). */
 static void gpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
-                      enum hxc_dtype dt, bool recompute, const vec &wflat,
+                      enum hxc_dtype dt, bool recompute,
+                      const std::vector<int> &pos, const vec &wflat,
                       const vec &x, const vec &dout, const vec &g0, vec *out,
                       vec *dx, vec *gflat) {
-  long n = (long)NSEQ * d->seq_len, nd = n * d->dim;
+  long local = pos.empty() ? d->seq_len : (long)pos.size();
+  long n = (long)NSEQ * local, nd = n * d->dim;
   long np = hxk_layer_floats(d, s);
   float *rope = upload_f32(vec((size_t)hxk_rope_table_floats(d)));
   hxc_rope_table(rope, d, stream);
-  struct hxc_layer_ctx lc = {d, s, rope, recompute, dt, NULL, NULL, ctx, stream};
+  struct hxc_layer_ctx lc = {}; /* TP 1: no all-reduce */
+  lc.dims = d;
+  lc.shard = s;
+  lc.rope = rope;
+  lc.recompute = recompute;
+  lc.dt = dt;
+  lc.gpu = ctx;
+  lc.stream = stream;
+  int *dpos = pos.empty() ? NULL : upload_ints(pos);
+  lc.positions = dpos;
+  lc.local_len = pos.empty() ? 0 : local;
   void *wbuf = upload(wflat, dt);
   float *gbuf = upload_f32(g0);
   struct hxc_layer_params w;
@@ -969,6 +985,8 @@ static void gpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
   *gflat = download_f32(gbuf, np);
   release(rope), release(wbuf), release(gbuf), release(gx), release(gdout),
       release(gout), release(gdx), release(acts), release(scratch);
+  if (dpos)
+    release(dpos);
 }
 
 /* The layer's weights by the spec's init, with the norm gains (exactly 1
@@ -991,8 +1009,8 @@ static vec layer_weights(const struct hxk_dims *d, const struct hxk_shard *s,
 /* hxk_layer_forward + hxk_layer_backward: out, dx, and the gradients added
  * to g (in place). */
 static void cpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
-                      vec &wflat, const vec &x, const vec &dout, vec *out,
-                      vec *dx, vec *g) {
+                      const std::vector<int> &pos, vec &wflat, const vec &x,
+                      const vec &dout, vec *out, vec *dx, vec *g) {
   vec rope((size_t)hxk_rope_table_floats(d));
   hxk_rope_table(rope.data(), d);
   std::vector<int> kv_of((size_t)d->heads);
@@ -1002,6 +1020,8 @@ static void cpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
   lc.shard = s;
   lc.rope = rope.data();
   lc.kv_of = kv_of.data();
+  lc.positions = pos.empty() ? NULL : pos.data();
+  lc.local_len = (long)pos.size(); /* with positions: the local hook */
   struct hxk_layer_params w, gp;
   hxk_layer_bind(&w, wflat.data(), d, s);
   hxk_layer_bind(&gp, g->data(), d, s);
@@ -1048,16 +1068,23 @@ static void check_layer_case(const struct layer_case *c, enum hxc_dtype dt) {
     report(false, c->name, dt_name(dt), INFINITY, 0, "bad test shape");
     return;
   }
-  long nd = (long)NSEQ * d.seq_len * d.dim;
+  /* part: two ranges at odd places, as a CP rank of a zig-zag ring holds */
+  std::vector<int> pos;
+  for (int t = 0; c->part && t < d.seq_len; t++)
+    if ((t >= 5 && t < 22) || (t >= d.seq_len - 24 && t < d.seq_len - 3))
+      pos.push_back(t);
+  long local = pos.empty() ? d.seq_len : (long)pos.size();
+  long nd = (long)NSEQ * local * d.dim;
   vec wflat = layer_weights(&d, &s, dt);
   vec x = representable(random_vec(nd, 1.0f), dt);
   vec dout = representable(random_vec(nd, 1.0f), dt);
   vec g0 = random_vec((long)wflat.size(), 0.01f);
   vec cpu[3], gpu[3], rc[3]; /* out, dx, gradients */
   cpu[2] = g0;
-  cpu_layer(&d, &s, wflat, x, dout, &cpu[0], &cpu[1], &cpu[2]);
-  gpu_layer(&d, &s, dt, false, wflat, x, dout, g0, &gpu[0], &gpu[1], &gpu[2]);
-  gpu_layer(&d, &s, dt, true, wflat, x, dout, g0, &rc[0], &rc[1], &rc[2]);
+  cpu_layer(&d, &s, pos, wflat, x, dout, &cpu[0], &cpu[1], &cpu[2]);
+  gpu_layer(&d, &s, dt, false, pos, wflat, x, dout, g0, &gpu[0], &gpu[1],
+            &gpu[2]);
+  gpu_layer(&d, &s, dt, true, pos, wflat, x, dout, g0, &rc[0], &rc[1], &rc[2]);
   compare_layer(c->name, &d, &s, dt, gpu, cpu);
   char name[96];
   snprintf(name, sizeof name, "layer.%s.recompute", c->name);
@@ -1075,15 +1102,47 @@ static struct hxk_dims layer_dims(int dim, int ffn, int heads, int kv,
 }
 
 static void check_layer(enum hxc_dtype dt) {
-  /* the tiny model's layer (hd 16: the tiled attention), and one with hd 64
-   * (the tensor-core attention in bf16) */
+  /* the tiny model's layer (hd 16: the tiled attention), one with hd 64
+   * (the tensor-core attention in bf16), and the tiny one holding 38 of 64
+   * tokens at their positions (a context-parallel rank's layer: RoPE by
+   * position, attention through the hook) */
   const struct layer_case cases[] = {
-      {"tiny", layer_dims(64, 176, 4, 2, 64)},
-      {"wide", layer_dims(256, 512, 4, 2, 128)},
+      {"tiny", layer_dims(64, 176, 4, 2, 64), 0},
+      {"wide", layer_dims(256, 512, 4, 2, 128), 0},
+      {"seq", layer_dims(64, 176, 4, 2, 64), 1},
   };
   for (const auto &c : cases)
     if (case_selected(c.name))
       check_layer_case(&c, dt);
+}
+
+/* hxc_copy_rows (the attention hooks' strided copies and sums) against the
+ * same loops on the host: exact, fp32 whatever the plan's precision. */
+static void check_copy_rows(enum hxc_dtype dt) {
+  if (dt != HXC_FP32)
+    return;
+  reseed(17);
+  const long rows = 37, width = 24, src_pitch = 40, dst_pitch = 56;
+  vec src = random_vec(rows * src_pitch, 1.0f);
+  vec dst = random_vec(rows * dst_pitch, 1.0f);
+  float *gsrc = upload_f32(src);
+  for (int add = 0; add < 2; add++) {
+    float *gdst = upload_f32(dst);
+    hxc_copy_rows(gdst + 3, dst_pitch, gsrc + 5, src_pitch, width, rows,
+                  add != 0, stream);
+    vec want = dst;
+    for (long r = 0; r < rows; r++)
+      for (long i = 0; i < width; i++) {
+        float &to = want[(size_t)(r * dst_pitch + 3 + i)];
+        float from = src[(size_t)(r * src_pitch + 5 + i)];
+        to = add ? to + from : from;
+      }
+    check_bitwise(add ? "copy_rows.add" : "copy_rows.copy", "fp32",
+                  download_f32(gdst, rows * dst_pitch), want,
+                  "strided rows, the rest untouched");
+    release(gdst);
+  }
+  release(gsrc);
 }
 
 /* ---- driver ----------------------------------------------------------------- */
@@ -1102,7 +1161,7 @@ static void run_optim(enum hxc_dtype dt) {
 static const struct group groups[] = {
     {"embedding", check_embedding},   {"rmsnorm", check_rmsnorm},
     {"rope", check_rope},             {"swiglu", check_swiglu},
-    {"residual", check_residual},
+    {"residual", check_residual},     {"copy_rows", check_copy_rows},
     {"linear", check_linear},         {"attention", check_attention},
     {"attention_block", check_attention_block},
     {"head", check_head},             {"optim", run_optim},

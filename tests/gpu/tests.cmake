@@ -18,7 +18,10 @@ if(HEXIC_CUDA)
   # slow cases are left to tests/gpu/emulate/run.sh: here the attention of
   # the tiny model (hd 16, tiled) and a GQA TP shard at hd 64 (tiled and
   # tensor-core, a sequence that is no multiple of the tiles), both layers,
-  # and the block attention by positions at hd 40 on a TP shard.
+  # the tiny layer holding some tokens at their positions (seq: RoPE by
+  # position, attention through the local hook, fp32 views in bf16), the
+  # strided copies of the hooks (copy_rows) and the block attention by
+  # positions at hd 40 on a TP shard.
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
     find_package(Python3 REQUIRED COMPONENTS Interpreter)
     set(emu_dir ${HX_TESTS_DIR}/gpu/emulate)
@@ -43,6 +46,6 @@ if(HEXIC_CUDA)
     add_test(NAME gpu.emulated COMMAND check_kernels_emu)
     set_tests_properties(gpu.emulated PROPERTIES
       LABELS "gpu-emulated;kernels" TIMEOUT 600
-      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,tiny,wide,block.hd40.shard")
+      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,tiny,wide,seq,block.hd40.shard")
   endif()
 endif()
