@@ -188,20 +188,11 @@ bool hx_tp_calibrate(const struct hx_model *m, const struct hx_profile *profiles
   return true;
 }
 
-/* The TP group's rate for work TP splits: each member's tflops x
- * efficiency x e(tp), the slowest setting the pace (lockstep). */
-static double stage_tp_flops(const struct hx_cluster *c, const struct hx_stage *st) {
-  double slowest = INFINITY;
-  for (int i = 0; i < st->ndevices; i++) {
-    const struct hx_gpu_type *g = &c->gpus[c->devices[st->devices[i]].gpu_type];
-    slowest = fmin(slowest, hx_device_flops(c, st->devices[i]) * hx_tp_efficiency(g, st->tp));
-  }
-  return slowest;
-}
-
-/* Compute seconds of `flops` spread over the stage's TP group. */
-static double stage_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, double flops) {
-  return flops / st->tp / stage_tp_flops(&ctx->cluster, st);
+/* Compute seconds of `flops` that every member of the stage's TP group
+ * runs whole (the embedding, final norm and LM head: hexic's runtime does
+ * not split them), on the slowest member. */
+static double unsplit_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, double flops) {
+  return flops / hx_stage_min_flops(&ctx->cluster, st);
 }
 
 /* One decoder layer's forward and backward compute for one micro-batch on
@@ -281,8 +272,7 @@ static int nlayers(const struct hx_stage *st) { return st->layer_end - st->layer
 double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   if (st->seq_layout)
     return seq_cost(ctx, st, mbs, true).head_bwd;
-  double fwd = stage_compute_s(ctx, st, ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs));
-  return 2 * fwd;
+  return 2 * unsplit_compute_s(ctx, st, ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs));
 }
 
 void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
@@ -298,10 +288,11 @@ void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool fi
     double lf, lb; /* one decoder layer's compute */
     layer_compute(ctx, st, mbs, &lf, &lb);
     double ends = hx_stage_fwd_flops(&ctx->model, 0, 0, first, last, tokens_of(ctx, mbs));
-    /* 2 all-reduces per layer; 1 more for the vocab-parallel embedding */
-    out->fwd = nl * lf + stage_compute_s(ctx, st, ends) + (2 * nl + (first ? 1 : 0)) * ar;
+    /* 2 all-reduces per layer; the embedding and the head run whole on
+     * every TP rank (no vocab parallelism in hexic's runtime) */
+    out->fwd = nl * lf + unsplit_compute_s(ctx, st, ends) + 2 * nl * ar;
     /* The embedding's backward is a scatter-add: no FLOPs counted, like its
-     * forward; its vocab-parallel all-reduce is forward only. */
+     * forward. */
     out->layer_bwd = lb + 2 * ar + (st->recompute ? lf + 2 * ar : 0);
     out->head_bwd = last ? hx_head_bwd_s(ctx, st, mbs) : 0;
   }
@@ -336,11 +327,21 @@ int64_t hx_in_flight(enum hx_pp_schedule schedule, int stage_index, int nstages,
   return keep < micro_batches ? keep : micro_batches;
 }
 
+/* Parameters one device of the stage holds. TP splits the decoder layers'
+ * matrices; hexic's runtime keeps whole on every TP rank what it does not
+ * split: each layer's two norm gains, the embedding, the final norm and the
+ * LM head (kernels/cpu/llama.h: the head is not TP-split). */
+static double device_params(const struct hx_model *m, const struct hx_stage *st, bool first,
+                            bool last) {
+  double layers = st->layer_end - st->layer_begin, gains = 2.0 * (double)m->hidden;
+  double split = layers * ((double)m->params_layer - gains);
+  double whole = layers * gains + (double)hx_stage_params(m, 0, 0, first, last);
+  return split / st->tp + whole;
+}
+
 double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                              bool last) {
-  double params =
-      (double)hx_stage_params(&ctx->model, st->layer_begin, st->layer_end, first, last);
-  return params / st->tp * hx_state_bytes_per_param(&ctx->train);
+  return device_params(&ctx->model, st, first, last) * hx_state_bytes_per_param(&ctx->train);
 }
 
 double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
@@ -360,7 +361,7 @@ double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, b
   if (st->recompute && nlayers(st) > 0)
     bytes += layer; /* the layer being recomputed */
   if (last)
-    bytes += tokens * m->act_bytes_head / st->tp; /* logits live for one micro-batch only */
+    bytes += tokens * m->act_bytes_head; /* logits of one micro-batch, whole on every TP rank */
   (void)first;
   return bytes;
 }
@@ -397,9 +398,8 @@ static double optimizer_bandwidth(const struct hx_cluster *c, int rank) {
 
 double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                             bool last) {
-  double params =
-      (double)hx_stage_params(&ctx->model, st->layer_begin, st->layer_end, first, last) / st->tp;
-  double bytes = params * hx_optimizer_traffic_per_param(&ctx->train);
+  double bytes = device_params(&ctx->model, st, first, last) *
+                 hx_optimizer_traffic_per_param(&ctx->train);
   double slowest = 0;
   for (int i = 0; i < st->ndevices; i++) {
     double t = bytes / optimizer_bandwidth(&ctx->cluster, st->devices[i]);

@@ -114,7 +114,8 @@ double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, i
 /* Time of the 2 (forward) TP all-reduces of one decoder layer's activations. */
 double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 /* One micro-batch forward of the whole stage: compute + TP all-reduces
- * (2 per layer, Megatron; 1 for the vocab-parallel embedding). */
+ * (2 per layer, Megatron). The embedding, final norm and LM head run whole
+ * on every TP rank, as hexic's runtime runs them (no vocab parallelism). */
 double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                       int64_t mbs);
 /* One micro-batch backward: 2x forward compute, 2 TP all-reduces per layer,
@@ -141,14 +142,17 @@ double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64
  * min(p - s, m) on stage s of p; GPipe keeps all m. */
 int64_t hx_in_flight(enum hx_pp_schedule schedule, int stage_index, int nstages,
                      int64_t micro_batches);
-/* Per device: weights + gradients + optimizer state of its TP shard. */
+/* Per device: weights + gradients + optimizer state of its TP shard: the
+ * layers' matrices / tp, and whole what the runtime keeps whole on every TP
+ * rank (norm gains, embedding, final norm, LM head). */
 double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                              bool last);
 /* Per device: activations of `in_flight` micro-batches of mbs sequences.
  * Without recompute each keeps act_bytes_layer per token per layer; with full
  * recompute each keeps only the layer inputs, plus one layer's full
- * activations for the micro-batch being recomputed. The last stage adds the
- * logits of one micro-batch. Sharded over TP (sequence parallel, Megatron). */
+ * activations for the micro-batch being recomputed. Sharded over TP
+ * (sequence parallel, Megatron). The last stage adds the logits of one
+ * micro-batch, whole on every TP rank (the head is not TP-split). */
 double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                           bool last, int64_t mbs, int64_t in_flight);
 /* static + activations + HX_MEMORY_RESERVE_BYTES: what one device of the stage
@@ -158,7 +162,8 @@ double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st
 /* The smallest memory of the stage's devices, in bytes. */
 double hx_stage_memory_capacity(const struct hx_cluster *c, const struct hx_stage *st);
 
-/* Optimizer step of one device of the stage (memory bound: state traffic /
+/* Optimizer step of one device of the stage, over the parameters it holds
+ * (hx_stage_static_bytes' count) (memory bound: state traffic /
  * mem_bandwidth, or / (peak FLOP/s / HX_ASSUMED_FLOPS_PER_BYTE) when the GPU
  * block gives none). The slowest member. */
 double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,

@@ -224,7 +224,32 @@ static void test_calibration(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* hexic's runtime runs the embedding, final norm and LM head whole on
+ * every TP rank and keeps them, and each layer's norm gains, whole: the
+ * head's compute is not divided by the degree, no embedding all-reduce is
+ * charged, and their weights, optimizer state and logits are not split. */
+static void test_unsplit_ends(void) {
+  struct hx_ctx ctx;
+  a100_7b(&ctx);
+  const struct hx_model *m = &ctx.model;
+  struct hx_stage one = layer_stage(&ctx, 1), four = layer_stage(&ctx, 4);
+  one.layer_end = four.layer_end = 0; /* the ends alone */
+  NEAR(hx_head_bwd_s(&ctx, &four, 2), hx_head_bwd_s(&ctx, &one, 2));
+  NEAR(hx_stage_fwd_s(&ctx, &four, true, true, 2), hx_stage_fwd_s(&ctx, &one, true, true, 2));
+  NEAR(hx_stage_static_bytes(&ctx, &four, true, true),
+       hx_stage_static_bytes(&ctx, &one, true, true));
+  NEAR(hx_stage_optimizer_s(&ctx, &four, true, true), hx_stage_optimizer_s(&ctx, &one, true, true));
+  NEAR(hx_stage_act_bytes(&ctx, &four, false, true, 1, 1), 4096.0 * m->act_bytes_head);
+  /* a layer: its matrices / 4, its norm gains whole */
+  one.layer_end = four.layer_end = 1;
+  double gains = 2.0 * 4096;
+  NEAR(hx_stage_static_bytes(&ctx, &four, false, false),
+       ((double)(m->params_layer - 8192) / 4 + gains) * 18);
+  hx_arena_free(&ctx.arena);
+}
+
 int main(void) {
+  test_unsplit_ends();
   test_default_curve();
   test_profile_interpolation();
   test_stage_uses_profile();
