@@ -128,6 +128,14 @@ hf)
   mkdir -p hf sharded && cp model.safetensors hf/ && cp "$here/tiny6-config.json" hf/config.json
   "$ck_tool" import hf/model.safetensors -o init.safetensors >import.txt || fail "hexic-ckpt import"
   python3 "$here/st_check.py" imported init.safetensors full.w || fail "import round trip"
+  # half-precision sources: BF16 (hexic's export) and F16 (numpy's), read as the rounded values
+  "$ck_tool" import model-bf16.safetensors --config hf/config.json -o init-bf16.safetensors \
+    >/dev/null || fail "import of BF16"
+  python3 "$here/st_check.py" imported init-bf16.safetensors full.w bf16 || fail "BF16 import"
+  python3 "$here/st_check.py" to_f16 model.safetensors model-f16.safetensors || fail "to F16"
+  "$ck_tool" import model-f16.safetensors --config hf/config.json -o init-f16.safetensors \
+    >/dev/null || fail "import of F16"
+  python3 "$here/st_check.py" imported init-f16.safetensors full.w f16 || fail "F16 import"
   python3 "$here/st_check.py" shard model.safetensors sharded || fail "sharding the export"
   "$ck_tool" import sharded/model.safetensors.index.json --config hf/config.json \
     -o init2.safetensors >/dev/null || fail "hexic-ckpt import of an index"
@@ -154,6 +162,18 @@ hf)
     [ ! -e out.safetensors ] && [ ! -e out.safetensors.tmp ] || fail "$name: a file was written"
     echo "  $name: $(cat "bad.$name.log")"
   done
+  # damaged headers: hexic-ckpt info and import answer 0 or 1, never crash
+  mkdir -p mut && python3 "$here/st_check.py" mutate model.safetensors mut 200 || fail "mutate"
+  refused=0
+  for f in mut/*.safetensors; do
+    "$ck_tool" info "$f" >/dev/null 2>&1
+    status=$?
+    [ $status -le 1 ] || fail "hexic-ckpt info $f: exit $status"
+    refused=$((refused + status))
+    "$ck_tool" import "$f" --config hf/config.json -o mut/out.safetensors >/dev/null 2>&1
+    [ $? -eq 1 ] && [ ! -e mut/out.safetensors ] || fail "hexic-ckpt import $f: not refused"
+  done
+  echo "  200 damaged headers: $refused refused by info, every one by import, no crash"
   one/launch.sh --steps 1 --init-from bad/missing.safetensors >badinit.out 2>&1 && fail "--init-from took a bad file"
   grep -q "no tensor 'tok_emb'" badinit.out || { cat badinit.out; fail "--init-from of an HF file: wrong message"; }
   ;;

@@ -5,13 +5,19 @@ st_check.py exported MODEL.safetensors MODEL_BF16.safetensors WEIGHTS.bin CONFIG
     the export read by safetensors.numpy: every Llama name, shape and value
     (fp32 bit for bit against the raw weights of --dump-weights, q/k rows in
     rotate_half's order); the bf16 file's bits are fp32 rounded to nearest even.
-st_check.py imported INIT.safetensors WEIGHTS.bin
-    hexic-ckpt import's file: hexic's names, the spec's order, bit for bit.
+st_check.py imported INIT.safetensors WEIGHTS.bin [f32|f16|bf16]
+    hexic-ckpt import's file: hexic's names, the spec's order, bit for bit
+    (of an F16 or BF16 source: the weights rounded so).
+st_check.py to_f16 MODEL.safetensors OUT.safetensors
+    the export converted to F16 by numpy.
 st_check.py shard MODEL.safetensors DIR
     splits the export into two shards and a model.safetensors.index.json.
 st_check.py hostile MODEL.safetensors DIR
     writes the hostile files: truncated, header length beyond the file,
     overlapping offsets, wrong dtype, missing tensor.
+st_check.py mutate MODEL.safetensors DIR COUNT
+    writes COUNT damaged copies of the export's beginning (random bytes in
+    the header, cut short), the same every run.
 """
 import json
 import os
@@ -101,15 +107,19 @@ def exported(model, model_bf16, weights, config):
           f" names, shapes and fp32 values exact; bf16 rounded to nearest even")
 
 
-def imported(init, weights):
+def imported(init, weights, kind="f32"):
     got = load_file(init)
     header, _ = read_raw_st(init)  # hexic-ckpt writes the tensors in the spec's order
     order = sorted(got, key=lambda name: header[name]["data_offsets"][0])
     flat = np.concatenate([got[name].reshape(-1) for name in order])
     raw = np.fromfile(weights, dtype="<f4")
+    if kind == "f16":  # imported from an F16 file: the weights rounded to fp16
+        raw = raw.astype(np.float16).astype(np.float32)
+    if kind == "bf16":
+        raw = (bf16_bits(raw).astype(np.uint32) << 16).view(np.float32)
     assert flat.size == raw.size and np.array_equal(flat.view(np.uint32), raw.view(np.uint32)), \
         "the imported weights are not the checkpoint's, bit for bit"
-    print(f"st_check: import -> {len(got)} tensors in hexic's names, {flat.size} floats bit-exact")
+    print(f"st_check: import of {kind} -> {len(got)} tensors in hexic's names, {flat.size} floats bit-exact")
 
 
 def shard(model, out):
@@ -124,6 +134,12 @@ def shard(model, out):
         weight_map.update({n: file for n in part})
     json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map},
               open(os.path.join(out, "model.safetensors.index.json"), "w"))
+
+
+def to_f16(model, out):
+    """The export in F16, as Hugging Face ships Llama-2 (numpy's rounding)."""
+    got = load_file(model)
+    save_file({n: t.astype(np.float16) for n, t in got.items()}, out, metadata={"format": "pt"})
 
 
 def write_st(path, header, blob):
@@ -149,5 +165,20 @@ def hostile(model, out):
     assert n > 0
 
 
+def mutate(model, out, count):
+    """count copies of the export's first 4 KiB with bytes of the length and
+    the header overwritten at random (seeded: the same files every run)."""
+    import random
+    rng = random.Random(17)
+    data = bytearray(open(model, "rb").read()[:4096])
+    n = min(struct.unpack("<Q", bytes(data[:8]))[0] + 8, len(data))
+    for i in range(int(count)):
+        m = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            m[rng.randrange(n)] = rng.choice(b'{}[]",:0123456789 \\ux\x00\xff')
+        open(os.path.join(out, f"m{i:03d}.safetensors"), "wb").write(bytes(m[:rng.randint(n // 2, len(m))]))
+
+
 if __name__ == "__main__":
-    {"exported": exported, "imported": imported, "shard": shard, "hostile": hostile}[sys.argv[1]](*sys.argv[2:])
+    {"exported": exported, "imported": imported, "shard": shard, "hostile": hostile,
+     "mutate": mutate, "to_f16": to_f16}[sys.argv[1]](*sys.argv[2:])
