@@ -311,6 +311,8 @@ seq)
   # one range and recompute, beside a plain pipeline
   compile pa "$seqtiny" "$src/examples/clusters/cpu8.hx" --plan="$here/plans/seq_pp_tp_cp_hp.json"
   same one pa "seq_pp_tp_cp_hp.json"
+  compile pm "$seqtiny" "$src/examples/clusters/cpu8.hx" --plan="$here/plans/seq_pp_mixed.json"
+  same one pm "seq_pp_mixed.json"
   compile pb "$seqtiny" "$here/clusters/four.hx" --plan="$here/plans/seq_dp_hp_uneven.json"
   same one pb "seq_dp_hp_uneven.json"
   # The README's long-context pair: `auto` plans HexiSeq for it (uneven CP
