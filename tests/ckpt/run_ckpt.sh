@@ -4,7 +4,8 @@
 # reshard: tiny6 trains 12 steps on plan A (4 ranks, TP 2 + PP 2) with a
 #   checkpoint at step 6; the step-12 checkpoint is removed, and plans B (3
 #   ranks: PP 3+1 beside a whole pipeline), C (3 ranks, TP 3) and one rank
-#   each resume from step 6: steps 7-12 print the uninterrupted run's losses
+#   each resume from step 6, and so does hexic's HexiSeq plan for cpu8 (CP 2
+#   x HP 2, 8 ranks): steps 7-12 print the uninterrupted run's losses
 #   within 1e-5 and end with its weights within 1e-5. Another model's program
 #   and a corrupt rank file are refused before training, by name.
 # elastic: hexic plans tiny6 for two machines, trains with checkpoints; a
@@ -82,6 +83,11 @@ reshard)
   resume b b "plan A (TP 2 + PP 2, 4 ranks) -> plan B (PP 3+1 beside DP, 3 ranks)"
   resume c c "plan A -> plan C (TP 3, 3 ranks)"
   resume one one "plan A -> one rank"
+  # HexiSeq: hexic's context/head-parallel plan of tiny6 for cpu8 (8 ranks,
+  # CP 2 x HP 2 stages: every unit holds whole weights)
+  compile seq "$tiny6" "$src/examples/clusters/cpu8.hx" --strategy=hexiseq
+  grep -q '"cp": 2' seq/plan.json || fail "the hexiseq plan has no CP 2 stage: pick a cluster that does"
+  resume seq seq "plan A -> HexiSeq ($(head -n 1 seq.plan.txt | cut -c7-60)..., CP 2 x HP 2, 8 ranks)"
   # Another model: tiny8 (hidden 64) refuses tiny6's checkpoint before step 1.
   compile other "$src/tests/exec/models/tiny8.hx" "$src/examples/clusters/cpu1.hx"
   rm -rf ck.other && cp -r ck ck.other
