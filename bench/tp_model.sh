@@ -7,8 +7,10 @@
 #              of passes/cost/cost.h, e(t) = (2/3)^(log2(t)/2); cpu8 gives
 #              its measured one);
 #   old model: every gpu block given tp_efficiency = [1] (TP scales
-#              perfectly, no layer overhead): the formula hexic used before
-#              issue 18, FLOPs / (t x tflops x efficiency) + TP all-reduces.
+#              perfectly, no layer overhead): the layers' formula hexic used
+#              before issue 18, FLOPs / (t x tflops x efficiency) + TP
+#              all-reduces. Both price the embedding and LM head whole on
+#              every TP rank (issue 18 too; the old code divided them by t).
 # Nothing is asserted; the figures are printed with a summary line.
 #   usage: bench/tp_model.sh [HEXIC]   (default: build-bench/hexic, built Release)
 set -eu
