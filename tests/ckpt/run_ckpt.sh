@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checkpoints that move between plans (issue 17). One mode per ctest entry:
-#   run_ckpt.sh MODE WORKDIR SRCDIR HEXIC WEIGHTS_CMP
+#   run_ckpt.sh MODE WORKDIR SRCDIR HEXIC WEIGHTS_CMP FIXTURE
 # reshard: tiny6 trains 12 steps on plan A (4 ranks, TP 2 + PP 2) with a
 #   checkpoint at step 6; the step-12 checkpoint is removed, and plans B (3
 #   ranks: PP 3+1 beside a whole pipeline), C (3 ranks, TP 3) and one rank
@@ -11,8 +11,14 @@
 # elastic: hexic plans tiny6 for two machines, trains with checkpoints; a
 #   machine is lost, hexic plans again for the one left, and --resume
 #   continues with the uninterrupted run's losses.
+# replicated: emit_fixture's plan whose TP 3 and TP 4 stages replicate kv
+#   heads (6 heads over 2) and one rank resume each other's checkpoints.
+# hf: hexic-ckpt info, export (read by Python's safetensors), import (one
+#   file, shards, F16/BF16 sources, hostile and damaged files) and
+#   --init-from. gqa: the same round trips with GQA and tied embeddings.
+# import_hf: a Llama-2-7B config.json, 6.74B parameters; refusals.
 set -uo pipefail
-mode=$1 work=$2 src=$3 hexic=$4 wcmp=$5
+mode=$1 work=$2 src=$3 hexic=$4 wcmp=$5 fixture=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
 here=$src/tests/ckpt
@@ -30,6 +36,20 @@ compile() { # NAME HEXIC-ARGS...
   shift
   rm -rf "$dir"
   "$hexic" "$@" --target=cpu -o "$dir" >"$dir.plan.txt" || fail "hexic $*"
+  build "$dir"
+}
+
+# fixture NAME PLAN [flags]: emit_fixture's hand-built plan (tests/codegen/emit_fixture.c).
+fixture() {
+  local dir=$1
+  shift
+  rm -rf "$dir"
+  "$fixture" "$dir" "$@" >/dev/null || fail "emit_fixture $*"
+  build "$dir"
+}
+
+build() {
+  local dir=$1
   if [ -n "$lib_ready" ]; then cp -rp lib/obj lib/libhexic.a "$dir"/; fi
   make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; fail "make in $dir"; }
   if [ -z "$lib_ready" ]; then
@@ -182,6 +202,17 @@ hf)
   echo "  200 damaged headers: $refused refused by info, every one by import, no crash"
   one/launch.sh --steps 1 --init-from bad/missing.safetensors >badinit.out 2>&1 && fail "--init-from took a bad file"
   grep -q "no tensor 'tok_emb'" badinit.out || { cat badinit.out; fail "--init-from of an HF file: wrong message"; }
+  ;;
+replicated)
+  # 6 heads over 2 kv heads (emit_fixture --heads6): TP 3 and TP 4 stages
+  # replicate kv heads over TP ranks, each holding copies of the same rows.
+  # Their checkpoint resumes on one rank, and one rank's on them.
+  fixture rep "2x2@1:3,4:2lr;4x1@3,4:4" --heads6
+  fixture one6 "8x1@4" --heads6
+  full rep
+  resume one one6 "replicated kv heads (TP 3 + TP 2 beside TP 1 + TP 4, 10 ranks) -> one rank"
+  full one6
+  resume rep rep "one rank -> replicated kv heads (TP 3 + TP 2 beside TP 1 + TP 4)"
   ;;
 gqa)
   # The same round trips on a second model: grouped-query attention (4 heads

@@ -3,10 +3,11 @@
 # smaller cluster; hexic-ckpt's export, import and import-hf, and --init-from.
 set(HX_CKPT_TESTS ${HX_TESTS_DIR}/ckpt)
 
-foreach(mode reshard elastic hf gqa import_hf)
+foreach(mode reshard elastic replicated hf gqa import_hf)
   add_test(NAME ckpt.${mode}
     COMMAND bash ${HX_CKPT_TESTS}/run_ckpt.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/ckpt-${mode}
-            ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:weights_cmp>)
+            ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:weights_cmp>
+            $<TARGET_FILE:emit_fixture>)
   # Each builds and runs MPI jobs on both cores.
   set_tests_properties(ckpt.${mode} PROPERTIES LABELS "ckpt;mpi" TIMEOUT 300 PROCESSORS 2)
 endforeach()
