@@ -134,6 +134,19 @@ static void emit_rank_lists(const struct program_set *set, FILE *f, const int *a
 #define HEXIC_NCCL_LIBRARY_DIR "$(CUDA_HOME)/lib"
 #endif
 
+/* --transport, or NCCL when this hexic was built with it. */
+static const char *default_transport(const struct program_set *set) {
+  switch (set->ctx->opt.transport) {
+  case HX_TRANSPORT_NCCL:
+    return "nccl";
+  case HX_TRANSPORT_MPI:
+    return "mpi";
+  case HX_TRANSPORT_AUTO:
+    break;
+  }
+  return NCCL_FOUND ? "nccl" : "mpi";
+}
+
 /* The transport between GPUs (rtlib/cuda/transport_select.c) is chosen
  * when the runtime is built: TRANSPORT=nccl compiles transport_nccl.c
  * against NCCL and links it, TRANSPORT=mpi leaves NCCL out. A stamp in
@@ -149,7 +162,7 @@ static void emit_transport_vars(const struct program_set *set, FILE *f) {
           "TRANSPORT ?= %s\n"
           "NCCL_INCLUDE ?= %s\n"
           "NCCL_LIB ?= %s\n",
-          NCCL_FOUND ? "nccl" : "mpi", hx_esc_make(a, HEXIC_NCCL_INCLUDE_DIR),
+          default_transport(set), hx_esc_make(a, HEXIC_NCCL_INCLUDE_DIR),
           hx_esc_make(a, HEXIC_NCCL_LIBRARY_DIR));
   fputs("ifeq ($(TRANSPORT),nccl)\n"
         "CPPFLAGS += -DHEXIC_HAVE_NCCL -DHEXIC_TRANSPORT=\\\"nccl\\\" -I$(NCCL_INCLUDE)\n"

@@ -27,7 +27,11 @@ static const char usage_text[] =
     "                        parse sema model-stats cluster-table baseline schedule\n"
     "                        simulate emit\n"
     "  --target=cpu|cuda     generated programs run on CPU over MPI (default) or on\n"
-    "                        NVIDIA GPUs, one per rank (MPI staged through host memory)\n"
+    "                        NVIDIA GPUs, one per rank (NCCL between them)\n"
+    "  --transport=nccl|mpi  --target=cuda: the programs' transport between GPUs: NCCL\n"
+    "                        (default when this hexic was built with it; ranks that\n"
+    "                        share a GPU fall back to MPI) or MPI staged through host\n"
+    "                        memory only (no NCCL needed)\n"
     "  --strategy=NAME       auto (default), hexiscale, symmetric, exhaustive, hexiseq\n"
     "  --search-evals=N      stop the plan search after N evaluations (candidate\n"
     "                        plans priced; default 100000): the same N gives the same\n"
@@ -60,6 +64,7 @@ enum {
   OPT_PRINT_IR,
   OPT_PRINT_AFTER,
   OPT_TARGET,
+  OPT_TRANSPORT,
   OPT_STRATEGY,
   OPT_BUDGET,
   OPT_EVALS,
@@ -73,6 +78,7 @@ static const struct option long_options[] = {
     {"print-ir", no_argument, NULL, OPT_PRINT_IR},
     {"print-after", required_argument, NULL, OPT_PRINT_AFTER},
     {"target", required_argument, NULL, OPT_TARGET},
+    {"transport", required_argument, NULL, OPT_TRANSPORT},
     {"strategy", required_argument, NULL, OPT_STRATEGY},
     {"search-budget", required_argument, NULL, OPT_BUDGET},
     {"search-evals", required_argument, NULL, OPT_EVALS},
@@ -142,6 +148,14 @@ static int parse_options(int argc, char **argv, struct hx_options *opt) {
       else
         return usage_error("unknown target '%s' (expected cpu or cuda)", optarg);
       break;
+    case OPT_TRANSPORT:
+      if (!strcmp(optarg, "nccl"))
+        opt->transport = HX_TRANSPORT_NCCL;
+      else if (!strcmp(optarg, "mpi"))
+        opt->transport = HX_TRANSPORT_MPI;
+      else
+        return usage_error("unknown transport '%s' (expected nccl or mpi)", optarg);
+      break;
     case OPT_STRATEGY:
       if (!parse_strategy(optarg, &opt->strategy))
         return usage_error("unknown strategy '%s'", optarg);
@@ -189,6 +203,9 @@ static int parse_options(int argc, char **argv, struct hx_options *opt) {
   opt->ninputs = argc - optind;
   if (opt->ninputs == 0)
     return usage_error("no input files");
+  /* The CPU programs have one transport, MPI on host memory. */
+  if (opt->transport != HX_TRANSPORT_AUTO && opt->target != HX_TARGET_CUDA)
+    return usage_error("--transport chooses between GPUs: it needs --target=cuda");
   /* Otherwise the dump would silently never come. */
   if (opt->print_after && !hx_pass_runs(opt, opt->print_after))
     return usage_error("--print-after=%s: that pass does not run %s", opt->print_after,

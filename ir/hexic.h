@@ -16,6 +16,10 @@
 #define HEXIC_VERSION "0.1.0"
 
 enum hx_target { HX_TARGET_CPU, HX_TARGET_CUDA };
+/* --transport (--target=cuda): what the generated Makefile builds the
+ * runtime with by default (TRANSPORT); AUTO: NCCL when this hexic was
+ * built with it. */
+enum hx_transport { HX_TRANSPORT_AUTO, HX_TRANSPORT_NCCL, HX_TRANSPORT_MPI };
 enum hx_strategy { HX_STRAT_AUTO, HX_STRAT_HEXISCALE, HX_STRAT_SYMMETRIC, HX_STRAT_EXHAUSTIVE, HX_STRAT_HEXISEQ };
 
 struct hx_options {
@@ -26,6 +30,7 @@ struct hx_options {
   bool print_ir;          /* --print-ir: dump after the last pass that ran */
   const char *print_after;/* --print-after=PASS */
   enum hx_target target;
+  enum hx_transport transport; /* --transport */
   enum hx_strategy strategy;
   double search_budget_s; /* --search-budget: wall-clock cut, seconds */
   int64_t search_evals;   /* --search-evals: evaluations (0: the default) */

@@ -15,6 +15,19 @@ plan=$src/tests/codegen/plans/tp2_pp2_uneven.json
 "$hexic" "$tiny" "$src/examples/clusters/mixed-h100-4090.hx" --plan="$plan" --target=cuda \
   -o mix >/dev/null || fail "hexic --target=cuda"
 grep -q "#   line 1: node h100 (2 ranks: 0 to 1)" mix/launch.sh || fail "launch.sh names no line 1"
+# --transport sets the Makefile's default transport; only for --target=cuda.
+"$hexic" "$tiny" "$src/examples/clusters/mixed-h100-4090.hx" --plan="$plan" --target=cuda \
+  --transport=mpi -o staged >/dev/null || fail "hexic --transport=mpi"
+grep -qx "TRANSPORT ?= mpi" staged/Makefile || fail "--transport=mpi: the Makefile's default is not mpi"
+"$hexic" "$tiny" "$src/examples/clusters/mixed-h100-4090.hx" --plan="$plan" --target=cuda \
+  --transport=nccl -o nccl >/dev/null || fail "hexic --transport=nccl"
+grep -qx "TRANSPORT ?= nccl" nccl/Makefile || fail "--transport=nccl: the Makefile's default is not nccl"
+for bad in "--target=cuda --transport=gloo" "--transport=mpi"; do
+  # shellcheck disable=SC2086
+  "$hexic" "$tiny" "$src/examples/clusters/mixed-h100-4090.hx" --plan="$plan" $bad -o bad >bad.txt 2>&1
+  [ $? = 2 ] || { cat bad.txt; fail "hexic $bad: not a usage error"; }
+done
+grep -q "needs --target=cuda" bad.txt || { cat bad.txt; fail "--transport without --target=cuda: no message"; }
 grep -q "#   line 2: node g4090 (2 ranks: 2 to 3)" mix/launch.sh || fail "launch.sh names no line 2"
 
 # dry NAME ARGS...: launch.sh --dry-run, output in NAME.out, status in $status.
