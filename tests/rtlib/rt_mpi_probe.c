@@ -3,8 +3,11 @@
  *   hang                                  rank 1 stops answering mid-run
  *   die                                   rank 1 exits mid-run
  *   chain                                 4 ranks: a stall traced to rank 3
+ *   transport_fault                       rank 1's transport fault hook fires
+ *   wait_until                            a wait on a condition, traced to rank 1
  *   ckpt DIR                              collective save / resume
  * It uses only the rtlib API a generated program uses. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +102,65 @@ static int run_chain(void) {
   return 0;
 }
 
+/* The fault hooks a transport with errors of its own installs (the NCCL
+ * one: ncclCommGetAsyncError, ncclCommAbort), faked: rank 1's check reports
+ * a fault a second after it is installed, while rank 1 keeps making
+ * progress and rank 0 waits on it; the watchdog thread must print the
+ * fault, run the abort hook and end rank 1 (HX_RT_EXIT_MPI), and mpirun the
+ * job, long before HEXIC_TIMEOUT_S. */
+static _Atomic double g_fault_at;
+
+static bool fake_check(char *msg, size_t size) {
+  if (hx_rt_now_s() < atomic_load(&g_fault_at))
+    return false;
+  snprintf(msg, size, "probe: a fake transport fault");
+  return true;
+}
+
+static void fake_abort(void) { fprintf(stderr, "probe: rank %d: abort hook ran\n", hx_rt_rank()); }
+
+static int run_transport_fault(void) {
+  if (hx_rt_world_size() != 2)
+    return 2;
+  ping_pong(10);
+  if (hx_rt_rank() == 1) {
+    atomic_store(&g_fault_at, hx_rt_now_s() + 1.0);
+    hx_rt_set_fault_hooks(fake_check, fake_abort);
+    for (int i = 0; i < 600; i++) { /* busy, not hung: only the fault can end it */
+      usleep(100000);
+      hx_rt_progress();
+    }
+    fprintf(stderr, "probe: rank 1 outlived its transport fault\n");
+    return 0;
+  }
+  ping_pong(1); /* never completes */
+  return 0;
+}
+
+/* hx_rt_wait_until (a wait on a transport's own condition, NCCL's events)
+ * stalls on rank 1, which stops answering: rank 0's report must name rank 1
+ * as a wait on MPI requests does, and run the transport's abort hook. */
+static bool never(void *arg) {
+  (void)arg;
+  return false;
+}
+
+static int run_wait_until(void) {
+  if (hx_rt_world_size() != 2)
+    return 2;
+  ping_pong(10);
+  if (hx_rt_rank() == 1) {
+    fprintf(stderr, "probe: rank 1 stops answering\n");
+    hx_rt_watchdog_stop();
+    sleep(120);
+    return 0;
+  }
+  hx_rt_set_fault_hooks(NULL, fake_abort);
+  hx_rt_wait_until(never, NULL, &(struct hx_rt_wait){"probe event", 0, 1, 0, NULL});
+  fprintf(stderr, "probe: rank 0 finished a wait that should never end\n");
+  return 0;
+}
+
 enum { NT = 2 };
 
 static void fill(float (*buf)[3][16], int rank, int64_t step) {
@@ -165,11 +227,16 @@ int main(int argc, char **argv) {
     rc = run_fault(!strcmp(argv[1], "die"));
   else if (argc == 2 && !strcmp(argv[1], "chain"))
     rc = run_chain();
+  else if (argc == 2 && !strcmp(argv[1], "transport_fault"))
+    rc = run_transport_fault();
+  else if (argc == 2 && !strcmp(argv[1], "wait_until"))
+    rc = run_wait_until();
   else if (argc == 3 && !strcmp(argv[1], "ckpt"))
     rc = run_ckpt(argv[2]);
   else
     fprintf(stderr,
-            "usage: rt_mpi_probe world SELF|N PLAN_RANKS FP | hang | die | chain | ckpt DIR\n");
+            "usage: rt_mpi_probe world SELF|N PLAN_RANKS FP | hang | die | chain | transport_fault | "
+            "wait_until | ckpt DIR\n");
   hx_rt_finalize();
   return rc;
 }

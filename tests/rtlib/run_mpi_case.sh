@@ -76,6 +76,22 @@ watchdog_chain)
   expect "hexic-rt: failed rank 3: it does not answer (stopped, hung or dead); rank 2 waits on it (probe receive, micro-batch 2)"
   if grep "hexic-rt: failed rank" "$out" | grep -qv "failed rank 3:"; then fail "another rank was named"; fi
   [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the trace did not end the job" ;;
+transport_fault)
+  # A transport's fault hook (NCCL's asynchronous error, faked) ends the job
+  # through the watchdog, well before HEXIC_TIMEOUT_S, after its abort hook.
+  run nonzero -np 2 -x HEXIC_TIMEOUT_S=30 "$probe" transport_fault
+  expect "hexic-rt: rank 1: error: probe: a fake transport fault; exiting"
+  expect "probe: rank 1: abort hook ran"
+  if grep -qF "outlived" "$out"; then fail "rank 1 went on after its fault"; fi
+  [ "$elapsed" -lt 25 ] || fail "took ${elapsed}s: the fault did not end the job" ;;
+wait_until)
+  # A wait on a transport's own condition is traced like a wait on MPI's.
+  run nonzero -np 2 -x HEXIC_TIMEOUT_S=2 "$probe" wait_until
+  expect "probe: rank 1 stops answering"
+  expect "hexic-rt: failed rank 1: it does not answer (stopped, hung or dead); rank 0 waits on it (probe event, micro-batch 0)"
+  expect "probe: rank 0: abort hook ran"
+  if grep -qF "should never end" "$out"; then fail "the wait completed"; fi
+  [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the trace did not end the job" ;;
 watchdog_bad_env)
   run nonzero -np 1 -x HEXIC_TIMEOUT_S=soon "$probe" world self 1 plan-a
   expect "HEXIC_TIMEOUT_S='soon' is not a positive number of seconds" ;;

@@ -21,7 +21,7 @@ set_tests_properties(rtlib.hexic_shard PROPERTIES LABELS rtlib TIMEOUT 60)
 add_executable(rt_mpi_probe ${HX_RT_TESTS}/rt_mpi_probe.c)
 target_link_libraries(rt_mpi_probe PRIVATE hexic_rt)
 foreach(c world_ok world_count world_order world_fingerprint watchdog_hang watchdog_die watchdog_chain
-          watchdog_bad_env ckpt)
+          watchdog_bad_env ckpt transport_fault wait_until)
   add_test(NAME rtlib.mpi.${c}
     COMMAND bash ${HX_RT_TESTS}/run_mpi_case.sh ${c} ${MPIEXEC_EXECUTABLE}
             $<TARGET_FILE:rt_mpi_probe> ${CMAKE_CURRENT_BINARY_DIR}/rtlib-ckpt-${c})
