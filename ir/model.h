@@ -36,6 +36,9 @@ enum hx_precision { HX_PREC_BF16, HX_PREC_FP32 };
 enum hx_recompute { HX_RECOMPUTE_NONE, HX_RECOMPUTE_FULL, HX_RECOMPUTE_AUTO };
 enum hx_optimizer { HX_OPT_ADAMW, HX_OPT_SGD };
 enum hx_pp_schedule { HX_PP_1F1B, HX_PP_GPIPE };
+/* train field `optimizer_sharding`: ZeRO-1 splits the optimizer state (fp32
+ * master + Adam moments) of each gradient-sync group across its members. */
+enum hx_opt_sharding { HX_SHARD_NONE, HX_SHARD_ZERO1 };
 
 struct hx_train {
   struct location loc;
@@ -45,6 +48,7 @@ struct hx_train {
   enum hx_recompute recompute;
   enum hx_optimizer optimizer;
   enum hx_pp_schedule schedule; /* train field `schedule = 1f1b | gpipe` */
+  enum hx_opt_sharding optimizer_sharding; /* default zero1 (parser) */
   double lr, beta1, beta2, weight_decay, grad_clip, eps;
   int64_t warmup_steps, steps, seed;
   const char *data;       /* NULL: synthetic tokens */

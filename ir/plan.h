@@ -92,6 +92,12 @@ struct hx_group {
    * elements: sender tokens x receiver heads (nranks x nranks, row = sender);
    * the head -> sequence all-to-all sends the transpose. */
   int64_t *split_table;
+  /* HX_GROUP_GRAD / UNSPLIT of a zero1 plan: per member (in ranks order) its
+   * share of the group's optimizer state in parts per million, each >= 0,
+   * summing to 1000000; member i owns packed floats [floor(n*S_i/1e6),
+   * floor(n*S_{i+1}/1e6)) with S_i = shard_ppm[0] + ... + shard_ppm[i-1].
+   * NULL: unsharded (every member keeps the whole state). */
+  int32_t *shard_ppm;
 };
 
 struct hx_sim_result {
@@ -109,6 +115,7 @@ struct hx_plan {
   const char *strategy; /* "hexiscale", "symmetric", "exhaustive", "hexiseq", "file" */
   const char *description; /* e.g. "dp=2 tp=2 pp=2 mbs=1" for baselines */
   enum hx_pp_schedule schedule;
+  enum hx_opt_sharding optimizer_sharding; /* what the plan uses (groups' shard_ppm) */
   int npipelines;
   struct hx_pipeline *pipelines;
   int ndevices;              /* == cluster.ndevices */

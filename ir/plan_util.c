@@ -59,6 +59,8 @@ static void copy_group(struct hx_arena *a, struct hx_group *dst, const struct hx
   dst->ranks = COPY_ARRAY(a, src->ranks, src->nranks);
   if (src->split_table)
     dst->split_table = COPY_ARRAY(a, src->split_table, (long)src->nranks * src->nranks);
+  if (src->shard_ppm)
+    dst->shard_ppm = COPY_ARRAY(a, src->shard_ppm, src->nranks);
 }
 
 struct hx_plan *hx_plan_copy(struct hx_arena *a, const struct hx_plan *src) {
