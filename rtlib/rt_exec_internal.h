@@ -102,7 +102,6 @@ struct rt_hexiseq {
   struct rt_runs *unit_rows; /* leader: per unit (ring order), its rows of a whole activation */
   void *whole;               /* leader: a whole activation or gradient received */
   float *pack;               /* leader: one unit's rows */
-  struct rt_send *send;      /* messages between the leader and the units' contacts */
 };
 
 struct rt_exec {

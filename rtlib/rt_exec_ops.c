@@ -21,9 +21,7 @@
 #include "rt_log.h"
 #include "seq/rt_seq.h"
 
-/* message kinds (hx_rt_message_tag): between stage leaders, and between a
- * HexiSeq stage's leader and its units' contacts */
-enum { TAG_UNIT = 0, TAG_ACT = 1, TAG_GRAD = 2 };
+enum { TAG_ACT = 1, TAG_GRAD = 2 }; /* message kinds: hx_rt_message_tag */
 
 static int tag_of(int micro_batch, int kind) {
   return hx_rt_message_tag(micro_batch, kind, hx_rt_tag_ub());
@@ -119,7 +117,6 @@ void rt_hexiseq_init(struct rt_exec *e) {
   rt_seq_positions(seq, h->positions);
   h->hop_tokens = (long)e->cfg->micro_batch_size * e->dims.seq_len;
   long whole = h->hop_tokens * e->dims.dim;
-  h->send = e->tr->send_new(whole, e->dev->dtype);
   if (!is_leader(e) || !has_hops(e)) /* memory linear in the rank's tokens */
     return;
   /* the leader's TP rank is its ring's: seq->units are the contacts */
@@ -130,29 +127,32 @@ void rt_hexiseq_init(struct rt_exec *e) {
   h->pack = e->dev->alloc((size_t)whole * sizeof(float));
 }
 
-/* A message between the leader and a contact, sent and completed at once. */
-static void unit_send(struct rt_exec *e, const void *buf, long n, int peer, int m,
-                      const char *what) {
-  e->tr->send_start(e->hs.send, buf, n, peer, tag_of(m, TAG_UNIT), m, what);
-  e->tr->send_wait(e->hs.send, what);
+/* A message between the leader and a contact: the transport's exchange for
+ * context parallelism (any two ranks, order kept per pair, blocking), which
+ * every transport carries between ranks of a stage; its pipeline messages
+ * may join neighbouring leaders only. */
+static void unit_send(struct rt_exec *e, const void *buf, long n, int peer, const char *what) {
+  e->tr->sendrecv(buf, n, peer, NULL, 0, peer, e->dev->dtype, what);
+}
+
+static void unit_recv(struct rt_exec *e, void *buf, long n, int peer, const char *what) {
+  e->tr->sendrecv(NULL, 0, peer, buf, n, peer, e->dev->dtype, what);
 }
 
 /* The stage's contacts' local rows (local) into the leader's whole. */
-static void gather_units(struct rt_exec *e, const void *local, void *whole, int m,
-                         const char *what) {
+static void gather_units(struct rt_exec *e, const void *local, void *whole, const char *what) {
   const struct hx_rt_seq *seq = e->cfg->seq;
   if (!is_contact(e))
     return;
   if (!is_leader(e)) {
-    unit_send(e, local, e->tokens * e->dims.dim, e->cfg->stage_leader, m, what);
+    unit_send(e, local, e->tokens * e->dims.dim, e->cfg->stage_leader, what);
     return;
   }
   for (int u = 0; u < seq->nunits; u++) {
     const struct rt_runs *r = &e->hs.unit_rows[u];
     const void *rows = local;
     if (seq->units[u].rank != e->cfg->rank) {
-      e->tr->recv(e->hs.pack, r->floats, e->dev->dtype, seq->units[u].rank, tag_of(m, TAG_UNIT),
-                  m, what);
+      unit_recv(e, e->hs.pack, r->floats, seq->units[u].rank, what);
       rows = e->hs.pack;
     }
     e->dev->unpack(whole, rows, r->items, r->n);
@@ -160,14 +160,12 @@ static void gather_units(struct rt_exec *e, const void *local, void *whole, int 
 }
 
 /* The leader's whole to every contact's local rows (local). */
-static void scatter_units(struct rt_exec *e, const void *whole, void *local, int m,
-                          const char *what) {
+static void scatter_units(struct rt_exec *e, const void *whole, void *local, const char *what) {
   const struct hx_rt_seq *seq = e->cfg->seq;
   if (!is_contact(e))
     return;
   if (!is_leader(e)) {
-    e->tr->recv(local, e->tokens * e->dims.dim, e->dev->dtype, e->cfg->stage_leader,
-                tag_of(m, TAG_UNIT), m, what);
+    unit_recv(e, local, e->tokens * e->dims.dim, e->cfg->stage_leader, what);
     return;
   }
   for (int u = 0; u < seq->nunits; u++) {
@@ -177,7 +175,7 @@ static void scatter_units(struct rt_exec *e, const void *whole, void *local, int
       continue;
     }
     e->dev->pack(e->hs.pack, whole, r->items, r->n);
-    unit_send(e, e->hs.pack, r->floats, seq->units[u].rank, m, what);
+    unit_send(e, e->hs.pack, r->floats, seq->units[u].rank, what);
   }
 }
 
@@ -225,7 +223,7 @@ static void forward(struct rt_exec *e, int m) {
   } else if (e->hs.on) {
     if (is_leader(e))
       e->tr->send_wait(s->act_send, "finish an earlier activation send");
-    gather_units(e, x, s->out_act, m, "gather an activation from the units");
+    gather_units(e, x, s->out_act, "gather an activation from the units");
   } else if (is_leader(e)) {
     e->tr->send_wait(s->act_send, "finish an earlier activation send");
     d->copy(s->out_act, x, e->act_bytes);
@@ -256,7 +254,7 @@ static void backward(struct rt_exec *e, int m) {
   if (e->hs.on) {
     if (is_leader(e))
       e->tr->send_wait(s->grad_send, "finish an earlier gradient send");
-    gather_units(e, dout, s->din, m, "gather a gradient from the units");
+    gather_units(e, dout, s->din, "gather a gradient from the units");
     return;
   }
   if (!is_leader(e))
@@ -276,7 +274,7 @@ static void recv_act(struct rt_exec *e, int m) {
                   (double)hop_elements(e) * rt_dtype_bytes(dt));
   }
   if (e->hs.on)
-    scatter_units(e, into, e->x0, m, "scatter an activation to the units");
+    scatter_units(e, into, e->x0, "scatter an activation to the units");
   e->tr->tp_broadcast(e->x0, n, dt, m, "broadcast an activation in the TP group");
 }
 
@@ -301,7 +299,7 @@ static void recv_grad(struct rt_exec *e, int m) {
                   (double)hop_elements(e) * rt_dtype_bytes(dt));
   }
   if (e->hs.on)
-    scatter_units(e, into, dout, m, "scatter a gradient to the units");
+    scatter_units(e, into, dout, "scatter a gradient to the units");
   e->tr->tp_broadcast(dout, n, dt, m, "broadcast a gradient in the TP group");
 }
 
