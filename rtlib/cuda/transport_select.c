@@ -6,6 +6,7 @@
  * overrides it at run time, and every rank takes the same one: whether
  * ranks share a GPU is agreed over the world (rt_cuda_pick_transport). */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cuda_runtime_api.h>
@@ -50,6 +51,15 @@ const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg
   int pick = rt_cuda_pick_transport(want, HAVE_NCCL, shared, note, sizeof note);
   if (pick < 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "%s", note);
+  /* Every rank must take the same one: where HEXIC_TRANSPORT differs
+   * between hosts, the staged transport, which every build has. */
+  int agreed = pick;
+  hx_rt_mpi_check(MPI_Allreduce(&pick, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                  "agree on the transport");
+  if (agreed != pick)
+    snprintf(note, sizeof note, "another rank takes the staged MPI transport (HEXIC_TRANSPORT "
+                                "differs between hosts?)");
+  pick = agreed;
   if (cfg->rank == 0) /* one line, which tests/gpu/run.sh reads */
     hx_rt_log_banner("transport: %s%s%s%s", pick == RT_CUDA_NCCL ? "nccl" : "mpi-staged",
                      note[0] ? " (" : "", note, note[0] ? ")" : "");
