@@ -14,6 +14,13 @@ static void write_ints(FILE *f, const int *v, int n) {
   fputc(']', f);
 }
 
+static void write_ints32(FILE *f, const int32_t *v, int n) {
+  fputc('[', f);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s%d", i ? ", " : "", (int)v[i]);
+  fputc(']', f);
+}
+
 static void write_key(FILE *f, const char *indent, const char *key) {
   fputs(indent, f);
   hx_json_string(f, key);
@@ -76,6 +83,10 @@ static void write_groups(const struct hx_plan *p, FILE *f) {
       for (long k = 0; k < (long)gr->nranks * gr->nranks; k++)
         fprintf(f, "%s%lld", k ? ", " : "", (long long)gr->split_table[k]);
       fputc(']', f);
+    }
+    if (gr->shard_ppm) { /* ZeRO-1: each member's share of the optimizer state */
+      fputs(", \"optimizer_shards\": ", f);
+      write_ints32(f, gr->shard_ppm, gr->nranks);
     }
     fputc('}', f);
   }
@@ -169,8 +180,10 @@ bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f) {
   hx_json_string(f, p->strategy);
   fputs(",\n  \"description\": ", f);
   hx_json_string(f, p->description);
-  fprintf(f, ",\n  \"schedule\": \"%s\",\n  \"devices\": [\n",
-          p->schedule == HX_PP_GPIPE ? "gpipe" : "1f1b");
+  fprintf(f, ",\n  \"schedule\": \"%s\",\n  \"train\": {\"optimizer_sharding\": \"%s\"},\n"
+             "  \"devices\": [\n",
+          p->schedule == HX_PP_GPIPE ? "gpipe" : "1f1b",
+          p->optimizer_sharding == HX_SHARD_ZERO1 ? "zero1" : "none");
   for (int r = 0; r < p->ndevices; r++) {
     write_device(ctx, p, r, f);
     fputs(r + 1 < p->ndevices ? ",\n" : "\n", f);

@@ -72,6 +72,8 @@ enum hx_group_kind {
 
 enum { HX_HOLDS_EMBEDDING = 1, HX_HOLDS_HEAD = 2 };
 
+#define HX_PPM 1000000 /* shard_ppm: parts per million */
+
 struct hx_group {
   enum hx_group_kind kind;
   int nranks;

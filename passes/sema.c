@@ -62,7 +62,7 @@ static const struct field_spec model_fields[M_COUNT] = {
     {"tie_embeddings", T_BOOL, false, 0, 0, false, NULL},
 };
 
-enum { TR_GLOBAL_BATCH, TR_MICRO_BATCH, TR_PRECISION, TR_RECOMPUTE, TR_OPTIMIZER, TR_SCHEDULE, TR_LR,
+enum { TR_GLOBAL_BATCH, TR_MICRO_BATCH, TR_PRECISION, TR_RECOMPUTE, TR_OPTIMIZER, TR_SCHEDULE, TR_SHARDING, TR_LR,
        TR_BETA1, TR_BETA2, TR_EPS, TR_WEIGHT_DECAY, TR_GRAD_CLIP, TR_WARMUP, TR_STEPS, TR_SEED, TR_DATA,
        TR_CKPT_EVERY, TR_CKPT_DIR, TR_COUNT };
 static const struct field_spec train_fields[TR_COUNT] = {
@@ -72,6 +72,7 @@ static const struct field_spec train_fields[TR_COUNT] = {
     {"recompute", T_ENUM, false, 0, 0, false, hx_recompute_names},
     {"optimizer", T_ENUM, false, 0, 0, false, hx_optimizer_names},
     {"schedule", T_ENUM, false, 0, 0, false, hx_schedule_names},
+    {"optimizer_sharding", T_ENUM, false, 0, 0, false, hx_sharding_names},
     {"lr", T_REAL, false, 0, 1e3, true, NULL},
     {"beta1", T_REAL, false, 0, 0.999999, false, NULL},
     {"beta2", T_REAL, false, 0, 0.999999999, false, NULL},
@@ -494,6 +495,9 @@ static void build_train(struct sema *s, const struct hx_block *b) {
   t->recompute = (enum hx_recompute)get_choice(s, f[TR_RECOMPUTE], &sp[TR_RECOMPUTE], HX_RECOMPUTE_NONE);
   t->optimizer = (enum hx_optimizer)get_choice(s, f[TR_OPTIMIZER], &sp[TR_OPTIMIZER], HX_OPT_ADAMW);
   t->schedule = (enum hx_pp_schedule)get_choice(s, f[TR_SCHEDULE], &sp[TR_SCHEDULE], HX_PP_1F1B);
+  /* ZeRO-1 by default: sharding the optimizer state only frees memory */
+  t->optimizer_sharding =
+      (enum hx_opt_sharding)get_choice(s, f[TR_SHARDING], &sp[TR_SHARDING], HX_SHARD_ZERO1);
   get_real(s, f[TR_LR], &sp[TR_LR], 3e-4, &t->lr);
   get_real(s, f[TR_BETA1], &sp[TR_BETA1], 0.9, &t->beta1);
   get_real(s, f[TR_BETA2], &sp[TR_BETA2], 0.95, &t->beta2);

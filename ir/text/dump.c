@@ -13,6 +13,7 @@ const char *const hx_recompute_names[] = {[HX_RECOMPUTE_NONE] = "none", [HX_RECO
                                           [HX_RECOMPUTE_AUTO] = "auto", NULL};
 const char *const hx_optimizer_names[] = {[HX_OPT_ADAMW] = "adamw", [HX_OPT_SGD] = "sgd", NULL};
 const char *const hx_schedule_names[] = {[HX_PP_1F1B] = "1f1b", [HX_PP_GPIPE] = "gpipe", NULL};
+const char *const hx_sharding_names[] = {[HX_SHARD_NONE] = "none", [HX_SHARD_ZERO1] = "zero1", NULL};
 
 /* ------------------------------------------------------------------ AST */
 
@@ -126,6 +127,7 @@ static void dump_train(const struct hx_train *t, FILE *f) {
           t->micro_batch ? "" : " (the planner chooses)");
   fprintf(f, "  precision %s\n  recompute %s\n  optimizer %s\n  schedule %s\n", hx_precision_names[t->precision],
           hx_recompute_names[t->recompute], hx_optimizer_names[t->optimizer], hx_schedule_names[t->schedule]);
+  fprintf(f, "  optimizer_sharding %s\n", hx_sharding_names[t->optimizer_sharding]);
   fprintf(f, "  lr %.10g\n  beta1 %.10g\n  beta2 %.10g\n  eps %.10g\n  weight_decay %.10g\n  grad_clip %.10g\n", t->lr,
           t->beta1, t->beta2, t->eps, t->weight_decay, t->grad_clip);
   fprintf(f, "  warmup_steps %" PRId64 "\n  steps %" PRId64 "\n  seed %" PRId64 "\n", t->warmup_steps, t->steps,

@@ -21,5 +21,6 @@ extern const char *const hx_precision_names[];
 extern const char *const hx_recompute_names[];
 extern const char *const hx_optimizer_names[];
 extern const char *const hx_schedule_names[];
+extern const char *const hx_sharding_names[];
 
 #endif

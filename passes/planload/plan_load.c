@@ -190,6 +190,44 @@ static bool load_split_table(struct hx_plan_loader *l, const struct hx_json *js,
   return true;
 }
 
+/* A gradient group's "optimizer_shards" (ZeRO-1, /work/notes/zero1_api.md):
+ * one share per member in parts per million, each >= 0, summing to exactly
+ * 1000000; absent: the group's optimizer state is not sharded. */
+static bool load_optimizer_shards(struct hx_plan_loader *l, const struct hx_json *js,
+                                  struct hx_group *gr) {
+  const struct hx_json *t = hx_json_get(js, "optimizer_shards");
+  if (!t)
+    return true;
+  if (gr->kind != HX_GROUP_GRAD && gr->kind != HX_GROUP_UNSPLIT) {
+    hx_error(t->loc, "'optimizer_shards' belongs to a grad or unsplit group, not a %s group",
+             hx_group_kind_name(gr->kind));
+    return false;
+  }
+  if (t->kind != HX_JSON_ARRAY || t->nitems != gr->nranks) {
+    hx_error(t->loc, "'optimizer_shards' must be an array of %d integers, one per rank of the group",
+             gr->nranks);
+    return false;
+  }
+  gr->shard_ppm = HX_NEW_ARRAY(&l->ctx->arena, int32_t, gr->nranks);
+  int64_t sum = 0;
+  for (int k = 0; k < gr->nranks; k++) {
+    int64_t v;
+    if (!hx_json_int(&t->items[k], 0, HX_PPM, &v)) {
+      hx_error(t->items[k].loc, "an optimizer shard must be an integer in [0, %d] (parts per million)",
+               HX_PPM);
+      return false;
+    }
+    gr->shard_ppm[k] = (int32_t)v;
+    sum += v;
+  }
+  if (sum != HX_PPM) {
+    hx_error(t->loc, "the optimizer shards sum to %lld parts per million, not %d", (long long)sum,
+             HX_PPM);
+    return false;
+  }
+  return true;
+}
+
 /* The group kind plan.json names (hx_group_kind_name), -1 for none. */
 static int group_kind_of(const struct hx_json *kind) {
   if (!kind || kind->kind != HX_JSON_STRING)
@@ -237,7 +275,7 @@ static bool load_group(struct hx_plan_loader *l, const struct hx_json *js, struc
   gr->nslices = (int)nslices;
   for (int r = 0; seq && r < gr->nranks; r++)
     l->in_seq_group[gr->ranks[r]] = true;
-  return load_split_table(l, js, gr);
+  return load_split_table(l, js, gr) && load_optimizer_shards(l, js, gr);
 }
 
 static bool load_groups(struct hx_plan_loader *l, const struct hx_json *root) {
@@ -263,6 +301,43 @@ bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks,
   return false;
 }
 
+/* "train": {"optimizer_sharding": "none" | "zero1"}; absent: none. The train
+ * block binds the file as it binds the planner: a zero1 plan needs a train
+ * block that allows it (the planner may itself choose none). */
+static bool load_sharding(const struct hx_ctx *ctx, const struct hx_json *root,
+                          struct hx_plan *p) {
+  const struct hx_json *train = hx_json_get(root, "train");
+  if (!train)
+    return true;
+  const struct hx_json *v = hx_json_get(train, "optimizer_sharding");
+  if (train->kind != HX_JSON_OBJECT || !v)
+    return true;
+  if (v->kind != HX_JSON_STRING || (strcmp(v->string, "none") && strcmp(v->string, "zero1"))) {
+    hx_error(v->loc, "'optimizer_sharding' must be \"none\" or \"zero1\"");
+    return false;
+  }
+  p->optimizer_sharding = strcmp(v->string, "zero1") ? HX_SHARD_NONE : HX_SHARD_ZERO1;
+  if (p->optimizer_sharding == HX_SHARD_ZERO1 && ctx->train.optimizer_sharding == HX_SHARD_NONE) {
+    hx_error(v->loc, "this plan shards the optimizer state but the train block says "
+                     "optimizer_sharding = none");
+    return false;
+  }
+  return true;
+}
+
+/* Shards on a plan that does not shard are a contradiction, not a no-op. */
+static bool shards_agree(const struct hx_plan_loader *l) {
+  if (l->plan->optimizer_sharding == HX_SHARD_ZERO1)
+    return true;
+  for (int g = 0; g < l->plan->ngroups; g++)
+    if (l->plan->groups[g].shard_ppm) {
+      hx_error(hx_json_get(l->group_js[g], "optimizer_shards")->loc,
+               "'optimizer_shards' on a plan whose train.optimizer_sharding is not \"zero1\"");
+      return false;
+    }
+  return true;
+}
+
 static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root) {
   const struct hx_json *pipes = get_array(root, "pipelines", 1);
   if (!pipes)
@@ -282,7 +357,7 @@ static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root)
                          ? HX_PP_GPIPE
                          : HX_PP_1F1B;
   /* groups first: they say which stages are HexiSeq stages */
-  if (!load_groups(&l, root))
+  if (!load_sharding(ctx, root, l.plan) || !load_groups(&l, root) || !shards_agree(&l))
     return NULL;
   for (int i = 0; i < pipes->nitems; i++)
     if (!load_pipeline(&l, &pipes->items[i], &l.plan->pipelines[i]))

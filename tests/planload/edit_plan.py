@@ -4,7 +4,7 @@ Hand edits of a plan.json that break it, one per EDIT name; the plan is
 written back in hexic's own layout (one line per stage, device and group)
 so errors point at lines a person would edit. The HexiSeq edits need a
 HexiSeq plan; the others (stale_groups, missing_group, no_groups,
-recompute_off, recompute_on) any plan with two pipelines or more."""
+recompute_off, recompute_on, shards_*) any plan with two pipelines or more."""
 import json
 import sys
 
@@ -26,6 +26,17 @@ def unit_group(st, hp):
         return None
     firsts = set(st["ranks"][::st["tp"]])
     return next((g for g in hp if len(g["ranks"]) >= 2 and set(g["ranks"]) <= firsts), None)
+
+
+def zero1(p, grads):
+    """A ZeRO-1 plan: train.optimizer_sharding zero1 and, on every gradient
+    group without them, even shards (parts per million, the remainder on the
+    first members)."""
+    p.setdefault("train", {})["optimizer_sharding"] = "zero1"
+    for g in grads:
+        if "optimizer_shards" not in g:
+            n = len(g["ranks"])
+            g["optimizer_shards"] = [1000000 // n + (k < 1000000 % n) for k in range(n)]
 
 
 if edit in SEQ_EDITS:
@@ -77,6 +88,29 @@ elif edit == "missing_group":  # one gradient group left out
     p["groups"].remove(grads[-1])
 elif edit == "no_groups":  # no tables at all: the stages' are derived (accepted)
     p["groups"] = []
+elif edit.startswith("shards_"):  # ZeRO-1 optimizer shards (zero1_api.md)
+    zero1(p, grads)
+    g0 = grads[0]
+    if edit == "shards_uneven":  # accepted: the first member takes the most
+        n = len(g0["ranks"])
+        g0["optimizer_shards"] = [1000000 - 1000 * (n - 1)] + [1000] * (n - 1)
+    elif edit == "shards_length":
+        g0["optimizer_shards"].append(0)
+    elif edit == "shards_sum":
+        g0["optimizer_shards"][0] += 1
+    elif edit == "shards_negative":
+        g0["optimizer_shards"][0] += g0["optimizer_shards"][1] + 1
+        g0["optimizer_shards"][1] = -1
+    elif edit == "shards_kind":
+        # refused as it is read, before the groups are checked against the stages
+        p["groups"].append({"kind": "tp", "ranks": [0], "layers": [0, 1],
+                            "optimizer_shards": [1000000]})
+    elif edit == "shards_unsharded":  # shards on a plan that says none
+        p["train"]["optimizer_sharding"] = "none"
+    elif edit == "shards_word":
+        p["train"]["optimizer_sharding"] = "zero3"
+    else:
+        sys.exit("unknown edit " + edit)
 elif edit == "recompute_off":  # against recompute = full
     stages[-1]["recompute"] = False
 elif edit == "recompute_on":  # against recompute = none

@@ -47,11 +47,31 @@ refused full "$full" recompute_off \
   "this stage has \"recompute\": false but the train block says recompute = full"
 refused plain "$tiny" recompute_on \
   "this stage has \"recompute\": true but the train block says recompute = none"
+# ZeRO-1 optimizer shards (issue 16, /work/notes/zero1_api.md)
+refused plain "$tiny" shards_length "'optimizer_shards' must be an array of [0-9]+ integers, one per rank"
+refused plain "$tiny" shards_sum "the optimizer shards sum to 1000001 parts per million, not 1000000"
+refused plain "$tiny" shards_negative "an optimizer shard must be an integer in \\[0, 1000000\\]"
+refused plain "$tiny" shards_kind "'optimizer_shards' belongs to a grad or unsplit group, not a tp group"
+refused plain "$tiny" shards_unsharded "'optimizer_shards' on a plan whose train.optimizer_sharding is not"
+refused plain "$tiny" shards_word "'optimizer_sharding' must be \"none\" or \"zero1\""
+# uneven shards are accepted and written back as they were read
+python3 "$here/edit_plan.py" plain/plan.json shards_uneven.json shards_uneven || fail=1
+if "$hexic" "$tiny" "$cpu8" --plan=shards_uneven.json -o uneven.out > /dev/null 2> uneven.err; then
+  python3 -c 'import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+key = lambda p: [(g["kind"], g["ranks"], g.get("layers"), g.get("slice"), g.get("optimizer_shards"))
+                 for g in p["groups"] if g["kind"] in ("grad", "unsplit")]
+assert b["train"]["optimizer_sharding"] == "zero1", b["train"]
+assert sorted(map(str, key(a))) == sorted(map(str, key(b))), "optimizer_shards not kept"' \
+    shards_uneven.json uneven.out/plan.json || { echo "FAIL: uneven shards not written back"; fail=1; }
+else
+  echo "FAIL: --plan refuses uneven optimizer shards:"; cat uneven.err; fail=1
+fi
 
 python3 "$here/edit_plan.py" plain/plan.json no_groups.json no_groups || fail=1
 "$hexic" simulate no_groups.json "$tiny" "$cpu8" > /dev/null 2> no_groups.err ||
   { echo "FAIL: a plan without group tables is refused:"; cat no_groups.err; fail=1; }
 "$hexic" "$tiny" "$cpu8" --plan=no_groups.json -o no_groups.out > /dev/null 2>> no_groups.err ||
   { echo "FAIL: --plan refuses a plan without group tables:"; cat no_groups.err; fail=1; }
-[ $fail -eq 0 ] && echo "ok (planload edits: stale and missing groups, recompute, both paths)"
+[ $fail -eq 0 ] && echo "ok (planload edits: stale and missing groups, recompute, optimizer shards, both paths)"
 exit $fail

@@ -2,7 +2,7 @@ model "syn" { layers = 2; hidden = 64; ffn = 128; heads = 4; vocab = 100; seq_le
 train
 {
   global_batch = 8;;;
-  schedule = 1f1b; optimizer = "sgd"
+  schedule = 1f1b; optimizer = "sgd"; optimizer_sharding = none
   lr = 1e-3; beta1 = .5; beta2 = 0.99; eps = 1E-6
   checkpoint_dir = "ck\"pt"; checkpoint_every = 10
 }
