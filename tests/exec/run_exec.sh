@@ -363,12 +363,12 @@ open(sys.argv[2], "w").write(t)' "$here/plans/seq_dp_hp_uneven.json" no_tokens.j
     fail "a HexiSeq plan for --target=cuda should be refused with exit 2: $out"
   # The runtime's HexiSeq paths under AddressSanitizer and UBSan
   rm -rf asan
-  "$hexic" "$seqtiny" "$here/clusters/four.hx" --plan="$here/plans/seq_dp_hp_uneven.json" \
+  "$hexic" "$seqtiny" "$src/examples/clusters/cpu8.hx" --plan="$here/plans/seq_pp_tp_cp_hp.json" \
     --target=cpu -o asan >/dev/null || fail "hexic asan"
   make -s -C asan -j2 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
     >asan.make.log 2>&1 || { cat asan.make.log; fail "make with sanitizers"; }
   ASAN_OPTIONS=detect_leaks=0 run asan
-  same one asan "seq_dp_hp_uneven.json under ASan+UBSan"
+  same one asan "seq_pp_tp_cp_hp.json under ASan+UBSan"
   ;;
 seqfault)
   # A rank of a CP ring killed (and stopped) mid-step: the ring's exchanges
