@@ -287,6 +287,39 @@ else
   fi
 fi
 
+# [HexiSeq on one GPU, issue 14] seqtiny's hand-written PP x TP x CP x HP
+# plan (tests/exec/plans/seq_pp_tp_cp_hp.json: ring attention and ragged
+# all-to-alls, one-head devices, uneven token ranges) on eight ranks sharing
+# the GPU through the staged MPI transport: the layers take their tokens'
+# positions and rtlib/seq's hook on the CUDA kernel table. Losses as the
+# same plan's CPU programs within 1e-4, as the other fp32 runs (10 steps).
+row="HexiSeq plan on one GPU (8 ranks) vs CPU, fp32"
+t=$(date +%s)
+seqtiny=$root/tests/exec/models/seqtiny.hx
+seqplan=$root/tests/exec/plans/seq_pp_tp_cp_hp.json
+{ grep '^gpu ' "$one"; sed -n 's/^gpu \("[^"]*"\).*/node "gpu0" { gpu = \1; gpus = 8; bandwidth = 100 GB\/s }/p' "$one"; } >"$work/eight.hx"
+if [ $programs = 0 ]; then
+  record "$row" FAIL "hexic did not build"
+elif ! ready cpuseq cpu "$seqtiny" "$root/examples/clusters/cpu8.hx" --plan="$seqplan"; then
+  record "$row" FAIL "the CPU reference: $reason"
+elif ! run_set cpuseq 10 300 "${data[@]}"; then
+  record "$row" FAIL "the CPU reference did not train: $(why cpuseq)"
+elif ! ready gseq cuda "$seqtiny" "$work/eight.hx" --plan="$seqplan"; then
+  record "$row" FAIL "$reason"
+elif ! gpu_run gseq 10 300 "${data[@]}"; then
+  outcome "$row" "did not train: $(why gseq)"
+elif ! grep -q "transport: mpi-staged" "$work/gseq.out"; then
+  record "$row" FAIL "eight ranks on one GPU did not take the staged transport"
+else
+  d=$(maxrel cpuseq gseq 10)
+  if within "$d" 1e-4; then
+    record "$row" PASS "max rel. diff $d (tol 1e-4); loss $(mean gseq 1 1) -> $(mean gseq 10 10); $(elapsed "$t")"
+  else
+    record "$row" FAIL "max rel. diff $d > 1e-4"
+    paste "$work/cpuseq.steps" "$work/gseq.steps" | head -10
+  fi
+fi
+
 # [NCCL, issue 13] the one-GPU fp32 set again with HEXIC_TRANSPORT=mpi (the
 # staged transport): the same losses as its default NCCL run (one rank has
 # nothing to send: any difference is a transport touching what it should

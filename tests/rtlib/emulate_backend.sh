@@ -9,12 +9,14 @@
 #      another batch size, five ranks through the staged MPI transport,
 #      small HEXIC_STAGE_BYTES so the all-reduces go in pieces: fp32 losses
 #      and weights as the same plan's CPU programs; in bf16 (activations,
-#      their sends and TP sums in bf16) losses within 2%.
+#      their sends and TP sums in bf16) losses within 2%;
+#   3. HexiSeq: a PP x TP x CP x HP plan on eight ranks (the CUDA layer with
+#      positions and rtlib/seq's hook on the device), fp32 as the CPU's.
 # What it checks: the executor's calls through the device and transport
 # interfaces, the bindings, packing, staging and bf16 plumbing. What it
 # cannot: speed, streams running concurrently, a real GPU's errors.
 #
-#   bash tests/rtlib/emulate_backend.sh [one|multi]   (both by default;
+#   bash tests/rtlib/emulate_backend.sh [one|multi|seq]   (all by default;
 #   builds into build-emu-backend/; HEXIC_CPU_BUILD=DIR takes the CPU side
 #   from an existing build)
 set -euo pipefail
@@ -38,7 +40,7 @@ cmake --build "$cpu" -j2 --target hexic_kernels rt_backend_cpu weights_cmp emit_
 cxx() { g++ -std=c++17 -O2 -g -include "$emu/cuda_emu.h" -I"$root" -I"$cuda/include" -w -c "$1" -o "$2"; }
 cc() { mpicc -std=gnu11 -O1 -g -Wall -Wextra -Werror -I"$root" -I"$root/rtlib" -I"$cuda/include" $blas -c "$1" -o "$2"; }
 # An object is rebuilt when it is older than its source or any header.
-headers=$(ls -t kernels/cuda/*.h kernels/cuda/*.cuh kernels/cpu/*.h rtlib/*.h rtlib/cuda/*.h \
+headers=$(ls -t kernels/cuda/*.h kernels/cuda/*.cuh kernels/cpu/*.h rtlib/*.h rtlib/cuda/*.h rtlib/seq/*.h \
   "$emu/cuda_emu.h" | head -n 1)
 jobs=()
 add() { # COMPILER SOURCE OBJECT
@@ -68,13 +70,50 @@ ar rcs "$out/libhexic_emu.a" "$out"/obj/*.o
 libs=("$out/libhexic_emu.a" "$cpu/libhexic_kernels.a" -lopenblas -lstdc++ -lm -lpthread)
 
 # 1. one rank
-if [ "$part" != multi ]; then
+if [ "$part" = all ] || [ "$part" = one ]; then
 mpicc -std=gnu11 -DHX_TEST_CUDA -I"$root" -I"$cuda/include" tests/rtlib/rt_backend_main.c \
   "${libs[@]}" -o "$out/rt_backend_emu"
 bash tests/rtlib/run_backend.sh "$(command -v mpirun)" "$cpu/tests/rt_backend_cpu" \
   "$out/rt_backend_emu" "$cpu/tests/weights_cmp" "$out/one-rank"
 fi
 [ "$part" = one ] && exit 0
+
+# 3. HexiSeq (issue 14): seqtiny's PP x TP x CP x HP plan (tests/exec's
+#    hand-written one: ring attention, ragged all-to-alls, one-head devices)
+#    on eight ranks through the staged transport: the CUDA layer with its
+#    tokens' positions and rtlib/seq's hook on the device's kernel table
+#    (rtlib/cuda/seq_cuda.c), against the same plan's CPU programs (fp32
+#    losses and weights within 1e-4).
+if [ "$part" = all ] || [ "$part" = seq ]; then
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+cmake --build "$cpu" -j2 --target hexic >/dev/null
+sq=$out/seq
+rm -rf "$sq"
+"$cpu/hexic" tests/exec/models/seqtiny.hx examples/clusters/cpu8.hx \
+  --plan=tests/exec/plans/seq_pp_tp_cp_hp.json -o "$sq" >/dev/null
+make -s -C "$sq" -j2 >/dev/null
+mkdir -p "$sq/emu"
+seq_app=() seq_emu=()
+for src in "$sq"/rank_*.c; do
+  r=$(basename "$src" .c)
+  mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$sq/emu/$r"
+  seq_app+=(${seq_app[@]:+:} -np 1 "$sq/$r" --steps 3 --dump-weights "$sq/cpu.w")
+  seq_emu+=(${seq_emu[@]:+:} -np 1 "$sq/emu/$r" --steps 3 --dump-weights "$sq/emu.w")
+done
+mpirun --oversubscribe "${seq_app[@]}" >"$sq/cpu.log" 2>&1 || { cat "$sq/cpu.log"; exit 1; }
+HEXIC_STAGE_BYTES=4096 mpirun --oversubscribe "${seq_emu[@]}" >"$sq/emu.log" 2>&1 ||
+  { cat "$sq/emu.log"; exit 1; }
+grep -q "transport: mpi-staged" "$sq/emu.log" || { echo "FAIL: HexiSeq: not the staged transport"; exit 1; }
+paste <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$sq/cpu.log") \
+  <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$sq/emu.log") | awk '
+  { n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad++; print "HexiSeq step " n ": cpu " $1 ", emulated cuda " $2 }
+  END { exit !(n == 3 && bad == 0) }' || { echo "FAIL: HexiSeq losses differ"; exit 1; }
+"$cpu/tests/weights_cmp" "$sq/cpu.w" "$sq/emu.w" 1e-4
+echo "emulate_backend: HexiSeq PP x TP x CP x HP (eight ranks, staged) agrees with the CPU backend"
+fi
+[ "$part" = seq ] && exit 0
+
 
 # 2. TP 2 + PP 2 and an uneven second pipeline, five ranks, staged transport
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
