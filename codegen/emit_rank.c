@@ -282,6 +282,49 @@ static struct aligned new_aligned(const struct program_set *set, int capacity) {
                           HX_NEW_ARRAY(a, const char *, capacity)};
 }
 
+/* Does plan group pg (cluster devices) name exactly g's world ranks and
+ * layer range? */
+static bool plan_group_is(const struct program_set *set, const struct hx_group *pg,
+                          const struct hx_prog_group *g) {
+  if (pg->nranks != g->nranks || (pg->layer_begin < 0) != (g->layer_begin < 0) ||
+      (pg->layer_begin >= 0 &&
+       (pg->layer_begin != g->layer_begin || pg->layer_end != g->layer_end)))
+    return false;
+  for (int k = 0; k < pg->nranks; k++)
+    if (!hx_group_has_rank(g, set->world_of_device[pg->ranks[k]]))
+      return false;
+  return true;
+}
+
+/* ZeRO-1: g's shares of the optimizer state (parts per million, in g's
+ * increasing world-rank order) into out; false when the plan does not shard.
+ * The shares are those of the plan's grad (else unsplit) group over the
+ * same ranks and layers, reordered; a group of the programs that merges or
+ * splits the plan's (the norms over every TP rank of the stages, the kv
+ * heads, tok_emb and the head over every TP rank) splits evenly. */
+static bool group_shards(const struct program_set *set, const struct hx_prog_group *g,
+                         int32_t *out) {
+  const struct hx_plan *plan = set->plan;
+  if (plan->optimizer_sharding != HX_SHARD_ZERO1)
+    return false;
+  const struct hx_group *found = NULL;
+  for (int i = 0; i < plan->ngroups; i++) {
+    const struct hx_group *pg = &plan->groups[i];
+    if (!pg->shard_ppm || (pg->kind != HX_GROUP_GRAD && pg->kind != HX_GROUP_UNSPLIT) ||
+        !plan_group_is(set, pg, g))
+      continue;
+    if (!found || (found->kind != HX_GROUP_GRAD && pg->kind == HX_GROUP_GRAD))
+      found = pg;
+  }
+  for (int i = 0; i < g->nranks; i++) {
+    out[i] = 1000000 / g->nranks + (i < 1000000 % g->nranks);
+    for (int k = 0; found && k < found->nranks; k++)
+      if (set->world_of_device[found->ranks[k]] == g->ranks[i])
+        out[i] = found->shard_ppm[k];
+  }
+  return true;
+}
+
 /* One table row per group, its label on the line above (a trailing comment
  * would push the row past the column limit). */
 static void emit_groups(const struct program_set *set, FILE *f, int w, int *count) {
@@ -300,11 +343,21 @@ static void emit_groups(const struct program_set *set, FILE *f, int w, int *coun
     }
     put_aligned(f, &members);
     fputs("};\n\n", f);
+    int32_t *shards = HX_NEW_ARRAY(arena, int32_t, g->nranks);
+    if (!group_shards(set, g, shards))
+      continue;
+    fprintf(f, "// ZeRO-1: each member's share of the optimizer state, parts per million\n"
+               "static const int32_t group_%d_shards[] = {", id);
+    for (int i = 0; i < g->nranks; i++)
+      fprintf(f, "%s%d", i ? ", " : "", shards[i]);
+    fputs("};\n\n", f);
   }
   *count = n;
   if (n == 0)
     return;
-  fputs("// {id, parts, layers [b, e), heads [b, e), ffn [b, e), kv [b, e), nranks, ranks}\n"
+  bool sharded = set->plan->optimizer_sharding == HX_SHARD_ZERO1;
+  fputs("// {id, parts, layers [b, e), heads [b, e), ffn [b, e), kv [b, e), nranks, ranks,\n"
+        "//  shard_ppm (NULL: unsharded)}\n"
         "static const struct hx_rt_group groups[] = {\n",
         f);
   for (int id = 0; id < set->ngroups; id++) {
@@ -312,9 +365,12 @@ static void emit_groups(const struct program_set *set, FILE *f, int w, int *coun
     if (!hx_group_has_rank(g, w))
       continue;
     fprintf(f, "    // %s\n", group_label(set, g, id));
-    fprintf(f, "    {%d, %u, %d, %d, %d, %d, %d, %d, %d, %d, %d, group_%d_ranks},\n", id, g->parts,
-            g->layer_begin, g->layer_end, g->head_begin, g->head_end, g->ffn_begin, g->ffn_end,
-            g->kv_begin, g->kv_end, g->nranks, id);
+    char shards[32] = "NULL";
+    if (sharded)
+      snprintf(shards, sizeof shards, "group_%d_shards", id);
+    fprintf(f, "    {%d, %u, %d, %d, %d, %d, %d, %d, %d, %d, %d, group_%d_ranks, %s},\n", id,
+            g->parts, g->layer_begin, g->layer_end, g->head_begin, g->head_end, g->ffn_begin,
+            g->ffn_end, g->kv_begin, g->kv_end, g->nranks, id, shards);
   }
   fputs("};\n\n", f);
 }

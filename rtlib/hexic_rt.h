@@ -86,6 +86,14 @@ struct hx_rt_group {
   int kv_begin, kv_end;       /* HX_RT_PART_KV: kv heads */
   int nranks;
   const int *ranks; /* increasing */
+  /* ZeRO-1: per member (ranks' order) its share of the group's optimizer
+   * state in parts per million, summing to 1000000: the gradients are
+   * reduce-scattered, member i steps AdamW on (and keeps m and v of) only
+   * [floor(n S_i / 1e6), floor(n S_{i+1} / 1e6)) of the group's n packed
+   * floats (S_i the sum of the shares before i), and the updated weights
+   * are all-gathered (rtlib/rt_exec_sync.c). NULL: unsharded, an all-reduce
+   * and every member steps everything. */
+  const int32_t *shard_ppm;
 };
 
 /* One link of the plan's cluster table: what a message between two ranks
