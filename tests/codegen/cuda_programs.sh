@@ -10,7 +10,10 @@
 #    kernel source is compiled once per architecture and each library
 #    archived once; each rank links its own GPU's library; the ranks carry
 #    the plan's GPU type, memory and precision.
-# 2. The issue's "Done when": tiny.hx on one-h200.hx, --target=cuda, make.
+# 2. The issue's "Done when": tiny.hx on one-h200.hx, --target=cuda, make;
+#    and a HexiSeq plan (PP x TP x CP x HP, tests/exec's hand-written one)
+#    on 8 H200s: every rank compiles and links against the runtime that
+#    carries rtlib/seq and its CUDA kernel table (issue 14 item 5).
 # 3. launch.sh's GPU check with a stand-in nvidia-smi, and a rank started
 #    on this GPU-less machine stopping with a message.
 # 4. Architectures read off GPU names; shapes and GPUs the kernels refuse.
@@ -123,6 +126,25 @@ grep -q nvcc out.make.log && fail "make -C out compiled the kernels again"
 [ -x out/rank_0000 ] || fail "out/rank_0000 was not linked"
 grep -q "GPU: H200, sm_90 (its cuda_arch)" out/rank_0000.c || fail "rank_0000.c: no GPU line"
 echo "one H200: hexic --target=cuda -o out && make -C out"
+# HexiSeq on the GPU: seqtiny's ring x all-to-all plan, each rank carrying
+# its sequence table, linked against libhexic.a with rtlib/seq and the
+# device's kernel table for it (rtlib/cuda/seq_cuda.c).
+cat >h200x8.hx <<'EOF'
+gpu "H200" { tflops = 989; memory = 141 GB; mem_bandwidth = 4.8 TB/s; cuda_arch = 90 }
+node "gpu0" { gpu = "H200"; gpus = 8; bandwidth = 900 GB/s }
+EOF
+"$hexic" "$src/tests/exec/models/seqtiny.hx" h200x8.hx --plan="$src/tests/exec/plans/seq_pp_tp_cp_hp.json" \
+  --target=cuda -o seq >seq.plan.txt 2>&1 || { cat seq.plan.txt; fail "hexic HexiSeq --target=cuda"; }
+cp -rp mix/obj mix/libhexic.a mix/libhexic_cuda_sm90.a seq/
+make -C seq -j2 >seq.make.log 2>&1 || { cat seq.make.log; fail "make -C seq"; }
+grep -q nvcc seq.make.log && fail "make -C seq compiled the kernels again"
+for r in 0 1 2 3 4 5 6 7; do
+  [ -x "seq/rank_000$r" ] || fail "seq/rank_000$r was not linked"
+  grep -q "^    \.seq = &seq_table,$" "seq/rank_000$r.c" || fail "seq/rank_000$r.c has no sequence table"
+done
+nm seq/libhexic.a >seq.nm && grep -q " T rt_cuda_seq_kernels$" seq.nm && grep -q " T rt_seq_open$" seq.nm ||
+  fail "libhexic.a lacks rtlib/seq or its CUDA kernel table"
+echo "HexiSeq on 8 H200s (PP x TP x CP x HP): 8 ranks linked with rtlib/seq's CUDA table"
 
 # ---- 3. launch.sh -------------------------------------------------------
 # A stand-in nvidia-smi: $FAKE_GPUS names, or exit 9 as without a driver.
