@@ -48,6 +48,7 @@ struct rt_run {
 struct rt_tensor {
   long off, n;
   bool decay; /* AdamW weight decay: matrices yes, norm gains no */
+  long moff;  /* in layout->opt: where its AdamW m and v start */
 };
 
 /* The rank's parameters as the executor lays them out (rt_exec_params.c):
@@ -64,6 +65,14 @@ struct rt_layout {
   const struct rt_tensor *tensors;  /* every tensor held, in buffer order */
   int nnorm;
   const struct rt_run *norm;        /* what this rank adds to the global gradient norm */
+  /* What AdamW steps here, with where each range's moments live in the m
+   * and v buffers of `moments` floats each. Without ZeRO-1 that is every
+   * tensor (moff == off, moments == n); with it (rtlib/rt_exec_sync.c) the
+   * ranges of a sharded gradient-sync group that this rank does not own are
+   * left out, and m and v hold only what remains. */
+  int nopt;
+  const struct rt_tensor *opt;
+  long moments;
 };
 
 /* Sums buf[0..n) (device memory, elements of the device's dtype) over the
@@ -143,8 +152,9 @@ struct rt_device {
   /* sum g^2 over layout->norm, in double (synchronous). */
   double (*grad_norm_sumsq)(void);
   /* Clips the gradients by hxk_clip_factor(global_sumsq, grad_clip) and
-   * takes one AdamW step (hxk_adamw_step's formulas), refreshing what the
-   * forward reads. */
+   * takes one AdamW step (hxk_adamw_step's formulas) over layout->opt,
+   * refreshing what the forward reads. The m and v buffers hold
+   * layout->moments floats each (struct rt_weights). */
   void (*optimizer_step)(double global_sumsq, double grad_clip, const struct hxk_adamw *hp,
                          long step, double lr);
 };
@@ -204,6 +214,19 @@ struct rt_transport {
   struct rt_request *(*group_allreduce_start)(int group, float *buf, long n, const char *what);
   bool (*group_allreduce_test)(struct rt_request *r);
   void (*group_allreduce_wait)(struct rt_request *r);
+
+  /* ZeRO-1 (a group with shard_ppm; rt_exec_sync.c), completed by
+   * group_allreduce_test and group_allreduce_wait like the all-reduce.
+   * counts[i] floats belong to member i (the group's ranks, increasing),
+   * back to back. reduce_scatter: send holds every member's block; recv gets
+   * this member's block summed over the group (send and recv must not
+   * overlap). allgather: in place, buf holds every block and this member's
+   * is sent to the others. Uneven counts, zeros allowed. NULL in a transport
+   * that has none: the executor then refuses a sharded plan. */
+  struct rt_request *(*group_reduce_scatter_start)(int group, const float *send, float *recv,
+                                                   const long *counts, const char *what);
+  struct rt_request *(*group_allgather_start)(int group, float *buf, const long *counts,
+                                              const char *what);
 
   /* Context and head parallelism (rtlib/seq/): exchanges among world ranks
    * on a communicator the transport keeps for them (made by

@@ -145,6 +145,7 @@ static void run_step(struct rt_exec *e) {
     } else if (op->kind == HX_RT_OPTIMIZER) {
       double t0 = hx_rt_now_s();
       loss = optimizer_step(e, &lr);
+      rt_sync_gather_weights(e); /* ZeRO-1: the updated shards to every member */
       rt_emu_compute_done(e, t0);
     } else if (op->kind == HX_RT_BACKWARD) {
       /* the last backward frees the gradient-sync buckets as it goes */
@@ -341,6 +342,20 @@ static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
   hx_rt_progress();
 }
 
+/* HEXIC_STATE_BYTES=1: every rank prints the bytes of model state it
+ * allocated (weights, gradients, AdamW m and v: with ZeRO-1, the moments of
+ * its shards only), which tests compare with the plan's memory figure. */
+static void report_state_bytes(const struct rt_exec *e) {
+  const char *v = getenv("HEXIC_STATE_BYTES");
+  if (!v || strcmp(v, "1"))
+    return;
+  fprintf(stderr,
+          "hexic-rt: rank %d: model state %lld bytes (weights and gradients %ld floats each, "
+          "m and v %ld floats each)\n",
+          e->cfg->rank, (long long)rt_model_state_bytes(e), e->p.lay.n, e->p.lay.moments);
+  fflush(stderr);
+}
+
 static void print_banner(const struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   if (c->rank != 0)
@@ -364,6 +379,7 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   rt_params_init(&e);
   rt_slots_init(&e);
   rt_sync_init(&e);
+  report_state_bytes(&e);
   rt_emu_init(&e, args.emulate);
   open_data(&e, &args);
   check_checkpoint_dir(&e, &args);

@@ -61,6 +61,13 @@ struct rt_bucket {
   struct rt_runs runs;
   struct rt_runs zero; /* replicated ranges among runs: zeroed off TP rank 0 */
   long pack_off;       /* floats into e->pack */
+  /* ZeRO-1 (the group has shard_ppm): per member, its floats of this
+   * bucket's pack (NULL: unsharded, an all-reduce); this rank's block is
+   * [own_at, own_at + own.floats) of the pack, received at recv_off of
+   * e->sync.recv, and own is its ranges of the flat buffers. */
+  long *counts;
+  long own_at, recv_off;
+  struct rt_runs own;
   struct rt_request *req;
   double start_s, emu_begin_s; /* when started; --emulate: when its link is free */
 };
@@ -77,6 +84,9 @@ struct rt_sync_state {
   char *trace_text;
   size_t trace_len, trace_cap;
   double emu_link_free_s; /* --emulate: when this rank's gradient link is free */
+  bool sharded;           /* some bucket is ZeRO-1's */
+  float *recv;            /* ZeRO-1: the own blocks of the reduce-scatters (device) */
+  struct rt_tensor *opt;  /* the optimizer table (layout->opt) */
 };
 
 /* --emulate's state (the --emulate section of rt_exec_ops.c). */
@@ -172,7 +182,20 @@ void rt_for_each_owned(const struct rt_exec *e, rt_piece_fn visit, void *arg);
 
 /* rt_exec_sync.c */
 void rt_runs_add(struct rt_runs *r, long off, long n);
+/* The buckets and, for ZeRO-1's groups, the shards: the optimizer table,
+ * the moments' size and what counts toward the norm (layout->opt, moments,
+ * norm). Before the device's setup; communicates nothing. */
+void rt_sync_plan(struct rt_exec *e);
+/* Opens the transport's groups (collective) and allocates the packs. */
 void rt_sync_init(struct rt_exec *e);
+/* ZeRO-1, after the optimizer step: every member's updated shard of the
+ * weights to the others (all-gathers), so each holds its full TP shard. */
+void rt_sync_gather_weights(struct rt_exec *e);
+/* ZeRO-1, collective over the groups: the host copy's moments (h->m, h->v,
+ * laid out like the weights) completed from the other members' shards. */
+void rt_sync_gather_moments(const struct rt_exec *e, float *m, float *v);
+/* Bytes of model state this rank allocated: weights, gradients, m, v. */
+int64_t rt_model_state_bytes(const struct rt_exec *e);
 /* Called by the executor through the step's last backward (of micro-batch
  * m; a no-op for the other backwards): `done` is the lowest local layer
  * whose backward is complete — nlayers at its start (the head's gradient is

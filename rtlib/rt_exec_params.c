@@ -47,18 +47,19 @@ static void list_tensors(struct rt_exec *e) {
   int cap = 3 + p->nlayers * HXK_LAYER_NPARAMS, n = 0;
   struct rt_tensor *t = hx_rt_calloc((size_t)cap, sizeof *t);
   if (p->tok_emb >= 0)
-    t[n++] = (struct rt_tensor){p->tok_emb, vd, hxk_param_decays(HXK_TOK_EMB)};
+    t[n++] = (struct rt_tensor){p->tok_emb, vd, hxk_param_decays(HXK_TOK_EMB), p->tok_emb};
   for (int l = 0; l < p->nlayers; l++)
     for (int k = 0; k < HXK_LAYER_NPARAMS; k++) {
       enum hxk_param pk = (enum hxk_param)k;
-      t[n++] = (struct rt_tensor){rt_layer_tensor(e, l, pk),
-                                  hxk_layer_param_floats(&e->dims, &e->shard, pk),
-                                  hxk_param_decays(pk)};
+      long off = rt_layer_tensor(e, l, pk);
+      t[n++] = (struct rt_tensor){off, hxk_layer_param_floats(&e->dims, &e->shard, pk),
+                                  hxk_param_decays(pk), off};
     }
   if (p->final_norm >= 0)
-    t[n++] = (struct rt_tensor){p->final_norm, e->dims.dim, hxk_param_decays(HXK_FINAL_NORM)};
+    t[n++] = (struct rt_tensor){p->final_norm, e->dims.dim, hxk_param_decays(HXK_FINAL_NORM),
+                                p->final_norm};
   if (p->lm_head >= 0)
-    t[n++] = (struct rt_tensor){p->lm_head, vd, hxk_param_decays(HXK_LM_HEAD)};
+    t[n++] = (struct rt_tensor){p->lm_head, vd, hxk_param_decays(HXK_LM_HEAD), p->lm_head};
   p->tensors = t;
   p->ntensors = n;
 }
@@ -176,6 +177,7 @@ void rt_params_init(struct rt_exec *e) {
   rt_for_each_owned(e, add_to_norm, &e->in_norm);
   e->p.lay.norm = e->in_norm.items;
   e->p.lay.nnorm = e->in_norm.n;
+  rt_sync_plan(e); /* the optimizer table, moments and norm (ZeRO-1's shards) */
   describe_model(e);
   e->dev->setup(&e->model, &e->p.dev);
   struct rt_host_params init = rt_host_params_new(e, false);
@@ -201,22 +203,47 @@ void rt_host_params_free(struct rt_host_params *h) {
   *h = (struct rt_host_params){NULL, NULL, NULL};
 }
 
+/* The device's moments (layout->moments floats, the optimizer table's
+ * pieces back to back) to and from the host's layout (like the weights). */
+static void moments_to_host(const struct rt_exec *e, float *host, const float *dev) {
+  const struct rt_layout *p = &e->p.lay;
+  float *packed = hx_rt_calloc((size_t)(p->moments > 0 ? p->moments : 1), sizeof(float));
+  e->dev->download(packed, dev, (size_t)p->moments * sizeof(float));
+  for (int i = 0; i < p->nopt; i++)
+    memcpy(host + p->opt[i].off, packed + p->opt[i].moff, (size_t)p->opt[i].n * sizeof(float));
+  free(packed);
+}
+
+static void moments_to_device(const struct rt_exec *e, float *dev, const float *host) {
+  const struct rt_layout *p = &e->p.lay;
+  float *packed = hx_rt_calloc((size_t)(p->moments > 0 ? p->moments : 1), sizeof(float));
+  for (int i = 0; i < p->nopt; i++)
+    memcpy(packed + p->opt[i].moff, host + p->opt[i].off, (size_t)p->opt[i].n * sizeof(float));
+  e->dev->upload(dev, packed, (size_t)p->moments * sizeof(float));
+  free(packed);
+}
+
+/* With moments, collective over the gradient-sync groups under ZeRO-1: each
+ * member's shards complete the others' (a checkpoint holds every moment of
+ * the rank's tensors, so any plan can read it). */
 void rt_host_params_download(const struct rt_exec *e, struct rt_host_params *h) {
   size_t bytes = (size_t)e->p.lay.n * sizeof(float);
   e->dev->download(h->w, e->p.dev.w, bytes);
   if (h->m)
-    e->dev->download(h->m, e->p.dev.m, bytes);
+    moments_to_host(e, h->m, e->p.dev.m);
   if (h->v)
-    e->dev->download(h->v, e->p.dev.v, bytes);
+    moments_to_host(e, h->v, e->p.dev.v);
+  if (h->m && h->v && e->sync.sharded)
+    rt_sync_gather_moments(e, h->m, h->v);
 }
 
 void rt_host_params_upload(const struct rt_exec *e, const struct rt_host_params *h) {
   size_t bytes = (size_t)e->p.lay.n * sizeof(float);
   e->dev->upload(e->p.dev.w, h->w, bytes);
   if (h->m)
-    e->dev->upload(e->p.dev.m, h->m, bytes);
+    moments_to_device(e, e->p.dev.m, h->m);
   if (h->v)
-    e->dev->upload(e->p.dev.v, h->v, bytes);
+    moments_to_device(e, e->p.dev.v, h->v);
   e->dev->weights_changed();
 }
 

@@ -255,34 +255,256 @@ static int last_backward(const struct hx_rt_rank_config *c) {
   return mb;
 }
 
-/* The transport's groups, opened in increasing group id order on every
- * member (the opening is collective over the group only, and this order
- * makes overlapping groups safe), and the buckets of each. */
-void rt_sync_init(struct rt_exec *e) {
+/* ---- ZeRO-1: the shards (docs: /work/notes/zero1_api.md's split rule) ----
+ *
+ * A sharded group's packed sequence is the concatenation of its buckets in
+ * the order plan_group makes them (its layers up, then tok_emb and the
+ * head), the same on every member. Member i (the group's ranks, increasing)
+ * owns [floor(n S_i / 1e6), floor(n S_{i+1} / 1e6)) of it, S_i the sum of
+ * shard_ppm[0..i). Each bucket is one contiguous piece of that sequence, so
+ * its reduce-scatter and all-gather have per-member counts (some zero). */
+
+static long split_at(long n, const int32_t *ppm, int i) {
+  int64_t s = 0;
+  for (int k = 0; k < i; k++)
+    s += ppm[k];
+  return (long)((int64_t)n * s / 1000000);
+}
+
+static void check_shards(const struct hx_rt_group *g) {
+  int64_t sum = 0;
+  for (int i = 0; i < g->nranks; i++) {
+    if (g->shard_ppm[i] < 0)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: gradient group %d: shard %d is negative", g->id, i);
+    sum += g->shard_ppm[i];
+  }
+  if (sum != 1000000)
+    hx_rt_fatal(HX_RT_EXIT_ERROR,
+                "internal: gradient group %d: its shards sum to %lld parts per million, not "
+                "1000000",
+                g->id, (long long)sum);
+}
+
+static int member_index(const struct hx_rt_rank_config *c, const struct hx_rt_group *g) {
+  for (int i = 0; i < g->nranks; i++)
+    if (g->ranks[i] == c->rank)
+      return i;
+  hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: rank %d is not a member of its group %d", c->rank,
+              g->id);
+}
+
+/* The flat ranges of packed floats [lo, hi) of runs. */
+static void slice_runs(const struct rt_runs *runs, long lo, long hi, struct rt_runs *out) {
+  long at = 0;
+  for (int k = 0; k < runs->n && at < hi; k++) {
+    long n = runs->items[k].n, from = lo > at ? lo - at : 0, to = hi - at < n ? hi - at : n;
+    if (to > from)
+      rt_runs_add(out, runs->items[k].off + from, to - from);
+    at += n;
+  }
+}
+
+/* Bucket b, the piece [at, at + b->runs.floats) of its group's sequence of
+ * n floats: every member's count and this rank's block. */
+static void shard_bucket(const struct rt_exec *e, struct rt_bucket *b, long at, long n) {
+  const struct hx_rt_group *g = &e->cfg->groups[b->group_index];
+  int me = member_index(e->cfg, g);
+  long end = at + b->runs.floats;
+  b->counts = hx_rt_calloc((size_t)g->nranks, sizeof *b->counts);
+  for (int i = 0; i < g->nranks; i++) {
+    long lo = split_at(n, g->shard_ppm, i), hi = split_at(n, g->shard_ppm, i + 1);
+    lo = lo > at ? lo : at;
+    hi = hi < end ? hi : end;
+    b->counts[i] = hi > lo ? hi - lo : 0;
+    if (i < me)
+      b->own_at += b->counts[i];
+  }
+  slice_runs(&b->runs, b->own_at, b->own_at + b->counts[me], &b->own);
+}
+
+static void shard_buckets(struct rt_exec *e, struct bucket_list *list) {
+  int ng = e->cfg->ngroups;
+  long *total = hx_rt_calloc((size_t)(ng > 0 ? ng : 1), sizeof *total);
+  long *at = hx_rt_calloc((size_t)(ng > 0 ? ng : 1), sizeof *at);
+  for (int k = 0; k < list->n; k++)
+    total[list->items[k].group_index] += list->items[k].runs.floats;
+  for (int k = 0; k < list->n; k++) { /* still in plan_group's order */
+    struct rt_bucket *b = &list->items[k];
+    const struct hx_rt_group *g = &e->cfg->groups[b->group_index];
+    if (g->shard_ppm) {
+      shard_bucket(e, b, at[b->group_index], total[b->group_index]);
+      e->sync.sharded = true;
+    }
+    at[b->group_index] += b->runs.floats;
+  }
+  free(total);
+  free(at);
+}
+
+static struct rt_runs sorted_copy(const struct rt_runs *r) {
+  struct rt_runs out = {0};
+  for (int k = 0; k < r->n; k++)
+    rt_runs_add(&out, r->items[k].off, r->items[k].n);
+  if (out.n > 1)
+    qsort(out.items, (size_t)out.n, sizeof *out.items, run_order);
+  return out;
+}
+
+/* a minus b, both sorted by offset and disjoint within themselves. */
+static void subtract_runs(const struct rt_run *a, int na, const struct rt_runs *b,
+                          struct rt_runs *out) {
+  int j = 0;
+  for (int k = 0; k < na; k++) {
+    long at = a[k].off, end = at + a[k].n;
+    while (j < b->n && b->items[j].off + b->items[j].n <= at)
+      j++;
+    for (int i = j; i < b->n && b->items[i].off < end; i++) {
+      if (b->items[i].off > at)
+        rt_runs_add(out, at, b->items[i].off - at);
+      long past = b->items[i].off + b->items[i].n;
+      if (past > at)
+        at = past;
+    }
+    if (at < end)
+      rt_runs_add(out, at, end - at);
+  }
+}
+
+/* Sharded ranges this rank holds (all) and owns (own), sorted. */
+static void sharded_ranges(const struct rt_sync_state *s, struct rt_runs *all,
+                           struct rt_runs *own) {
+  struct rt_runs a = {0}, o = {0};
+  for (int i = 0; i < s->nbuckets; i++)
+    if (s->buckets[i].counts) {
+      for (int k = 0; k < s->buckets[i].runs.n; k++)
+        rt_runs_add(&a, s->buckets[i].runs.items[k].off, s->buckets[i].runs.items[k].n);
+      for (int k = 0; k < s->buckets[i].own.n; k++)
+        rt_runs_add(&o, s->buckets[i].own.items[k].off, s->buckets[i].own.items[k].n);
+    }
+  *all = sorted_copy(&a);
+  *own = sorted_copy(&o);
+  free(a.items);
+  free(o.items);
+}
+
+/* The optimizer table: every tensor less the sharded ranges another member
+ * owns, each piece's moments packed one after the other; and the norm: what
+ * rt_for_each_owned counts less the sharded ranges, plus the own shards
+ * (after the reduce-scatter each element's sum is on exactly one member). */
+static void plan_optimizer(struct rt_exec *e) {
+  struct rt_layout *p = &e->p.lay;
+  struct rt_runs all = {0}, own = {0}, others = {0};
+  if (e->sync.sharded)
+    sharded_ranges(&e->sync, &all, &own);
+  subtract_runs(all.items, all.n, &own, &others);
+  struct rt_runs pieces = {0};
+  int cap = 0, n = 0;
+  struct rt_tensor *opt = NULL;
+  long moments = 0;
+  for (int i = 0; i < p->ntensors; i++) {
+    const struct rt_tensor *t = &p->tensors[i];
+    struct rt_run whole = {t->off, t->n};
+    pieces.n = 0;
+    pieces.floats = 0;
+    subtract_runs(&whole, 1, &others, &pieces);
+    for (int k = 0; k < pieces.n; k++) {
+      if (n == cap) {
+        cap = cap ? 2 * cap : 64;
+        struct rt_tensor *grown = hx_rt_calloc((size_t)cap, sizeof *grown);
+        if (n)
+          memcpy(grown, opt, (size_t)n * sizeof *grown);
+        free(opt);
+        opt = grown;
+      }
+      opt[n++] = (struct rt_tensor){pieces.items[k].off, pieces.items[k].n, t->decay, moments};
+      moments += pieces.items[k].n;
+    }
+  }
+  e->sync.opt = opt;
+  p->opt = opt;
+  p->nopt = n;
+  p->moments = moments;
+  if (e->sync.sharded) {
+    struct rt_runs counted = sorted_copy(&e->in_norm), norm = {0};
+    subtract_runs(counted.items, counted.n, &all, &norm);
+    for (int k = 0; k < own.n; k++)
+      rt_runs_add(&norm, own.items[k].off, own.items[k].n);
+    free(counted.items);
+    free(e->in_norm.items);
+    e->in_norm = norm;
+    p->norm = norm.items;
+    p->nnorm = norm.n;
+  }
+  free(pieces.items);
+  free(all.items);
+  free(own.items);
+  free(others.items);
+}
+
+/* The buckets of every group (no communication yet), their places in the
+ * packs, and ZeRO-1's shards and optimizer table. */
+void rt_sync_plan(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   struct rt_sync_state *s = &e->sync;
   struct bucket_list list = {0};
   for (int i = 0; i < c->ngroups; i++) {
-    plan_group(e, i, e->tr->group_open(&c->groups[i]), &list);
-    hx_rt_progress();
+    if (c->groups[i].shard_ppm)
+      check_shards(&c->groups[i]);
+    plan_group(e, i, -1, &list);
   }
+  shard_buckets(e, &list);
   if (list.n > 1) /* qsort wants a non-NULL base even for nothing */
     qsort(list.items, (size_t)list.n, sizeof *list.items, bucket_order);
   s->buckets = list.items;
   s->nbuckets = list.n;
-  long floats = 0;
+  long floats = 0, recv = 0;
   for (int i = 0; i < s->nbuckets; i++) {
     s->buckets[i].pack_off = floats;
     floats += s->buckets[i].runs.floats;
+    s->buckets[i].recv_off = recv;
+    recv += s->buckets[i].own.floats;
     if (c->tp_rank != 0)
       find_replicated(&e->replicated, &s->buckets[i]);
   }
   if (c->tp_rank != 0)
     find_leftover(e);
+  plan_optimizer(e);
+}
+
+/* The transport's groups, opened in increasing group id order on every
+ * member (the opening is collective over the group only, and this order
+ * makes overlapping groups safe); the packs. */
+void rt_sync_init(struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  struct rt_sync_state *s = &e->sync;
+  if (s->sharded && (!e->tr->group_reduce_scatter_start || !e->tr->group_allgather_start))
+    hx_rt_fatal(HX_RT_EXIT_ERROR,
+                "the plan shards the optimizer state (zero1) but the %s transport of the %s "
+                "backend has no reduce-scatter and all-gather: compile the plan with "
+                "train { optimizer_sharding = none }",
+                e->tr->name, e->dev->backend);
+  for (int i = 0; i < c->ngroups; i++) {
+    int handle = e->tr->group_open(&c->groups[i]);
+    for (int k = 0; k < s->nbuckets; k++)
+      if (s->buckets[k].group_index == i)
+        s->buckets[k].handle = handle;
+    hx_rt_progress();
+  }
+  long floats = 0, recv = 0;
+  for (int i = 0; i < s->nbuckets; i++) {
+    floats += s->buckets[i].runs.floats;
+    recv += s->buckets[i].own.floats;
+  }
   e->pack = e->dev->alloc((size_t)(floats > 0 ? floats : 1) * sizeof(float));
+  if (s->sharded)
+    s->recv = e->dev->alloc((size_t)(recv > 0 ? recv : 1) * sizeof(float));
   s->overlap = flag_from_env("HEXIC_SYNC_OVERLAP", true);
   s->trace = flag_from_env("HEXIC_SYNC_TRACE", false);
   s->last_backward_mb = s->overlap ? last_backward(c) : -1;
+}
+
+int64_t rt_model_state_bytes(const struct rt_exec *e) {
+  return (int64_t)sizeof(float) * (2 * (int64_t)e->p.lay.n + 2 * (int64_t)e->p.lay.moments);
 }
 
 /* ---- every step ---- */
@@ -338,7 +560,11 @@ static void start_bucket(struct rt_exec *e, struct rt_bucket *b) {
     b->emu_begin_s = b->start_s > e->sync.emu_link_free_s ? b->start_s : e->sync.emu_link_free_s;
     e->sync.emu_link_free_s = b->emu_begin_s + ring;
   }
-  b->req = e->tr->group_allreduce_start(b->handle, pack, b->runs.floats, "gradient all-reduce");
+  if (b->counts)
+    b->req = e->tr->group_reduce_scatter_start(b->handle, pack, e->sync.recv + b->recv_off,
+                                               b->counts, "gradient reduce-scatter");
+  else
+    b->req = e->tr->group_allreduce_start(b->handle, pack, b->runs.floats, "gradient all-reduce");
   trace_start(e, b);
 }
 
@@ -373,7 +599,10 @@ static void finish_bucket(struct rt_exec *e, struct rt_bucket *b) {
   b->req = NULL;
   rt_emu_allreduce_done(e, b->group_index, e->cfg->groups[b->group_index].nranks,
                         (double)b->runs.floats * sizeof(float), b->emu_begin_s);
-  e->dev->unpack(e->p.dev.g, e->pack + b->pack_off, b->runs.items, b->runs.n);
+  if (b->counts) /* ZeRO-1: only the own block is summed here; the rest is left as is */
+    e->dev->unpack(e->p.dev.g, e->sync.recv + b->recv_off, b->own.items, b->own.n);
+  else
+    e->dev->unpack(e->p.dev.g, e->pack + b->pack_off, b->runs.items, b->runs.n);
   hx_rt_progress();
 }
 
@@ -411,4 +640,72 @@ void rt_tp_allreduce(void *buf, long n, void *arg) {
   e->tr->tp_allreduce(buf, n, e->dev->dtype, "tensor-parallel all-reduce");
   rt_emu_allreduce_done(e, -1, e->cfg->tp, (double)n * rt_dtype_bytes(e->dev->dtype), t0);
   hx_rt_progress();
+}
+
+/* ---- ZeRO-1 after the optimizer step ---- */
+
+/* In the buckets' one order: each sharded bucket's weights packed (the own
+ * block freshly updated) and all-gathered in place, then unpacked. */
+void rt_sync_gather_weights(struct rt_exec *e) {
+  struct rt_sync_state *s = &e->sync;
+  if (!s->sharded)
+    return;
+  for (int i = 0; i < s->nbuckets; i++) {
+    struct rt_bucket *b = &s->buckets[i];
+    if (!b->counts)
+      continue;
+    e->dev->pack(e->pack + b->pack_off, e->p.dev.w, b->runs.items, b->runs.n);
+    b->req = e->tr->group_allgather_start(b->handle, e->pack + b->pack_off, b->counts,
+                                          "weight all-gather");
+  }
+  for (int i = 0; i < s->nbuckets; i++) {
+    struct rt_bucket *b = &s->buckets[i];
+    if (!b->counts)
+      continue;
+    e->tr->group_allreduce_wait(b->req);
+    b->req = NULL;
+    e->dev->unpack(e->p.dev.w, e->pack + b->pack_off, b->runs.items, b->runs.n);
+    hx_rt_progress();
+  }
+  e->dev->weights_changed();
+}
+
+static void host_pack(float *dst, const float *src, const struct rt_runs *r) {
+  for (int k = 0; k < r->n; k++) {
+    memcpy(dst, src + r->items[k].off, (size_t)r->items[k].n * sizeof(float));
+    dst += r->items[k].n;
+  }
+}
+
+static void host_unpack(float *dst, const float *src, const struct rt_runs *r) {
+  for (int k = 0; k < r->n; k++) {
+    memcpy(dst + r->items[k].off, src, (size_t)r->items[k].n * sizeof(float));
+    src += r->items[k].n;
+  }
+}
+
+/* Host buffers through the transport: ZeRO-1 runs on transports whose
+ * buffers are host memory (the CPU's; rt_sync_init refuses the others). */
+void rt_sync_gather_moments(const struct rt_exec *e, float *m, float *v) {
+  const struct rt_sync_state *s = &e->sync;
+  float *buf = NULL;
+  long cap = 0;
+  for (int i = 0; i < s->nbuckets; i++) {
+    const struct rt_bucket *b = &s->buckets[i];
+    if (!b->counts)
+      continue;
+    if (b->runs.floats > cap) {
+      free(buf);
+      cap = b->runs.floats;
+      buf = hx_rt_calloc((size_t)cap, sizeof(float));
+    }
+    float *kinds[2] = {m, v};
+    for (int k = 0; k < 2; k++) {
+      host_pack(buf, kinds[k], &b->runs);
+      e->tr->group_allreduce_wait(
+          e->tr->group_allgather_start(b->handle, buf, b->counts, "moment all-gather"));
+      host_unpack(kinds[k], buf, &b->runs);
+    }
+  }
+  free(buf);
 }

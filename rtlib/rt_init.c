@@ -670,6 +670,96 @@ void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct h
   free(reqs);
 }
 
+/* Does one collective of int counts carry these blocks? */
+static bool fits_one_call(const long *counts, int n) {
+  int64_t sum = 0;
+  for (int i = 0; i < n; i++)
+    sum += counts[i];
+  return sum <= g_max_count;
+}
+
+static int chunks_of_blocks(const long *counts, int n) {
+  int64_t total = 0;
+  for (int i = 0; i < n; i++)
+    total += hx_rt_message_chunks(counts[i]);
+  if (total > 1 << 20)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "a collective of %d blocks would travel as %lld messages", n,
+                (long long)total);
+  return (int)total;
+}
+
+/* One request and, in the same allocation (the caller frees the requests
+ * after the wait), the int counts and displacements MPI reads until the
+ * non-blocking collective completes. */
+static MPI_Request *request_with_counts(const long *counts, int n, int **c, int **displs) {
+  size_t head = (sizeof(MPI_Request) + sizeof(int) - 1) / sizeof(int) * sizeof(int);
+  char *block = hx_rt_calloc(1, head + 2 * (size_t)n * sizeof(int));
+  *c = (int *)(block + head);
+  *displs = *c + n;
+  for (int i = 0; i < n; i++) {
+    (*c)[i] = (int)counts[i];
+    (*displs)[i] = i ? (*displs)[i - 1] + (*c)[i - 1] : 0;
+  }
+  return (MPI_Request *)block;
+}
+
+MPI_Request *hx_rt_reduce_scatter_floats_start(const float *send, float *recv,
+                                               const long *counts, int n, MPI_Comm comm,
+                                               int *nreqs, const char *what) {
+  if (fits_one_call(counts, n)) {
+    int me = 0, *c, *displs;
+    hx_rt_mpi_check(MPI_Comm_rank(comm, &me), what);
+    MPI_Request *reqs = request_with_counts(counts, n, &c, &displs);
+    static float empty; /* a receive buffer for an empty block */
+    hx_rt_mpi_check(MPI_Ireduce_scatter(send, c[me] ? recv : &empty, c, MPI_FLOAT, MPI_SUM, comm,
+                                        &reqs[0]),
+                    what);
+    *nreqs = 1;
+    return reqs;
+  }
+  int me = 0;
+  hx_rt_mpi_check(MPI_Comm_rank(comm, &me), what);
+  MPI_Request *reqs = requests(chunks_of_blocks(counts, n));
+  int k = 0;
+  int64_t at = 0;
+  for (int i = 0; i < n; at += counts[i], i++)
+    for (int c = 0, nc = hx_rt_message_chunks(counts[i]); c < nc; c++) {
+      int64_t off;
+      int count;
+      hx_rt_chunk_at(counts[i], g_max_count, c, &off, &count);
+      hx_rt_mpi_check(MPI_Ireduce(send + at + off, i == me ? recv + off : NULL, count, MPI_FLOAT,
+                                  MPI_SUM, i, comm, &reqs[k++]),
+                      what);
+    }
+  *nreqs = k;
+  return reqs;
+}
+
+MPI_Request *hx_rt_allgather_floats_start(float *buf, const long *counts, int n, MPI_Comm comm,
+                                          int *nreqs, const char *what) {
+  if (fits_one_call(counts, n)) {
+    int *c, *displs;
+    MPI_Request *reqs = request_with_counts(counts, n, &c, &displs);
+    hx_rt_mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, displs, MPI_FLOAT,
+                                    comm, &reqs[0]),
+                    what);
+    *nreqs = 1;
+    return reqs;
+  }
+  MPI_Request *reqs = requests(chunks_of_blocks(counts, n));
+  int k = 0;
+  int64_t at = 0;
+  for (int i = 0; i < n; at += counts[i], i++)
+    for (int c = 0, nc = hx_rt_message_chunks(counts[i]); c < nc; c++) {
+      int64_t off;
+      int count;
+      hx_rt_chunk_at(counts[i], g_max_count, c, &off, &count);
+      hx_rt_mpi_check(MPI_Ibcast(buf + at + off, count, MPI_FLOAT, i, comm, &reqs[k++]), what);
+    }
+  *nreqs = k;
+  return reqs;
+}
+
 /* Receives first, then sends: every receive is posted before any send, so
  * MPI never has to buffer a message the peer has not asked for yet. */
 void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_rt_msg *sends,

@@ -205,6 +205,19 @@ void hx_rt_allreduce_floats(float *buf, int64_t n, MPI_Comm comm, const struct h
 MPI_Request *hx_rt_allreduce_floats_start(float *buf, int64_t n, MPI_Comm comm, int *nreqs,
                                           const char *what);
 
+/* ZeRO-1's collectives over comm (members in comm's rank order), started
+ * and not waited for, like hx_rt_allreduce_floats_start. counts[i] floats
+ * belong to member i, back to back. reduce_scatter: recv gets this member's
+ * block of send summed over comm; allgather: in place in buf. When every
+ * block and their sum fit hx_rt_max_count(), one MPI_Ireduce_scatter /
+ * MPI_Iallgatherv; else each block travels by itself, chunk by chunk
+ * (MPI_Ireduce to / MPI_Ibcast from its member), so any size works. */
+MPI_Request *hx_rt_reduce_scatter_floats_start(const float *send, float *recv,
+                                               const long *counts, int n, MPI_Comm comm,
+                                               int *nreqs, const char *what);
+MPI_Request *hx_rt_allgather_floats_start(float *buf, const long *counts, int n, MPI_Comm comm,
+                                          int *nreqs, const char *what);
+
 /* One message of an exchange: n elements at buf, to or from world rank peer
  * (of a communicator that numbers ranks as MPI_COMM_WORLD does). */
 struct hx_rt_msg {

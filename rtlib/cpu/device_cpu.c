@@ -68,8 +68,9 @@ static void set_up_layers(const struct rt_model *m) {
 static void bind_params(const struct rt_model *m) {
   const struct rt_layout *lay = m->layout;
   size_t bytes = (size_t)lay->n * sizeof(float);
-  cpu.p = (struct rt_weights){cpu_alloc(bytes), cpu_alloc(bytes), cpu_alloc(bytes),
-                              cpu_alloc(bytes)};
+  size_t moments = (size_t)(lay->moments > 0 ? lay->moments : 1) * sizeof(float);
+  cpu.p = (struct rt_weights){cpu_alloc(bytes), cpu_alloc(bytes), cpu_alloc(moments),
+                              cpu_alloc(moments)}; /* ZeRO-1: moments of the own shards only */
   cpu.decay = cpu_alloc((size_t)lay->n);
   for (int i = 0; i < lay->ntensors; i++)
     if (lay->tensors[i].decay)
@@ -155,7 +156,12 @@ static void cpu_optimizer_step(double global_sumsq, double grad_clip, const stru
   double factor = hxk_clip_factor(global_sumsq, grad_clip);
   if (factor != 1.0)
     hxk_scale(cpu.p.g, n, (float)factor);
-  hxk_adamw_step(cpu.p.w, cpu.p.g, cpu.p.m, cpu.p.v, cpu.decay, n, hp, step, lr);
+  const struct rt_layout *lay = cpu.model->layout;
+  for (int i = 0; i < lay->nopt; i++) {
+    const struct rt_tensor *t = &lay->opt[i];
+    hxk_adamw_step(cpu.p.w + t->off, cpu.p.g + t->off, cpu.p.m + t->moff, cpu.p.v + t->moff,
+                   cpu.decay + t->off, t->n, hp, step, lr);
+  }
 }
 
 static const struct rt_device cpu_device = {

@@ -109,6 +109,29 @@ static void mpi_group_allreduce_wait(struct rt_request *r) {
   free(r);
 }
 
+/* ZeRO-1: MPI_Ireduce_scatter / MPI_Iallgatherv with the uneven counts
+ * (or block by block past MPI's int counts: rt_init.h), completed by the
+ * all-reduce's test and wait. */
+static struct rt_request *mpi_group_reduce_scatter_start(int group, const float *send,
+                                                         float *recv, const long *counts,
+                                                         const char *what) {
+  struct rt_request *r = hx_rt_calloc(1, sizeof *r);
+  const struct hx_rt_group_comm *g = &mpi.groups.items[group];
+  r->w = hx_rt_group_comms_wait(&mpi.groups, group, what);
+  r->reqs = hx_rt_reduce_scatter_floats_start(send, recv, counts, g->nranks, g->comm, &r->nreqs,
+                                              what);
+  return r;
+}
+
+static struct rt_request *mpi_group_allgather_start(int group, float *buf, const long *counts,
+                                                    const char *what) {
+  struct rt_request *r = hx_rt_calloc(1, sizeof *r);
+  const struct hx_rt_group_comm *g = &mpi.groups.items[group];
+  r->w = hx_rt_group_comms_wait(&mpi.groups, group, what);
+  r->reqs = hx_rt_allgather_floats_start(buf, counts, g->nranks, g->comm, &r->nreqs, what);
+  return r;
+}
+
 /* ---- context and head parallelism (rtlib/seq/) ---- */
 
 static void mpi_sendrecv(const void *sendbuf, long send_n, int dest, void *recvbuf, long recv_n,
@@ -148,6 +171,8 @@ static const struct rt_transport mpi_transport = {
     .group_allreduce_start = mpi_group_allreduce_start,
     .group_allreduce_test = mpi_group_allreduce_test,
     .group_allreduce_wait = mpi_group_allreduce_wait,
+    .group_reduce_scatter_start = mpi_group_reduce_scatter_start,
+    .group_allgather_start = mpi_group_allgather_start,
     .sendrecv = mpi_sendrecv,
     .alltoallv = mpi_alltoallv,
 };

@@ -24,3 +24,12 @@ add_test(NAME exec.emulate
   COMMAND bash ${HX_EXEC_TESTS}/run_emulate.sh ${CMAKE_CURRENT_BINARY_DIR}/exec-emulate
           ${CMAKE_SOURCE_DIR} ${HX_BIN})
 set_tests_properties(exec.emulate PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
+
+# ZeRO-1 (issue 16): sharded optimizer state with uneven shards trains as the
+# unsharded plan (train) and its checkpoints resume sharded or not (ckpt).
+foreach(mode train ckpt)
+  add_test(NAME exec.zero1_${mode}
+    COMMAND bash ${HX_EXEC_TESTS}/run_zero1.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/exec-zero1-${mode}
+            ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:weights_cmp>)
+  set_tests_properties(exec.zero1_${mode} PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
+endforeach()
