@@ -25,27 +25,67 @@ if(HEXIC_CUDA)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
     find_package(Python3 REQUIRED COMPONENTS Interpreter)
     set(emu_dir ${HX_TESTS_DIR}/gpu/emulate)
-    set(emu_sources ${emu_dir}/emu_runtime.cpp)
+    set(emu_kernels ${emu_dir}/emu_runtime.cpp)
+    set(emu_check)
     foreach(cu ${HX_CUDA_KERNEL_SOURCES} ${HX_TESTS_DIR}/gpu/check_kernels.cu)
       get_filename_component(name ${cu} NAME_WE)
       set(out ${CMAKE_CURRENT_BINARY_DIR}/emulate/${name}.cpp)
       add_custom_command(OUTPUT ${out}
         COMMAND ${Python3_EXECUTABLE} ${emu_dir}/transform.py ${cu} ${out}
         DEPENDS ${cu} ${emu_dir}/transform.py VERBATIM)
-      list(APPEND emu_sources ${out})
+      if(name STREQUAL "check_kernels")
+        set(emu_check ${out})
+      else()
+        list(APPEND emu_kernels ${out})
+      endif()
     endforeach()
-    add_executable(check_kernels_emu ${emu_sources})
-    set_target_properties(check_kernels_emu PROPERTIES
-      CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-    target_compile_options(check_kernels_emu PRIVATE
-      -include ${emu_dir}/cuda_emu.h -O1 -Wall -Wextra -Werror
-      -Wno-attributes -Wno-unknown-pragmas -Wno-unused-function)
-    target_include_directories(check_kernels_emu PRIVATE
-      ${CMAKE_SOURCE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+    # The kernels on the emulator, compiled once for both programs below.
+    add_library(hexic_kernels_emu OBJECT ${emu_kernels})
+    foreach(target hexic_kernels_emu check_kernels_emu)
+      if(target STREQUAL "check_kernels_emu")
+        add_executable(check_kernels_emu ${emu_check} $<TARGET_OBJECTS:hexic_kernels_emu>)
+      endif()
+      set_target_properties(${target} PROPERTIES
+        CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+      target_compile_options(${target} PRIVATE
+        -include ${emu_dir}/cuda_emu.h -O1 -Wall -Wextra -Werror
+        -Wno-attributes -Wno-unknown-pragmas -Wno-unused-function)
+      target_include_directories(${target} PRIVATE
+        ${CMAKE_SOURCE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+    endforeach()
     target_link_libraries(check_kernels_emu PRIVATE hexic_kernels)
     add_test(NAME gpu.emulated COMMAND check_kernels_emu)
     set_tests_properties(gpu.emulated PROPERTIES
       LABELS "gpu-emulated;kernels" TIMEOUT 600
       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,tiny,wide,seq,block.hd40.shard")
+
+    # rtlib/seq's HexiSeq hook with the CUDA backend's kernel table
+    # (rtlib/cuda/seq_cuda.c: the block kernels, hxc_copy_rows, positions on
+    # the device) on the emulated kernels, across MPI ranks through the staged
+    # transport (seq_emu_shim.c), against the whole-sequence CPU kernels:
+    # tests/rtlib/test_rt_seq.c's layouts, built with HX_SEQ_TEST_CUDA. cp4:
+    # the ring by sendrecv; ragged: CP x HP with groups of 1, 3 and 2 units
+    # and GQA; tp2: a TP 2 share with one kv head per unit.
+    add_executable(test_rt_seq_emu ${HX_TESTS_DIR}/rtlib/test_rt_seq.c
+      ${HX_TESTS_DIR}/gpu/seq_emu_shim.c ${HX_TESTS_DIR}/rtlib/emu_backend_extra.cpp
+      ${CMAKE_SOURCE_DIR}/rtlib/cuda/seq_cuda.c ${CMAKE_SOURCE_DIR}/rtlib/cuda/transport_mpi_staged.c
+      ${CMAKE_SOURCE_DIR}/rtlib/cuda/staging.c $<TARGET_OBJECTS:hexic_kernels_emu>)
+    set_target_properties(test_rt_seq_emu PROPERTIES
+      CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+    target_compile_definitions(test_rt_seq_emu PRIVATE HX_SEQ_TEST_CUDA)
+    target_include_directories(test_rt_seq_emu PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_libraries(test_rt_seq_emu PRIVATE hexic_rt)
+    foreach(case cp4:4 ragged:6 tp2:6)
+      string(REPLACE ":" ";" case_np ${case})
+      list(GET case_np 0 name)
+      list(GET case_np 1 np)
+      add_test(NAME gpu.emulated.seq_${name}
+        COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+                OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0
+                OPENBLAS_NUM_THREADS=1
+                ${MPIEXEC_EXECUTABLE} --oversubscribe -np ${np} $<TARGET_FILE:test_rt_seq_emu> ${name})
+      set_tests_properties(gpu.emulated.seq_${name} PROPERTIES
+        LABELS "gpu-emulated;mpi" TIMEOUT 120)
+    endforeach()
   endif()
 endif()

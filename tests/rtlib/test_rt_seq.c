@@ -21,6 +21,9 @@
 #include "rtlib/rt_backend.h"
 #include "rtlib/rt_init.h"
 #include "rtlib/seq/rt_seq.h"
+#ifdef HX_SEQ_TEST_CUDA
+#include "rtlib/cuda/cuda_backend.h"
+#endif
 
 #define MAXU 8
 
@@ -285,6 +288,11 @@ static int run_case(const struct spec *sp, int stalled) {
   cfg.tp_group = tp_group;
   const struct rt_transport *t = rt_transport_open(&cfg, NULL);
   struct rt_seq *s = rt_seq_open(&tb.seq, &d, t);
+#ifdef HX_SEQ_TEST_CUDA
+  /* test_rt_seq_emu: the CUDA backend's kernel table on the host emulator
+   * (its device memory is host memory), tests/gpu/tests.cmake */
+  rt_seq_use_kernels(s, rt_cuda_seq_kernels());
+#endif
   const struct hxk_attention_hook *hook = rt_seq_attention_hook(s);
 
   struct whole w;
