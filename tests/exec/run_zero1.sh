@@ -10,6 +10,8 @@
 #   with MPI's counts cut to 7 (every block travels by itself, chunked); the
 #   rank programs carry the shares; the moments (HEXIC_STATE_BYTES) shrink to
 #   the shards: over the world, m and v hold each of the model's floats once.
+# MODE asan: the sharded TP 2 plan's programs built with ASan + UBSan, trained
+#   with checkpoints and small MPI counts, against the unsharded run.
 # MODE ckpt: a sharded run's step-5 checkpoint resumed sharded and unsharded,
 #   and the unsharded run's resumed sharded: steps 6-10 and the final weights
 #   within 1e-5 of the uninterrupted run.
@@ -139,6 +141,20 @@ ckpt)
   resume zz zero8 zero8 "sharded checkpoint -> the same sharded plan"
   resume zn none8 zero8 "sharded checkpoint -> the plan unsharded"
   resume nz zero8 none8 "unsharded checkpoint -> the sharded plan"
+  ;;
+asan)
+  # The runtime's ZeRO-1 paths under AddressSanitizer and UBSan (leaks off:
+  # MPI keeps its own allocations), with a checkpoint (the moment gather)
+  # and the block-by-block collectives.
+  plans
+  train none8 none8 --dump-weights "$PWD/none8.w"
+  rm -rf asan && cp -r zero8 asan && rm -rf asan/obj asan/libhexic.a asan/rank_0???
+  make -s -C asan -j2 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+    >asan.make.log 2>&1 || { cat asan.make.log; fail "make with sanitizers"; }
+  rm -rf ck.asan
+  ASAN_OPTIONS=detect_leaks=0 HEXIC_MPI_MAX_COUNT=1000 train asan asan --checkpoint-dir ck.asan \
+    --checkpoint-every 5 --dump-weights "$PWD/asan.w"
+  same none8 asan $steps "zero8 under ASan+UBSan, MPI counts of at most 1000, checkpoints"
   ;;
 *)
   fail "unknown mode $mode"

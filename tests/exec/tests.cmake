@@ -26,8 +26,9 @@ add_test(NAME exec.emulate
 set_tests_properties(exec.emulate PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
 
 # ZeRO-1 (issue 16): sharded optimizer state with uneven shards trains as the
-# unsharded plan (train) and its checkpoints resume sharded or not (ckpt).
-foreach(mode train ckpt)
+# unsharded plan (train), its checkpoints resume sharded or not (ckpt), and
+# the runtime's ZeRO-1 paths run clean under ASan + UBSan (asan).
+foreach(mode train ckpt asan)
   add_test(NAME exec.zero1_${mode}
     COMMAND bash ${HX_EXEC_TESTS}/run_zero1.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/exec-zero1-${mode}
             ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:weights_cmp>)
