@@ -44,6 +44,11 @@ struct hx_stage {
    * (immutable once built, so plan copies share it). With a layout, cp is the
    * number of HP groups, hp the largest group, and ndevices == tp * units. */
   const struct hx_seq_layout *seq_layout;
+  /* ZeRO-1 while a planner searches, before the plan has groups: the
+   * share (0 < opt_share < 1) of its optimizer state a device of this stage
+   * is priced with; 0 (or >= 1): the whole state. Plans with shard_ppm
+   * groups are priced exactly by hx_plan_memory (passes/cost/cost.h). */
+  double opt_share;
 };
 
 struct hx_pipeline {

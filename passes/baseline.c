@@ -1,5 +1,7 @@
 /* baseline: the two symmetric plans hexic's plan is compared with, under the
- * same simulator as every hexic plan.
+ * same simulator as every hexic plan. With train.optimizer_sharding = zero1
+ * (the default) both run Megatron's distributed optimizer: the optimizer
+ * state split in EVEN shards over each data-parallel group.
  *
  * 1. ctx->baseline, what Megatron-LM would run on this cluster — the fastest
  *    symmetric plan (uniform dp, tp, pp and micro-batch size) on EVERY device:
@@ -22,6 +24,7 @@
 
 #include "passes/cost/cost.h"
 #include "ir/plan_util.h"
+#include "passes/schedule/sched.h"
 #include "passes.h"
 
 /* Whether every TP group of consecutive Megatron ranks stays in one node. */
@@ -70,6 +73,12 @@ static struct hx_plan *symmetric_on(struct hx_ctx *ctx, struct hx_arena *a, cons
     }
   }
   hx_plan_fill_devices(a, p, &ctx->model);
+  /* Megatron's distributed optimizer (ZeRO-1): the optimizer state split
+   * evenly over each data-parallel group, which needs the sync groups */
+  if (ctx->train.optimizer_sharding == HX_SHARD_ZERO1 && dp > 1) {
+    hx_sched_build_groups(ctx, a, p);
+    hx_sched_shard_optimizer(ctx, a, p, true);
+  }
   return p;
 }
 

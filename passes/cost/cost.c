@@ -20,6 +20,13 @@ double hx_state_bytes_per_param(const struct hx_train *train) {
   return adam ? 18.0 : 10.0;  /* bf16 weight, fp32 grad, fp32 master (+ m, v) */
 }
 
+double hx_optimizer_state_bytes_per_param(const struct hx_train *train) {
+  bool adam = train->optimizer == HX_OPT_ADAMW;
+  if (train->precision == HX_PREC_FP32)
+    return adam ? 8.0 : 0.0; /* m, v (the fp32 weight is the master) */
+  return adam ? 12.0 : 4.0;  /* fp32 master (+ m, v) */
+}
+
 double hx_optimizer_traffic_per_param(const struct hx_train *train) {
   bool adam = train->optimizer == HX_OPT_ADAMW;
   if (train->precision == HX_PREC_FP32)
@@ -339,9 +346,28 @@ static double device_params(const struct hx_model *m, const struct hx_stage *st,
   return split / st->tp + whole;
 }
 
+double hx_stage_device_params(const struct hx_model *m, const struct hx_stage *st, bool first,
+                              bool last) {
+  return device_params(m, st, first, last);
+}
+
+/* The optimizer-state part of hx_stage_static_bytes: whole, or st->opt_share
+ * of it (a searching planner's ZeRO-1 estimate). */
+static double stage_opt_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                              bool last) {
+  double whole = device_params(&ctx->model, st, first, last) *
+                 hx_optimizer_state_bytes_per_param(&ctx->train);
+  bool split = ctx->train.optimizer_sharding == HX_SHARD_ZERO1 && st->opt_share > 0 &&
+               st->opt_share < 1;
+  return split ? whole * st->opt_share : whole;
+}
+
 double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                              bool last) {
-  return device_params(&ctx->model, st, first, last) * hx_state_bytes_per_param(&ctx->train);
+  double weight_grad = hx_state_bytes_per_param(&ctx->train) -
+                       hx_optimizer_state_bytes_per_param(&ctx->train);
+  return device_params(&ctx->model, st, first, last) * weight_grad +
+         stage_opt_bytes(ctx, st, first, last);
 }
 
 double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
@@ -394,6 +420,11 @@ static double optimizer_bandwidth(const struct hx_cluster *c, int rank) {
   if (g->mem_bandwidth > 0)
     return g->mem_bandwidth;
   return g->tflops * 1e12 / HX_ASSUMED_FLOPS_PER_BYTE;
+}
+
+double hx_rank_optimizer_s(const struct hx_ctx *ctx, int rank, double params) {
+  return params * hx_optimizer_traffic_per_param(&ctx->train) /
+         optimizer_bandwidth(&ctx->cluster, rank);
 }
 
 double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
@@ -528,6 +559,28 @@ double hx_allreduce_s(const struct hx_cluster *c, const int *ranks, int n, doubl
   return ring_s(c, ranks, n, 2.0 * (n - 1) / n * bytes, 2.0 * (n - 1));
 }
 
+/* The largest share of an uneven split (NULL: even over n). */
+static double largest_share(const int32_t *shard_ppm, int n) {
+  if (!shard_ppm)
+    return 1.0 / n;
+  int32_t most = 0;
+  for (int i = 0; i < n; i++)
+    most = shard_ppm[i] > most ? shard_ppm[i] : most;
+  return most / (double)HX_PPM;
+}
+
+double hx_reduce_scatter_s(const struct hx_cluster *c, const int *ranks, int n, double bytes,
+                           const int32_t *shard_ppm) {
+  if (n <= 1)
+    return 0;
+  return ring_s(c, ranks, n, (n - 1.0) * largest_share(shard_ppm, n) * bytes, n - 1.0);
+}
+
+double hx_allgather_s(const struct hx_cluster *c, const int *ranks, int n, double bytes,
+                      const int32_t *shard_ppm) {
+  return hx_reduce_scatter_s(c, ranks, n, bytes, shard_ppm);
+}
+
 double hx_broadcast_s(const struct hx_cluster *c, const int *ranks, int n, double bytes) {
   return ring_s(c, ranks, n, bytes, n - 1.0);
 }
@@ -607,7 +660,14 @@ static bool grad_sync_from_groups(const struct hx_ctx *ctx, const struct hx_plan
               (gr->nslices > 0 ? gr->nslices : 1);
     else
       bytes = layer_grad_bytes(ctx) / (gr->nslices > 0 ? gr->nslices : 1);
-    double t = hx_allreduce_s(&ctx->cluster, gr->ranks, gr->nranks, bytes);
+    /* ZeRO-1: reduce-scatter of the fp32 gradients, all-gather of the
+     * updated weights in the plan's precision, instead of the all-reduce */
+    double t = gr->shard_ppm ? hx_reduce_scatter_s(&ctx->cluster, gr->ranks, gr->nranks, bytes,
+                                                   gr->shard_ppm) +
+                                   hx_allgather_s(&ctx->cluster, gr->ranks, gr->nranks,
+                                                  bytes / 4.0 * hx_elem_bytes(&ctx->train),
+                                                  gr->shard_ppm)
+                             : hx_allreduce_s(&ctx->cluster, gr->ranks, gr->nranks, bytes);
     for (int i = 0; i < gr->nranks; i++)
       per_rank[gr->ranks[i]] += t;
   }
@@ -725,13 +785,76 @@ double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan) 
   return sum;
 }
 
-bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
-                    double *shortfall, int *worst_rank) {
+/* ---- ZeRO-1: the optimizer state split over gradient-sync groups ------- */
+
+bool hx_plan_sharded(const struct hx_plan *plan) {
+  if (plan->optimizer_sharding != HX_SHARD_ZERO1)
+    return false;
+  for (int g = 0; g < plan->ngroups; g++)
+    if (plan->groups[g].shard_ppm)
+      return true;
+  return false;
+}
+
+double hx_group_params(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                       const struct hx_group *g) {
+  const struct hx_model *m = &ctx->model;
+  double gains = 2.0 * (double)m->hidden, layers = g->layer_end - g->layer_begin;
+  double slices = g->nslices > 0 ? g->nslices : 1;
+  if (g->kind == HX_GROUP_UNSPLIT)
+    return layers * gains;
+  if (g->kind != HX_GROUP_GRAD)
+    return 0;
+  if (g->layer_begin < 0)
+    return hx_nonlayer_grad_bytes(ctx, hx_group_holds(plan, g)) / 4.0 / slices;
+  return layers * ((double)m->params_layer - gains) / slices;
+}
+
+void hx_plan_optimizer_params(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                              double *params) {
+  for (int r = 0; r < plan->ndevices; r++)
+    params[r] = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    for (int s = 0; s < p->nstages; s++) {
+      const struct hx_stage *st = &p->stages[s];
+      double held = device_params(&ctx->model, st, s == 0, s == p->nstages - 1);
+      for (int k = 0; k < st->ndevices; k++)
+        params[st->devices[k]] = held;
+    }
+  }
+  if (plan->optimizer_sharding != HX_SHARD_ZERO1)
+    return;
+  /* each member keeps only its share of a sharded group's elements */
+  for (int g = 0; g < plan->ngroups; g++) {
+    const struct hx_group *gr = &plan->groups[g];
+    if (!gr->shard_ppm)
+      continue;
+    double elems = hx_group_params(ctx, plan, gr);
+    for (int i = 0; i < gr->nranks; i++)
+      params[gr->ranks[i]] -= elems * (1.0 - gr->shard_ppm[i] / (double)HX_PPM);
+  }
+  for (int r = 0; r < plan->ndevices; r++)
+    params[r] = fmax(params[r], 0.0);
+}
+
+/* What each rank needs: with_optimizer false leaves the optimizer state out
+ * (the free memory a ZeRO-1 split is proportional to); true prices it as the
+ * plan holds it (the groups' shards when sharded, else stage_opt_bytes). */
+static bool plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
+                        double *shortfall, int *worst_rank, bool with_optimizer) {
   const struct hx_cluster *c = &ctx->cluster;
   double worst = -INFINITY;
   int worst_at = -1;
   for (int r = 0; need && r < plan->ndevices; r++)
     need[r] = 0;
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  double *opt = NULL, state = hx_optimizer_state_bytes_per_param(&ctx->train);
+  if (with_optimizer && hx_plan_sharded(plan)) {
+    opt = HX_NEW_ARRAY(&scratch, double, plan->ndevices + 1);
+    hx_plan_optimizer_params(ctx, plan, opt);
+  }
   for (int i = 0; i < plan->npipelines; i++) {
     const struct hx_pipeline *p = &plan->pipelines[i];
     for (int s = 0; s < p->nstages; s++) {
@@ -747,21 +870,38 @@ bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double
                                  : hx_stage_memory_bytes(ctx, st, first, last,
                                                          p->micro_batch_size, keep);
         int r = st->devices[k];
+        double estimate = stage_opt_bytes(ctx, st, first, last);
+        double mine = !with_optimizer ? bytes - estimate
+                      : opt           ? bytes - estimate + opt[r] * state
+                                      : bytes;
         if (need)
-          need[r] = bytes;
+          need[r] = mine;
         double have = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
-        if (bytes - have > worst) {
-          worst = bytes - have;
+        if (mine - have > worst) {
+          worst = mine - have;
           worst_at = r;
         }
       }
     }
   }
+  hx_arena_free(&scratch);
   if (shortfall)
     *shortfall = worst;
   if (worst_rank)
     *worst_rank = worst_at;
   return worst_at >= 0 && worst <= 0;
+}
+
+bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
+                    double *shortfall, int *worst_rank) {
+  return plan_memory(ctx, plan, need, shortfall, worst_rank, true);
+}
+
+void hx_plan_free_bytes(const struct hx_ctx *ctx, const struct hx_plan *plan, double *free_bytes) {
+  plan_memory(ctx, plan, free_bytes, NULL, NULL, false);
+  const struct hx_cluster *c = &ctx->cluster;
+  for (int r = 0; r < plan->ndevices; r++)
+    free_bytes[r] = (double)c->gpus[c->devices[r].gpu_type].memory_bytes - free_bytes[r];
 }
 
 bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,

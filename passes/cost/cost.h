@@ -56,6 +56,10 @@ double hx_elem_bytes(const struct hx_train *train);
  * micro-batches, Megatron's main_grad) + 4 (fp32 master weight) + 4 + 4
  * (Adam m and v) = 18. fp32 + AdamW: 4 + 4 + 4 + 4 = 16. SGD drops m and v. */
 double hx_state_bytes_per_param(const struct hx_train *train);
+/* The optimizer's part of hx_state_bytes_per_param, what ZeRO-1 shards:
+ * AdamW bf16 12 (fp32 master, m, v), fp32 8 (m, v: the fp32 weight is the
+ * master, as on the CPU runtime); SGD bf16 4 (master), fp32 0. */
+double hx_optimizer_state_bytes_per_param(const struct hx_train *train);
 /* Bytes the optimizer step reads and writes per parameter (memory-bound):
  * AdamW bf16 reads grad, master, m, v (16) and writes master, m, v, bf16
  * weight (14) = 30; fp32 reads 16 and writes 12 = 28. */
@@ -142,9 +146,14 @@ double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64
  * min(p - s, m) on stage s of p; GPipe keeps all m. */
 int64_t hx_in_flight(enum hx_pp_schedule schedule, int stage_index, int nstages,
                      int64_t micro_batches);
-/* Per device: weights + gradients + optimizer state of its TP shard: the
- * layers' matrices / tp, and whole what the runtime keeps whole on every TP
- * rank (norm gains, embedding, final norm, LM head). */
+/* Parameters one device of the stage holds: the layers' matrices / tp, and
+ * whole what the runtime keeps whole on every TP rank (norm gains,
+ * embedding, final norm, LM head). */
+double hx_stage_device_params(const struct hx_model *m, const struct hx_stage *st, bool first,
+                              bool last);
+/* Per device: weights + gradients + optimizer state of its TP shard
+ * (hx_stage_device_params); under ZeRO-1 only st->opt_share of the
+ * optimizer state when that is in (0, 1) (a searching planner's estimate). */
 double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                              bool last);
 /* Per device: activations of `in_flight` micro-batches of mbs sequences.
@@ -168,6 +177,8 @@ double hx_stage_memory_capacity(const struct hx_cluster *c, const struct hx_stag
  * block gives none). The slowest member. */
 double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                             bool last);
+/* The optimizer step of one rank over `params` parameters (ZeRO-1: its shard). */
+double hx_rank_optimizer_s(const struct hx_ctx *ctx, int rank, double params);
 
 /* ---- communication ----------------------------------------------------- */
 
@@ -195,6 +206,14 @@ double hx_p2p_s(const struct hx_cluster *c, int a, int b, double bytes);
 /* Ring all-reduce of `bytes` (each member's buffer) over ranks[0..n):
  * 2(n-1)/n * bytes / min_bw + 2(n-1) * max_lat; 0 when n <= 1. */
 double hx_allreduce_s(const struct hx_cluster *c, const int *ranks, int n, double bytes);
+/* Ring reduce-scatter of `bytes` (each member's buffer) into shards of
+ * shard_ppm parts per million (NULL: even): (n-1) steps each carrying the
+ * largest shard, (n-1) x largest share x bytes / min_bw + (n-1) * max_lat;
+ * the all-gather of the shards back is priced the same. 0 when n <= 1. */
+double hx_reduce_scatter_s(const struct hx_cluster *c, const int *ranks, int n, double bytes,
+                           const int32_t *shard_ppm);
+double hx_allgather_s(const struct hx_cluster *c, const int *ranks, int n, double bytes,
+                      const int32_t *shard_ppm);
 /* Pipelined ring broadcast of `bytes` from any member: bytes / min_bw +
  * (n-1) * max_lat; 0 when n <= 1. */
 double hx_broadcast_s(const struct hx_cluster *c, const int *ranks, int n, double bytes);
@@ -255,6 +274,29 @@ bool hx_plan_replicates_weights(const struct hx_plan *plan);
 double hx_model_flops_per_iteration(const struct hx_ctx *ctx);
 /* Sum of peak FLOP/s (tflops x 1e12, no efficiency) of the devices a plan uses. */
 double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan);
+
+/* ---- ZeRO-1 (issue 16, /work/notes/zero1_api.md) ------------------------
+ * A zero1 plan's gradient-sync groups (grad / unsplit) carry shard_ppm: each
+ * member keeps the optimizer state (hx_optimizer_state_bytes_per_param) of
+ * only its share of the group's elements; weights and gradients stay whole.
+ * A parameter in no sharded group keeps its whole state. */
+
+/* True when the plan is zero1 and some group carries shard_ppm. */
+bool hx_plan_sharded(const struct hx_plan *plan);
+/* Parameters of a gradient-sync group, as each member holds them: GRAD
+ * (e - b) x the layer's TP-split matrices / nslices, layer -1 the weights
+ * it holds / nslices; UNSPLIT (e - b) x the two norm gains; 0 otherwise. */
+double hx_group_params(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                       const struct hx_group *g);
+/* Per rank (plan->ndevices entries): parameters whose optimizer state it
+ * keeps and steps: all it holds, less (1 - share) of each sharded group's
+ * parameters; 0 for unused ranks. */
+void hx_plan_optimizer_params(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                              double *params);
+/* Per rank: its memory less what it needs without optimizer state (weights,
+ * gradients, activations, reserve): what a ZeRO-1 split is proportional to
+ * (may be negative; unused ranks: their whole memory). */
+void hx_plan_free_bytes(const struct hx_ctx *ctx, const struct hx_plan *plan, double *free_bytes);
 
 /* Memory check of every used device of a plan. Returns true when all fit;
  * *shortfall gets the largest (needed - capacity) over devices (<= 0 when all
@@ -472,6 +514,7 @@ enum hx_sim_event_kind {
   HX_EV_OPTIMIZER,
   HX_EV_BROADCAST, /* a received activation or gradient in the TP group, on its members */
   HX_EV_LOSS_NORM, /* the loss and gradient-norm all-reduce over every used device */
+  HX_EV_ALLGATHER, /* ZeRO-1: a sync group's updated weights gathered, on every member */
 };
 
 /* One span on one device's timeline (trace.json). */

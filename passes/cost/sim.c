@@ -49,6 +49,7 @@ struct sim {
   /* Lower-bound mode: grad_task adds each all-reduce's duration to its
    * members' channel load instead of making a task. */
   double *channel_load;
+  double *opt_params; /* ZeRO-1 plans: per rank, the parameters it steps; else NULL */
   struct hx_arena scratch;
   struct task *tasks;
   int ntasks, cap_tasks;
@@ -327,12 +328,17 @@ static int piece_of(const struct sim *s, int rank, int layer) {
 }
 
 /* One all-reduce task over ranks[0..n), after each member's piece of `layer`
- * (or, for whole-stage groups, after the member's last backward piece). */
+ * (or, for whole-stage groups, after the member's last backward piece); a
+ * ZeRO-1 group (shard_ppm) reduce-scatters instead, started where the
+ * all-reduce would start (the runtime's bucket scheme, rt_exec_sync.c). */
 static void grad_task(struct sim *s, const int *ranks, int n, int layer, double bytes,
-                      bool after_whole_backward) {
+                      bool after_whole_backward, const int32_t *shard_ppm) {
   if (n <= 1)
     return;
-  double dur = s->zero_comm ? 0 : hx_allreduce_s(&s->ctx->cluster, ranks, n, bytes);
+  const struct hx_cluster *c = &s->ctx->cluster;
+  double dur = s->zero_comm ? 0
+               : shard_ppm  ? hx_reduce_scatter_s(c, ranks, n, bytes, shard_ppm)
+                            : hx_allreduce_s(c, ranks, n, bytes);
   if (s->channel_load) {
     for (int k = 0; k < n; k++)
       s->channel_load[ranks[k]] += dur;
@@ -361,7 +367,7 @@ static void derived_grad_tasks(struct sim *s, int layer, double bytes) {
   int *ranks = HX_NEW_ARRAY(&s->scratch, int, width + 1);
   for (int64_t k = 0; k < nslices; k++) {
     hx_grad_slice_ranks(s->plan, layer, nslices, k, ranks);
-    grad_task(s, ranks, width, layer, bytes / (double)nslices, false);
+    grad_task(s, ranks, width, layer, bytes / (double)nslices, false, NULL);
   }
 }
 
@@ -407,7 +413,7 @@ static void build_grad_sync(struct sim *s) {
                                                         : full;
       if (gr->kind == HX_GROUP_GRAD && gr->nslices > 0)
         bytes /= gr->nslices;
-      grad_task(s, gr->ranks, gr->nranks, layer, bytes, layer < 0);
+      grad_task(s, gr->ranks, gr->nranks, layer, bytes, layer < 0, gr->shard_ppm);
     }
   }
 }
@@ -442,6 +448,47 @@ static int loss_norm_task(struct sim *s) {
   return id;
 }
 
+/* A stage's optimizer step: the slowest member's, over the parameters whose
+ * state it keeps (ZeRO-1: its shards only, s->opt_params). */
+static double stage_optimizer_s(const struct sim *s, const struct hx_pipeline *p, int si) {
+  const struct hx_stage *st = &p->stages[si];
+  if (!s->opt_params)
+    return hx_stage_optimizer_s(s->ctx, st, si == 0, si == p->nstages - 1);
+  double slowest = 0;
+  for (int k = 0; k < st->ndevices; k++)
+    slowest = fmax(slowest, hx_rank_optimizer_s(s->ctx, st->devices[k],
+                                                s->opt_params[st->devices[k]]));
+  return slowest;
+}
+
+/* ZeRO-1: each sharded group's all-gather of the updated weights (in the
+ * plan's precision), after the optimizer step of every member's stage, on
+ * the members' data-parallel channels, in group order. */
+static void build_allgathers(struct sim *s, const int *opt_task) {
+  const struct hx_plan *plan = s->plan;
+  if (!s->opt_params || !hx_plan_replicates_weights(plan))
+    return;
+  for (int g = 0; g < plan->ngroups; g++) {
+    const struct hx_group *gr = &plan->groups[g];
+    if (!gr->shard_ppm || gr->nranks <= 1)
+      continue;
+    double bytes = hx_group_params(s->ctx, plan, gr) * hx_elem_bytes(&s->ctx->train);
+    double dur = s->zero_comm ? 0
+                              : hx_allgather_s(&s->ctx->cluster, gr->ranks, gr->nranks, bytes,
+                                               gr->shard_ppm);
+    int id = new_task(s, HX_EV_ALLGATHER, dur, -1, -1);
+    s->tasks[id].group = s->ngroups++;
+    pairs_add(&s->group_task, s->tasks[id].group, id);
+    for (int k = 0; k < gr->nranks; k++) {
+      int r = gr->ranks[k], pi = s->rank_pipeline[r];
+      pairs_add(&s->members, s->tasks[id].group, r);
+      pairs_add(&s->uses, id, dp_res(s, r));
+      if (pi >= 0)
+        depend(s, opt_task[s->stage_base[pi] + s->rank_stage[r]], id);
+    }
+  }
+}
+
 /* Each stage's optimizer step: after its backward, every all-reduce one of
  * its devices takes part in, and the loss and norm all-reduce. */
 static void build_optimizer(struct sim *s) {
@@ -452,7 +499,7 @@ static void build_optimizer(struct sim *s) {
     const struct hx_pipeline *p = &plan->pipelines[i];
     for (int si = 0; si < p->nstages; si++) {
       int gs = s->stage_base[i] + si;
-      double dur = hx_stage_optimizer_s(s->ctx, &p->stages[si], si == 0, si == p->nstages - 1);
+      double dur = stage_optimizer_s(s, p, si);
       int id = new_task(s, HX_EV_OPTIMIZER, dur, i, si);
       s->tasks[id].gstage = gs;
       pairs_add(&s->uses, id, compute_res(s, gs));
@@ -474,6 +521,7 @@ static void build_optimizer(struct sim *s) {
       depend(s, s->group_task.b[g], opt_task[gs]);
     }
   }
+  build_allgathers(s, opt_task);
 }
 
 /* ---- running ----------------------------------------------------------- */
@@ -683,7 +731,8 @@ static void record_events(struct sim *s, struct hx_sim_options *opt) {
     if (t->kind == HX_EV_SEND) {
       emit(&l, t, HX_EV_SEND, t->from, t->to);
       emit(&l, t, HX_EV_RECV, t->to, t->from);
-    } else if (t->kind == HX_EV_ALLREDUCE || t->kind == HX_EV_LOSS_NORM) {
+    } else if (t->kind == HX_EV_ALLREDUCE || t->kind == HX_EV_LOSS_NORM ||
+               t->kind == HX_EV_ALLGATHER) {
       for (int e = 0; e < s->members.n; e++)
         if (s->members.a[e] == t->group)
           emit(&l, t, t->kind, s->members.b[e], -1);
@@ -719,6 +768,13 @@ static void map_ranks(struct sim *s) {
       }
 }
 
+static void set_opt_params(struct sim *s) {
+  if (!hx_plan_sharded(s->plan))
+    return;
+  s->opt_params = HX_NEW_ARRAY(&s->scratch, double, s->plan->ndevices + 1);
+  hx_plan_optimizer_params(s->ctx, s->plan, s->opt_params);
+}
+
 static void build(struct sim *s) {
   const struct hx_plan *plan = s->plan;
   s->stage_base = HX_NEW_ARRAY(&s->scratch, int, plan->npipelines + 1);
@@ -728,6 +784,7 @@ static void build(struct sim *s) {
   s->nres = 3 * s->nstages + plan->ndevices;
   s->piece = HX_NEW_ARRAY(&s->scratch, int *, s->nstages);
   map_ranks(s);
+  set_opt_params(s);
   s->last_task = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
   s->last_hop = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
   for (int gs = 0; gs < s->nstages; gs++)
@@ -752,7 +809,7 @@ int64_t hx_sim_task_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) 
   }
   /* the gradient all-reduces: at most one per layer and device; the loss
    * and norm all-reduce */
-  return tasks + layers * (int64_t)plan->ndevices + 1;
+  return tasks + layers * (int64_t)plan->ndevices + 1 + plan->ngroups; /* + all-gathers */
 }
 
 /* Whether the plan is well formed enough to price (the lower bound needs no
@@ -837,7 +894,7 @@ static double pipeline_lower_bound(const struct sim *s, int i) {
   double opt[STACK], head[STACK + 1], tail[STACK + 1];
   for (int si = 0; si < n; si++) {
     t[si] = stage_times(s, p, si);
-    opt[si] = hx_stage_optimizer_s(s->ctx, &p->stages[si], si == 0, si == n - 1);
+    opt[si] = stage_optimizer_s(s, p, si);
   }
   /* head[si]: earliest start of the first forward on si; tail[si]: from the
    * end of si's last backward to the end of stage 0's */
@@ -890,6 +947,7 @@ double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) 
    * build_grad_sync makes them */
   s.channel_load = HX_NEW_ARRAY(&s.scratch, double, plan->ndevices);
   map_ranks(&s);
+  set_opt_params(&s);
   build_grad_sync(&s);
   double bound = 0;
   for (int i = 0; i < plan->npipelines; i++)
@@ -948,6 +1006,8 @@ const char *hx_sim_event_name(enum hx_sim_event_kind kind) {
     return "broadcast";
   case HX_EV_LOSS_NORM:
     return "loss and norm all-reduce";
+  case HX_EV_ALLGATHER:
+    return "all-gather";
   }
   return "?";
 }

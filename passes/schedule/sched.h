@@ -251,6 +251,24 @@ void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline 
  * union groups of the same ranges, and the embedding / LM head groups
  * (layer -1). */
 void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan);
+/* The share of its optimizer state a device of stage st is priced with while
+ * the layers are split (struct hx_stage.opt_share), before the groups and
+ * their shard_ppm exist: its memory over the sum, across the plan's
+ * pipelines, of each pipeline's mean device memory (1/dp on a uniform
+ * cluster; the free-memory split it stands for gives the big devices more).
+ * 0 (whole) without zero1 or with one pipeline. */
+double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          const struct hx_stage *st);
+/* ZeRO-1 (issue 16): when the train block allows it (optimizer_sharding =
+ * zero1) and the plan replicates weights, marks the plan zero1 and gives
+ * every grad / unsplit group its shard_ppm: with `even`, equal shares
+ * (Megatron's distributed optimizer); else shares in proportion to each
+ * member's free memory after weights, gradients and activations
+ * (hx_plan_free_bytes, negative counted as 0; all 0: equal). Parts per
+ * million, floored; the remainder goes to the member with the most free
+ * memory (the first on ties). hx_sched_build_groups calls it (uneven). */
+void hx_sched_shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                              bool even);
 
 /* ---- planners ----------------------------------------------------------- */
 

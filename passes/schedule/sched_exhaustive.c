@@ -595,10 +595,15 @@ static void price(struct ex *e, const struct structure *st) {
     struct hx_plan *p = hx_sched_complete_setting(ctx, &tmp, sk, e->mbs[k], e->recompute[k]);
     if (!p)
       continue;
+    /* the groups first: ZeRO-1's shards (shard_ppm) shorten the optimizer
+     * step the bound prices */
+    if (ctx->train.optimizer_sharding == HX_SHARD_ZERO1)
+      hx_sched_build_groups(ctx, &tmp, p);
     double bound = hx_sim_lower_bound(ctx, p);
     if (bound * (1 - BOUND_SLACK) >= e->best_s)
       continue;
-    hx_sched_build_groups(ctx, &tmp, p);
+    if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1)
+      hx_sched_build_groups(ctx, &tmp, p);
     hx_simulate(ctx, p, NULL);
     e->simulated++;
     if (!p->sim.valid)

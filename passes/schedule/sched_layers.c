@@ -50,11 +50,31 @@ static int max_layers(const struct hx_ctx *ctx, struct hx_stage *st, bool first,
   return n;
 }
 
+double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          const struct hx_stage *st) {
+  if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1 || plan->npipelines <= 1)
+    return 0;
+  const struct hx_cluster *c = &ctx->cluster;
+  double all = 0;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    double sum = 0;
+    int n = 0;
+    for (int s = 0; s < p->nstages; s++)
+      for (int k = 0; k < p->stages[s].ndevices; k++, n++)
+        sum += (double)c->gpus[c->devices[p->stages[s].devices[k]].gpu_type].memory_bytes;
+    all += n ? sum / n : 0;
+  }
+  double mine = hx_stage_memory_capacity(c, st);
+  return all > 0 ? fmin(1.0, mine / all) : 0;
+}
+
 void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
                           const struct hx_pipeline *p, struct hx_stage_cost *cost) {
   int L = (int)ctx->model.layers;
   for (int s = 0; s < p->nstages; s++) {
     struct hx_stage st = p->stages[s]; /* a copy: its layer range is scratch */
+    st.opt_share = hx_sched_opt_share(ctx, plan, &st);
     bool first = s == 0, last = s == p->nstages - 1;
     int64_t mbs = p->micro_batch_size;
     double t0 = stage_time(ctx, &st, first, last, mbs, 0);

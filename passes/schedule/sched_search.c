@@ -447,6 +447,19 @@ static int ladder(const struct budgets *b, int max_dp, int *out) {
   return n;
 }
 
+/* Model state per parameter that every pipeline keeps a copy of, and that
+ * the pipelines share between them: ZeRO-1 splits the optimizer state over
+ * them, so only one copy of it counts. */
+static double shared_bytes_per_param(const struct hx_ctx *ctx) {
+  return ctx->train.optimizer_sharding == HX_SHARD_ZERO1
+             ? hx_optimizer_state_bytes_per_param(&ctx->train)
+             : 0;
+}
+
+static double replica_bytes_per_param(const struct hx_ctx *ctx) {
+  return hx_state_bytes_per_param(&ctx->train) - shared_bytes_per_param(ctx);
+}
+
 /* The most pipelines the pool's memory can hold: each pipeline keeps a whole
  * replica of the weights and optimizer state (activations aside), so no
  * more than the pool's usable memory over one replica's state; at least 1. */
@@ -455,7 +468,8 @@ static int memory_max_dp(const struct hx_ctx *ctx, const struct pool *p) {
   for (int i = 0; i < p->n; i++)
     have += (double)ctx->cluster.gpus[ctx->cluster.devices[p->devices[i]].gpu_type].memory_bytes -
             HX_MEMORY_RESERVE_BYTES;
-  double replica = (double)ctx->model.params_total * hx_state_bytes_per_param(&ctx->train);
+  double replica = (double)ctx->model.params_total * replica_bytes_per_param(ctx);
+  have -= (double)ctx->model.params_total * shared_bytes_per_param(ctx);
   double most = replica > 0 ? floor(have / replica) : (double)p->n;
   return most < 1 ? 1 : most > p->n ? p->n : (int)most;
 }
@@ -552,6 +566,7 @@ static bool pool_may_fit(const struct hx_ctx *ctx, const struct pool *p) {
   for (int i = 0; i < p->n; i++)
     have += (double)ctx->cluster.gpus[ctx->cluster.devices[p->devices[i]].gpu_type].memory_bytes -
             HX_MEMORY_RESERVE_BYTES;
+  /* under ZeRO-1 too: the pipelines hold at least one copy of everything */
   return have >= (double)ctx->model.params_total * hx_state_bytes_per_param(&ctx->train);
 }
 

@@ -13,9 +13,11 @@
  * Weights TP does not split (the two RMSNorm gains per layer) are reduced
  * over the union of the range's stages. Layer -1 groups: the embedding over
  * the first stages, the final norm and LM head over the last stages. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "ir/plan_util.h"
+#include "passes/cost/cost.h"
 #include "sched.h"
 
 struct group_list {
@@ -134,4 +136,46 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
   }
   plan->groups = l.items;
   plan->ngroups = l.n;
+  hx_sched_shard_optimizer(ctx, a, plan, false);
+}
+
+/* One group's shares in parts per million, in proportion to weight[] of its
+ * members (all 0: equal); the floor's remainder to the heaviest member. */
+static void split_ppm(struct hx_group *g, const double *weight) {
+  double total = 0;
+  int heaviest = 0;
+  for (int i = 0; i < g->nranks; i++) {
+    total += weight[g->ranks[i]];
+    if (weight[g->ranks[i]] > weight[g->ranks[heaviest]])
+      heaviest = i;
+  }
+  int64_t given = 0;
+  for (int i = 0; i < g->nranks; i++) {
+    double share = total > 0 ? weight[g->ranks[i]] / total : 1.0 / g->nranks;
+    g->shard_ppm[i] = (int32_t)floor(share * HX_PPM);
+    given += g->shard_ppm[i];
+  }
+  g->shard_ppm[heaviest] += (int32_t)(HX_PPM - given);
+}
+
+void hx_sched_shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                              bool even) {
+  plan->optimizer_sharding = HX_SHARD_NONE;
+  if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1 || !hx_plan_replicates_weights(plan))
+    return;
+  plan->optimizer_sharding = HX_SHARD_ZERO1;
+  double *weight = HX_NEW_ARRAY(a, double, plan->ndevices + 1);
+  if (!even) {
+    hx_plan_free_bytes(ctx, plan, weight);
+    for (int r = 0; r < plan->ndevices; r++)
+      weight[r] = fmax(weight[r], 0.0);
+  }
+  for (int g = 0; g < plan->ngroups; g++) {
+    struct hx_group *gr = &plan->groups[g];
+    if (gr->kind != HX_GROUP_GRAD && gr->kind != HX_GROUP_UNSPLIT)
+      continue;
+    if (!gr->shard_ppm)
+      gr->shard_ppm = HX_NEW_ARRAY(a, int32_t, gr->nranks);
+    split_ppm(gr, weight);
+  }
 }

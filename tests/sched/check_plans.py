@@ -481,6 +481,9 @@ def check_tau(hexic, d):
 def check_mixed(hexic, d):
     rng = random.Random(213)  # a small cluster whose best plan mixes sizes
     m = MODEL % (rng.choice([8, 12]), 1024, 2816, 8, 8, 1024, rng.choice([32, 64, 128]))
+    # the cluster was drawn for the unsharded memory model (issue 16's zero1
+    # frees memory, and its best plan then shares one size)
+    m = m.replace("steps = 1;", "steps = 1; optimizer_sharding = none;")
     files = [write(d, "m.hx", m),
              write(d, "c.hx", random_cluster(rng, 12, exact=rng.choice([9, 10, 12])))]
     # no clock cut under the sanitizers: the plan must be the deterministic one

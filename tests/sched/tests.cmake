@@ -7,6 +7,14 @@ target_link_libraries(test_sched PRIVATE hexic_core)
 add_test(NAME sched_unit COMMAND test_sched)
 set_tests_properties(sched_unit PROPERTIES TIMEOUT 60 LABELS sched)
 
+# ZeRO-1 (issue 16): shards that follow free memory, each rank's memory
+# against a closed form, the simulator's all-gathers and shard-only
+# optimizer step, optimizer_sharding = none unchanged.
+add_executable(test_zero1 ${HX_TESTS_DIR}/sched/test_zero1.c)
+target_link_libraries(test_zero1 PRIVATE hexic_core)
+add_test(NAME sched_zero1 COMMAND test_zero1)
+set_tests_properties(sched_zero1 PROPERTIES TIMEOUT 60 LABELS sched)
+
 find_program(HX_PYTHON3 python3)
 if(HX_PYTHON3)
   foreach(check determinism baseline exhaustive oracle plan_tp hexiseq limits tau mixed profile)
