@@ -10,6 +10,9 @@
 #   with MPI's counts cut to 7 (every block travels by itself, chunked); the
 #   rank programs carry the shares; the moments (HEXIC_STATE_BYTES) shrink to
 #   the shards: over the world, m and v hold each of the model's floats once.
+# MODE bytes: hexic's zero1 plan and the same plan unsharded: per rank, the
+#   runtime's model-state bytes move by what the simulator's memory says
+#   ZeRO-1 saves, within 1%.
 # MODE asan: the sharded TP 2 plan's programs built with ASan + UBSan, trained
 #   with checkpoints and small MPI counts, against the unsharded run.
 # MODE ckpt: a sharded run's step-5 checkpoint resumed sharded and unsharded,
@@ -141,6 +144,49 @@ ckpt)
   resume zz zero8 zero8 "sharded checkpoint -> the same sharded plan"
   resume zn none8 zero8 "sharded checkpoint -> the plan unsharded"
   resume nz zero8 none8 "unsharded checkpoint -> the sharded plan"
+  ;;
+bytes)
+  # hexic's own zero1 plan of tiny8 on mixed4.hx, and the same plan with
+  # optimizer_sharding none (its plan.json edited, read back with --plan):
+  # the simulator's memory per rank differs between them by the optimizer
+  # state ZeRO-1 saves, and so must the bytes of model state the runtime
+  # allocated (HEXIC_STATE_BYTES), within 1% per rank.
+  steps=1
+  "$hexic" "$tiny8" "$here/clusters/mixed4.hx" --target=cpu -o zb >zb.plan.txt || fail "hexic zb"
+  grep -q '"optimizer_shards"' zb/plan.json || fail "hexic's plan of tiny8 on mixed4.hx is not sharded"
+  python3 - zb/plan.json >none.json <<'PY' || fail "cannot write the unsharded plan"
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["strategy"] = "file"
+p["train"] = {"optimizer_sharding": "none"}
+for g in p["groups"]:
+    g.pop("optimizer_shards", None)
+json.dump({k: p[k] for k in ("strategy", "schedule", "train", "pipelines", "groups")}, sys.stdout)
+PY
+  build zb
+  sed 's/optimizer_sharding = zero1/optimizer_sharding = none/; s/seed = 1/seed = 1; optimizer_sharding = none/' \
+    "$tiny8" >tiny8-none.hx
+  compile nb "$PWD/tiny8-none.hx" "$here/clusters/mixed4.hx" --plan="$PWD/none.json"
+  train zb zb
+  train nb nb
+  python3 - zb nb <<'PY' || fail "the runtime's model-state bytes disagree with the simulator's"
+import json, re, sys
+def run(d):
+    peak = json.load(open(d + "/plan.json"))["simulated"]["peak_memory_bytes"]
+    got = {int(r): int(b) for r, b in re.findall(r"rank (\d+): model state (\d+) bytes", open(d + ".out").read())}
+    return peak, got
+zpeak, zgot = run(sys.argv[1])
+npeak, ngot = run(sys.argv[2])
+bad = 0
+saved_any = False
+for r in sorted(zgot):
+    want = ngot[r] - (npeak[r] - zpeak[r])  # unsharded bytes less what the model says ZeRO-1 saves
+    saved_any |= npeak[r] != zpeak[r]
+    err = abs(zgot[r] - want) / want
+    print(f"  rank {r}: runtime {zgot[r]} bytes, simulator {want:.0f} (unsharded {ngot[r]}), {100 * err:.3f}%")
+    bad += err > 0.01
+sys.exit(1 if bad or not saved_any or len(zgot) != len(zpeak) else 0)
+PY
   ;;
 asan)
   # The runtime's ZeRO-1 paths under AddressSanitizer and UBSan (leaks off:
