@@ -357,9 +357,12 @@ static double stage_opt_bytes(const struct hx_ctx *ctx, const struct hx_stage *s
                               bool last) {
   double whole = device_params(&ctx->model, st, first, last) *
                  hx_optimizer_state_bytes_per_param(&ctx->train);
-  bool split = ctx->train.optimizer_sharding == HX_SHARD_ZERO1 && st->opt_share > 0 &&
-               st->opt_share < 1;
-  return split ? whole * st->opt_share : whole;
+  if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1)
+    return whole;
+  if (st->opt_share > 0 && st->opt_share < 1)
+    return whole * st->opt_share;
+  /* HexiSeq: the units of a stage are weight replicas; at least they share */
+  return whole / hx_stage_replicas(st);
 }
 
 double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
@@ -787,9 +790,20 @@ double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan) 
 
 /* ---- ZeRO-1: the optimizer state split over gradient-sync groups ------- */
 
+/* Some stage keeps several weight replicas (HexiSeq units). */
+static bool has_unit_replicas(const struct hx_plan *plan) {
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int s = 0; s < plan->pipelines[i].nstages; s++)
+      if (hx_stage_replicas(&plan->pipelines[i].stages[s]) > 1)
+        return true;
+  return false;
+}
+
 bool hx_plan_sharded(const struct hx_plan *plan) {
   if (plan->optimizer_sharding != HX_SHARD_ZERO1)
     return false;
+  if (has_unit_replicas(plan))
+    return true;
   for (int g = 0; g < plan->ngroups; g++)
     if (plan->groups[g].shard_ppm)
       return true;
@@ -825,6 +839,17 @@ void hx_plan_optimizer_params(const struct hx_ctx *ctx, const struct hx_plan *pl
   }
   if (plan->optimizer_sharding != HX_SHARD_ZERO1)
     return;
+  if (has_unit_replicas(plan)) { /* even over every replica (see cost.h) */
+    for (int i = 0; i < plan->npipelines; i++)
+      for (int s = 0; s < plan->pipelines[i].nstages; s++) {
+        const struct hx_stage *st = &plan->pipelines[i].stages[s];
+        int width;
+        hx_grad_slicing(plan, st->layer_begin, &width);
+        for (int k = 0; k < st->ndevices; k++)
+          params[st->devices[k]] /= width > 1 ? width : 1;
+      }
+    return;
+  }
   /* each member keeps only its share of a sharded group's elements */
   for (int g = 0; g < plan->ngroups; g++) {
     const struct hx_group *gr = &plan->groups[g];

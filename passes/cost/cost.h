@@ -153,7 +153,8 @@ double hx_stage_device_params(const struct hx_model *m, const struct hx_stage *s
                               bool last);
 /* Per device: weights + gradients + optimizer state of its TP shard
  * (hx_stage_device_params); under ZeRO-1 only st->opt_share of the
- * optimizer state when that is in (0, 1) (a searching planner's estimate). */
+ * optimizer state when that is in (0, 1) (a searching planner's estimate),
+ * else 1 / its HexiSeq units. */
 double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                              bool last);
 /* Per device: activations of `in_flight` micro-batches of mbs sequences.
@@ -281,7 +282,14 @@ double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan);
  * only its share of the group's elements; weights and gradients stay whole.
  * A parameter in no sharded group keeps its whole state. */
 
-/* True when the plan is zero1 and some group carries shard_ppm. */
+/* Plans with HexiSeq units (a stage's units are weight replicas too) carry
+ * no shard_ppm: the runtime splits the state evenly over every replica, so
+ * each rank keeps 1 / (replicas of its stage's first layer across the
+ * pipelines and units) of its state; the sync is priced as the all-reduce
+ * (a ring reduce-scatter + all-gather costs the same). The search prices a
+ * unit stage's state at 1 / its units (hx_stage_static_bytes).
+ * True when the plan is zero1 and some group carries shard_ppm or some
+ * stage has units. */
 bool hx_plan_sharded(const struct hx_plan *plan);
 /* Parameters of a gradient-sync group, as each member holds them: GRAD
  * (e - b) x the layer's TP-split matrices / nslices, layer -1 the weights

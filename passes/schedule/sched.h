@@ -266,7 +266,9 @@ double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
  * member's free memory after weights, gradients and activations
  * (hx_plan_free_bytes, negative counted as 0; all 0: equal). Parts per
  * million, floored; the remainder goes to the member with the most free
- * memory (the first on ties). hx_sched_build_groups calls it (uneven). */
+ * memory (the first on ties). hx_sched_build_groups calls it (uneven).
+ * Plans with HexiSeq units get no shard_ppm (even over every replica:
+ * passes/cost/cost.h, hx_plan_sharded). */
 void hx_sched_shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
                               bool even);
 
