@@ -14,6 +14,9 @@ add_executable(test_zero1 ${HX_TESTS_DIR}/sched/test_zero1.c)
 target_link_libraries(test_zero1 PRIVATE hexic_core)
 add_test(NAME sched_zero1 COMMAND test_zero1)
 set_tests_properties(sched_zero1 PROPERTIES TIMEOUT 60 LABELS sched)
+add_test(NAME sched_zero1_off COMMAND sh ${HX_TESTS_DIR}/sched/zero1_off.sh ${HX_BIN}
+  ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/sched_zero1_off)
+set_tests_properties(sched_zero1_off PROPERTIES TIMEOUT 120 LABELS sched)
 
 find_program(HX_PYTHON3 python3)
 if(HX_PYTHON3)

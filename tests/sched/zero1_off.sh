@@ -1,0 +1,28 @@
+#!/bin/sh
+# optimizer_sharding = none reproduces the plans of hexic before ZeRO-1 (issue
+# 16) byte for byte: each golden zero1_off.MODEL.CLUSTER.json is the plan.json
+# hexic wrote before the sharding existed (commit bc3a906), with the one line
+# plan.json gained since, "train": {"optimizer_sharding": "none"}. UPDATE=1
+# rewrites them from the current hexic (check the diff: only that line may
+# differ from the old ones).
+# usage: zero1_off.sh HEXIC SOURCE_DIR WORK_DIR
+set -u
+hexic=$1; src=$2; work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+fail=0
+rm -rf "$work"; mkdir -p "$work"
+for golden in "$here"/zero1_off.*.json; do
+  name=${golden#"$here"/zero1_off.}; name=${name%.json}
+  model=${name%%.*}; cluster=${name#*.}
+  sed 's/^train {/train {\n  optimizer_sharding = none/' "$src/examples/models/$model.hx" > "$work/$model.hx"
+  if ! "$hexic" "$work/$model.hx" "$src/examples/clusters/$cluster.hx" -o "$work/$name" \
+       > /dev/null 2> "$work/$name.err"; then
+    echo "FAIL: $name: hexic failed:"; cat "$work/$name.err"; fail=1; continue
+  fi
+  if [ "${UPDATE:-0}" = 1 ]; then cp "$work/$name/plan.json" "$golden"; fi
+  if ! diff -u "$golden" "$work/$name/plan.json"; then
+    echo "FAIL: $name: optimizer_sharding = none does not reproduce the plan before ZeRO-1"; fail=1
+  fi
+done
+[ $fail -eq 0 ] && echo "ok (zero1 off: the plans before ZeRO-1, byte for byte)"
+exit $fail
