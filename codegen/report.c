@@ -72,6 +72,33 @@ static void device_shards(const struct hx_ctx *ctx, const struct hx_plan *p, FIL
   }
 }
 
+/* ZeRO-1 plans: per used rank, the optimizer state it keeps (fp32 master and
+ * Adam moments of its shards) and that as a share of its parameters'. */
+static void optimizer_shards(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *f) {
+  if (p->optimizer_sharding != HX_SHARD_ZERO1)
+    return;
+  struct hx_arena *a = (struct hx_arena *)&ctx->arena;
+  double *opt = HX_NEW_ARRAY(a, double, p->ndevices + 1);
+  hx_plan_optimizer_params(ctx, p, opt);
+  double per_param = hx_optimizer_state_bytes_per_param(&ctx->train);
+  fputs("\n## Optimizer state per rank (ZeRO-1)\n\n| rank | GPU | optimizer state (bytes) | "
+        "(GiB) | share of its parameters |\n|---|---|---|---|---|\n",
+        f);
+  for (int i = 0; i < p->npipelines; i++)
+    for (int s = 0; s < p->pipelines[i].nstages; s++) {
+      const struct hx_stage *st = &p->pipelines[i].stages[s];
+      double held = hx_stage_device_params(&ctx->model, st, s == 0,
+                                           s == p->pipelines[i].nstages - 1);
+      for (int k = 0; k < st->ndevices; k++) {
+        int r = st->devices[k];
+        double bytes = floor(opt[r] * per_param);
+        fprintf(f, "| %d | %s | %.0f | %.2f | %.1f%% |\n", r,
+                md(ctx, ctx->cluster.devices[r].name), bytes, bytes / GIB,
+                held > 0 ? 100 * opt[r] / held : 0.0);
+      }
+    }
+}
+
 static void figures(const struct hx_plan *p, FILE *f) {
   const struct hx_sim_result *r = &p->sim;
   fprintf(f, "| iteration | %.3f s |\n|---|---|\n| tokens/s | %.0f |\n| MFU | %.1f%% |\n"
@@ -156,6 +183,7 @@ bool hx_emit_report(const struct hx_ctx *ctx, FILE *f) {
           p->schedule == HX_PP_GPIPE ? "GPipe" : "1F1B", (long long)ctx->model.params_total);
   stage_rows(ctx, p, f);
   device_shards(ctx, p, f);
+  optimizer_shards(ctx, p, f);
   fputs("\n## Simulated iteration\n\n", f);
   figures(p, f);
   baselines_section(ctx, p, f);

@@ -64,6 +64,19 @@ key = lambda p: [(g["kind"], g["ranks"], g.get("layers"), g.get("slice"), g.get(
 assert b["train"]["optimizer_sharding"] == "zero1", b["train"]
 assert sorted(map(str, key(a))) == sorted(map(str, key(b))), "optimizer_shards not kept"' \
     shards_uneven.json uneven.out/plan.json || { echo "FAIL: uneven shards not written back"; fail=1; }
+  # report.md: each used rank's optimizer-state bytes; the uneven group's
+  # first member (999000 - ... ppm of that group) keeps more than its peers
+  python3 -c 'import json, re, sys
+p = json.load(open(sys.argv[1]))
+rows = {int(m.group(1)): int(m.group(2)) for m in
+        re.finditer(r"^\| (\d+) \| [^|]* \| (\d+) \|", open(sys.argv[2]).read().split(
+            "## Optimizer state per rank (ZeRO-1)")[1], re.M)}
+used = [d["rank"] for d in p["devices"] if d["pipeline"] >= 0]
+assert sorted(rows) == sorted(used), (sorted(rows), used)
+g = next(g for g in p["groups"] if g["kind"] in ("grad", "unsplit"))
+first, rest = g["ranks"][0], g["ranks"][1:]
+assert all(rows[first] > rows[r] for r in rest), (rows, g["ranks"])' \
+    uneven.out/plan.json uneven.out/report.md || { echo "FAIL: report.md optimizer state per rank"; fail=1; }
 else
   echo "FAIL: --plan refuses uneven optimizer shards:"; cat uneven.err; fail=1
 fi
