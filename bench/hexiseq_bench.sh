@@ -4,7 +4,8 @@
 # L40S 362/48; NVLink inside 8-GPU nodes, PCIe for L40S, 25 GB/s between
 # nodes), Llama-2-13B and 70B shapes at 128K-1M tokens, global batch 8.
 # Prints hexic against each baseline, the average and best speed-up over the
-# best symmetric baseline, and the scheduler's wall time at 128 and 1024 GPUs.
+# best symmetric baseline, how many settings fit a plan and the 70B 512K plans
+# (issue 16: ZeRO-1), and the scheduler's wall time at 128 and 1024 GPUs.
 # usage: bench/hexiseq_bench.sh [BUILD_DIR [quick]]   (default: build-bench, built Release)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,11 +58,13 @@ cluster "$work/c1024.hx" 32 32 32 32
 
 runs="$work/runs.txt"
 : > "$runs"
+settings=0
 if [ "$quick" = quick ]; then seqs="131072"; sizes="32"; else seqs="131072 262144 524288 1048576"; sizes="32 64 128"; fi
 for size in $sizes; do
   for m in 13b 70b; do
     for seq in $seqs; do
       model "$work/m.hx" $m $seq
+      settings=$((settings + 1))
       "$bench" "$work/m.hx" "$work/c$size.hx" | tee -a "$runs" || echo "($m $seq on $size: no plan)"
     done
   done
@@ -69,6 +72,12 @@ done
 awk '/speed-up/ { for (i = 1; i <= NF; i++) if ($i == "speed-up") { x = $(i+1); sub("x", "", x);
        n++; s += x; if (x > best) best = x; if (x < worst || n == 1) worst = x } }
      END { if (n) printf "speed-up over the best baseline: average %.3fx, best %.3fx, worst %.3fx over %d settings\n", s / n, best, worst, n }' "$runs"
+# issue 16 (ZeRO-1, the default): how many settings fit a plan at all (19 of
+# 24 before it), and the 70B 512K settings' plans
+echo "settings that fit a plan: $(grep -c '^llama-' "$runs") of $settings"
+for size in $sizes; do
+  grep "^llama-70b 512K on $size GPUs" "$runs" || echo "llama-70b 512K on $size GPUs: no plan"
+done
 if [ "$quick" != quick ]; then
   model "$work/m.hx" 13b 1048576
   echo "scheduler wall time:"
