@@ -389,7 +389,12 @@ static ncclComm_t split(int color, int key, const char *name) {
   return out;
 }
 
-static bool is_leader(const struct hx_rt_rank_config *c) { return c->tp_rank == c->leader_tp_rank; }
+/* The stage's leader: its TP contact, and on a HexiSeq stage of several units
+ * (every unit has a contact) the one the plan names, as rt_exec_ops.c's
+ * is_leader decides; the other contacts reach it through sendrecv. */
+static bool is_leader(const struct hx_rt_rank_config *c) {
+  return c->tp_rank == c->leader_tp_rank && (!c->seq || c->stage_leader == c->rank);
+}
 
 /* One round of leader pairs: those whose lower stage has the given parity.
  * A leader is in at most one pair of a round; the pair's colour is its
