@@ -3,7 +3,8 @@
  *  - --strategy=symmetric: the best symmetric (Megatron) plan;
  *  - --strategy=exhaustive: the exact planner (clusters of <= 8 devices);
  *  - --strategy=hexiseq, or `auto` when one sequence's activations keep every
- *    symmetric shape out of memory: the HexiSeq planner (passes/hexiseq/hexiseq.c),
+ *    symmetric shape out of memory (or when no symmetric shape is legal and
+ *    the HexiScale search finds nothing that fits): the HexiSeq planner (passes/hexiseq/hexiseq.c),
  *    asymmetric context x head parallelism inside a DP/TP/PP frame; it makes
  *    ctx->baseline the best of Ring / Ulysses / USP / symmetric;
  *  - otherwise the HexiScale search (passes/schedule/sched_search.c), which keeps the
@@ -84,6 +85,15 @@ bool hx_pass_schedule(struct hx_ctx *ctx) {
     return ctx->plan != NULL;
   }
   ctx->plan = choose_plan(ctx);
+  if (!ctx->plan && ctx->opt.strategy == HX_STRAT_AUTO && !ctx->baseline) {
+    /* hx_hexiseq_needed decides from the symmetric shapes; where none is
+     * legal at all (6 devices, global batch 4) it cannot tell, and the
+     * HexiScale search found nothing that fits either: split sequences are
+     * what is left. HexiSeq reports its own reason when it fails too. */
+    ctx->plan = hx_hexiseq_schedule(ctx);
+    if (ctx->plan)
+      return true;
+  }
   if (!ctx->plan) {
     hx_report_no_plan(ctx);
     return false;
