@@ -1221,6 +1221,19 @@ struct hx_plan *hx_sched_baseline_seed(const struct hx_ctx *ctx) {
   return has_all ? all : NULL;
 }
 
+/* ZeRO-1 where it helps: a sharded finalist's twin without the shards (its
+ * state whole: no all-gather after the optimizer), when that fits too; the
+ * simulator picks (ties: the sharded one, listed first). NULL otherwise. */
+static struct hx_plan *unsharded(struct hx_ctx *ctx, const struct hx_plan *p) {
+  if (!hx_plan_sharded(p))
+    return NULL;
+  struct hx_plan *whole = hx_plan_copy(&ctx->arena, p);
+  whole->optimizer_sharding = HX_SHARD_NONE;
+  for (int g = 0; g < whole->ngroups; g++)
+    whole->groups[g].shard_ppm = NULL;
+  return hx_plan_memory_fits(ctx, whole, NULL, NULL) ? whole : NULL;
+}
+
 static struct hx_plan *finish(struct search *s) {
   struct hx_ctx *ctx = s->ctx;
   struct hx_plan *best = NULL;
@@ -1243,15 +1256,19 @@ static struct hx_plan *finish(struct search *s) {
   }
   /* the same choice (least time, ties to the earlier candidate) as
    * simulating all, with simulations pruned by lower bounds */
-  struct hx_plan *plans[FINAL + TOP];
+  struct hx_plan *plans[2 * (FINAL + TOP)];
+  int nplans = ncand;
   for (int i = 0; i < ncand; i++) {
     struct hx_plan *p = hx_plan_copy(&ctx->arena, cand[i]);
     hx_sched_build_groups(ctx, &ctx->arena, p);
     p->description = hx_sprintf(&ctx->arena, "dp=%d, %d of %d devices", p->npipelines,
                                 hx_plan_used_devices(p), ctx->cluster.ndevices);
     plans[i] = p;
+    struct hx_plan *whole = unsharded(ctx, p);
+    if (whole)
+      plans[nplans++] = whole;
   }
-  int best_at = hx_simulate_fastest(ctx, plans, ncand);
+  int best_at = hx_simulate_fastest(ctx, plans, nplans);
   if (best_at >= 0)
     best = plans[best_at];
   /* the faster symmetric baseline (all devices or a subset) is a candidate */
