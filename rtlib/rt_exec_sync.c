@@ -480,8 +480,8 @@ void rt_sync_init(struct rt_exec *e) {
   if (s->sharded && (!e->tr->group_reduce_scatter_start || !e->tr->group_allgather_start))
     hx_rt_fatal(HX_RT_EXIT_ERROR,
                 "the plan shards the optimizer state (zero1) but the %s transport of the %s "
-                "backend has no reduce-scatter and all-gather: compile the plan with "
-                "train { optimizer_sharding = none }",
+                "backend has no reduce-scatter and all-gather: run it with HEXIC_TRANSPORT=mpi "
+                "(CUDA) or compile the plan with train { optimizer_sharding = none }",
                 e->tr->name, e->dev->backend);
   for (int i = 0; i < c->ngroups; i++) {
     int handle = e->tr->group_open(&c->groups[i]);
@@ -684,28 +684,34 @@ static void host_unpack(float *dst, const float *src, const struct rt_runs *r) {
   }
 }
 
-/* Host buffers through the transport: ZeRO-1 runs on transports whose
- * buffers are host memory (the CPU's; rt_sync_init refuses the others). */
+/* Each sharded bucket's moments through a device buffer and the
+ * transport's all-gather (the host copies are host memory, the transport's
+ * buffers the device's). */
 void rt_sync_gather_moments(const struct rt_exec *e, float *m, float *v) {
   const struct rt_sync_state *s = &e->sync;
-  float *buf = NULL;
   long cap = 0;
+  for (int i = 0; i < s->nbuckets; i++)
+    if (s->buckets[i].counts && s->buckets[i].runs.floats > cap)
+      cap = s->buckets[i].runs.floats;
+  if (cap == 0)
+    return;
+  float *host = hx_rt_calloc((size_t)cap, sizeof(float));
+  float *dev = e->dev->alloc((size_t)cap * sizeof(float));
   for (int i = 0; i < s->nbuckets; i++) {
     const struct rt_bucket *b = &s->buckets[i];
     if (!b->counts)
       continue;
-    if (b->runs.floats > cap) {
-      free(buf);
-      cap = b->runs.floats;
-      buf = hx_rt_calloc((size_t)cap, sizeof(float));
-    }
+    size_t bytes = (size_t)b->runs.floats * sizeof(float);
     float *kinds[2] = {m, v};
     for (int k = 0; k < 2; k++) {
-      host_pack(buf, kinds[k], &b->runs);
+      host_pack(host, kinds[k], &b->runs);
+      e->dev->upload(dev, host, bytes);
       e->tr->group_allreduce_wait(
-          e->tr->group_allgather_start(b->handle, buf, b->counts, "moment all-gather"));
-      host_unpack(kinds[k], buf, &b->runs);
+          e->tr->group_allgather_start(b->handle, dev, b->counts, "moment all-gather"));
+      e->dev->download(host, dev, bytes);
+      host_unpack(kinds[k], host, &b->runs);
     }
   }
-  free(buf);
+  e->dev->free(dev);
+  free(host);
 }

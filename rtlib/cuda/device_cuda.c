@@ -198,7 +198,9 @@ static void set_up_layers(const struct rt_model *m) {
 static void bind_params(const struct rt_model *m) {
   const struct rt_layout *lay = m->layout;
   size_t bytes = (size_t)lay->n * sizeof(float);
-  cu.p = (struct rt_weights){cu_alloc(bytes), cu_alloc(bytes), cu_alloc(bytes), cu_alloc(bytes)};
+  size_t moments = (size_t)lay->moments * sizeof(float); /* ZeRO-1: the own shards' only */
+  cu.p = (struct rt_weights){cu_alloc(bytes), cu_alloc(bytes), cu_alloc(moments),
+                             cu_alloc(moments)};
   cu.wf = cu.dt == HXC_BF16 ? cu_alloc((size_t)lay->n * hxc_dtype_bytes(HXC_BF16)) : cu.p.w;
   cu.lw = hx_rt_calloc((size_t)lay->nlayers, sizeof *cu.lw);
   cu.lg = hx_rt_calloc((size_t)lay->nlayers, sizeof *cu.lg);
@@ -216,8 +218,8 @@ static void bind_params(const struct rt_model *m) {
 
 /* A multi-tensor group over ranges of the buffers; NULL when empty. With
  * refresh, the step also rewrites the bf16 copy the forward reads. */
-static struct hxc_adamw_group *make_group(const struct rt_run *runs, const bool *decay, int n,
-                                          bool refresh) {
+static struct hxc_adamw_group *make_group(const struct rt_run *runs, const bool *decay,
+                                          const long *moff, int n, bool refresh) {
   if (n == 0)
     return NULL;
   struct hxc_adamw_tensor *t = hx_rt_calloc((size_t)n, sizeof *t);
@@ -225,8 +227,8 @@ static struct hxc_adamw_group *make_group(const struct rt_run *runs, const bool 
     long off = runs[i].off;
     t[i] = (struct hxc_adamw_tensor){.w = cu.p.w + off,
                                      .g = cu.p.g + off,
-                                     .m = cu.p.m + off,
-                                     .v = cu.p.v + off,
+                                     .m = cu.p.m + (moff ? moff[i] : off),
+                                     .v = cu.p.v + (moff ? moff[i] : off),
                                      .w_bf16 = refresh ? forward_weight(off) : NULL,
                                      .n = runs[i].n,
                                      .decay = decay && decay[i]};
@@ -236,18 +238,23 @@ static struct hxc_adamw_group *make_group(const struct rt_run *runs, const bool 
   return g;
 }
 
+/* AdamW over the optimizer table (every tensor, or under ZeRO-1 the own
+ * shards, each with its moments' offset); the norm over layout->norm. */
 static void make_groups(const struct rt_layout *lay) {
-  int n = lay->ntensors;
-  struct rt_run *runs = hx_rt_calloc((size_t)n, sizeof *runs);
-  bool *decay = hx_rt_calloc((size_t)n, sizeof *decay);
+  int n = lay->nopt;
+  struct rt_run *runs = hx_rt_calloc((size_t)(n ? n : 1), sizeof *runs);
+  bool *decay = hx_rt_calloc((size_t)(n ? n : 1), sizeof *decay);
+  long *moff = hx_rt_calloc((size_t)(n ? n : 1), sizeof *moff);
   for (int i = 0; i < n; i++) {
-    runs[i] = (struct rt_run){lay->tensors[i].off, lay->tensors[i].n};
-    decay[i] = lay->tensors[i].decay;
+    runs[i] = (struct rt_run){lay->opt[i].off, lay->opt[i].n};
+    decay[i] = lay->opt[i].decay;
+    moff[i] = lay->opt[i].moff;
   }
-  cu.adamw = make_group(runs, decay, n, cu.dt == HXC_BF16);
-  cu.norm = make_group(lay->norm, NULL, lay->nnorm, false);
+  cu.adamw = make_group(runs, decay, moff, n, cu.dt == HXC_BF16);
+  cu.norm = make_group(lay->norm, NULL, NULL, lay->nnorm, false);
   free(runs);
   free(decay);
+  free(moff);
 }
 
 static void cu_setup(const struct rt_model *m, struct rt_weights *out) {

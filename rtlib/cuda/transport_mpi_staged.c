@@ -180,18 +180,69 @@ static void staged_group_allreduce(int group, float *buf, long n, const char *wh
  * behind it; this transport is for ranks sharing a GPU, where nothing
  * overlaps anyway. The executor waits in its one global order, so these
  * blocking all-reduces keep the deadlock-free order of the blocking path. */
+enum request_kind { ALLREDUCE, REDUCE_SCATTER, ALLGATHER };
+
 struct rt_request {
   int group;
   float *buf;
   long n;
   const char *what;
+  enum request_kind kind;
+  const float *send; /* ZeRO-1: counts per member; recv for the reduce-scatter */
+  const long *counts;
 };
 
 static struct rt_request *staged_group_allreduce_start(int group, float *buf, long n,
                                                        const char *what) {
   struct rt_request *r = hx_rt_calloc(1, sizeof *r);
-  *r = (struct rt_request){group, buf, n, what};
+  *r = (struct rt_request){group, buf, n, what, ALLREDUCE, NULL, NULL};
   return r;
+}
+
+/* ZeRO-1's collectives, done in wait like the all-reduce (the executor
+ * keeps the counts until then): the whole bucket through the staging
+ * buffer, then rt_init's uneven MPI collectives on the host copy. */
+static struct rt_request *staged_group_reduce_scatter_start(int group, const float *send,
+                                                            float *recv, const long *counts,
+                                                            const char *what) {
+  struct rt_request *r = hx_rt_calloc(1, sizeof *r);
+  *r = (struct rt_request){group, recv, 0, what, REDUCE_SCATTER, send, counts};
+  return r;
+}
+
+static struct rt_request *staged_group_allgather_start(int group, float *buf, const long *counts,
+                                                       const char *what) {
+  struct rt_request *r = hx_rt_calloc(1, sizeof *r);
+  *r = (struct rt_request){group, buf, 0, what, ALLGATHER, NULL, counts};
+  return r;
+}
+
+static void staged_uneven(const struct rt_request *r) {
+  const struct hx_rt_group_comm *g = &st.groups.items[r->group];
+  struct hx_rt_wait w = hx_rt_group_comms_wait(&st.groups, r->group, r->what);
+  long total = 0;
+  int me = 0;
+  hx_rt_mpi_check(MPI_Comm_rank(g->comm, &me), r->what);
+  for (int i = 0; i < g->nranks; i++)
+    total += r->counts[i];
+  long own = r->counts[me];
+  float *host = stage_of((size_t)(total + own) * sizeof(float));
+  int nreqs = 0;
+  MPI_Request *reqs;
+  if (r->kind == REDUCE_SCATTER) {
+    to_host(host, r->send, (size_t)total * sizeof(float));
+    reqs = hx_rt_reduce_scatter_floats_start(host, host + total, r->counts, g->nranks, g->comm,
+                                             &nreqs, r->what);
+  } else {
+    to_host(host, r->buf, (size_t)total * sizeof(float));
+    reqs = hx_rt_allgather_floats_start(host, r->counts, g->nranks, g->comm, &nreqs, r->what);
+  }
+  hx_rt_wait_all(nreqs, reqs, &w);
+  free(reqs);
+  if (r->kind == REDUCE_SCATTER)
+    to_device(r->buf, host + total, (size_t)own * sizeof(float));
+  else
+    to_device(r->buf, host, (size_t)total * sizeof(float));
 }
 
 static bool staged_group_allreduce_test(struct rt_request *r) {
@@ -200,7 +251,10 @@ static bool staged_group_allreduce_test(struct rt_request *r) {
 }
 
 static void staged_group_allreduce_wait(struct rt_request *r) {
-  staged_group_allreduce(r->group, r->buf, r->n, r->what);
+  if (r->kind == ALLREDUCE)
+    staged_group_allreduce(r->group, r->buf, r->n, r->what);
+  else
+    staged_uneven(r);
   free(r);
 }
 
@@ -262,6 +316,8 @@ static const struct rt_transport staged_transport = {
     .group_allreduce_start = staged_group_allreduce_start,
     .group_allreduce_test = staged_group_allreduce_test,
     .group_allreduce_wait = staged_group_allreduce_wait,
+    .group_reduce_scatter_start = staged_group_reduce_scatter_start,
+    .group_allgather_start = staged_group_allgather_start,
     .sendrecv = staged_sendrecv,
     .alltoallv = staged_alltoallv,
 };

@@ -11,12 +11,14 @@
 #      and weights as the same plan's CPU programs; in bf16 (activations,
 #      their sends and TP sums in bf16) losses within 2%;
 #   3. HexiSeq: a PP x TP x CP x HP plan on eight ranks (the CUDA layer with
-#      positions and rtlib/seq's hook on the device), fp32 as the CPU's.
+#      positions and rtlib/seq's hook on the device), fp32 as the CPU's;
+#   4. ZeRO-1: uneven optimizer shards over TP 2 beside TP 1 + TP 1, four
+#      ranks through the staged transport, with a checkpoint, as the CPU's.
 # What it checks: the executor's calls through the device and transport
 # interfaces, the bindings, packing, staging and bf16 plumbing. What it
 # cannot: speed, streams running concurrently, a real GPU's errors.
 #
-#   bash tests/rtlib/emulate_backend.sh [one|multi|seq]   (all by default;
+#   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1]   (all by default;
 #   builds into build-emu-backend/; HEXIC_CPU_BUILD=DIR takes the CPU side
 #   from an existing build)
 set -euo pipefail
@@ -113,6 +115,43 @@ paste <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$sq/cpu.log"
 echo "emulate_backend: HexiSeq PP x TP x CP x HP (eight ranks, staged) agrees with the CPU backend"
 fi
 [ "$part" = seq ] && exit 0
+
+# 4. ZeRO-1 (issue 16): tests/exec's TP 2 pipeline beside a two-stage TP 1
+#    one with uneven optimizer shards, four ranks through the staged
+#    transport (its uneven reduce-scatter and all-gather, the device's
+#    moments sized to the shards, the moment gather of a checkpoint), against
+#    the same plan's CPU programs (fp32 losses and weights within 1e-4).
+if [ "$part" = all ] || [ "$part" = zero1 ]; then
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+cmake --build "$cpu" -j2 --target hexic >/dev/null
+z1=$out/zero1
+rm -rf "$z1"
+"$cpu/hexic" tests/exec/models/tiny8.hx tests/exec/clusters/four.hx \
+  --plan=tests/exec/plans/zero1_tp2_dp_pp.json -o "$z1" >/dev/null
+make -s -C "$z1" -j2 >/dev/null
+mkdir -p "$z1/emu"
+z1_app=() z1_emu=()
+for src in "$z1"/rank_*.c; do
+  r=$(basename "$src" .c)
+  mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$z1/emu/$r"
+  z1_app+=(${z1_app[@]:+:} -np 1 "$z1/$r" --steps 4 --dump-weights "$z1/cpu.w")
+  z1_emu+=(${z1_emu[@]:+:} -np 1 "$z1/emu/$r" --steps 4 --checkpoint-dir "$z1/ck"
+    --checkpoint-every 2 --dump-weights "$z1/emu.w")
+done
+mpirun --oversubscribe "${z1_app[@]}" >"$z1/cpu.log" 2>&1 || { cat "$z1/cpu.log"; exit 1; }
+HEXIC_STAGE_BYTES=4096 mpirun --oversubscribe "${z1_emu[@]}" >"$z1/emu.log" 2>&1 ||
+  { cat "$z1/emu.log"; exit 1; }
+grep -q "transport: mpi-staged" "$z1/emu.log" || { echo "FAIL: ZeRO-1: not the staged transport"; exit 1; }
+paste <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$z1/cpu.log") \
+  <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$z1/emu.log") | awk '
+  { n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad++; print "ZeRO-1 step " n ": cpu " $1 ", emulated cuda " $2 }
+  END { exit !(n == 4 && bad == 0) }' || { echo "FAIL: ZeRO-1 losses differ"; exit 1; }
+"$cpu/tests/weights_cmp" "$z1/cpu.w" "$z1/emu.w" 1e-4
+[ -f "$z1/ck/step_00000004/MANIFEST" ] || { echo "FAIL: ZeRO-1: no checkpoint"; exit 1; }
+echo "emulate_backend: ZeRO-1 TP 2 beside TP 1 + TP 1 (four ranks, staged) agrees with the CPU backend"
+fi
+[ "$part" = zero1 ] && exit 0
 
 
 # 2. TP 2 + PP 2 and an uneven second pipeline, five ranks, staged transport
