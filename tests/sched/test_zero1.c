@@ -7,7 +7,7 @@
  * of its shards and of what no group covers, the simulator runs a
  * reduce-scatter and an all-gather per sharded group and a shorter
  * optimizer step, and optimizer_sharding = none keeps today's 18 bytes per
- * parameter. Activations and the reserve come from the cost model's own
+ * parameter; HexiSeq units split the state evenly. Activations and the reserve come from the cost model's own
  * functions (this issue does not change them). */
 #include <math.h>
 #include <stdio.h>
@@ -190,7 +190,43 @@ static void test_none(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* HexiSeq: a stage of 3 units (tp 1) is 3 weight replicas; zero1 splits
+ * each rank's optimizer state over them evenly (no shard_ppm groups), the
+ * search's stage price too; none keeps it whole. */
+static void test_units(void) {
+  for (int on = 0; on < 2; on++) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    fx_model(&ctx, "z", L, H, FFN, HEADS, HEADS, VOCAB, SEQ);
+    fx_train(&ctx, HX_RECOMPUTE_NONE, 8);
+    ctx.train.optimizer_sharding = on ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
+    int types[] = {1}, ranks[] = {0, 1, 2};
+    double tflops[] = {100}, mem[] = {80};
+    fx_cluster(&ctx, 1, 3, types, tflops, mem, 1, 100e9, 10e9, 1e-5);
+    uint64_t rng = 7;
+    struct hx_plan *p = hx_plan_new(&ctx.arena, 3, 1);
+    hx_pipeline_init(&ctx.arena, &p->pipelines[0], 1);
+    struct hx_stage *st = &p->pipelines[0].stages[0];
+    hx_stage_init(&ctx.arena, st, ranks, 3, 0, L, false);
+    st->tp = 1;
+    st->seq_layout = fx_random_layout(&ctx, &rng, ranks, 1, 3);
+    p->pipelines[0].micro_batch_size = 1;
+    p->pipelines[0].micro_batches = 8;
+    hx_sched_build_groups(&ctx, &ctx.arena, p);
+    CHECK(p->optimizer_sharding == (on ? HX_SHARD_ZERO1 : HX_SHARD_NONE));
+    CHECK(hx_plan_sharded(p) == (on == 1));
+    double opt[3];
+    hx_plan_optimizer_params(&ctx, p, opt);
+    for (int r = 0; r < 3; r++)
+      CHECK(close_to(opt[r], on ? held(1) / 3 : held(1)));
+    CHECK(close_to(hx_stage_static_bytes(&ctx, st, true, true),
+                   6.0 * held(1) + 12.0 * held(1) / (on ? 3 : 1)));
+    hx_arena_free(&ctx.arena);
+  }
+}
+
 int main(void) {
+  test_units();
   test_uneven_follow_free_memory();
   test_mixed_tp();
   test_simulated();
