@@ -41,6 +41,14 @@ static bool gpus_shared(void) {
   return any != 0;
 }
 
+/* ZeRO-1 (issue 16): some gradient-sync group of this rank is sharded. */
+static bool sharded(const struct hx_rt_rank_config *cfg) {
+  for (int i = 0; i < cfg->ngroups; i++)
+    if (cfg->groups[i].shard_ppm)
+      return true;
+  return false;
+}
+
 const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
                                              const struct rt_device *dev) {
   const char *want = getenv("HEXIC_TRANSPORT");
@@ -51,6 +59,10 @@ const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg
   int pick = rt_cuda_pick_transport(want, HAVE_NCCL, shared, note, sizeof note);
   if (pick < 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "%s", note);
+  if (pick == RT_CUDA_NCCL && sharded(cfg)) { /* the agreement below makes every rank follow */
+    pick = RT_CUDA_STAGED;
+    snprintf(note, sizeof note, "ZeRO-1: the NCCL transport has no uneven reduce-scatter yet");
+  }
   /* Every rank must take the same one: where HEXIC_TRANSPORT differs
    * between hosts, the staged transport, which every build has. */
   int agreed = pick;
