@@ -1,6 +1,4 @@
 /* The Makefile, launch.sh and slurm.sbatch beside the rank programs. */
-#include <string.h>
-
 #include "emit_programs.h"
 #include "escape.h"
 
@@ -74,27 +72,6 @@ void hx_emit_makefile(const struct program_set *set, FILE *f, int unused) {
         f);
 }
 
-/* s in single quotes for bash ('\'' for a quote): the names of the plan
- * are printable UTF-8 (sema), so nothing in them is special there. */
-static const char *sh_quote(struct hx_arena *a, const char *s) {
-  size_t n = 3;
-  for (const char *p = s; *p; p++)
-    n += *p == '\'' ? 4 : 1;
-  char *out = hx_alloc(a, n), *o = out;
-  *o++ = '\'';
-  for (const char *p = s; *p; p++) {
-    if (*p == '\'') {
-      memcpy(o, "'\\''", 4);
-      o += 4;
-    } else {
-      *o++ = *p;
-    }
-  }
-  *o++ = '\'';
-  *o = 0;
-  return out;
-}
-
 /* The plan's machines: the cluster's nodes that hold a rank, in the
  * cluster's order; machine_of[w] is rank w's index among them. */
 static int plan_machines(const struct program_set *set, int *machine_of, int *node_of_machine) {
@@ -127,10 +104,10 @@ static void emit_placement_tables(const struct program_set *set, FILE *f, const 
     fprintf(f, "%s%d", w ? " " : "", machine_of[w]);
   fputs(")\nrank_device=(", f);
   for (int w = 0; w < set->nranks; w++)
-    fprintf(f, "%s%s", w ? " " : "", sh_quote(a, c->devices[set->ranks[w].device].name));
+    fprintf(f, "%s%s", w ? " " : "", hx_esc_shell(a, c->devices[set->ranks[w].device].name));
   fputs(")\nmachine_names=(", f);
   for (int m = 0; m < nmachines; m++)
-    fprintf(f, "%s%s", m ? " " : "", sh_quote(a, c->nodes[node_of_machine[m]].name));
+    fprintf(f, "%s%s", m ? " " : "", hx_esc_shell(a, c->nodes[node_of_machine[m]].name));
   fputs(")\n", f);
 }
 

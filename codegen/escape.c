@@ -76,6 +76,25 @@ const char *hx_esc_make(struct hx_arena *a, const char *s) {
   return out;
 }
 
+/* Inside single quotes bash gives no byte a meaning but the quote itself,
+ * which is closed, written escaped and reopened. */
+const char *hx_esc_shell(struct hx_arena *a, const char *s) {
+  s = or_empty(s);
+  char *out = output_for(a, s), *o = out;
+  *o++ = '\'';
+  for (const char *p = s; *p; p++) {
+    if (*p == '\'') {
+      memcpy(o, "'\\''", 4);
+      o += 4;
+    } else {
+      *o++ = *p;
+    }
+  }
+  *o++ = '\'';
+  *o = '\0';
+  return out;
+}
+
 const char *hx_esc_slurm(struct hx_arena *a, const char *s) {
   s = or_empty(s);
   char *out = output_for(a, s), *o = out;

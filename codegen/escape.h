@@ -28,6 +28,11 @@ const char *hx_esc_c_comment(struct hx_arena *a, const char *s);
  * the end of the line (it would continue it). */
 const char *hx_esc_make(struct hx_arena *a, const char *s);
 
+/* A word for bash (launch.sh, slurm.sbatch): s in single quotes, each ' in
+ * it as '\'' (close, an escaped quote, reopen); every other byte, a newline
+ * included, stays literal there. */
+const char *hx_esc_shell(struct hx_arena *a, const char *s);
+
 /* A value on an #SBATCH line, which sbatch splits at blanks and quotes by
  * its own rules: only [A-Za-z0-9._-] are kept, anything else becomes '_'. */
 const char *hx_esc_slurm(struct hx_arena *a, const char *s);

@@ -1,7 +1,7 @@
 /* The escaping functions of codegen/escape.c (issue 10, item 2), one per
  * language: exact outputs for the characters each language gives meaning
- * to, and for the Makefile the real test, GNU make reading the escaped value
- * back as the original (a $(shell ...) in it would run there). The files
+ * to, and for the Makefile and bash the real test, make or bash reading the
+ * escaped value back as the original (a $(shell ...) in it would run there). The files
  * they go into are tested end to end by hostile_names.sh. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +56,39 @@ static void test_make_text(void) {
   check_eq("make", "trailing", hx_esc_make(&arena, "dir\\"), "dir\\$()");
 }
 
+/* bash reads the word back as the original bytes and runs nothing in it. */
+static void check_shell_reads_back(const char *value) {
+  char path[] = "/tmp/hx_escape_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0)
+    return;
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "v=(%s)\nprintf '[%%s]' \"${v[@]}\"\n", hx_esc_shell(&arena, value));
+  fclose(f);
+  char cmd[256], got[512] = "";
+  snprintf(cmd, sizeof cmd, "cd /tmp && bash %s", path);
+  FILE *p = popen(cmd, "r");
+  if (p) {
+    got[fread(got, 1, sizeof got - 1, p)] = '\0';
+    pclose(p);
+  }
+  unlink(path);
+  char want[512];
+  snprintf(want, sizeof want, "[%s]", value);
+  check_eq("shell reads back", value, got, want);
+}
+
+static void test_shell(void) {
+  check_eq("shell", "quote", hx_esc_shell(&arena, "a'b"), "'a'\\''b'");
+  check_eq("shell", NULL, hx_esc_shell(&arena, NULL), "''");
+  check_shell_reads_back("h100:0");
+  check_shell_reads_back("n'$(touch pwned)`touch pwned` \"q\" ;touch pwned");
+  check_shell_reads_back("''\\'");
+  check_shell_reads_back("a\nb $HOME * ~ !x");
+  CHECK(access("/tmp/pwned", F_OK) != 0);
+}
+
 /* GNU make parses "V ?= <escaped>" back into the original value. */
 static void check_make_reads_back(const char *value) {
   char path[] = "/tmp/hx_escape_XXXXXX";
@@ -98,8 +131,10 @@ int main(void) {
   test_slurm_markdown();
   test_make_text();
   test_make_reads_back();
+  test_shell();
   hx_arena_free(&arena);
   if (!failures)
-    printf("escape: C strings and comments, Makefile (read back by make), #SBATCH, Markdown\n");
+    printf("escape: C strings and comments, Makefile (read back by make), bash words (read "
+           "back by bash), #SBATCH, Markdown\n");
   return failures != 0;
 }
