@@ -277,7 +277,8 @@ static bool open_index(const char *path, struct sources *s, char *err, size_t er
     snprintf(file, sizeof file, "%s%s", dir, m->text);
     for (int i = 0; i < s->n; i++)
       if (!strcmp(s->files[i].path, file) && !hx_st_find(&s->files[i], m->key)) {
-        snprintf(err, err_size, "%s: the index puts tensor '%s' there, but the file lacks it", file,
+        snprintf(err, err_size,
+                 "%.700s: the index puts tensor '%.200s' there, but the file lacks it", file,
                  m->key);
         ok = false;
       }
