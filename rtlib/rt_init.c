@@ -703,22 +703,12 @@ static MPI_Request *request_with_counts(const long *counts, int n, int **c, int 
   return (MPI_Request *)block;
 }
 
-MPI_Request *hx_rt_reduce_scatter_floats_start(const float *send, float *recv,
-                                               const long *counts, int n, MPI_Comm comm,
-                                               int *nreqs, const char *what) {
-  if (fits_one_call(counts, n)) {
-    int me = 0, *c, *displs;
-    hx_rt_mpi_check(MPI_Comm_rank(comm, &me), what);
-    MPI_Request *reqs = request_with_counts(counts, n, &c, &displs);
-    static float empty; /* a receive buffer for an empty block */
-    hx_rt_mpi_check(MPI_Ireduce_scatter(send, c[me] ? recv : &empty, c, MPI_FLOAT, MPI_SUM, comm,
-                                        &reqs[0]),
-                    what);
-    *nreqs = 1;
-    return reqs;
-  }
-  int me = 0;
-  hx_rt_mpi_check(MPI_Comm_rank(comm, &me), what);
+/* Past one call's int counts: each member's block travels by itself,
+ * chunk by chunk, rooted at that member: with send, summed into it
+ * (MPI_Ireduce; member me receives in recv), else broadcast from it in place
+ * in recv (MPI_Ibcast). */
+static MPI_Request *post_blocks(const float *send, float *recv, const long *counts, int n, int me,
+                                MPI_Comm comm, int *nreqs, const char *what) {
   MPI_Request *reqs = requests(chunks_of_blocks(counts, n));
   int k = 0;
   int64_t at = 0;
@@ -727,36 +717,43 @@ MPI_Request *hx_rt_reduce_scatter_floats_start(const float *send, float *recv,
       int64_t off;
       int count;
       hx_rt_chunk_at(counts[i], g_max_count, c, &off, &count);
-      hx_rt_mpi_check(MPI_Ireduce(send + at + off, i == me ? recv + off : NULL, count, MPI_FLOAT,
-                                  MPI_SUM, i, comm, &reqs[k++]),
-                      what);
+      if (send)
+        hx_rt_mpi_check(MPI_Ireduce(send + at + off, i == me ? recv + off : NULL, count, MPI_FLOAT,
+                                    MPI_SUM, i, comm, &reqs[k++]),
+                        what);
+      else
+        hx_rt_mpi_check(MPI_Ibcast(recv + at + off, count, MPI_FLOAT, i, comm, &reqs[k++]), what);
     }
   *nreqs = k;
   return reqs;
 }
 
+MPI_Request *hx_rt_reduce_scatter_floats_start(const float *send, float *recv, const long *counts,
+                                               int n, MPI_Comm comm, int *nreqs, const char *what) {
+  int me = 0;
+  hx_rt_mpi_check(MPI_Comm_rank(comm, &me), what);
+  if (!fits_one_call(counts, n))
+    return post_blocks(send, recv, counts, n, me, comm, nreqs, what);
+  int *c, *displs;
+  MPI_Request *reqs = request_with_counts(counts, n, &c, &displs);
+  static float empty; /* a receive buffer for an empty block */
+  hx_rt_mpi_check(
+      MPI_Ireduce_scatter(send, c[me] ? recv : &empty, c, MPI_FLOAT, MPI_SUM, comm, &reqs[0]),
+      what);
+  *nreqs = 1;
+  return reqs;
+}
+
 MPI_Request *hx_rt_allgather_floats_start(float *buf, const long *counts, int n, MPI_Comm comm,
                                           int *nreqs, const char *what) {
-  if (fits_one_call(counts, n)) {
-    int *c, *displs;
-    MPI_Request *reqs = request_with_counts(counts, n, &c, &displs);
-    hx_rt_mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, displs, MPI_FLOAT,
-                                    comm, &reqs[0]),
-                    what);
-    *nreqs = 1;
-    return reqs;
-  }
-  MPI_Request *reqs = requests(chunks_of_blocks(counts, n));
-  int k = 0;
-  int64_t at = 0;
-  for (int i = 0; i < n; at += counts[i], i++)
-    for (int c = 0, nc = hx_rt_message_chunks(counts[i]); c < nc; c++) {
-      int64_t off;
-      int count;
-      hx_rt_chunk_at(counts[i], g_max_count, c, &off, &count);
-      hx_rt_mpi_check(MPI_Ibcast(buf + at + off, count, MPI_FLOAT, i, comm, &reqs[k++]), what);
-    }
-  *nreqs = k;
+  if (!fits_one_call(counts, n))
+    return post_blocks(NULL, buf, counts, n, -1, comm, nreqs, what);
+  int *c, *displs;
+  MPI_Request *reqs = request_with_counts(counts, n, &c, &displs);
+  hx_rt_mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, displs, MPI_FLOAT,
+                                  comm, &reqs[0]),
+                  what);
+  *nreqs = 1;
   return reqs;
 }
 
