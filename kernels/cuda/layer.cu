@@ -251,29 +251,6 @@ static void zero(const struct hxc_layer_ctx *ctx, void *buf, size_t bytes) {
   HXC_CHECK(cudaMemsetAsync(buf, 0, bytes, ctx->stream));
 }
 
-/* RoPE of x [n, nheads*hd] by the tokens' positions; whole sequences keep
- * the position-free kernels (today's bits). */
-static void rope_forward(const struct hxc_layer_ctx *ctx,
-                         const struct layer_shape *sh, void *x, int nheads) {
-  if (!sh->positions && sh->local_len == sh->seq_len)
-    hxc_rope_forward(x, ctx->rope, sh->n, nheads, sh->hd, sh->seq_len, ctx->dt,
-                     ctx->stream);
-  else
-    hxc_rope_forward_pos(x, ctx->rope, sh->n, nheads, sh->hd, sh->positions,
-                         sh->local_len, ctx->dt, ctx->stream);
-}
-
-static void rope_backward(const struct hxc_layer_ctx *ctx,
-                          const struct layer_shape *sh, void *dy, int nheads) {
-  if (!sh->positions && sh->local_len == sh->seq_len)
-    hxc_rope_backward_inplace(dy, ctx->rope, sh->n, nheads, sh->hd,
-                              sh->seq_len, ctx->dt, ctx->stream);
-  else
-    hxc_rope_backward_pos_inplace(dy, ctx->rope, sh->n, nheads, sh->hd,
-                                  sh->positions, sh->local_len, ctx->dt,
-                                  ctx->stream);
-}
-
 /* An fp32 view of a dt buffer of n elements for the hook: the buffer itself
  * in fp32, else `wide` filled from it. */
 static float *widen(const struct hxc_layer_ctx *ctx, float *wide,
@@ -343,8 +320,12 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
   hxc_linear_forward(gpu, a->q, a->a, w->wq, n, sh->dim, sh->qw, 0.0f, dt, st);
   hxc_linear_forward(gpu, a->k, a->a, w->wk, n, sh->dim, sh->kvw, 0.0f, dt, st);
   hxc_linear_forward(gpu, a->v, a->a, w->wv, n, sh->dim, sh->kvw, 0.0f, dt, st);
-  rope_forward(ctx, sh, a->q, sh->nq);
-  rope_forward(ctx, sh, a->k, sh->nkv);
+  /* by the tokens' positions; without positions (NULL, local_len =
+   * seq_len) the same kernel call as hxc_rope_forward */
+  hxc_rope_forward_pos(a->q, ctx->rope, n, sh->nq, sh->hd, sh->positions,
+                       sh->local_len, dt, st);
+  hxc_rope_forward_pos(a->k, ctx->rope, n, sh->nkv, sh->hd, sh->positions,
+                       sh->local_len, dt, st);
   if (sh->hook)
     hook_forward(ctx, sh, a, s);
   else
@@ -443,8 +424,10 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
                            a->v, a->o, a->lse,
                            hxc_kv_map_of(ctx->dims, ctx->shard), nseq,
                            sh->seq_len, sh->nq, sh->nkv, sh->hd, dt, st);
-  rope_backward(ctx, sh, s->dq, sh->nq);
-  rope_backward(ctx, sh, s->dk, sh->nkv);
+  hxc_rope_backward_pos_inplace(s->dq, ctx->rope, n, sh->nq, sh->hd,
+                                sh->positions, sh->local_len, dt, st);
+  hxc_rope_backward_pos_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd,
+                                sh->positions, sh->local_len, dt, st);
   hxc_linear_backward(gpu, s->da, g->wq, s->dq, a->a, w->wq, n, sh->dim,
                       sh->qw, dt, st);
   hxc_linear_backward(gpu, s->da, g->wk, s->dk, a->a, w->wk, n, sh->dim,
