@@ -88,6 +88,32 @@ __device__ void load_tile(float *tile, const T *base, long ld, int head,
   }
 }
 
+/* The positions of key rows [j0, j0 + kc) into skpos (INT_MAX past kc: seen
+ * by none), and whether any query row of the block (the warp's positions
+ * qp, INT_MIN for a row that sees nothing) sees one of them: a shared flag,
+ * so every thread of the block returns the same. Every thread calls it; the
+ * first barrier lets the previous tile and flag go. */
+__device__ __forceinline__ bool stage_key_positions(int *skpos, int *sany,
+                                                    const int *k_pos, long j0,
+                                                    int kc, const int *qp,
+                                                    int lane) {
+  __syncthreads();
+  if (threadIdx.x < KT)
+    skpos[threadIdx.x] =
+        (int)threadIdx.x < kc ? pos_of(k_pos, j0 + threadIdx.x) : INT_MAX;
+  if (threadIdx.x == 0)
+    *sany = 0;
+  __syncthreads();
+  bool vis = false;
+#pragma unroll
+  for (int j = 0; j < RW; j++)
+    vis = vis || skpos[lane] <= qp[j]; /* lane < KT: one key per lane */
+  if (vis)
+    *sany = 1;
+  __syncthreads();
+  return *sany != 0;
+}
+
 __device__ __forceinline__ float dot_lanes(const float *a, const float *b) {
   float s = 0.0f;
 #pragma unroll
@@ -132,21 +158,7 @@ block_forward_kernel(float *o, float *lse, const T *q, const int *q_pos,
   }
   for (long j0 = 0; j0 < sh.nk_tok; j0 += KT) {
     int kc = (int)(sh.nk_tok - j0 < KT ? sh.nk_tok - j0 : KT);
-    __syncthreads(); /* the previous tile and flag are no longer read */
-    if (threadIdx.x < KT)
-      skpos[threadIdx.x] =
-          (int)threadIdx.x < kc ? pos_of(k_pos, j0 + threadIdx.x) : INT_MAX;
-    if (threadIdx.x == 0)
-      sany = 0;
-    __syncthreads();
-    bool vis = false;
-#pragma unroll
-    for (int j = 0; j < RW; j++)
-      vis = vis || skpos[lane] <= qp[j]; /* lane < KT: one key per lane */
-    if (vis)
-      sany = 1;
-    __syncthreads();
-    if (!sany)
+    if (!stage_key_positions(skpos, &sany, k_pos, j0, kc, qp, lane))
       continue; /* uniform over the block */
     load_tile<T>(sk, k + krow0 * sh.ldkv, sh.ldkv, kvh, j0, kc, sh.hd);
     load_tile<T>(sv, v + krow0 * sh.ldkv, sh.ldkv, kvh, j0, kc, sh.hd);
@@ -267,22 +279,8 @@ block_backward_dq_kernel(float *dq, const T *dout, const T *q,
   }
   for (long j0 = 0; j0 < sh.nk_tok; j0 += KT) {
     int kc = (int)(sh.nk_tok - j0 < KT ? sh.nk_tok - j0 : KT);
-    __syncthreads();
-    if (threadIdx.x < KT)
-      skpos[threadIdx.x] =
-          (int)threadIdx.x < kc ? pos_of(k_pos, j0 + threadIdx.x) : INT_MAX;
-    if (threadIdx.x == 0)
-      sany = 0;
-    __syncthreads();
-    bool vis = false;
-#pragma unroll
-    for (int j = 0; j < RW; j++)
-      vis = vis || skpos[lane] <= qp[j];
-    if (vis)
-      sany = 1;
-    __syncthreads();
-    if (!sany)
-      continue;
+    if (!stage_key_positions(skpos, &sany, k_pos, j0, kc, qp, lane))
+      continue; /* uniform over the block */
     load_tile<T>(sk, k + krow0 * sh.ldkv, sh.ldkv, kvh, j0, kc, sh.hd);
     load_tile<T>(sv, v + krow0 * sh.ldkv, sh.ldkv, kvh, j0, kc, sh.hd);
     __syncthreads();
