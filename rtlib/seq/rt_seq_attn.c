@@ -291,25 +291,36 @@ struct local {
   float *o, *lse;
 };
 
-static void a2a_in_forward(const struct rt_seq *s, const struct local *in, struct bufs *b) {
+/* What both directions' all-to-all in start a message with: q of member
+ * m's query heads and k, v of the kv heads those read, for me's tokens
+ * (rows of the share's widths); returns past them. */
+static float *pack_qkv(const struct rt_seq *s, float *at, const float *q, const float *k,
+                       const float *v, const struct seq_member *m) {
   int hd = s->hd;
   long n = s->me->tokens, wq = (long)s->nh_share * hd, wkv = (long)s->nkv_share * hd;
+  at = pack_cols(s, at, q, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
+  at = pack_cols(s, at, k, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
+  return pack_cols(s, at, v, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
+}
+
+/* The reverse on the head holder: member m's tokens' rows of b->q, b->k,
+ * b->v (the group's tokens x me's own heads); returns past what it read. */
+static const float *unpack_qkv(const struct rt_seq *s, struct bufs *b, const struct seq_member *m,
+                               const float *from) {
+  long wh = (long)s->me->nh * s->hd, wk = (long)s->me->nkv * s->hd;
+  from = unpack_cols(s, b->q + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
+  from = unpack_cols(s, b->k + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
+  return unpack_cols(s, b->v + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
+}
+
+static void a2a_in_forward(const struct rt_seq *s, const struct local *in, struct bufs *b) {
   float *at = b->a2a_send;
-  for (int y = 0; y < my_group(s)->n; y++) {
-    const struct seq_member *m = member(s, y);
-    at = pack_cols(s, at, in->q, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
-    at = pack_cols(s, at, in->k, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
-    at = pack_cols(s, at, in->v, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
-  }
+  for (int y = 0; y < my_group(s)->n; y++)
+    at = pack_qkv(s, at, in->q, in->k, in->v, member(s, y));
   group_a2a(s, FWD_IN, b->a2a_send, b->a2a_recv, "the all-to-all of q, k, v to heads");
   const float *from = b->a2a_recv;
-  long wh = (long)s->me->nh * hd, wk = (long)s->me->nkv * hd;
-  for (int x = 0; x < my_group(s)->n; x++) {
-    const struct seq_member *m = member(s, x);
-    from = unpack_cols(s, b->q + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
-    from = unpack_cols(s, b->k + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
-    from = unpack_cols(s, b->v + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
-  }
+  for (int x = 0; x < my_group(s)->n; x++)
+    from = unpack_qkv(s, b, member(s, x), from);
 }
 
 static void a2a_out_forward(const struct rt_seq *s, struct local *out, struct bufs *b) {
@@ -390,25 +401,21 @@ struct local_grad {
 
 static void a2a_in_backward(const struct rt_seq *s, const struct local_grad *in, struct bufs *b) {
   int hd = s->hd;
-  long n = s->me->tokens, wq = (long)s->nh_share * hd, wkv = (long)s->nkv_share * hd;
+  long n = s->me->tokens, wq = (long)s->nh_share * hd;
   float *at = b->a2a_send;
   for (int y = 0; y < my_group(s)->n; y++) {
     const struct seq_member *m = member(s, y);
-    at = pack_cols(s, at, in->q, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
-    at = pack_cols(s, at, in->k, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
-    at = pack_cols(s, at, in->v, n, wkv, (long)m->kv0 * hd, (long)m->nkv * hd);
+    at = pack_qkv(s, at, in->q, in->k, in->v, m);
     at = pack_cols(s, at, in->dout, n, wq, (long)m->h0 * hd, (long)m->nh * hd);
     at = pack_cols(s, at, in->lse, n, s->nh_share, m->h0, m->nh);
     at = pack_cols(s, at, in->delta, n, s->nh_share, m->h0, m->nh);
   }
   group_a2a(s, BWD_IN, b->a2a_send, b->a2a_recv, "the all-to-all of q, k, v, dO to heads");
   const float *from = b->a2a_recv;
-  long wh = (long)s->me->nh * hd, wk = (long)s->me->nkv * hd, nh = s->me->nh;
+  long wh = (long)s->me->nh * hd, nh = s->me->nh;
   for (int x = 0; x < my_group(s)->n; x++) {
     const struct seq_member *m = member(s, x);
-    from = unpack_cols(s, b->q + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
-    from = unpack_cols(s, b->k + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
-    from = unpack_cols(s, b->v + m->row0 * wk, wk, 0, wk, from, m->tokens, false);
+    from = unpack_qkv(s, b, m, from);
     from = unpack_cols(s, b->dout + m->row0 * wh, wh, 0, wh, from, m->tokens, false);
     from = unpack_cols(s, b->lse + m->row0 * nh, nh, 0, nh, from, m->tokens, false);
     from = unpack_cols(s, b->delta + m->row0 * nh, nh, 0, nh, from, m->tokens, false);
