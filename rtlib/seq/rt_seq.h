@@ -15,7 +15,7 @@
  *     a range of the share's query heads (every head once per group; groups
  *     may split them differently, and unevenly).
  *
- * What the hook does per layer (rt_seq.c): an all-to-all inside the group
+ * What the hook does per layer (rt_seq_attn.c): an all-to-all inside the group
  * turns q/k/v of the unit's tokens x the share's heads into q of every token
  * of the group x the unit's own query heads, with k/v of the kv heads those
  * read (GQA: a kv head whose query heads two units split goes to both); the
