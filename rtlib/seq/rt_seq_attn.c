@@ -159,9 +159,11 @@ static const int *group_pos(const struct rt_seq *s, int g) {
   return s->kpos + s->group_row0[((g % G) + G) % G];
 }
 
-/* Floats on a link at ring exchange `step` (1 .. G): the K/V of the block
- * of group g - step (receiver's g) unless step is G, and the accumulators
- * of that block once step is past 1 (backward only). */
+/* Floats on link l for a block of `rows` tokens: its K/V for the link's kv
+ * heads (kv) and its dK/dV accumulators for the link's acc heads (acc).
+ * Ring exchange `step` (1 .. G) carries the block of group g - step
+ * (receiver's g): K/V unless step is G, accumulators once step is past 1
+ * (backward only). */
 static long link_floats(const struct rt_seq *s, const struct seq_link *l, long rows, bool kv,
                         bool acc) {
   return 2L * rows * s->hd * ((kv ? l->nkv : 0) + (acc ? l->nacc : 0));
