@@ -24,11 +24,26 @@ static bool write_file(struct hx_ctx *ctx, const char *name,
   return true;
 }
 
+/* mkdir -p: the README's `-o out/7b` must work in a fresh checkout, where
+ * out/ does not exist yet. Each missing component is created in turn; the
+ * first that cannot be names the path in the caller's error. */
+static bool make_dirs(struct hx_ctx *ctx, const char *dir) {
+  char *path = hx_sprintf(&ctx->arena, "%s", dir);
+  for (char *slash = *path ? strchr(path + 1, '/') : NULL; slash; slash = strchr(slash + 1, '/')) {
+    *slash = '\0';
+    bool made = mkdir(path, 0777) == 0 || errno == EEXIST;
+    *slash = '/';
+    if (!made)
+      return false;
+  }
+  return mkdir(path, 0777) == 0 || errno == EEXIST;
+}
+
 bool hx_pass_emit(struct hx_ctx *ctx) {
   if (!ctx->plan)
     return true;
   const char *dir = ctx->opt.out_dir;
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+  if (!make_dirs(ctx, dir)) {
     hx_error_plain("cannot create %s: %s", dir, strerror(errno));
     ctx->exit_code = HX_EXIT_INPUT;
     return false;

@@ -82,5 +82,17 @@ grep -q "cannot read '/tmp/hx_cli_huge.$$.hx': it has 67108865 bytes" /tmp/hx_cl
 expect 1 "2 MiB of NULs" -- timeout 10 "$hexic" --check /tmp/hx_cli_huge.$$.hx
 grep -q "^/tmp/hx_cli_huge.$$.hx:2:1: error: unexpected NUL bytes" /tmp/hx_cli_err.$$ ||
   { echo "FAIL: NUL run message"; cat /tmp/hx_cli_err.$$; fail=1; }
+# -o creates the missing folders above DIR (the README's `-o out/7b` in a fresh
+# checkout); a folder that cannot be made is a one-line error, exit 1.
+rm -rf /tmp/hx_cli_out_dir.$$
+expect 0 "-o with missing parents" -- "$hexic" examples/models/tiny.hx examples/clusters/cpu1.hx \
+  -o /tmp/hx_cli_out_dir.$$/a/b
+[ -f /tmp/hx_cli_out_dir.$$/a/b/plan.json ] || { echo "FAIL: -o a/b: no plan.json"; fail=1; }
+: >/tmp/hx_cli_out_dir.$$/file
+expect 1 "-o under a file" -- "$hexic" examples/models/tiny.hx examples/clusters/cpu1.hx \
+  -o /tmp/hx_cli_out_dir.$$/file/x
+grep -qx "hexic: error: cannot create /tmp/hx_cli_out_dir.$$/file/x: Not a directory" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: -o under a file message"; cat /tmp/hx_cli_err.$$; fail=1; }
+rm -rf /tmp/hx_cli_out_dir.$$
 rm -f /tmp/hx_cli_*.$$ /tmp/hx_cli_*.$$.hx
 exit $fail
