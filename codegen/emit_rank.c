@@ -101,15 +101,22 @@ static void emit_gpu_comment(const struct program_set *set, FILE *f, int w) {
           gib(set->memory_need[set->ranks[w].device]), gib((double)g->memory_bytes));
 }
 
+/* The position of cluster device d in plan group g, -1 when absent. */
+static int group_position(const struct hx_group *g, int d) {
+  for (int k = 0; k < g->nranks; k++)
+    if (g->ranks[k] == d)
+      return k;
+  return -1;
+}
+
 /* The plan's CP ring or HP all-to-all group holding cluster device d (NULL
  * when none). */
 static const struct hx_group *seq_group_of(const struct program_set *set, enum hx_group_kind kind,
                                            int d) {
   for (int g = 0; g < set->plan->ngroups; g++) {
     const struct hx_group *gr = &set->plan->groups[g];
-    for (int k = 0; gr->kind == kind && k < gr->nranks; k++)
-      if (gr->ranks[k] == d)
-        return gr;
+    if (gr->kind == kind && group_position(gr, d) >= 0)
+      return gr;
   }
   return NULL;
 }
@@ -505,14 +512,6 @@ static void emit_emulation(const struct program_set *set, FILE *f, int w, int ng
   fprintf(f, "    .groups = %s,\n};\n\n", ngroups > 0 ? "group_links" : "NULL");
 }
 
-/* The position of cluster device d in plan group g, -1 when absent. */
-static int group_position(const struct hx_group *g, int d) {
-  for (int k = 0; k < g->nranks; k++)
-    if (g->ranks[k] == d)
-      return k;
-  return -1;
-}
-
 /* "{3, 2, {{614, 716}, {1330, 1433}}, 0, 4},": one unit of the ring. */
 static const char *seq_unit_row(const struct program_set *set, int device) {
   const struct hx_device_plan *d = &set->plan->devices[device];
@@ -628,10 +627,6 @@ static void emit_config(const struct program_set *set, FILE *f, int w, int ngrou
   fputs("};\n\n", f);
 }
 
-static bool r_is_seq(const struct program_set *set, int w) {
-  return set->ranks[w].st->seq_layout != NULL;
-}
-
 void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {
   emit_role_comment(set, f, w);
   emit_model(set, f);
@@ -641,7 +636,7 @@ void hx_emit_rank_source(const struct program_set *set, FILE *f, int w) {
   emit_groups(set, f, w, &ngroups);
   emit_schedule(set, f, w);
   emit_emulation(set, f, w, ngroups);
-  if (r_is_seq(set, w))
+  if (set->ranks[w].st->seq_layout)
     emit_seq_table(set, f, w);
   emit_config(set, f, w, ngroups);
   fputs("int main(int argc, char **argv) { return hx_rt_main(&rank_config, argc, argv); }\n", f);
