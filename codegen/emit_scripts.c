@@ -146,7 +146,8 @@ static void emit_machine_lines(const struct program_set *set, FILE *f, const cha
 static const char launch_read_hosts[] =
     "hosts=()\n"
     "if [ -n \"$hostfile\" ]; then\n"
-    "  [ -r \"$hostfile\" ] || { echo \"launch.sh: cannot read the hostfile $hostfile\" >&2; exit 2; }\n"
+    "  [ -r \"$hostfile\" ] && [ ! -d \"$hostfile\" ] ||\n"
+    "    { echo \"launch.sh: cannot read the hostfile $hostfile\" >&2; exit 2; }\n"
     "  lineno=0\n"
     "  while IFS= read -r line || [ -n \"$line\" ]; do\n"
     "    lineno=$((lineno + 1))\n"

@@ -70,6 +70,11 @@ dry short --hostfile short --dry-run
   { cat short.err; fail "a short hostfile was not refused"; }
 dry none --hostfile /nonexistent/hosts --dry-run
 [ $status = 2 ] && grep -q "cannot read the hostfile /nonexistent/hosts" none.err || fail "unreadable hostfile"
+# A folder passes [ -r ]; bash's read then failed with 'Is a directory' and an
+# unbound variable, exit 1.
+dry folder --hostfile "$PWD" --dry-run
+[ $status = 2 ] && grep -qx "launch.sh: cannot read the hostfile $PWD" folder.err ||
+  { cat folder.err; fail "a folder as the hostfile"; }
 n=0
 for bad in '$(touch pwned)' '`touch pwned`' 'a;touch pwned' '-oProxyCommand=touch' "h'x" 'a|b' \
   'a&&b' 'host.' '../x' 'a\b' '*'; do
