@@ -48,7 +48,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -79,11 +78,10 @@ static struct {
   cudaStream_t seq_stream, grad_stream;
   struct link act_out, act_in, grad_out, grad_in;
   struct hx_rt_group_comms groups; /* MPI: the ids' broadcast and the stall reports */
-  ncclComm_t *group_comms;
-  int ngroup_comms, cap_group_comms;
-  float *wide; /* bf16 TP sums widened to fp32 */
+  ncclComm_t *group_comms;         /* by the group's handle in `groups`; cfg->ngroups of them */
+  float *wide;                     /* bf16 TP sums widened to fp32 */
   size_t wide_cap;
-  cudaEvent_t recv_ready, recv_done;
+  cudaEvent_t recv_ready, recv_done, seq_done; /* for the blocking calls */
   struct watched watched;
 } nc;
 
@@ -290,19 +288,13 @@ static int index_in(const int *ranks, int n, int rank) {
 
 static int nccl_group_open(const struct hx_rt_group *g) {
   int handle = hx_rt_group_comms_open(&nc.groups, g->ranks, g->nranks, g->id);
-  if (nc.ngroup_comms == nc.cap_group_comms) {
-    int cap = nc.cap_group_comms ? 2 * nc.cap_group_comms : 16;
-    ncclComm_t *grown = hx_rt_calloc((size_t)cap, sizeof *grown);
-    if (nc.ngroup_comms)
-      memcpy(grown, nc.group_comms, (size_t)nc.ngroup_comms * sizeof *grown);
-    free(nc.group_comms);
-    nc.group_comms = grown;
-    nc.cap_group_comms = cap;
-  }
+  if (handle >= nc.cfg->ngroups)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: more gradient-sync groups opened than the rank's %d",
+                nc.cfg->ngroups);
   ncclComm_t comm = init_over(nc.groups.items[handle].comm, g->nranks,
                               index_in(g->ranks, g->nranks, nc.cfg->rank),
                               "share the NCCL id of a gradient-sync group");
-  nc.group_comms[nc.ngroup_comms++] = comm;
+  nc.group_comms[handle] = comm;
   watch(comm, "gradient-sync group");
   return handle;
 }
@@ -337,7 +329,7 @@ static void nccl_group_allreduce(int group, float *buf, long n, const char *what
 static void nccl_alltoallv(const int *peers, int npeers, const void *sendbuf, const long *send_n,
                            const long *send_off, void *recvbuf, const long *recv_n,
                            const long *recv_off, enum rt_dtype dt, const char *what) {
-  cudaEvent_t ev = new_event();
+  cudaEvent_t ev = nc.seq_done; /* the call blocks: one event serves every call */
   order_after(nc.seq_stream, compute(), ev);
   HXC_CHECK(ncclGroupStart());
   for (int i = 0; i < npeers; i++)
@@ -352,7 +344,6 @@ static void nccl_alltoallv(const int *peers, int npeers, const void *sendbuf, co
   HXC_CHECK(cudaEventRecord(ev, nc.seq_stream));
   wait_event(ev, &(struct hx_rt_wait){what, -1, -1, npeers, peers});
   HXC_CHECK(cudaStreamWaitEvent(compute(), ev, 0));
-  HXC_CHECK(cudaEventDestroy(ev));
 }
 
 static void nccl_sendrecv(const void *sendbuf, long send_n, int dest, void *recvbuf, long recv_n,
@@ -435,6 +426,8 @@ const struct rt_transport *rt_cuda_nccl_open(const struct hx_rt_rank_config *cfg
   nc.watched.comms = hx_rt_calloc((size_t)planned, sizeof *nc.watched.comms);
   nc.watched.names = hx_rt_calloc((size_t)planned, sizeof *nc.watched.names);
   nc.watched.cap = planned;
+  nc.group_comms =
+      hx_rt_calloc(cfg->ngroups > 0 ? (size_t)cfg->ngroups : 1, sizeof *nc.group_comms);
   nc.world = init_over(MPI_COMM_WORLD, cfg->world_size, cfg->rank, "share the NCCL id");
   watch(nc.world, "world");
   hx_rt_set_fault_hooks(nccl_fault, nccl_abort_all);
@@ -446,6 +439,7 @@ const struct rt_transport *rt_cuda_nccl_open(const struct hx_rt_rank_config *cfg
   nc.grad_stream = new_stream();
   nc.recv_ready = new_event();
   nc.recv_done = new_event();
+  nc.seq_done = new_event();
   return &nccl_transport;
 }
 
