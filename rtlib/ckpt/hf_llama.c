@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "ckpt_json.h"
+#include "kernels/cpu/llama.h"
 
-enum { LAYER_TENSORS = 9 }; /* attn_norm wq wk wv wo mlp_norm w_gate w_up w_down */
+enum { LAYER_TENSORS = HXK_LAYER_NPARAMS }; /* attn_norm .. w_down, the spec's order */
 
 __attribute__((format(printf, 3, 4))) static bool fail(char *err, size_t err_size, const char *fmt,
                                                        ...) {
@@ -24,29 +25,32 @@ int hx_hf_tensor_count(const struct hx_hf_model *m) {
 }
 
 uint64_t hx_hf_tensor_id(const struct hx_hf_model *m, int i) {
+  int last = m->layers * LAYER_TENSORS;
   if (i == 0)
-    return 0;
-  if (i <= m->layers * LAYER_TENSORS)
-    return 16 + 16 * (uint64_t)((i - 1) / LAYER_TENSORS) + (uint64_t)((i - 1) % LAYER_TENSORS);
-  return i == m->layers * LAYER_TENSORS + 1 ? 1 : 2;
+    return hxk_param_id(HXK_TOK_EMB, 0);
+  if (i <= last)
+    return hxk_param_id((enum hxk_param)((i - 1) % LAYER_TENSORS), (i - 1) / LAYER_TENSORS);
+  return hxk_param_id(i == last + 1 ? HXK_FINAL_NORM : HXK_LM_HEAD, 0);
+}
+
+/* The kernels' tensor of a spec id (the inverse of hxk_param_id, layer aside). */
+static enum hxk_param param_of(uint64_t id) {
+  return id == 0   ? HXK_TOK_EMB
+         : id == 1 ? HXK_FINAL_NORM
+         : id == 2 ? HXK_LM_HEAD
+                   : (enum hxk_param)((id - 16) % 16);
 }
 
 void hx_hf_tensor_shape(const struct hx_hf_model *m, uint64_t id, int64_t *rows, int64_t *cols) {
-  int64_t d = m->hidden, hd = m->hidden / m->heads, f = m->ffn;
-  int64_t q = m->heads * hd, kv = m->kv_heads * hd;
-  if (id == 0 || id == 2) {
-    *rows = m->vocab, *cols = d;
-    return;
-  }
-  if (id == 1) {
-    *rows = 1, *cols = d;
-    return;
-  }
-  static const int kind_rows[LAYER_TENSORS] = {0, 1, 2, 2, 3, 0, 4, 4, 3};
-  static const int kind_cols[LAYER_TENSORS] = {3, 3, 3, 3, 1, 3, 3, 3, 4};
-  int j = (int)((id - 16) % 16);
-  int64_t size[5] = {1, q, kv, d, f};
-  *rows = size[kind_rows[j]], *cols = size[kind_cols[j]];
+  struct hxk_dims d = {.dim = m->hidden,
+                       .ffn = m->ffn,
+                       .heads = m->heads,
+                       .kv_heads = m->kv_heads,
+                       .head_dim = m->hidden / m->heads,
+                       .vocab = m->vocab};
+  long r, c;
+  hxk_param_shape(&d, param_of(id), &r, &c);
+  *rows = r, *cols = c;
 }
 
 void hx_hf_name(uint64_t id, char *buf, size_t size) {
@@ -65,10 +69,8 @@ void hx_hf_name(uint64_t id, char *buf, size_t size) {
 }
 
 int hx_hf_rope_heads(const struct hx_hf_model *m, uint64_t id) {
-  if (id < 16)
-    return 0;
-  int j = (int)((id - 16) % 16);
-  return j == 1 ? m->heads : j == 2 ? m->kv_heads : 0;
+  enum hxk_param p = param_of(id);
+  return p == HXK_WQ ? m->heads : p == HXK_WK ? m->kv_heads : 0;
 }
 
 int64_t hx_hf_rope_row(int64_t j, int64_t head_dim) {
