@@ -51,7 +51,7 @@ struct options {
   int64_t step;
 };
 
-static bool parse_options(int argc, char **argv, struct options *o) {
+static bool parse_options(int argc, char **argv, struct options *o, char *why, size_t why_size) {
   *o = (struct options){NULL, "safetensors", "fp32", NULL, NULL, -1};
   for (int i = 0; i < argc; i++) {
     const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -61,15 +61,24 @@ static bool parse_options(int argc, char **argv, struct options *o) {
                         : !strcmp(opt, "--config") ? &o->config
                         : !strcmp(opt, "--name")   ? &o->name
                                                    : NULL;
-    if (!val || (!slot && strcmp(opt, "--step")))
+    /* name the option a user got wrong, not just that one was */
+    if (!slot && strcmp(opt, "--step")) {
+      snprintf(why, why_size, "unknown option '%.200s'", opt);
       return false;
+    }
+    if (!val) {
+      snprintf(why, why_size, "%.200s needs a value", opt);
+      return false;
+    }
     if (slot) {
       *slot = val;
     } else {
       char *end;
       o->step = strtoll(val, &end, 10);
-      if (*end || o->step < 0)
+      if (*end || end == val || o->step < 0) {
+        snprintf(why, why_size, "--step wants a step number (0 or more), not '%.200s'", val);
         return false;
+      }
     }
     i++;
   }
@@ -449,14 +458,24 @@ static int import_config(const char *config, const struct options *o) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    fputs(usage_text, stdout); /* asked for: not an error */
+    return 0;
+  }
+  const char *cmd = argc > 1 ? argv[1] : NULL;
+  bool known = cmd && (!strcmp(cmd, "info") || !strcmp(cmd, "export") || !strcmp(cmd, "import") ||
+                       !strcmp(cmd, "import-hf"));
+  char why[512];
+  if (cmd && !known) {
+    snprintf(why, sizeof why, "unknown subcommand '%.200s'", cmd);
+    return usage(why);
+  }
   if (argc < 3)
-    return usage(argc == 2 && strcmp(argv[1], "-h") && strcmp(argv[1], "--help")
-                     ? "a subcommand takes an argument"
-                     : NULL);
+    return usage(cmd ? "a subcommand takes an argument" : NULL);
   struct options o;
-  if (!parse_options(argc - 3, argv + 3, &o))
-    return usage("unknown or incomplete option");
-  const char *cmd = argv[1], *arg = argv[2];
+  if (!parse_options(argc - 3, argv + 3, &o, why, sizeof why))
+    return usage(why);
+  const char *arg = argv[2];
   if (!strcmp(cmd, "info"))
     return ends_with(arg, ".safetensors") ? info_safetensors(arg) : info_checkpoint(arg, o.step);
   if (!strcmp(cmd, "export"))

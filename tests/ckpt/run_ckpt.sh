@@ -259,6 +259,16 @@ import_hf)
     "$here/llama2-7b-config.json" >scaled.json
   "$ck_tool" import-hf scaled.json >scaled.out 2>&1 && fail "rope_scaling was accepted"
   grep -q "rope_scaling 'llama3' is not supported" scaled.out || { cat scaled.out; fail "rope_scaling: wrong message"; }
+  # The command line: --help is no error; a wrong subcommand, option or
+  # --step value is named (it said 'a subcommand takes an argument' and
+  # 'unknown or incomplete option').
+  "$ck_tool" --help >help.out 2>&1 && grep -q "^usage: hexic-ckpt" help.out || fail "--help"
+  for bad in "frob:unknown subcommand 'frob'" "info ck --stp 3:unknown option '--stp'" \
+    "info ck --step abc:--step wants a step number (0 or more), not 'abc'" "export ck -o:-o needs a value"; do
+    # shellcheck disable=SC2086
+    "$ck_tool" ${bad%%:*} >bad.out 2>&1
+    [ $? = 2 ] && grep -qxF "hexic-ckpt: ${bad#*:}" bad.out || { cat bad.out; fail "hexic-ckpt ${bad%%:*}"; }
+  done
   echo "  Llama-2-7B config.json: $(cat l7.txt); GPT-2 and llama3 RoPE scaling refused by name"
   ;;
 *)
