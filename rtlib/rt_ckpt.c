@@ -516,31 +516,30 @@ static bool rank_file_ok(const char *dir, int64_t step, int r, const struct mani
   return true;
 }
 
-bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fingerprint,
-                       char *err, size_t err_size) {
+/* Checkpoint `step` complete: its manifest intact and every rank file it
+ * names present with the recorded size and checksum; with a fingerprint,
+ * also written by nranks ranks under that plan. */
+static bool verify_step(const char *dir, int64_t step, int nranks, const char *fingerprint,
+                        char *err, size_t err_size) {
   if (!path_fits(dir, err, err_size))
     return false;
   struct manifest m;
   if (!load_manifest(dir, step, &m, err, err_size))
     return false;
-  bool ok = manifest_matches(&m, nranks, fingerprint, err, err_size);
-  for (int r = 0; ok && r < nranks; r++)
+  bool ok = !fingerprint || manifest_matches(&m, nranks, fingerprint, err, err_size);
+  for (int r = 0; ok && r < m.nranks; r++)
     ok = rank_file_ok(dir, step, r, &m, err, err_size);
   manifest_free(&m);
   return ok;
 }
 
+bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fingerprint,
+                       char *err, size_t err_size) {
+  return verify_step(dir, step, nranks, fingerprint, err, err_size);
+}
+
 bool hx_rt_ckpt_verify_complete(const char *dir, int64_t step, char *err, size_t err_size) {
-  if (!path_fits(dir, err, err_size))
-    return false;
-  struct manifest m;
-  if (!load_manifest(dir, step, &m, err, err_size))
-    return false;
-  bool ok = true;
-  for (int r = 0; ok && r < m.nranks; r++)
-    ok = rank_file_ok(dir, step, r, &m, err, err_size);
-  manifest_free(&m);
-  return ok;
+  return verify_step(dir, step, 0, NULL, err, err_size);
 }
 
 /* ---- finding and pruning ---- */
@@ -591,14 +590,14 @@ static int64_t *list_steps(const char *dir, int *count) {
   return steps;
 }
 
-int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerprint,
-                               FILE *skipped) {
+/* The newest step verify_step accepts (-1: none); the others on skipped. */
+static int64_t find_newest(const char *dir, int nranks, const char *fingerprint, FILE *skipped) {
   int n = 0;
   int64_t *steps = list_steps(dir, &n);
   int64_t found = -1;
   for (int i = 0; i < n && found < 0; i++) {
     char why[512];
-    if (hx_rt_ckpt_verify(dir, steps[i], nranks, fingerprint, why, sizeof why))
+    if (verify_step(dir, steps[i], nranks, fingerprint, why, sizeof why))
       found = steps[i];
     else if (skipped)
       fprintf(skipped, "hexic-rt: skipping checkpoint %s/step_%08" PRId64 ": %s\n", dir, steps[i],
@@ -608,20 +607,13 @@ int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerpr
   return found;
 }
 
+int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerprint,
+                               FILE *skipped) {
+  return find_newest(dir, nranks, fingerprint, skipped);
+}
+
 int64_t hx_rt_ckpt_find_newest_any(const char *dir, FILE *skipped) {
-  int n = 0;
-  int64_t *steps = list_steps(dir, &n);
-  int64_t found = -1;
-  for (int i = 0; i < n && found < 0; i++) {
-    char why[512];
-    if (hx_rt_ckpt_verify_complete(dir, steps[i], why, sizeof why))
-      found = steps[i];
-    else if (skipped)
-      fprintf(skipped, "hexic-rt: skipping checkpoint %s/step_%08" PRId64 ": %s\n", dir, steps[i],
-              why);
-  }
-  free(steps);
-  return found;
+  return find_newest(dir, 0, NULL, skipped);
 }
 
 /* Removes a step directory and the files in it (no subdirectories there). */
