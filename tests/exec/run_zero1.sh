@@ -5,7 +5,8 @@
 #   run_zero1.sh MODE WORKDIR SRCDIR HEXIC WEIGHTS_CMP
 # MODE train: over pipelines of different TP degrees (TP 2 beside TP 1 + TP 1
 #   with hand-written uneven shards, members owning nothing among them; TP 3 +
-#   TP 2 beside TP 1 + TP 2 split evenly), 10 steps' losses within 1e-5
+#   TP 2 beside TP 1 + TP 2 split evenly; a HexiSeq PP x TP x CP x HP plan),
+#   10 steps' losses within 1e-5
 #   relative of the unsharded run and --dump-weights within 1e-5; the same
 #   with MPI's counts cut to 7 (every block travels by itself, chunked); the
 #   rank programs carry the shares; the moments (HEXIC_STATE_BYTES) shrink to
@@ -120,6 +121,19 @@ train)
       fail "zero$pair: m and v hold $part floats each over the world, not the model's $model once"
     echo "  zero$pair: m and v of $part floats each over the world (the model once), unsharded $full"
   done
+  # HexiSeq (issue 14): PP x TP x CP x HP, its sync groups spanning the
+  # units that replicate a stage's weights, sharded evenly.
+  compile noneq "$here/models/seqtiny.hx" "$src/examples/clusters/cpu8.hx" \
+    --plan="$here/plans/seq_pp_tp_cp_hp.json"
+  sed 's/"schedule": "1f1b",/"schedule": "1f1b",\n  "train": {"optimizer_sharding": "zero1"},/' \
+    "$here/plans/seq_pp_tp_cp_hp.json" >zero1_seq.json
+  compile zeroq "$here/models/seqtiny.hx" "$src/examples/clusters/cpu8.hx" --plan="$PWD/zero1_seq.json"
+  shards zeroq yes
+  train noneq noneq --dump-weights "$PWD/noneq.w"
+  train zeroq zeroq --dump-weights "$PWD/zeroq.w"
+  same noneq zeroq $steps "zeroq (HexiSeq PP x TP x CP x HP, seq_pp_tp_cp_hp.json sharded)"
+  [ "$(moments zeroq)" -eq $(($(wc -c <noneq.w) / 4)) ] ||
+    fail "zeroq: m and v hold $(moments zeroq) floats each over the world, not the model's once"
   HEXIC_MPI_MAX_COUNT=7 train zero8c zero8 --dump-weights "$PWD/zero8c.w"
   same none8 zero8c $steps "zero8 with MPI counts of at most 7 (block by block, chunked)"
   ;;
