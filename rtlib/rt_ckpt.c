@@ -808,21 +808,27 @@ static bool same_run(const struct manifest *m, const struct hx_rt_ckpt_state *st
   return true;
 }
 
+/* Index record r names a slice of its tensor whose parameters, m and v (12
+ * bytes an element) lie inside a file of file_size bytes; a forged record
+ * cannot overflow the arithmetic. */
+static bool record_in_file(const int64_t *r, uint64_t file_size) {
+  if (!(r[1] > 0 && r[2] > 0 && r[3] >= 0 && r[3] < r[4] && r[4] <= r[1] && r[5] >= 0 &&
+        r[5] < r[6] && r[6] <= r[2] && r[7] >= 0))
+    return false;
+  int64_t rows = r[4] - r[3], cols = r[6] - r[5];
+  return rows <= (INT64_MAX - r[7]) / 12 / cols && (uint64_t)(r[7] + 12 * rows * cols) <= file_size;
+}
+
 /* Every index record inside its rank file and its tensor. */
 static bool index_in_range(const struct manifest *m, char *err, size_t err_size) {
   const int64_t *r = m->index;
   for (int k = 0; k < m->nranks; k++)
-    for (int i = 0; i < m->ntensors[k]; i++, r += HX_RT_CKPT_INDEX_INTS) {
-      int64_t n = (r[4] - r[3]) * (r[6] - r[5]);
-      bool ok = r[1] > 0 && r[2] > 0 && r[3] >= 0 && r[3] < r[4] && r[4] <= r[1] && r[5] >= 0 &&
-                r[5] < r[6] && r[6] <= r[2] && r[7] >= 0 && n <= (INT64_MAX - r[7]) / 12 &&
-                (uint64_t)(r[7] + 12 * n) <= m->sizes[k];
-      if (!ok) {
+    for (int i = 0; i < m->ntensors[k]; i++, r += HX_RT_CKPT_INDEX_INTS)
+      if (!record_in_file(r, m->sizes[k])) {
         set_error(err, err_size, "MANIFEST: tensor %d of rank_%04d.ckpt lies outside the file", i,
                   k);
         return false;
       }
-    }
   return true;
 }
 

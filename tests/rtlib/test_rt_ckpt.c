@@ -327,6 +327,42 @@ static void test_resharded(void) {
   CHECK_CONTAINS(err, "layers.1.mlp_norm is [5, 4] in the checkpoint, [5, 8] in this model");
 }
 
+/* A forged index record (the manifest's own checksum recomputed): a [2^32,
+ * 2^32] slice whose 12-byte elements overflow int64 to 0 bytes is refused,
+ * not taken for an empty slice inside the file. */
+static void test_forged_index(void) {
+  CHECK(save_split(90));
+  char path[600], err[512] = "", *text = calloc(1, 1 << 16);
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, 90);
+  FILE *f = fopen(path, "rb");
+  size_t len = f ? fread(text, 1, (1 << 16) - 1, f) : 0;
+  if (f)
+    fclose(f);
+  char *rec = strstr(text, "tensor 37 5 4 0 3 0 4 "), *sum = strstr(text, "manifest-fnv64 ");
+  CHECK(len > 0 && rec && sum);
+  if (!rec || !sum) {
+    free(text);
+    return;
+  }
+  *sum = '\0';
+  char forged[1 << 16];
+  int n = snprintf(forged, sizeof forged,
+                   "%.*stensor 37 4294967296 4294967296 0 4294967296 0 "
+                   "4294967296 %s",
+                   (int)(rec - text), text, rec + strlen("tensor 37 5 4 0 3 0 4 "));
+  snprintf(forged + n, sizeof forged - (size_t)n, "manifest-fnv64 %016llx\n",
+           (unsigned long long)hx_rt_fnv64(HX_FNV64_INIT, forged, (size_t)n));
+  f = fopen(path, "wb");
+  CHECK(f && fputs(forged, f) >= 0 && fclose(f) == 0);
+  struct hx_rt_ckpt_info info;
+  bool loaded = hx_rt_ckpt_info_load(dir, 90, &info, err, sizeof err);
+  CHECK(!loaded);
+  CHECK_CONTAINS(err, "tensor 0 of rank_0000.ckpt lies outside the file");
+  if (loaded)
+    hx_rt_ckpt_info_free(&info);
+  free(text);
+}
+
 static void test_fnv64(void) {
   /* Published FNV-1a 64 vectors. */
   CHECK(hx_rt_fnv64(HX_FNV64_INIT, "", 0) == UINT64_C(0xcbf29ce484222325));
@@ -350,6 +386,7 @@ int main(void) {
   test_probe_dir();
   test_old_format();
   test_resharded();
+  test_forged_index();
   rt_test_remove_dir(dir);
   return rt_test_finish("test_rt_ckpt");
 }
