@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt/hf_llama.h"
 #include "rt_exec_internal.h"
 #include "rt_init.h"
 #include "rt_log.h"
@@ -167,12 +168,19 @@ static void run_step(struct rt_exec *e) {
 /* What a checkpoint must share with this run to continue it under any plan:
  * the model's shape, and what the data order depends on (docs/model-spec.md,
  * Data). One line each, in the MANIFEST. */
+/* The model's shape as the MANIFEST records it: hf_llama's line, which
+ * hexic-ckpt export reads back. */
 static const char *ckpt_model_line(const struct rt_exec *e) {
   static char line[256];
   const struct hx_rt_model *m = e->cfg->model;
-  snprintf(line, sizeof line,
-           "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d",
-           m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->tie_embeddings != 0);
+  struct hx_hf_model shape = {.layers = m->layers,
+                              .hidden = m->hidden,
+                              .ffn = m->ffn,
+                              .heads = m->heads,
+                              .kv_heads = m->kv_heads,
+                              .vocab = m->vocab,
+                              .tied = m->tie_embeddings != 0};
+  hx_hf_model_line(&shape, line, sizeof line);
   return line;
 }
 
