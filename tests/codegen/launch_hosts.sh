@@ -57,6 +57,17 @@ printf '%s\n' "0 rank_0000 node-a.example.org 0 h100:0" "1 rank_0001 node-a.exam
 printf 'solo\nsolo\n' >same
 dry same --hostfile same --dry-run
 [ "$(awk 'NR > 2 { printf "%s ", $4 }' same.out)" = "0 1 2 3 " ] || { cat same.out; fail "one host: GPUs not 0..3"; }
+# launch.sh's own options after the ranks' (they were passed to the ranks, so
+# `--steps 3 --dry-run` started the job), an argument with a space kept whole,
+# and --help printing the header without starting anything.
+dry late --steps 3 --data "a b.bin" --hostfile hosts --dry-run
+[ $status = 0 ] || { cat late.err; fail "launch.sh options after the ranks': exit $status"; }
+has late "--host 10.0.0.7 $here/rank_0003 --steps 3 --data a\\ b.bin"
+grep -q -- "--dry-run\|--hostfile" late.out && fail "launch.sh's own options reached the ranks"
+dry help --steps 3 --help
+[ $status = 0 ] && grep -q "^usage: ./launch.sh \[--hostfile FILE\] \[--dry-run\] \[--help\]" help.out ||
+  { cat help.out help.err; fail "launch.sh --help"; }
+grep -q "^mpirun" help.out && fail "launch.sh --help ran mpirun"
 # Without a hostfile everything is local and no --host is given.
 dry here --dry-run
 has here "localhost"
