@@ -184,12 +184,12 @@ enum request_kind { ALLREDUCE, REDUCE_SCATTER, ALLGATHER };
 
 struct rt_request {
   int group;
-  float *buf;
-  long n;
+  float *buf; /* summed or gathered in place; the reduce-scatter's recv */
+  long n;     /* the all-reduce's floats */
   const char *what;
   enum request_kind kind;
-  const float *send; /* ZeRO-1: counts per member; recv for the reduce-scatter */
-  const long *counts;
+  const float *send;  /* the reduce-scatter's blocks */
+  const long *counts; /* ZeRO-1: floats per member, back to back */
 };
 
 static struct rt_request *staged_group_allreduce_start(int group, float *buf, long n,
@@ -220,11 +220,13 @@ static struct rt_request *staged_group_allgather_start(int group, float *buf, co
 static void staged_uneven(const struct rt_request *r) {
   const struct hx_rt_group_comm *g = &st.groups.items[r->group];
   struct hx_rt_wait w = hx_rt_group_comms_wait(&st.groups, r->group, r->what);
-  long total = 0;
+  long total = 0, at = 0; /* at: where this member's block starts */
   int me = 0;
   hx_rt_mpi_check(MPI_Comm_rank(g->comm, &me), r->what);
-  for (int i = 0; i < g->nranks; i++)
+  for (int i = 0; i < g->nranks; i++) {
+    at += i < me ? r->counts[i] : 0;
     total += r->counts[i];
+  }
   long own = r->counts[me];
   float *host = stage_of((size_t)(total + own) * sizeof(float));
   int nreqs = 0;
@@ -233,8 +235,8 @@ static void staged_uneven(const struct rt_request *r) {
     to_host(host, r->send, (size_t)total * sizeof(float));
     reqs = hx_rt_reduce_scatter_floats_start(host, host + total, r->counts, g->nranks, g->comm,
                                              &nreqs, r->what);
-  } else {
-    to_host(host, r->buf, (size_t)total * sizeof(float));
+  } else { /* only this member's block goes out; the others arrive */
+    to_host(host + at, r->buf + at, (size_t)own * sizeof(float));
     reqs = hx_rt_allgather_floats_start(host, r->counts, g->nranks, g->comm, &nreqs, r->what);
   }
   hx_rt_wait_all(nreqs, reqs, &w);
