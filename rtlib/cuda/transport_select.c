@@ -4,7 +4,9 @@
  * the default (the generated Makefile's TRANSPORT, default nccl:
  * -DHEXIC_TRANSPORT and -DHEXIC_HAVE_NCCL), HEXIC_TRANSPORT=nccl|mpi
  * overrides it at run time, and every rank takes the same one: whether
- * ranks share a GPU is agreed over the world (rt_cuda_pick_transport). */
+ * ranks share a GPU is agreed over the world (rt_cuda_pick_transport).
+ * A ZeRO-1 plan (sharded gradient-sync groups) takes either: both have the
+ * uneven reduce-scatter and all-gather. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,14 +43,6 @@ static bool gpus_shared(void) {
   return any != 0;
 }
 
-/* ZeRO-1 (issue 16): some gradient-sync group of this rank is sharded. */
-static bool sharded(const struct hx_rt_rank_config *cfg) {
-  for (int i = 0; i < cfg->ngroups; i++)
-    if (cfg->groups[i].shard_ppm)
-      return true;
-  return false;
-}
-
 const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg,
                                              const struct rt_device *dev) {
   const char *want = getenv("HEXIC_TRANSPORT");
@@ -59,18 +53,16 @@ const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg
   int pick = rt_cuda_pick_transport(want, HAVE_NCCL, shared, note, sizeof note);
   if (pick < 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "%s", note);
-  if (pick == RT_CUDA_NCCL && sharded(cfg)) { /* the agreement below makes every rank follow */
-    pick = RT_CUDA_STAGED;
-    snprintf(note, sizeof note, "ZeRO-1: the NCCL transport has no uneven reduce-scatter yet");
-  }
   /* Every rank must take the same one: where HEXIC_TRANSPORT differs
-   * between hosts, the staged transport, which every build has. */
+   * between hosts, or only some ranks hold a sharded group (rank 0 may hold
+   * none), the staged transport, which every build has. */
   int agreed = pick;
   hx_rt_mpi_check(MPI_Allreduce(&pick, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
                   "agree on the transport");
   if (agreed != pick)
-    snprintf(note, sizeof note, "another rank takes the staged MPI transport (HEXIC_TRANSPORT "
-                                "differs between hosts?)");
+    snprintf(note, sizeof note,
+             "another rank takes the staged MPI transport (ZeRO-1 shards its groups, or "
+             "HEXIC_TRANSPORT differs between hosts)");
   pick = agreed;
   if (cfg->rank == 0) /* one line, which tests/gpu/run.sh reads */
     hx_rt_log_banner("transport: %s%s%s%s", pick == RT_CUDA_NCCL ? "nccl" : "mpi-staged",
