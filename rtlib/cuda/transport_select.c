@@ -54,15 +54,13 @@ const struct rt_transport *rt_transport_open(const struct hx_rt_rank_config *cfg
   if (pick < 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "%s", note);
   /* Every rank must take the same one: where HEXIC_TRANSPORT differs
-   * between hosts, or only some ranks hold a sharded group (rank 0 may hold
-   * none), the staged transport, which every build has. */
+   * between hosts, the staged transport, which every build has. */
   int agreed = pick;
   hx_rt_mpi_check(MPI_Allreduce(&pick, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
                   "agree on the transport");
   if (agreed != pick)
-    snprintf(note, sizeof note,
-             "another rank takes the staged MPI transport (ZeRO-1 shards its groups, or "
-             "HEXIC_TRANSPORT differs between hosts)");
+    snprintf(note, sizeof note, "another rank takes the staged MPI transport (HEXIC_TRANSPORT "
+                                "differs between hosts?)");
   pick = agreed;
   if (cfg->rank == 0) /* one line, which tests/gpu/run.sh reads */
     hx_rt_log_banner("transport: %s%s%s%s", pick == RT_CUDA_NCCL ? "nccl" : "mpi-staged",
