@@ -30,6 +30,12 @@
  * host then waits for it through hx_rt_wait_until, which names the peer, so
  * a stall is traced as on CPU.
  *
+ * ZeRO-1 (a group with shard_ppm): NCCL has no reduce-scatter or
+ * all-gather with per-member counts, so each is one rooted collective per
+ * member's block (ncclReduce to it, ncclBroadcast from it) fused in one
+ * ncclGroupStart/End on the group's communicator and the gradient stream,
+ * completed like the all-reduce. Not yet run on a GPU.
+ *
  * Precision. Gradient sums are fp32 (ncclFloat). TP all-reduces of bf16
  * activations are widened to fp32 on the device (hxc_convert), summed in
  * fp32 and rounded once, as the staged transport does on the host; NCCL's
@@ -324,6 +330,56 @@ static void nccl_group_allreduce(int group, float *buf, long n, const char *what
   nccl_group_allreduce_wait(nccl_group_allreduce_start(group, buf, n, what));
 }
 
+/* ---- ZeRO-1: the uneven reduce-scatter and all-gather ---- */
+
+/* One rooted collective per member's block (counts[i] floats of member i,
+ * back to back, i its index in the group's ranks: its rank in the group's
+ * communicator), fused in one ncclGroupStart/End on the gradient stream
+ * after the compute stream's work so far (the pack). With send (the
+ * reduce-scatter): block i of send is summed in fp32 into member i's recv
+ * (ncclReduce rooted at i; recv is read on the root only and holds this
+ * member's block alone; send and recv do not overlap). Without (the
+ * all-gather, in place): block i of buf goes from member i to the others
+ * (ncclBroadcast rooted at i). Every member derives the same counts from
+ * the split rule (rt_exec_sync.c), so skipping the empty blocks leaves the
+ * same sequence of calls on every rank, as NCCL needs. */
+static struct rt_request *uneven_start(int group, const float *send, float *buf,
+                                       const long *counts, const char *what) {
+  ncclComm_t comm = nc.group_comms[group];
+  int members = nc.groups.items[group].nranks, me = -1;
+  HXC_CHECK(ncclCommUserRank(comm, &me));
+  struct rt_request *r = hx_rt_calloc(1, sizeof *r);
+  r->done = new_event();
+  r->w = hx_rt_group_comms_wait(&nc.groups, group, what);
+  order_after(nc.grad_stream, compute(), r->done); /* the pack is done */
+  HXC_CHECK(ncclGroupStart());
+  size_t at = 0; /* floats before member i's block */
+  for (int i = 0; i < members; at += (size_t)counts[i], i++) {
+    if (counts[i] <= 0)
+      continue;
+    if (send)
+      HXC_CHECK(ncclReduce(send + at, i == me ? buf : NULL, (size_t)counts[i], ncclFloat, ncclSum,
+                           i, comm, nc.grad_stream));
+    else
+      HXC_CHECK(ncclBroadcast(buf + at, buf + at, (size_t)counts[i], ncclFloat, i, comm,
+                              nc.grad_stream));
+  }
+  HXC_CHECK(ncclGroupEnd());
+  HXC_CHECK(cudaEventRecord(r->done, nc.grad_stream));
+  return r;
+}
+
+static struct rt_request *nccl_group_reduce_scatter_start(int group, const float *send,
+                                                          float *recv, const long *counts,
+                                                          const char *what) {
+  return uneven_start(group, send, recv, counts, what);
+}
+
+static struct rt_request *nccl_group_allgather_start(int group, float *buf, const long *counts,
+                                                     const char *what) {
+  return uneven_start(group, NULL, buf, counts, what);
+}
+
 /* ---- context and head parallelism (rtlib/seq/): grouped sends and receives ---- */
 
 static void nccl_alltoallv(const int *peers, int npeers, const void *sendbuf, const long *send_n,
@@ -366,6 +422,8 @@ static const struct rt_transport nccl_transport = {
     .group_allreduce_start = nccl_group_allreduce_start,
     .group_allreduce_test = nccl_group_allreduce_test,
     .group_allreduce_wait = nccl_group_allreduce_wait,
+    .group_reduce_scatter_start = nccl_group_reduce_scatter_start,
+    .group_allgather_start = nccl_group_allgather_start,
     .sendrecv = nccl_sendrecv,
     .alltoallv = nccl_alltoallv,
 };
