@@ -336,6 +336,13 @@ static bool check_sources(const struct sources *s, const struct hx_hf_model *m, 
                  s->files[f].path, t->name, t->dtype);
         return false;
       }
+      /* once: the import reads the first copy, whose shape alone is checked below */
+      const struct hx_st_file *first = NULL;
+      if (find_tensor(s, t->name, &first) != t) {
+        snprintf(err, err_size, "%s: tensor '%s' is in %s too (each parameter once)",
+                 s->files[f].path, t->name, first->path);
+        return false;
+      }
     }
   for (int i = 0; i < hx_hf_tensor_count(m); i++) {
     uint64_t id = hx_hf_tensor_id(m, i);

@@ -166,6 +166,14 @@ hf)
   "$ck_tool" import sharded/model.safetensors.index.json --config hf/config.json \
     -o init2.safetensors >/dev/null || fail "hexic-ckpt import of an index"
   cmp init.safetensors init2.safetensors || fail "the sharded import differs from the single file's"
+  # a parameter in two shards is refused, not read from the first file that has it
+  rm -rf twice twice.safetensors twice.safetensors.tmp && mkdir twice && cp sharded/* twice/
+  dup=$(python3 "$here/st_check.py" twice twice) || fail "st_check.py twice"
+  "$ck_tool" import twice/model.safetensors.index.json --config hf/config.json \
+    -o twice.safetensors >twice.log 2>&1 && fail "a tensor in two shards was imported"
+  grep -q "tensor '$dup' is in .*model-00001-of-00002.safetensors too" twice.log ||
+    { cat twice.log; fail "a tensor in two shards: wrong message"; }
+  [ ! -e twice.safetensors ] || fail "a tensor in two shards: a file was written"
   # --init-from: the TP 2 + PP 2 plan starts from the imported weights, bit for bit
   a/launch.sh --steps 0 --init-from init.safetensors --dump-weights "$PWD/init.w" >init.out 2>&1 ||
     { cat init.out; fail "--init-from"; }

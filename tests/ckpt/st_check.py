@@ -12,6 +12,9 @@ st_check.py to_f16 MODEL.safetensors OUT.safetensors
     the export converted to F16 by numpy.
 st_check.py shard MODEL.safetensors DIR
     splits the export into two shards and a model.safetensors.index.json.
+st_check.py twice DIR
+    copies a tensor of DIR's first shard into its second (a parameter
+    present twice) and prints its name.
 st_check.py hostile MODEL.safetensors DIR
     writes the hostile files: truncated, header length beyond the file,
     overlapping offsets, wrong dtype, missing tensor.
@@ -136,6 +139,16 @@ def shard(model, out):
               open(os.path.join(out, "model.safetensors.index.json"), "w"))
 
 
+def twice(out):
+    first = os.path.join(out, "model-00001-of-00002.safetensors")
+    second = os.path.join(out, "model-00002-of-00002.safetensors")
+    a, b = load_file(first), load_file(second)
+    name = sorted(a)[0]
+    b[name] = a[name]
+    save_file(b, second, metadata={"format": "pt"})
+    print(name)
+
+
 def to_f16(model, out):
     """The export in F16, as Hugging Face ships Llama-2 (numpy's rounding)."""
     got = load_file(model)
@@ -181,4 +194,4 @@ def mutate(model, out, count):
 
 if __name__ == "__main__":
     {"exported": exported, "imported": imported, "shard": shard, "hostile": hostile,
-     "mutate": mutate, "to_f16": to_f16}[sys.argv[1]](*sys.argv[2:])
+     "mutate": mutate, "to_f16": to_f16, "twice": twice}[sys.argv[1]](*sys.argv[2:])
