@@ -520,7 +520,10 @@ void hx_report_no_plan(struct hx_ctx *ctx) {
                    (long long)ctx->train.global_batch, ctx->cluster.ndevices, hint);
     return;
   }
-  hx_error_plain("no plan fits in memory: needs at least %.1f GiB more on %s%s; %s",
-                 s.bytes / 1073741824.0, ctx->cluster.devices[s.rank].name,
+  /* MiB below a GiB: a shortfall of a few MiB printed "0.0 GiB more" */
+  bool gib = s.bytes >= 1073741824.0;
+  hx_error_plain("no plan fits in memory: needs at least %.1f %s more on %s%s; %s",
+                 s.bytes / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB",
+                 ctx->cluster.devices[s.rank].name,
                  s.with_recompute && can_recompute ? " (with recompute = full)" : "", hint);
 }

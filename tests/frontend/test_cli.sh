@@ -94,5 +94,11 @@ expect 1 "-o under a file" -- "$hexic" examples/models/tiny.hx examples/clusters
 grep -qx "hexic: error: cannot create /tmp/hx_cli_out_dir.$$/file/x: Not a directory" /tmp/hx_cli_err.$$ ||
   { echo "FAIL: -o under a file message"; cat /tmp/hx_cli_err.$$; fail=1; }
 rm -rf /tmp/hx_cli_out_dir.$$
+# A device a few MiB short: the shortfall in MiB (it said "0.0 GiB more").
+printf 'gpu "g" { tflops = 1; memory = 1537 MiB }\nnode "n" { gpu = "g"; gpus = 1; bandwidth = 10 GB/s; latency = 1 us }\n' \
+  >/tmp/hx_cli_small.$$.hx
+expect 3 "a few MiB short" -- "$hexic" examples/models/tiny.hx /tmp/hx_cli_small.$$.hx
+grep -qE "^hexic: error: no plan fits in memory: needs at least [1-9][0-9.]* MiB more on n:0" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: a few MiB short: message"; cat /tmp/hx_cli_err.$$; fail=1; }
 rm -f /tmp/hx_cli_*.$$ /tmp/hx_cli_*.$$.hx
 exit $fail
