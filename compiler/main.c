@@ -32,7 +32,8 @@ static const char usage_text[] =
     "                        (default when this hexic was built with it; ranks that\n"
     "                        share a GPU fall back to MPI) or MPI staged through host\n"
     "                        memory only (no NCCL needed)\n"
-    "  --strategy=NAME       auto (default), hexiscale, symmetric, exhaustive, hexiseq\n"
+    "  --strategy=NAME       auto (default), hexiscale, symmetric,\n"
+    "                        symmetric-subset, exhaustive, hexiseq\n"
     "  --search-evals=N      stop the plan search after N evaluations (candidate\n"
     "                        plans priced; default 100000): the same N gives the same\n"
     "                        plan on any machine\n"
@@ -96,7 +97,7 @@ static bool parse_strategy(const char *s, enum hx_strategy *out) {
   } table[] = {
       {"auto", HX_STRAT_AUTO},           {"hexiscale", HX_STRAT_HEXISCALE},
       {"symmetric", HX_STRAT_SYMMETRIC}, {"exhaustive", HX_STRAT_EXHAUSTIVE},
-      {"hexiseq", HX_STRAT_HEXISEQ},
+      {"hexiseq", HX_STRAT_HEXISEQ},     {"symmetric-subset", HX_STRAT_SUBSET},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (!strcmp(s, table[i].name)) {

@@ -20,7 +20,8 @@ enum hx_target { HX_TARGET_CPU, HX_TARGET_CUDA };
  * runtime with by default (TRANSPORT); AUTO: NCCL when this hexic was
  * built with it. */
 enum hx_transport { HX_TRANSPORT_AUTO, HX_TRANSPORT_NCCL, HX_TRANSPORT_MPI };
-enum hx_strategy { HX_STRAT_AUTO, HX_STRAT_HEXISCALE, HX_STRAT_SYMMETRIC, HX_STRAT_EXHAUSTIVE, HX_STRAT_HEXISEQ };
+enum hx_strategy { HX_STRAT_AUTO, HX_STRAT_HEXISCALE, HX_STRAT_SYMMETRIC, HX_STRAT_EXHAUSTIVE, HX_STRAT_HEXISEQ,
+                   HX_STRAT_SUBSET };
 
 struct hx_options {
   const char **inputs;

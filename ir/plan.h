@@ -119,7 +119,8 @@ struct hx_sim_result {
 };
 
 struct hx_plan {
-  const char *strategy; /* "hexiscale", "symmetric", "exhaustive", "hexiseq", "file" */
+  const char *strategy; /* "hexiscale", "symmetric", "symmetric-subset", "exhaustive",
+                           "hexiseq", "ring", "ulysses", "usp", "file" */
   const char *description; /* e.g. "dp=2 tp=2 pp=2 mbs=1" for baselines */
   enum hx_pp_schedule schedule;
   enum hx_opt_sharding optimizer_sharding; /* what the plan uses (groups' shard_ppm) */

@@ -1,6 +1,8 @@
 /* schedule: the plan hexic emits.
  *  - --plan=FILE: the plan in the file, as it is, after checking it;
  *  - --strategy=symmetric: the best symmetric (Megatron) plan;
+ *  - --strategy=symmetric-subset: the best symmetric plan on a subset of the
+ *    devices (the stronger baseline where slow devices are better left out);
  *  - --strategy=exhaustive: the exact planner (clusters of <= 8 devices);
  *  - --strategy=hexiseq, or `auto` when one sequence's activations keep every
  *    symmetric shape out of memory (or when no symmetric shape is legal and
@@ -25,10 +27,23 @@ static struct hx_plan *symmetric_plan(struct hx_ctx *ctx) {
   return p;
 }
 
+/* The subset baseline as the plan (--strategy=symmetric-subset): what an
+ * engineer who leaves the slow devices out runs, to train and measure it
+ * beside hexic's plan (bench/measured.sh). */
+static struct hx_plan *subset_plan(struct hx_ctx *ctx) {
+  if (!ctx->baseline_subset)
+    return NULL;
+  struct hx_plan *p = hx_plan_copy(&ctx->arena, ctx->baseline_subset);
+  p->strategy = "symmetric-subset";
+  return p;
+}
+
 static struct hx_plan *choose_plan(struct hx_ctx *ctx) {
   switch (ctx->opt.strategy) {
   case HX_STRAT_SYMMETRIC:
     return symmetric_plan(ctx);
+  case HX_STRAT_SUBSET:
+    return subset_plan(ctx);
   case HX_STRAT_EXHAUSTIVE:
     return hx_sched_exhaustive(ctx);
   default:

@@ -32,6 +32,19 @@ assert s[\"iteration_s\"] < b[\"iteration_s\"], (s, b)
 assert p[\"simulated\"][\"iteration_s\"] <= s[\"iteration_s\"]
 " "$work/out/plan.json"' "plan.json baseline_subset: A800s only, faster than the all-device baseline"
 check 'grep -q "^speed-up over the stronger baseline (symmetric on a subset of the devices): " "$work/summary.txt"' "summary line names the stronger baseline"
+# --strategy=symmetric-subset makes that baseline the plan (bench/measured.sh
+# trains it): the same devices and time as baseline_subset, and only those
+# devices used.
+"$hexic" "$model" "$cluster" --strategy=symmetric-subset -o "$work/subset" > /dev/null
+check '[ $? -eq 0 ] && python3 -c "
+import json, sys
+a, p = (json.load(open(f)) for f in sys.argv[1:])
+s = a[\"baseline_subset\"]
+assert p[\"strategy\"] == \"symmetric-subset\", p[\"strategy\"]
+assert abs(p[\"simulated\"][\"iteration_s\"] - s[\"iteration_s\"]) < 1e-9
+used = [d[\"rank\"] for d in p[\"devices\"] if d[\"pipeline\"] >= 0]
+assert used == s[\"devices\"], (used, s[\"devices\"])
+" "$work/out/plan.json" "$work/subset/plan.json"' "--strategy=symmetric-subset plans the subset baseline"
 
 # Round trip: the written plan re-simulates to the same figures.
 "$hexic" simulate "$work/out/plan.json" "$model" "$cluster" > "$work/resim.txt"
