@@ -130,9 +130,20 @@ static void emit_rank_lists(const struct program_set *set, FILE *f, const int *a
 #define NCCL_FOUND 1
 #else
 #define NCCL_FOUND 0
-#define HEXIC_NCCL_INCLUDE_DIR "$(CUDA_HOME)/include"
-#define HEXIC_NCCL_LIBRARY_DIR "$(CUDA_HOME)/lib"
 #endif
+
+/* NCCL_INCLUDE and NCCL_LIB: the build's paths (escaped for make), else
+ * the toolkit's folders, as make text that make itself expands. */
+static void emit_nccl_dirs(const struct program_set *set, FILE *f) {
+#ifdef HEXIC_NCCL_INCLUDE_DIR
+  struct hx_arena *a = hx_prog_arena(set);
+  fprintf(f, "NCCL_INCLUDE ?= %s\nNCCL_LIB ?= %s\n", hx_esc_make(a, HEXIC_NCCL_INCLUDE_DIR),
+          hx_esc_make(a, HEXIC_NCCL_LIBRARY_DIR));
+#else
+  (void)set;
+  fputs("NCCL_INCLUDE ?= $(CUDA_HOME)/include\nNCCL_LIB ?= $(CUDA_HOME)/lib\n", f);
+#endif
+}
 
 /* --transport, or NCCL when this hexic was built with it. */
 static const char *default_transport(const struct program_set *set) {
@@ -152,18 +163,13 @@ static const char *default_transport(const struct program_set *set) {
  * against NCCL and links it, TRANSPORT=mpi leaves NCCL out. A stamp in
  * obj/ makes a change of TRANSPORT rebuild the runtime. */
 static void emit_transport_vars(const struct program_set *set, FILE *f) {
-  struct hx_arena *a = hx_prog_arena(set);
   fputs("# The transport between GPUs: nccl (one GPU per rank; ranks that find they\n"
         "# share a GPU fall back to MPI staged through host memory at start, saying so)\n"
         "# or mpi (the staged transport only; no NCCL needed). HEXIC_TRANSPORT=nccl|mpi\n"
         "# overrides the choice when the programs run.\n",
         f);
-  fprintf(f,
-          "TRANSPORT ?= %s\n"
-          "NCCL_INCLUDE ?= %s\n"
-          "NCCL_LIB ?= %s\n",
-          default_transport(set), hx_esc_make(a, HEXIC_NCCL_INCLUDE_DIR),
-          hx_esc_make(a, HEXIC_NCCL_LIBRARY_DIR));
+  fprintf(f, "TRANSPORT ?= %s\n", default_transport(set));
+  emit_nccl_dirs(set, f);
   fputs("ifeq ($(TRANSPORT),nccl)\n"
         "CPPFLAGS += -DHEXIC_HAVE_NCCL -DHEXIC_TRANSPORT=\\\"nccl\\\" -I$(NCCL_INCLUDE)\n"
         "LDLIBS += -L$(NCCL_LIB) -Wl,-rpath,$(NCCL_LIB) -lnccl\n"

@@ -28,6 +28,16 @@ for bad in "--target=cuda --transport=gloo" "--transport=mpi"; do
   [ $? = 2 ] || { cat bad.txt; fail "hexic $bad: not a usage error"; }
 done
 grep -q "needs --target=cuda" bad.txt || { cat bad.txt; fail "--transport without --target=cuda: no message"; }
+# NCCL's folders are paths make can use whichever build made this hexic: the
+# ones its build found, else the toolkit's under CUDA_HOME (make text; once
+# escaped as a path, the shell ran $(CUDA_HOME) and got -I/include).
+dirs=$(make -s -C mix --no-print-directory --eval 'hx-nccl-dirs: ; @echo $(NCCL_INCLUDE) $(NCCL_LIB)' \
+  hx-nccl-dirs CUDA_HOME=/opt/cu 2>dirs.err) || fail "make cannot print NCCL_INCLUDE and NCCL_LIB"
+[ -s dirs.err ] && { cat dirs.err; fail "NCCL_INCLUDE or NCCL_LIB ran as a command"; }
+[[ $dirs =~ ^/[^$]+\ /[^$]+$ ]] || fail "NCCL_INCLUDE and NCCL_LIB are not two folders: '$dirs'"
+if grep -qx "TRANSPORT ?= mpi" mix/Makefile; then # built without NCCL
+  [ "$dirs" = "/opt/cu/include /opt/cu/lib" ] || fail "NCCL's folders do not follow CUDA_HOME: '$dirs'"
+fi
 grep -q "#   line 2: node g4090 (2 ranks: 2 to 3)" mix/launch.sh || fail "launch.sh names no line 2"
 
 # dry NAME ARGS...: launch.sh --dry-run, output in NAME.out, status in $status.
