@@ -195,9 +195,9 @@ void hx_print_summary(const struct hx_ctx *ctx, FILE *f) {
   const struct hx_plan *p = ctx->plan, *b = valid(ctx->baseline), *s = valid(ctx->baseline_subset);
   if (!p)
     return;
-  fprintf(f, "plan: %s%s%s, %d pipelines over %d of %d devices\n", p->strategy,
+  fprintf(f, "plan: %s%s%s, %d pipeline%s over %d of %d devices\n", p->strategy,
           p->description ? " " : "", p->description ? p->description : "", p->npipelines,
-          hx_plan_used_devices(p), ctx->cluster.ndevices);
+          p->npipelines == 1 ? "" : "s", hx_plan_used_devices(p), ctx->cluster.ndevices);
   fprintf(f, "iteration: %.3f s, %.0f tokens/s, MFU %.1f%%\n", p->sim.iteration_s,
           p->sim.tokens_per_s, 100 * p->sim.mfu);
   if (b)
