@@ -204,32 +204,14 @@ struct lists {
   int n, cap;
 };
 
-static struct hx_cluster *cluster_of(struct hx_ctx *ctx) { return &ctx->cluster; }
-
-struct ranked_device {
-  double flops;
-  int rank;
-};
-
-static int faster_first(const void *x, const void *y) {
-  const struct ranked_device *a = x, *b = y;
-  if (a->flops != b->flops)
-    return a->flops > b->flops ? -1 : 1;
-  return (a->rank > b->rank) - (a->rank < b->rank);
-}
-
 /* Adds the devices of the machines in[] as a list, fastest first. */
 static void add_machines(struct hx_ctx *ctx, struct hx_arena *a, struct lists *l, const bool *in) {
-  const struct hx_cluster *c = cluster_of(ctx);
-  struct ranked_device *r = HX_NEW_ARRAY(a, struct ranked_device, c->ndevices);
-  int n = 0;
+  const struct hx_cluster *c = &ctx->cluster;
+  int *ranks = HX_NEW_ARRAY(a, int, c->ndevices > 0 ? c->ndevices : 1), n = 0;
   for (int d = 0; d < c->ndevices; d++)
     if (in[c->devices[d].node])
-      r[n++] = (struct ranked_device){hx_device_flops(c, d), d};
-  qsort(r, (size_t)n, sizeof *r, faster_first);
-  int *ranks = HX_NEW_ARRAY(a, int, n > 0 ? n : 1);
-  for (int i = 0; i < n; i++)
-    ranks[i] = r[i].rank;
+      ranks[n++] = d;
+  hx_sched_sort_fastest_first(c, a, ranks, n);
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 16;
     struct device_list *items = HX_NEW_ARRAY(a, struct device_list, l->cap);
@@ -255,7 +237,7 @@ static double machine_link(const struct hx_cluster *c, int a, int b) {
 /* The components of the machine graph with the links of at least `bw`, each
  * with more than one machine and fewer than all (those are listed apart). */
 static void add_components(struct hx_ctx *ctx, struct hx_arena *a, struct lists *l, double bw) {
-  const struct hx_cluster *c = cluster_of(ctx);
+  const struct hx_cluster *c = &ctx->cluster;
   int nn = c->nnodes;
   int *parent = HX_NEW_ARRAY(a, int, nn), *size = HX_NEW_ARRAY(a, int, nn);
   bool *in = HX_NEW_ARRAY(a, bool, nn);
@@ -294,7 +276,7 @@ static bool machine_seen(const struct hx_cluster *c, int x) {
 }
 
 static void machine_sets(struct hx_ctx *ctx, struct hx_arena *a, struct lists *l) {
-  const struct hx_cluster *c = cluster_of(ctx);
+  const struct hx_cluster *c = &ctx->cluster;
   int nn = c->nnodes;
   bool *in = HX_NEW_ARRAY(a, bool, nn);
   for (int i = 0; i < nn; i++)
@@ -346,14 +328,9 @@ static void push_candidate(struct candidates *cs, struct candidate c) {
 }
 
 /* The first n devices of list l in rank order (Megatron's order). */
-static int ascending(const void *x, const void *y) {
-  int a = *(const int *)x, b = *(const int *)y;
-  return (a > b) - (a < b);
-}
-
 static void prefix_in_rank_order(const struct device_list *l, int n, int *out) {
   memcpy(out, l->ranks, sizeof(int) * (size_t)n);
-  qsort(out, (size_t)n, sizeof(int), ascending);
+  hx_sched_sort_ranks(out, n);
 }
 
 /* The compute alone of the stage that holds the prefix's slowest device

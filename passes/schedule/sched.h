@@ -150,6 +150,11 @@ enum hx_tp_layout {
 /* Sorts ranks[0..n) ascending (device lists are kept in rank order). */
 void hx_sched_sort_ranks(int *ranks, int n);
 
+/* Sorts devices[0..n) fastest first (hx_device_flops; ties: the lower
+ * rank); `a` holds the scratch. */
+void hx_sched_sort_fastest_first(const struct hx_cluster *c, struct hx_arena *a, int *devices,
+                                 int n);
+
 /* The largest TP group phase 2 forms (an island is cut into chunks of at
  * most this many devices): TP beyond 8 GPUs is never fast. */
 enum { HX_SCHED_MAX_TP = 8 };

@@ -628,18 +628,23 @@ static int faster_first(const void *x, const void *y) {
   return (a->rank > b->rank) - (a->rank < b->rank);
 }
 
+void hx_sched_sort_fastest_first(const struct hx_cluster *c, struct hx_arena *a, int *devices,
+                                 int n) {
+  struct ranked_device *r = HX_NEW_ARRAY(a, struct ranked_device, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++)
+    r[i] = (struct ranked_device){hx_device_flops(c, devices[i]), devices[i]};
+  qsort(r, (size_t)n, sizeof *r, faster_first);
+  for (int i = 0; i < n; i++)
+    devices[i] = r[i].rank;
+}
+
 /* Keeps the `keep` fastest of devices[0..n) (ties: the lower rank), in rank
  * order: a pool larger than any plan can use (2048 one-GPU machines for an
  * 8-layer model and a batch of 7) would only yield pipelines of too many
  * stages, and "no plan fits" where the fastest few devices fit. */
 static int fastest_devices(const struct hx_cluster *c, struct hx_arena *a, int *devices, int n,
                            int keep) {
-  struct ranked_device *r = HX_NEW_ARRAY(a, struct ranked_device, n);
-  for (int i = 0; i < n; i++)
-    r[i] = (struct ranked_device){hx_device_flops(c, devices[i]), devices[i]};
-  qsort(r, (size_t)n, sizeof *r, faster_first);
-  for (int i = 0; i < keep; i++)
-    devices[i] = r[i].rank;
+  hx_sched_sort_fastest_first(c, a, devices, n);
   hx_sched_sort_ranks(devices, keep);
   return keep;
 }
