@@ -137,11 +137,17 @@ struct export_ctx {
 };
 
 /* Rows of one RoPE-permuted tensor from one order into the other: to_hf
- * takes hexic's interleaved rows to Hugging Face's halves, else back. */
-static void permute_rows(float *w, int64_t heads, int64_t hd, int64_t cols, bool to_hf) {
+ * takes hexic's interleaved rows to Hugging Face's halves, else back. False
+ * (with the reason in err) when its copy cannot be allocated: the tensor
+ * would otherwise be written in the wrong row order without a word. */
+static bool permute_rows(float *w, int64_t heads, int64_t hd, int64_t cols, bool to_hf, char *err,
+                         size_t err_size) {
   float *copy = malloc(sizeof(float) * (size_t)(heads * hd * cols));
-  if (!copy)
-    return;
+  if (!copy) {
+    snprintf(err, err_size, "out of memory reordering the RoPE rows (%lld floats)",
+             (long long)(heads * hd * cols));
+    return false;
+  }
   memcpy(copy, w, sizeof(float) * (size_t)(heads * hd * cols));
   for (int64_t h = 0; h < heads; h++)
     for (int64_t j = 0; j < hd; j++) {
@@ -150,6 +156,7 @@ static void permute_rows(float *w, int64_t heads, int64_t hd, int64_t cols, bool
              sizeof(float) * (size_t)cols);
     }
   free(copy);
+  return true;
 }
 
 /* hx_st_out's fill: the whole tensor gathered from the checkpoint's ranks. */
@@ -172,9 +179,8 @@ static bool export_fill(void *arg, int index, float *dst, char *err, size_t err_
   if (!hx_rt_ckpt_load_resharded(c->dir, c->info->step, &st, err, err_size))
     return false;
   int heads = hx_hf_rope_heads(&c->model, id);
-  if (heads)
-    permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, true);
-  return true;
+  return !heads ||
+         permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, true, err, err_size);
 }
 
 static int export_checkpoint(const char *dir, const struct options *o) {
@@ -385,9 +391,8 @@ static bool import_fill(void *arg, int index, float *dst, char *err, size_t err_
   if (!t || !hx_st_read_f32(file, t, 0, rows, 0, cols, dst, err, err_size))
     return false;
   int heads = hx_hf_rope_heads(&c->model, id);
-  if (heads)
-    permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, false);
-  return true;
+  return !heads ||
+         permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, false, err, err_size);
 }
 
 static int import_weights(const char *in, const struct options *o) {
