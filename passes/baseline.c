@@ -76,8 +76,7 @@ static struct hx_plan *symmetric_on(struct hx_ctx *ctx, struct hx_arena *a, cons
   /* Megatron's distributed optimizer (ZeRO-1): the optimizer state split
    * evenly over each data-parallel group, which needs the sync groups */
   if (ctx->train.optimizer_sharding == HX_SHARD_ZERO1 && dp > 1) {
-    hx_sched_build_groups(ctx, a, p);
-    hx_sched_shard_optimizer(ctx, a, p, true);
+    hx_sched_build_groups_sharded(ctx, a, p, true);
   }
   return p;
 }

@@ -254,7 +254,8 @@ void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline 
  * pipeline keeps the same stage, nslices = lcm of the TP degrees, slice k
  * owned by TP rank k * t_i / nslices of pipeline i), the HX_GROUP_UNSPLIT
  * union groups of the same ranges, and the embedding / LM head groups
- * (layer -1). */
+ * (layer -1); under zero1, shares by free memory (see
+ * hx_sched_build_groups_sharded). */
 void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan);
 /* The share of its optimizer state a device of stage st is priced with while
  * the layers are split (struct hx_stage.opt_share), before the groups and
@@ -264,18 +265,19 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
  * 0 (whole) without zero1 or with one pipeline. */
 double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
                           const struct hx_stage *st);
-/* ZeRO-1 (issue 16): when the train block allows it (optimizer_sharding =
- * zero1) and the plan replicates weights, marks the plan zero1 and gives
- * every grad / unsplit group its shard_ppm: with `even`, equal shares
- * (Megatron's distributed optimizer); else shares in proportion to each
- * member's free memory after weights, gradients and activations
- * (hx_plan_free_bytes, negative counted as 0; all 0: equal). Parts per
- * million, floored; the remainder goes to the member with the most free
- * memory (the first on ties). hx_sched_build_groups calls it (uneven).
- * Plans with HexiSeq units get no shard_ppm (even over every replica:
- * passes/cost/cost.h, hx_plan_sharded). */
-void hx_sched_shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
-                              bool even);
+/* hx_sched_build_groups, then ZeRO-1 (issue 16): when the train block
+ * allows it (optimizer_sharding = zero1) and the plan replicates weights,
+ * marks the plan zero1 and gives every grad / unsplit group its shard_ppm:
+ * with `even`, equal shares (Megatron's distributed optimizer, the
+ * baselines); else shares in proportion to each member's free memory after
+ * weights, gradients and activations (hx_plan_free_bytes, negative counted
+ * as 0; all 0: equal). Parts per million, floored; the remainder goes to
+ * the member with the most free memory (the first on ties).
+ * hx_sched_build_groups is this with even = false. Plans with HexiSeq units
+ * get no shard_ppm (even over every replica: passes/cost/cost.h,
+ * hx_plan_sharded). */
+void hx_sched_build_groups_sharded(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                                   bool even);
 
 /* ---- planners ----------------------------------------------------------- */
 

@@ -109,7 +109,11 @@ static int next_boundary(const struct hx_plan *plan, int layer, int layers) {
   return next;
 }
 
-void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan) {
+static void shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                            bool even);
+
+void hx_sched_build_groups_sharded(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                                   bool even) {
   struct group_list l = {0};
   int layers = (int)ctx->model.layers, n = plan->npipelines;
   add_tp_groups(a, &l, plan);
@@ -136,7 +140,11 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
   }
   plan->groups = l.items;
   plan->ngroups = l.n;
-  hx_sched_shard_optimizer(ctx, a, plan, false);
+  shard_optimizer(ctx, a, plan, even);
+}
+
+void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan) {
+  hx_sched_build_groups_sharded(ctx, a, plan, false);
 }
 
 /* One group's shares in parts per million, in proportion to weight[] of its
@@ -158,8 +166,9 @@ static void split_ppm(struct hx_group *g, const double *weight) {
   g->shard_ppm[heaviest] += (int32_t)(HX_PPM - given);
 }
 
-void hx_sched_shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
-                              bool even) {
+/* ZeRO-1's shares (sched.h, hx_sched_build_groups_sharded). */
+static void shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                            bool even) {
   plan->optimizer_sharding = HX_SHARD_NONE;
   if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1 || !hx_plan_replicates_weights(plan))
     return;
