@@ -737,14 +737,16 @@ int hx_stage_replicas(const struct hx_stage *st) {
   return st->seq_layout ? st->seq_layout->nunits : 1;
 }
 
-bool hx_plan_replicates_weights(const struct hx_plan *plan) {
-  if (plan->npipelines > 1)
-    return true;
+bool hx_plan_has_units(const struct hx_plan *plan) {
   for (int i = 0; i < plan->npipelines; i++)
     for (int s = 0; s < plan->pipelines[i].nstages; s++)
       if (hx_stage_replicas(&plan->pipelines[i].stages[s]) > 1)
         return true;
   return false;
+}
+
+bool hx_plan_replicates_weights(const struct hx_plan *plan) {
+  return plan->npipelines > 1 || hx_plan_has_units(plan);
 }
 
 double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer) {
@@ -790,19 +792,10 @@ double hx_plan_peak_flops(const struct hx_ctx *ctx, const struct hx_plan *plan) 
 
 /* ---- ZeRO-1: the optimizer state split over gradient-sync groups ------- */
 
-/* Some stage keeps several weight replicas (HexiSeq units). */
-static bool has_unit_replicas(const struct hx_plan *plan) {
-  for (int i = 0; i < plan->npipelines; i++)
-    for (int s = 0; s < plan->pipelines[i].nstages; s++)
-      if (hx_stage_replicas(&plan->pipelines[i].stages[s]) > 1)
-        return true;
-  return false;
-}
-
 bool hx_plan_sharded(const struct hx_plan *plan) {
   if (plan->optimizer_sharding != HX_SHARD_ZERO1)
     return false;
-  if (has_unit_replicas(plan))
+  if (hx_plan_has_units(plan))
     return true;
   for (int g = 0; g < plan->ngroups; g++)
     if (plan->groups[g].shard_ppm)
@@ -839,7 +832,7 @@ void hx_plan_optimizer_params(const struct hx_ctx *ctx, const struct hx_plan *pl
   }
   if (plan->optimizer_sharding != HX_SHARD_ZERO1)
     return;
-  if (has_unit_replicas(plan)) { /* even over every replica (see cost.h) */
+  if (hx_plan_has_units(plan)) { /* even over every replica (see cost.h) */
     for (int i = 0; i < plan->npipelines; i++)
       for (int s = 0; s < plan->pipelines[i].nstages; s++) {
         const struct hx_stage *st = &plan->pipelines[i].stages[s];

@@ -265,6 +265,9 @@ double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan
 /* Weight replicas a stage holds: its units with a context x head layout
  * (each unit of tp devices keeps the stage's weights), else 1. */
 int hx_stage_replicas(const struct hx_stage *st);
+/* True when some stage of the plan keeps several weight replicas (HexiSeq
+ * units). */
+bool hx_plan_has_units(const struct hx_plan *plan);
 /* True when some weights live on more than one device of the same TP rank
  * (several pipelines or a stage with several units): gradients need a sync. */
 bool hx_plan_replicates_weights(const struct hx_plan *plan);

@@ -173,10 +173,8 @@ static void shard_optimizer(const struct hx_ctx *ctx, struct hx_arena *a, struct
   if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1 || !hx_plan_replicates_weights(plan))
     return;
   plan->optimizer_sharding = HX_SHARD_ZERO1;
-  for (int i = 0; i < plan->npipelines; i++) /* HexiSeq units: even, see cost.h */
-    for (int s = 0; s < plan->pipelines[i].nstages; s++)
-      if (hx_stage_replicas(&plan->pipelines[i].stages[s]) > 1)
-        return;
+  if (hx_plan_has_units(plan)) /* HexiSeq units: even, see cost.h */
+    return;
   double *weight = HX_NEW_ARRAY(a, double, plan->ndevices + 1);
   if (!even) {
     hx_plan_free_bytes(ctx, plan, weight);
