@@ -1015,8 +1015,8 @@ static bool shape_is(const struct hx_st_tensor *t, const int64_t ident[7]) {
   return t->ndim == 1 && ident[1] == 1 && t->shape[0] == ident[2];
 }
 
-bool hx_rt_ckpt_init_from(const char *path, struct hx_rt_ckpt_state *st, char *err,
-                          size_t err_size) {
+bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt_state *st,
+                          char *err, size_t err_size) {
   struct hx_st_file f;
   if (!hx_st_open(&f, path, err, err_size))
     return false;
@@ -1042,6 +1042,14 @@ bool hx_rt_ckpt_init_from(const char *path, struct hx_rt_ckpt_state *st, char *e
       ok = hx_st_read_f32(&f, t, id[3], id[4], id[5], id[6], st->tensors[i].param, err, err_size);
     }
     hx_rt_progress();
+  }
+  /* after the names, which say more about a file of the wrong kind */
+  if (ok && f.ntensors != model_tensors) {
+    set_error(err, err_size,
+              "%s holds %d tensors where this model has %d: the weights of another model "
+              "(another layer count, or tied embeddings where this model has an lm_head)",
+              path, f.ntensors, model_tensors);
+    ok = false;
   }
   hx_st_close(&f);
   return ok;

@@ -194,9 +194,11 @@ void hx_rt_ckpt_info_free(struct hx_rt_ckpt_info *info);
  * from a safetensors file of hexic's initial weights (hexic-ckpt import):
  * each tensor by its canonical name (hx_rt_ckpt_tensor_name) and full shape,
  * this rank's slice only. An absent tensor or another shape is an error
- * naming the file and the tensor. */
-bool hx_rt_ckpt_init_from(const char *path, struct hx_rt_ckpt_state *st, char *err,
-                          size_t err_size);
+ * naming the file and the tensor; so is a file holding another number of
+ * tensors than the model's model_tensors (another model's weights: every
+ * rank finding its own tensors in it does not show that). */
+bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt_state *st,
+                          char *err, size_t err_size);
 
 /* "layers.3.wq" style name of a spec tensor id (tok_emb, final_norm,
  * lm_head; layers.L.attn_norm ...), for messages. */

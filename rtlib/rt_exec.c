@@ -277,7 +277,8 @@ static void maybe_init_from(struct rt_exec *e, const struct rt_args *a) {
   rt_host_params_download(e, &h);
   struct hx_rt_ckpt_state st = ckpt_state(e, &h);
   char err[1024] = "";
-  bool ok = hx_rt_ckpt_init_from(a->init_from, &st, err, sizeof err);
+  int model_tensors = e->dims.layers * HXK_LAYER_NPARAMS + 2 + !e->cfg->model->tie_embeddings;
+  bool ok = hx_rt_ckpt_init_from(a->init_from, model_tensors, &st, err, sizeof err);
   if (ok)
     rt_host_params_upload(e, &h);
   free(st.tensors);

@@ -210,6 +210,17 @@ hf)
   echo "  200 damaged headers: $refused refused by info, every one by import, no crash"
   one/launch.sh --steps 1 --init-from bad/missing.safetensors >badinit.out 2>&1 && fail "--init-from took a bad file"
   grep -q "no tensor 'tok_emb'" badinit.out || { cat badinit.out; fail "--init-from of an HF file: wrong message"; }
+  # another model's weights: every tensor of this one is there, plus a layer more
+  python3 -c '
+import sys
+from safetensors.numpy import load_file, save_file
+t = load_file(sys.argv[1])
+t["layers.6.wq"] = t["layers.0.wq"]
+save_file(t, sys.argv[2])' init.safetensors bad/deeper.safetensors || fail "writing a deeper model's weights"
+  one/launch.sh --steps 1 --init-from bad/deeper.safetensors >deeper.out 2>&1 &&
+    fail "--init-from took another model's weights"
+  grep -q "deeper.safetensors holds [0-9]* tensors where this model has [0-9]*" deeper.out ||
+    { cat deeper.out; fail "--init-from of another model: wrong message"; }
   ;;
 replicated)
   # 6 heads over 2 kv heads (emit_fixture --heads6): TP 3 and TP 4 stages
