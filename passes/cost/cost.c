@@ -338,24 +338,19 @@ int64_t hx_in_flight(enum hx_pp_schedule schedule, int stage_index, int nstages,
  * matrices; hexic's runtime keeps whole on every TP rank what it does not
  * split: each layer's two norm gains, the embedding, the final norm and the
  * LM head (kernels/cpu/llama.h: the head is not TP-split). */
-static double device_params(const struct hx_model *m, const struct hx_stage *st, bool first,
-                            bool last) {
+double hx_stage_device_params(const struct hx_model *m, const struct hx_stage *st, bool first,
+                              bool last) {
   double layers = st->layer_end - st->layer_begin, gains = 2.0 * (double)m->hidden;
   double split = layers * ((double)m->params_layer - gains);
   double whole = layers * gains + (double)hx_stage_params(m, 0, 0, first, last);
   return split / st->tp + whole;
 }
 
-double hx_stage_device_params(const struct hx_model *m, const struct hx_stage *st, bool first,
-                              bool last) {
-  return device_params(m, st, first, last);
-}
-
 /* The optimizer-state part of hx_stage_static_bytes: whole, or st->opt_share
  * of it (a searching planner's ZeRO-1 estimate). */
 static double stage_opt_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                               bool last) {
-  double whole = device_params(&ctx->model, st, first, last) *
+  double whole = hx_stage_device_params(&ctx->model, st, first, last) *
                  hx_optimizer_state_bytes_per_param(&ctx->train);
   if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1)
     return whole;
@@ -369,7 +364,7 @@ double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st
                              bool last) {
   double weight_grad = hx_state_bytes_per_param(&ctx->train) -
                        hx_optimizer_state_bytes_per_param(&ctx->train);
-  return device_params(&ctx->model, st, first, last) * weight_grad +
+  return hx_stage_device_params(&ctx->model, st, first, last) * weight_grad +
          stage_opt_bytes(ctx, st, first, last);
 }
 
@@ -432,7 +427,7 @@ double hx_rank_optimizer_s(const struct hx_ctx *ctx, int rank, double params) {
 
 double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                             bool last) {
-  double bytes = device_params(&ctx->model, st, first, last) *
+  double bytes = hx_stage_device_params(&ctx->model, st, first, last) *
                  hx_optimizer_traffic_per_param(&ctx->train);
   double slowest = 0;
   for (int i = 0; i < st->ndevices; i++) {
@@ -825,7 +820,7 @@ void hx_plan_optimizer_params(const struct hx_ctx *ctx, const struct hx_plan *pl
     const struct hx_pipeline *p = &plan->pipelines[i];
     for (int s = 0; s < p->nstages; s++) {
       const struct hx_stage *st = &p->stages[s];
-      double held = device_params(&ctx->model, st, s == 0, s == p->nstages - 1);
+      double held = hx_stage_device_params(&ctx->model, st, s == 0, s == p->nstages - 1);
       for (int k = 0; k < st->ndevices; k++)
         params[st->devices[k]] = held;
     }
