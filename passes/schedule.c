@@ -100,7 +100,7 @@ bool hx_pass_schedule(struct hx_ctx *ctx) {
     return ctx->plan != NULL;
   }
   ctx->plan = choose_plan(ctx);
-  if (!ctx->plan && ctx->opt.strategy == HX_STRAT_AUTO && !ctx->baseline) {
+  if (!ctx->plan && ctx->opt.strategy == HX_STRAT_AUTO && hx_hexiseq_no_symmetric_shape(ctx)) {
     /* hx_hexiseq_needed decides from the symmetric shapes; where none is
      * legal at all (6 devices, global batch 4) it cannot tell, and the
      * HexiScale search found nothing that fits either: split sequences are

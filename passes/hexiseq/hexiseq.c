@@ -43,17 +43,32 @@ static bool shape_fits(const struct hx_ctx *ctx, int dp, int tp, int pp, bool re
   return fits;
 }
 
-bool hx_hexiseq_needed(const struct hx_ctx *ctx) {
+/* Megatron's rules: tp divides the heads and kv heads, pp the layers, dp the
+ * global batch, and dp x tp x pp is every device. */
+static bool symmetric_shape_legal(const struct hx_ctx *ctx, int tp, int pp) {
   const struct hx_model *m = &ctx->model;
+  int n = ctx->cluster.ndevices;
+  return n % (tp * pp) == 0 && m->heads % tp == 0 && m->kv_heads % tp == 0 &&
+         m->layers % pp == 0 && ctx->train.global_batch % (n / (tp * pp)) == 0;
+}
+
+bool hx_hexiseq_no_symmetric_shape(const struct hx_ctx *ctx) {
+  int n = ctx->cluster.ndevices;
+  for (int tp = 1; tp <= n && tp <= 4096; tp++)
+    for (int pp = 1; pp <= n / tp; pp++)
+      if (symmetric_shape_legal(ctx, tp, pp))
+        return false;
+  return true;
+}
+
+bool hx_hexiseq_needed(const struct hx_ctx *ctx) {
   int n = ctx->cluster.ndevices;
   bool weights_fit = false;
   for (int tp = 1; tp <= n && tp <= 4096; tp++)
     for (int pp = 1; pp <= n / tp; pp++) {
-      if (n % (tp * pp) || m->heads % tp || m->kv_heads % tp || m->layers % pp)
+      if (!symmetric_shape_legal(ctx, tp, pp))
         continue;
       int dp = n / (tp * pp);
-      if (ctx->train.global_batch % dp)
-        continue;
       for (int r = 0; r < 2; r++)
         if (hx_sched_recompute_allowed(ctx, r == 1) &&
             shape_fits(ctx, dp, tp, pp, r == 1, &weights_fit))

@@ -29,6 +29,10 @@
  * split. */
 bool hx_hexiseq_needed(const struct hx_ctx *ctx);
 
+/* True when no symmetric DP/TP/PP shape is legal at all for the cluster,
+ * model and batch (hx_hexiseq_needed cannot tell then). */
+bool hx_hexiseq_no_symmetric_shape(const struct hx_ctx *ctx);
+
 /* The best HexiSeq plan (allocated in ctx->arena, simulated, strategy
  * "hexiseq"), with plan->baselines the best Ring, Ulysses and USP plans
  * (and ctx->baseline when there is one), each simulated. ctx->baseline
