@@ -427,14 +427,10 @@ double hx_rank_optimizer_s(const struct hx_ctx *ctx, int rank, double params) {
 
 double hx_stage_optimizer_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                             bool last) {
-  double bytes = hx_stage_device_params(&ctx->model, st, first, last) *
-                 hx_optimizer_traffic_per_param(&ctx->train);
+  double params = hx_stage_device_params(&ctx->model, st, first, last);
   double slowest = 0;
-  for (int i = 0; i < st->ndevices; i++) {
-    double t = bytes / optimizer_bandwidth(&ctx->cluster, st->devices[i]);
-    if (t > slowest)
-      slowest = t;
-  }
+  for (int i = 0; i < st->ndevices; i++)
+    slowest = fmax(slowest, hx_rank_optimizer_s(ctx, st->devices[i], params));
   return slowest;
 }
 
