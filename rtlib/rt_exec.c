@@ -144,9 +144,11 @@ static void run_step(struct rt_exec *e) {
       rt_wait_sends(e);
       rt_sync_gradients(e);
     } else if (op->kind == HX_RT_OPTIMIZER) {
-      double t0 = hx_rt_now_s();
+      double t0 = rt_emu_op_start(e);
       loss = optimizer_step(e, &lr);
+      double gather_s = hx_rt_now_s();
       rt_sync_gather_weights(e); /* ZeRO-1: the updated shards to every member */
+      e->emu.inner_comm_s += hx_rt_now_s() - gather_s; /* a transfer, not compute */
       rt_emu_compute_done(e, t0);
     } else if (op->kind == HX_RT_BACKWARD) {
       /* the last backward frees the gradient-sync buckets as it goes */

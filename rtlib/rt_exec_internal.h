@@ -97,6 +97,7 @@ struct rt_emu {
   double *stamps;      /* per slot and kind (activation, gradient): when its send started */
   MPI_Request *reqs;   /* the stamps' sends */
   double inner_comm_s; /* TP all-reduces inside the current compute op: not stretched */
+  double exchange_mark; /* hx_rt_exchange_seconds() when the current op began */
 };
 
 /* A HexiSeq stage as this rank runs it (cfg->seq; rt_exec_ops.c): its
@@ -232,6 +233,9 @@ void rt_emu_init(struct rt_exec *e, bool requested);
  * nranks that began at start_s (group_index -1: the TP group, else the
  * index in cfg->groups); when every send has been waited. */
 void rt_emu_compute_done(struct rt_exec *e, double start_s);
+/* The start of an op (what rt_emu_compute_done is given): now, and where the
+ * exchanges' clock stands, so that their time inside the op is not stretched. */
+double rt_emu_op_start(struct rt_exec *e);
 void rt_emu_stamp_send(struct rt_exec *e, int kind, int micro_batch, int peer, int tag);
 void rt_emu_arrive(struct rt_exec *e, int peer, int tag, double bytes);
 void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, double bytes,

@@ -321,7 +321,7 @@ void rt_wait_sends(struct rt_exec *e) {
 }
 
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op) {
-  double start = hx_rt_now_s(); /* what --emulate stretches */
+  double start = rt_emu_op_start(e); /* what --emulate stretches */
   switch (op->kind) {
   case HX_RT_RECV_ACT:
     recv_act(e, op->micro_batch);
@@ -427,10 +427,16 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
     hx_rt_log_banner("emulating the cluster file's device and link speeds (--emulate)");
 }
 
+double rt_emu_op_start(struct rt_exec *e) {
+  e->emu.exchange_mark = hx_rt_exchange_seconds();
+  return hx_rt_now_s();
+}
+
 void rt_emu_compute_done(struct rt_exec *e, double start_s) {
   if (!e->emu.on)
     return;
-  double now = hx_rt_now_s(), op_s = now - start_s - e->emu.inner_comm_s;
+  double exchanges_s = hx_rt_exchange_seconds() - e->emu.exchange_mark;
+  double now = hx_rt_now_s(), op_s = now - start_s - e->emu.inner_comm_s - exchanges_s;
   e->emu.inner_comm_s = 0;
   sleep_until(now + rt_emu_compute_sleep_s(e->emu.fig->slowdown, op_s));
 }

@@ -759,9 +759,14 @@ MPI_Request *hx_rt_allgather_floats_start(float *buf, const long *counts, int n,
 
 /* Receives first, then sends: every receive is posted before any send, so
  * MPI never has to buffer a message the peer has not asked for yet. */
+static double exchange_s; /* hx_rt_exchange_seconds */
+
+double hx_rt_exchange_seconds(void) { return exchange_s; }
+
 void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_rt_msg *sends,
                     int nsends, MPI_Datatype type, int tag, MPI_Comm comm,
                     const struct hx_rt_wait *w) {
+  int64_t start_ns = monotonic_ns();
   int nreqs = 0;
   for (int k = 0; k < nrecvs; k++)
     nreqs += recvs[k].n > 0 ? hx_rt_message_chunks(recvs[k].n) : 0;
@@ -782,6 +787,7 @@ void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_r
     }
   hx_rt_wait_all(nreqs, reqs, w);
   free(reqs);
+  exchange_s += (double)(monotonic_ns() - start_ns) * 1e-9;
 }
 
 MPI_Comm hx_rt_split_comm(int color, int key, int size, const char *what) {

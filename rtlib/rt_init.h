@@ -235,6 +235,10 @@ struct hx_rt_msg {
 void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_rt_msg *sends,
                     int nsends, MPI_Datatype type, int tag, MPI_Comm comm,
                     const struct hx_rt_wait *w);
+/* Seconds this process has spent inside hx_rt_exchange: --emulate leaves the
+ * exchanges inside a compute op (HexiSeq's ring steps and all-to-alls)
+ * unstretched, as it does the TP all-reduces. */
+double hx_rt_exchange_seconds(void);
 
 /* MPI_Comm_split of the world (collective: every rank calls it once) into
  * communicators of `size` ranks, ranked by key; MPI_COMM_NULL when size is 1.
