@@ -303,14 +303,21 @@ bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks,
 
 /* "train": {"optimizer_sharding": "none" | "zero1"}; absent: none. The train
  * block binds the file as it binds the planner: a zero1 plan needs a train
- * block that allows it (the planner may itself choose none). */
+ * block that allows it (the planner may itself choose none). A "train" that
+ * is not an object is refused: read as none, a zero1 plan without shards
+ * (HexiSeq units) would silently lose its sharding. */
 static bool load_sharding(const struct hx_ctx *ctx, const struct hx_json *root,
                           struct hx_plan *p) {
   const struct hx_json *train = hx_json_get(root, "train");
   if (!train)
     return true;
+  if (train->kind != HX_JSON_OBJECT) {
+    hx_error(train->loc,
+             "'train' must be an object: {\"optimizer_sharding\": \"none\" | \"zero1\"}");
+    return false;
+  }
   const struct hx_json *v = hx_json_get(train, "optimizer_sharding");
-  if (train->kind != HX_JSON_OBJECT || !v)
+  if (!v)
     return true;
   if (v->kind != HX_JSON_STRING || (strcmp(v->string, "none") && strcmp(v->string, "zero1"))) {
     hx_error(v->loc, "'optimizer_sharding' must be \"none\" or \"zero1\"");

@@ -109,6 +109,8 @@ elif edit.startswith("shards_"):  # ZeRO-1 optimizer shards (zero1_api.md)
         p["train"]["optimizer_sharding"] = "none"
     elif edit == "shards_word":
         p["train"]["optimizer_sharding"] = "zero3"
+    elif edit == "shards_train_word":  # the setting without its object
+        p["train"] = "zero1"
     else:
         sys.exit("unknown edit " + edit)
 elif edit == "recompute_off":  # against recompute = full

@@ -54,6 +54,7 @@ refused plain "$tiny" shards_negative "an optimizer shard must be an integer in 
 refused plain "$tiny" shards_kind "'optimizer_shards' belongs to a grad or unsplit group, not a tp group"
 refused plain "$tiny" shards_unsharded "'optimizer_shards' on a plan whose train.optimizer_sharding is not"
 refused plain "$tiny" shards_word "'optimizer_sharding' must be \"none\" or \"zero1\""
+refused plain "$tiny" shards_train_word "'train' must be an object"
 # uneven shards are accepted and written back as they were read
 python3 "$here/edit_plan.py" plain/plan.json shards_uneven.json shards_uneven || fail=1
 if "$hexic" "$tiny" "$cpu8" --plan=shards_uneven.json -o uneven.out > /dev/null 2> uneven.err; then
