@@ -13,6 +13,7 @@ packages=(
   libclang-rt-dev                  # sanitizer/fuzzer runtimes for clang
   clang-format                     # generated code is clang-format'ed
   python3                          # bench and test helpers
+  python3-pip                      # PyPI's safetensors and numpy for tests/ckpt (below)
   procps                           # pgrep: the fault tests find a rank's process
 )
 
@@ -49,7 +50,6 @@ install_nccl() {
   $SUDO ln -sf libnccl.so.2 "$cuda/lib/libnccl.so"
   rm -rf "$tmp"
 }
-install_nccl
 
 missing=()
 for p in "${packages[@]}"; do
@@ -58,12 +58,26 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# tests/ckpt reads hexic-ckpt's exports with Hugging Face's own safetensors
+# reader (and numpy): from PyPI when python3 lacks them, after the packages.
+install_python_modules() {
+  if python3 -c 'import safetensors, numpy' 2>/dev/null; then
+    echo "setup: python safetensors and numpy present"
+    return 0
+  fi
+  echo "setup: installing safetensors and numpy from PyPI"
+  python3 -m pip install --quiet safetensors numpy 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages safetensors numpy
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# both use pip, which the packages bring
+install_nccl
+install_python_modules
