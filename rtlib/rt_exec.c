@@ -243,7 +243,7 @@ static void report_fresh_start(const struct rt_exec *e, const struct rt_args *a)
   struct stat st;
   bool exists = stat(a->checkpoint_dir, &st) == 0;
   fprintf(stderr,
-          "hexic-rt: warning: --resume found no checkpoint of this plan in '%s'%s: training "
+          "hexic-rt: warning: --resume found no complete checkpoint in '%s'%s: training "
           "starts from scratch, at step 1 of %lld\n",
           a->checkpoint_dir, exists ? "" : " (no such directory)", (long long)e->steps);
   fflush(stderr);
