@@ -19,31 +19,26 @@
 #include "passes.h"
 #include "passes/schedule/sched.h"
 
-static struct hx_plan *symmetric_plan(struct hx_ctx *ctx) {
-  if (!ctx->baseline)
+/* A baseline as the plan, labelled: --strategy=symmetric (every device) and
+ * --strategy=symmetric-subset (what an engineer who leaves the slow devices
+ * out runs, to train and measure it beside hexic's plan: bench/measured.sh).
+ * NULL when that baseline fits nowhere. */
+static struct hx_plan *baseline_plan(struct hx_ctx *ctx, const struct hx_plan *baseline,
+                                     const char *strategy) {
+  if (!baseline)
     return NULL;
-  struct hx_plan *p = hx_plan_copy(&ctx->arena, ctx->baseline);
-  p->strategy = "symmetric";
+  struct hx_plan *p = hx_plan_copy(&ctx->arena, baseline);
+  p->strategy = strategy;
   return p;
 }
 
-/* The subset baseline as the plan (--strategy=symmetric-subset): what an
- * engineer who leaves the slow devices out runs, to train and measure it
- * beside hexic's plan (bench/measured.sh). */
-static struct hx_plan *subset_plan(struct hx_ctx *ctx) {
-  if (!ctx->baseline_subset)
-    return NULL;
-  struct hx_plan *p = hx_plan_copy(&ctx->arena, ctx->baseline_subset);
-  p->strategy = "symmetric-subset";
-  return p;
-}
 
 static struct hx_plan *choose_plan(struct hx_ctx *ctx) {
   switch (ctx->opt.strategy) {
   case HX_STRAT_SYMMETRIC:
-    return symmetric_plan(ctx);
+    return baseline_plan(ctx, ctx->baseline, "symmetric");
   case HX_STRAT_SUBSET:
-    return subset_plan(ctx);
+    return baseline_plan(ctx, ctx->baseline_subset, "symmetric-subset");
   case HX_STRAT_EXHAUSTIVE:
     return hx_sched_exhaustive(ctx);
   default:
