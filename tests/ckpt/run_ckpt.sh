@@ -29,8 +29,8 @@ steps=12 every=6
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# The runtime library is the same for every plan: built once, then copied.
-lib_ready=
+# build DIR: make, the runtime library built once and copied
+. "$src/tests/exec/build_lib.sh"
 compile() { # NAME HEXIC-ARGS...
   local dir=$1
   shift
@@ -48,14 +48,6 @@ fixture() {
   build "$dir"
 }
 
-build() {
-  local dir=$1
-  if [ -n "$lib_ready" ]; then cp -rp lib/obj lib/libhexic.a "$dir"/; fi
-  make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; fail "make in $dir"; }
-  if [ -z "$lib_ready" ]; then
-    rm -rf lib && mkdir lib && cp -rp "$dir"/obj "$dir"/libhexic.a lib/ && lib_ready=1
-  fi
-}
 
 # train NAME DIR ARGS...: DIR/launch.sh ARGS, output in NAME.out, "STEP LOSS" in NAME.losses.
 train() {

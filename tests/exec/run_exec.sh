@@ -20,17 +20,8 @@ steps=5
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# The runtime library is the same for every plan: build it once (in the
-# first plan's directory) and copy it, timestamps kept, into the others.
-lib_ready=
-build() {
-  local dir=$1
-  if [ -n "$lib_ready" ]; then cp -rp lib/obj lib/libhexic.a "$dir"/; fi
-  make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; fail "make in $dir"; }
-  if [ -z "$lib_ready" ]; then
-    rm -rf lib && mkdir lib && cp -rp "$dir"/obj "$dir"/libhexic.a lib/ && lib_ready=1
-  fi
-}
+# build DIR: make, the runtime library built once and copied
+. "$src/tests/exec/build_lib.sh"
 
 # run DIR: 5 steps; "STEP LOSS" lines into DIR.losses, weights into DIR.w.
 run() {

@@ -36,15 +36,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 sed 's/seed = 1/seed = 1; grad_clip = 0.05/' "$here/models/tiny8.hx" >"$tiny8"
 grep -q "grad_clip = 0.05" "$tiny8" || fail "could not set tiny8's grad_clip"
 
-lib_ready=
-build() {
-  local dir=$1
-  if [ -n "$lib_ready" ]; then cp -rp lib/obj lib/libhexic.a "$dir"/; fi
-  make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; fail "make in $dir"; }
-  if [ -z "$lib_ready" ]; then
-    rm -rf lib && mkdir lib && cp -rp "$dir"/obj "$dir"/libhexic.a lib/ && lib_ready=1
-  fi
-}
+# build DIR: make, the runtime library built once and copied
+. "$src/tests/exec/build_lib.sh"
 
 # compile NAME ARGS...: hexic ARGS --target=cpu -o NAME, built.
 compile() {
