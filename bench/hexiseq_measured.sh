@@ -65,35 +65,20 @@ peak() {
 }
 
 # run NAME CLUSTER [hexic options]: compile, build, train; prints "simulated measured" seconds
-lib_ready=
+. "$root/bench/measure_lib.sh"
 run() {
   local name=$1 cluster=$2 dir=$work/$1
   shift 2
   "$build/hexic" "$model" "$cluster" "$@" -o "$dir" >"$dir.plan.txt"
-  if [ -n "$lib_ready" ]; then cp -rp "$work/lib/obj" "$work/lib/libhexic.a" "$dir"/; fi
-  make -s -C "$dir" -j2 >"$dir.make.log" 2>&1 || { cat "$dir.make.log"; exit 1; }
-  if [ -z "$lib_ready" ]; then
-    mkdir -p "$work/lib" && cp -rp "$dir/obj" "$dir/libhexic.a" "$work/lib"/ && lib_ready=1
-  fi
+  build_plan "$dir"
   peak "$name" &
   local poller=$!
   "$dir/launch.sh" --steps "$steps" >"$dir.out" 2>&1 || { cat "$dir.out"; exit 1; }
   touch "$dir.done"
   wait "$poller"
-  local sim meas
-  sim=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["simulated"]["iteration_s"])' \
-    "$dir/plan.json")
-  meas=$(sed -n 's/^step \([0-9]*\)\/[0-9]* | .* | \([0-9.]*\) ms | .*/\1 \2/p' "$dir.out" |
-    awk '$1 > 2 { print $2 / 1000 }' | sort -g |
-    awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-  echo "$sim $meas"
+  sim_and_median "$dir" "$dir.out"
 }
 
-report() { # name "sim meas" plan-line
-  awk -v n="$1" -v s="${2% *}" -v m="${2#* }" -v p="$3" 'BEGIN {
-    printf "%-8s simulated %.3f s  measured %.3f s (median)  error %+.1f%%   %s\n",
-           n, s, m, 100 * (s - m) / m, p }'
-}
 
 # memory NAME: per rank its tokens of a sequence and peak memory, then the line
 memory() {
