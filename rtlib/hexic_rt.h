@@ -105,14 +105,15 @@ struct hx_rt_link {
 
 /* Emulated heterogeneity (`--emulate`, CPU backend; the CUDA backend ignores
  * it): every rank of a plan runs on one machine, and each runs at the speed
- * its device has in the cluster file relative to the fastest device of the
- * plan's cluster, which is taken to be this machine (calibrate it with
- * hexic-profile). Codegen writes the figures as constants; its --emulate section
- * (rt_exec_ops.c) applies them, and nothing else in the runtime looks at them. */
+ * its device has in the cluster file relative to this machine: the
+ * cluster's emulation host (an `emulation { host = "gpu type" }` block,
+ * the figures hexic-profile measured here), else its fastest device.
+ * Codegen writes the figures as constants; rt_emulate.c applies them, and
+ * nothing else in the runtime looks at them. */
 struct hx_rt_emulation {
-  /* fastest device's tflops x efficiency / this device's (>= 1): each
-   * forward, backward and optimizer op is followed by a sleep of
-   * (slowdown - 1) x its measured wall time */
+  /* the host's tflops x efficiency / this device's (>= 1): a forward,
+   * backward or optimizer op ends slowdown x its reference CPU time (timed
+   * in the calibration steps) after it began, its waits added */
   double slowdown;
   /* a message takes at least latency + bytes / bandwidth of these links */
   struct hx_rt_link prev, next; /* to prev_leader / next_leader (unused at the ends) */

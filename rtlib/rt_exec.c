@@ -144,12 +144,10 @@ static void run_step(struct rt_exec *e) {
       rt_wait_sends(e);
       rt_sync_gradients(e);
     } else if (op->kind == HX_RT_OPTIMIZER) {
-      double t0 = rt_emu_op_start(e);
+      rt_emu_op_begin(e, i);
       loss = optimizer_step(e, &lr);
-      double gather_s = hx_rt_now_s();
       rt_sync_gather_weights(e); /* ZeRO-1: the updated shards to every member */
-      e->emu.inner_comm_s += hx_rt_now_s() - gather_s; /* a transfer, not compute */
-      rt_emu_compute_done(e, t0);
+      rt_emu_op_end(e);
     } else if (op->kind == HX_RT_BACKWARD) {
       /* the last backward frees the gradient-sync buckets as it goes */
       rt_sync_backward_point(e, op->micro_batch, e->p.lay.nlayers);
@@ -391,16 +389,17 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   rt_slots_init(&e);
   rt_sync_init(&e);
   report_state_bytes(&e);
-  rt_emu_init(&e, args.emulate);
   open_data(&e, &args);
   check_checkpoint_dir(&e, &args);
   maybe_init_from(&e, &args);
   maybe_resume(&e, &args);
+  rt_emu_init(&e, args.emulate); /* from here on, at the device's speed */
   while (e.step < e.steps) {
     run_step(&e);
     e.step++;
     maybe_checkpoint(&e, &args);
   }
+  rt_emu_stop(&e);
   if (args.dump_weights)
     rt_dump_weights(&e, args.dump_weights);
   hx_rt_data_close(&e.data);

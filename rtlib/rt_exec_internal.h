@@ -89,15 +89,35 @@ struct rt_sync_state {
   struct rt_tensor *opt;  /* the optimizer table (layout->opt) */
 };
 
-/* --emulate's state (the --emulate section of rt_exec_ops.c). */
+/* --emulate's first steps calibrate: their compute ops run one rank at a
+ * time, each timed on an otherwise idle machine (rt_emulate.c). */
+enum { RT_EMU_CALIBRATION_STEPS = 2 };
+
+/* A moment as --emulate counts it: the wall clock and the main thread's
+ * CPU clock, in seconds. */
+struct rt_emu_mark {
+  double wall_s, cpu_s;
+};
+
+/* --emulate's state (rt_emulate.c). */
 struct rt_emu {
   bool on;
   const struct hx_rt_emulation *fig;
-  MPI_Comm comm;       /* the send stamps' own communicator */
-  double *stamps;      /* per slot and kind (activation, gradient): when its send started */
-  MPI_Request *reqs;   /* the stamps' sends */
-  double inner_comm_s; /* TP all-reduces inside the current compute op: not stretched */
-  double exchange_mark; /* hx_rt_exchange_seconds() when the current op began */
+  MPI_Comm comm;     /* the send stamps' own communicator */
+  double *stamps;    /* per slot and kind (activation, gradient): when its send started */
+  MPI_Request *reqs; /* the stamps' sends */
+  /* the compute op running now (in_op), from its start: its waits' wall and
+   * CPU seconds so far, and when the wait running now began */
+  bool in_op, calibrating;
+  int op_index; /* in cfg->schedule */
+  struct rt_emu_mark op_start, waited, wait_start;
+  int wait_depth;
+  /* per op of the schedule: the fewest CPU seconds its compute took in the
+   * calibration steps (0: not measured) */
+  double *reference_cpu_s;
+  long long first_step; /* the first step this process ran; -1: none yet */
+  int lock_fd;          /* the calibration's machine-wide lock (a file), -1: none */
+  bool lock_held;
 };
 
 /* A HexiSeq stage as this rank runs it (cfg->seq; rt_exec_ops.c): its
@@ -219,23 +239,30 @@ void rt_slots_init(struct rt_exec *e);
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op);
 void rt_wait_sends(struct rt_exec *e);
 
-/* rt_exec_ops.c, --emulate: the pure rules, in seconds: the sleep after
- * an op that took op_s, a message of bytes over a link, a ring all-reduce of
- * bytes over nranks on the link. */
-double rt_emu_compute_sleep_s(double slowdown, double op_s);
+/* rt_emulate.c, --emulate: the pure rules, in seconds: when a compute op
+ * that began at start_s ends on the emulated device (its waits' wait_s wall
+ * seconds, then slowdown x reference_cpu_s, never faster than this machine);
+ * the reference an op's calibration runs leave (*fewest_s, updated; 0: none
+ * yet); a message of bytes over a link; a ring all-reduce of bytes over
+ * nranks on the link. */
+double rt_emu_op_end_s(double start_s, double wait_s, double slowdown, double reference_cpu_s);
+double rt_emu_reference_cpu_s(double *fewest_s, double cpu_s);
 double rt_emu_link_s(const struct hx_rt_link *l, double bytes);
 double rt_emu_ring_s(const struct hx_rt_link *l, int nranks, double bytes);
-/* Collective over the world when requested (every rank gets the same options). */
+/* Collective over the world when requested (every rank gets the same
+ * options), once the run is set up; rt_emu_stop once training ends. */
 void rt_emu_init(struct rt_exec *e, bool requested);
-/* The hooks, each a no-op unless emulating: after a compute op that began at
- * start_s; after a leader's send_start (kind 0 activation, 1 gradient); after
- * a leader's recv of bytes from peer; after an all-reduce of bytes over
- * nranks that began at start_s (group_index -1: the TP group, else the
- * index in cfg->groups); when every send has been waited. */
-void rt_emu_compute_done(struct rt_exec *e, double start_s);
-/* The start of an op (what rt_emu_compute_done is given): now, and where the
- * exchanges' clock stands, so that their time inside the op is not stretched. */
-double rt_emu_op_start(struct rt_exec *e);
+void rt_emu_stop(struct rt_exec *e);
+/* The hooks, each a no-op unless emulating: around a compute op (forward,
+ * backward, optimizer; op_index in cfg->schedule); the time a send or an
+ * all-reduce starts on the emulated device (hx_rt_now_s when not emulating
+ * or outside an op); after a leader's send_start (kind 0 activation, 1
+ * gradient); after a leader's recv of bytes from peer; after an all-reduce
+ * of bytes over nranks that began at start_s (group_index -1: the TP group,
+ * else the index in cfg->groups); when every send has been waited. */
+void rt_emu_op_begin(struct rt_exec *e, int op_index);
+void rt_emu_op_end(struct rt_exec *e);
+double rt_emu_clock(struct rt_exec *e);
 void rt_emu_stamp_send(struct rt_exec *e, int kind, int micro_batch, int peer, int tag);
 void rt_emu_arrive(struct rt_exec *e, int peer, int tag, double bytes);
 void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, double bytes,

@@ -552,7 +552,7 @@ static void start_bucket(struct rt_exec *e, struct rt_bucket *b) {
       d->zero(e->p.dev.g + b->zero.items[k].off, (size_t)b->zero.items[k].n * sizeof(float));
   float *pack = e->pack + b->pack_off;
   d->pack(pack, e->p.dev.g, b->runs.items, b->runs.n);
-  b->start_s = hx_rt_now_s();
+  b->start_s = rt_emu_clock(e);
   if (e->emu.on) { /* one gradient link per rank: its all-reduces queue on it */
     const struct hx_rt_group *g = &e->cfg->groups[b->group_index];
     double ring = rt_emu_ring_s(&e->emu.fig->groups[b->group_index], g->nranks,

@@ -517,7 +517,18 @@ static bool trace_stall(const struct waiter *x, const struct hx_rt_wait *w, int6
   return true;
 }
 
+static void (*g_wait_enter)(void *), (*g_wait_leave)(void *);
+static void *g_wait_hook_arg;
+
+void hx_rt_set_wait_hooks(void (*enter)(void *arg), void (*leave)(void *arg), void *arg) {
+  g_wait_enter = enter;
+  g_wait_leave = leave;
+  g_wait_hook_arg = arg;
+}
+
 static void wait_for(const struct waiter *x, const struct hx_rt_wait *w) {
+  if (g_wait_enter)
+    g_wait_enter(g_wait_hook_arg);
   const struct hx_rt_wait *outer = g_wait;
   g_wait = w;
   atomic_store(&g_in_wait, true);
@@ -533,6 +544,8 @@ static void wait_for(const struct waiter *x, const struct hx_rt_wait *w) {
   g_wait = outer;
   atomic_store(&g_in_wait, outer != NULL);
   hx_rt_progress();
+  if (g_wait_leave)
+    g_wait_leave(g_wait_hook_arg);
 }
 
 void hx_rt_wait_all(int n, MPI_Request *reqs, const struct hx_rt_wait *w) {
@@ -759,14 +772,9 @@ MPI_Request *hx_rt_allgather_floats_start(float *buf, const long *counts, int n,
 
 /* Receives first, then sends: every receive is posted before any send, so
  * MPI never has to buffer a message the peer has not asked for yet. */
-static double exchange_s; /* hx_rt_exchange_seconds */
-
-double hx_rt_exchange_seconds(void) { return exchange_s; }
-
 void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_rt_msg *sends,
                     int nsends, MPI_Datatype type, int tag, MPI_Comm comm,
                     const struct hx_rt_wait *w) {
-  int64_t start_ns = monotonic_ns();
   int nreqs = 0;
   for (int k = 0; k < nrecvs; k++)
     nreqs += recvs[k].n > 0 ? hx_rt_message_chunks(recvs[k].n) : 0;
@@ -787,7 +795,6 @@ void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_r
     }
   hx_rt_wait_all(nreqs, reqs, w);
   free(reqs);
-  exchange_s += (double)(monotonic_ns() - start_ns) * 1e-9;
 }
 
 MPI_Comm hx_rt_split_comm(int color, int key, int size, const char *what) {

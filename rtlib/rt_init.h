@@ -105,6 +105,11 @@ struct hx_rt_wait {
   const int *ranks; /* NULL: every rank of MPI_COMM_WORLD */
 };
 
+/* Called on the main thread as each wait below (and hx_rt_exchange's)
+ * begins and ends; NULL: nothing. --emulate keeps waits out of a device's
+ * compute time with them (rt_emulate.c). */
+void hx_rt_set_wait_hooks(void (*enter)(void *arg), void (*leave)(void *arg), void *arg);
+
 /* Completes reqs[0..n) (MPI_Testall in a polling loop), answering other
  * ranks' status queries meanwhile; after HEXIC_TIMEOUT_S traces the stall
  * (see above) and, unless the wait completes meanwhile, reports the rank
@@ -235,10 +240,6 @@ struct hx_rt_msg {
 void hx_rt_exchange(const struct hx_rt_msg *recvs, int nrecvs, const struct hx_rt_msg *sends,
                     int nsends, MPI_Datatype type, int tag, MPI_Comm comm,
                     const struct hx_rt_wait *w);
-/* Seconds this process has spent inside hx_rt_exchange: --emulate leaves the
- * exchanges inside a compute op (HexiSeq's ring steps and all-to-alls)
- * unstretched, as it does the TP all-reduces. */
-double hx_rt_exchange_seconds(void);
 
 /* MPI_Comm_split of the world (collective: every rank calls it once) into
  * communicators of `size` ranks, ranked by key; MPI_COMM_NULL when size is 1.

@@ -1,5 +1,6 @@
-/* --emulate's rules (the --emulate section of rtlib/rt_exec_ops.c), pure and untimed: the sleep
- * after a compute op, the least time of a message over a link and of a ring
+/* --emulate's rules (rtlib/rt_emulate.c), pure and untimed: when a compute
+ * op ends on the emulated device, the reference time its calibration runs
+ * leave, the least time of a message over a link and of a ring
  * all-reduce over a group's slowest link. The end-to-end run (same losses
  * with and without --emulate, the slow rank's constants) is
  * tests/exec/run_emulate.sh; step times are bench/measured.sh's. */
@@ -10,13 +11,26 @@
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-12 * (fabs(b) + 1); }
 
-static void compute_sleep(void) {
-  CHECK(near(rt_emu_compute_sleep_s(3.0, 0.01), 0.02)); /* 3x slower: twice the op again */
-  CHECK(near(rt_emu_compute_sleep_s(1.5, 0.2), 0.1));
-  CHECK(rt_emu_compute_sleep_s(1.0, 0.5) == 0);  /* the fastest device: no sleep */
-  CHECK(rt_emu_compute_sleep_s(0.5, 0.5) == 0);  /* never faster than the machine */
-  CHECK(rt_emu_compute_sleep_s(3.0, -1.0) == 0); /* a clock that went back */
-  CHECK(rt_emu_compute_sleep_s(NAN, 1.0) == 0);
+static void op_end(void) {
+  /* 3x slower: the op's reference CPU seconds three times over, from its start */
+  CHECK(near(rt_emu_op_end_s(10.0, 0, 3.0, 0.01), 10.03));
+  CHECK(near(rt_emu_op_end_s(10.0, 0, 1.5, 0.2), 10.3));
+  /* its waits keep their wall time, unstretched */
+  CHECK(near(rt_emu_op_end_s(10.0, 0.5, 2.0, 0.1), 10.7));
+  CHECK(near(rt_emu_op_end_s(10.0, 0, 1.0, 0.5), 10.5)); /* this machine's speed */
+  CHECK(near(rt_emu_op_end_s(10.0, 0, 0.5, 0.5), 10.5)); /* never faster than it */
+  CHECK(rt_emu_op_end_s(10.0, -1.0, 3.0, -1.0) == 10.0); /* clocks that went back */
+  CHECK(near(rt_emu_op_end_s(10.0, 0, NAN, 1.0), 11.0));
+}
+
+static void reference(void) {
+  double fewest = 0;
+  CHECK(rt_emu_reference_cpu_s(&fewest, -1.0) == 0); /* nothing measured yet */
+  CHECK(near(rt_emu_reference_cpu_s(&fewest, 0.02), 0.02));
+  CHECK(near(rt_emu_reference_cpu_s(&fewest, 0.015), 0.015)); /* the fewest of the runs */
+  CHECK(near(rt_emu_reference_cpu_s(&fewest, 0.03), 0.015));
+  CHECK(near(rt_emu_reference_cpu_s(&fewest, 0), 0.015));
+  CHECK(near(fewest, 0.015));
 }
 
 static void link_time(void) {
@@ -38,7 +52,8 @@ static void ring_time(void) {
 }
 
 int main(void) {
-  compute_sleep();
+  op_end();
+  reference();
   link_time();
   ring_time();
   return rt_test_finish("test_rt_emulate");
