@@ -1,4 +1,4 @@
-/* Console output of a rank program: start-up banner lines and one line per
+/* Console output of a rank program (defined in rt_init.c): start-up banner lines and one line per
  * optimizer step. Everything goes to stdout and is flushed at once, so lines
  * from the ranks of one job never interleave mid-line under mpirun.
  *
