@@ -152,13 +152,13 @@ static double cpu_grad_norm_sumsq(void) {
 
 static void cpu_optimizer_step(double global_sumsq, double grad_clip, const struct hxk_adamw *hp,
                                long step, double lr) {
-  long n = cpu.model->layout->n;
   double factor = hxk_clip_factor(global_sumsq, grad_clip);
-  if (factor != 1.0)
-    hxk_scale(cpu.p.g, n, (float)factor);
   const struct rt_layout *lay = cpu.model->layout;
   for (int i = 0; i < lay->nopt; i++) {
     const struct rt_tensor *t = &lay->opt[i];
+    /* only what AdamW reads: a ZeRO-1 rank's own shards, not the whole buffer */
+    if (factor != 1.0)
+      hxk_scale(cpu.p.g + t->off, t->n, (float)factor);
     hxk_adamw_step(cpu.p.w + t->off, cpu.p.g + t->off, cpu.p.m + t->moff, cpu.p.v + t->moff,
                    cpu.decay + t->off, t->n, hp, step, lr);
   }
