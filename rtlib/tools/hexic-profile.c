@@ -7,7 +7,9 @@
  *   - one decoder layer's forward + backward through kernels/cpu/ (what the
  *     programs run), counted with model-stats' FLOPs: its rate over the sgemm
  *     rate is the efficiency;
- *   - memory bandwidth, with a streaming triad a[i] = b[i] + s * c[i];
+ *   - memory bandwidth, with a streaming triad a[i] = b[i] + s * c[i], and
+ *     what the optimizer step streams (AdamW through kernels/cpu), which is
+ *     the gpu block's mem_bandwidth: hexic prices only the optimizer by it;
  *   - under mpirun with 2 or more ranks, the MPI ping-pong latency (8-byte
  *     messages, half a round trip) and bandwidth (large messages) between
  *     ranks 0 and 1, which fill the node's and the network's figures;
@@ -431,6 +433,40 @@ static double measure_mem_bandwidth(const struct options *o) {
   return best;
 }
 
+/* What the optimizer step streams, in bytes/s: AdamW through kernels/cpu
+ * over stream_mib of state (w, g, m, v: 4 floats a parameter), 28 bytes a
+ * parameter (read w g m v, write w m v), as hexic prices it (passes/cost:
+ * hx_optimizer_traffic_per_param over mem_bandwidth). The kernel's square
+ * root and division keep it below the triad's rate on a CPU. */
+static double measure_optimizer_bandwidth(const struct options *o) {
+  long n = (long)((size_t)o->stream_mib * 1024 * 1024 / (4 * sizeof(float)));
+  float *w = calloc((size_t)n, sizeof *w), *g = calloc((size_t)n, sizeof *g);
+  float *m = calloc((size_t)n, sizeof *m), *v = calloc((size_t)n, sizeof *v);
+  if (!w || !g || !m || !v) {
+    fprintf(stderr, "hexic-profile: out of memory for the optimizer state\n");
+    exit(1);
+  }
+  for (long i = 0; i < n; i++) {
+    w[i] = 0.01f * (float)(i % 100);
+    g[i] = 0.001f * (float)(i % 7);
+  }
+  const struct hxk_adamw hp = {0.9, 0.95, 1e-8, 0.1};
+  double best = 0, start = now_s();
+  long step = 0;
+  do {
+    double t0 = now_s();
+    hxk_adamw_step(w, g, m, v, NULL, n, &hp, step++, 1e-4);
+    double bw = 28.0 * (double)n / (now_s() - t0);
+    if (bw > best)
+      best = bw;
+  } while (now_s() - start < o->seconds);
+  free(w);
+  free(g);
+  free(m);
+  free(v);
+  return best;
+}
+
 /* Ranks 0 and 1 bounce msg bytes reps times; the others wait. Returns the
  * seconds of one half round trip on rank 0 (0 on the others). */
 static double pingpong(int rank, char *buf, int bytes, int reps) {
@@ -503,6 +539,7 @@ static long long device_memory_bytes(int gpus) {
 
 struct measured {
   double tflops, efficiency, mem_bw;
+  double opt_bw; /* what the optimizer streams (mem_bandwidth) */
   double tp_eff[4]; /* degrees 1, 2, 4, 8 */
   int ntp;
 };
@@ -513,12 +550,17 @@ static void write_cluster(FILE *f, const struct options *o, int gpus, const stru
           "# Measured by hexic-profile (--hidden %ld --ffn %ld --heads %ld --tokens %ld, OpenBLAS "
           "on 1 thread).\n",
           o->hidden, o->ffn, o->heads, o->tokens);
+  fprintf(f,
+          "# mem_bandwidth: what the optimizer step streams (AdamW through the CPU kernels, 28 "
+          "bytes a\n# parameter), which is what hexic prices it by; a streaming triad reaches "
+          "%.1f MB/s.\n",
+          m->mem_bw / 1e6);
   /* fixed-point figures: the .hx lexer reads them whatever their size */
   fprintf(f,
           "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = %.3f; mem_bandwidth = %.1f "
           "MB/s; tp_efficiency = [",
           o->name, m->tflops > 1e-6 ? m->tflops : 1e-6, device_memory_bytes(gpus) >> 20,
-          m->efficiency, m->mem_bw / 1e6);
+          m->efficiency, m->opt_bw / 1e6);
   for (int k = 0; k < m->ntp; k++)
     fprintf(f, "%s%.3f", k ? ", " : "", k ? m->tp_eff[k] : 1.0);
   fputs("] }\n", f);
@@ -557,7 +599,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  double tflops = 0, layer_tflops = 0, mem_bw = 0;
+  double tflops = 0, layer_tflops = 0, mem_bw = 0, opt_bw = 0;
   struct measured m = {0};
   if (rank != 0) /* idle while rank 0 measures: asleep, not polling a core away from it */
     sleep_through_barrier();
@@ -566,6 +608,7 @@ int main(int argc, char **argv) {
     m.ntp = measure_tp_curve(&o, tflops, m.tp_eff);
     layer_tflops = measure_layer_tflops(&o);
     mem_bw = measure_mem_bandwidth(&o);
+    opt_bw = measure_optimizer_bandwidth(&o);
     MPI_Request req; /* matches the others' MPI_Ibarrier (a blocking one would not) */
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -577,7 +620,7 @@ int main(int argc, char **argv) {
     /* the layer's share of the sgemm rate, within hexic's (0, 1] */
     double efficiency = tflops > 0 ? layer_tflops / tflops : 1;
     efficiency = efficiency > 1 ? 1 : efficiency < 0.001 ? 0.001 : efficiency;
-    m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = mem_bw;
+    m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = mem_bw, m.opt_bw = opt_bw;
     write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, &m, size >= 2 ? &link : NULL);
     if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
       fprintf(stderr, "hexic-profile: cannot write the output\n");
@@ -585,8 +628,9 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr,
             "hexic-profile: sgemm %.2f GFLOP/s, layer fwd+bwd %.2f GFLOP/s (efficiency %.3f), "
-            "memory %.2f GB/s%s",
-            tflops * 1e3, layer_tflops * 1e3, efficiency, mem_bw / 1e9, size >= 2 ? "" : "\n");
+            "memory %.2f GB/s (triad), optimizer %.2f GB/s%s",
+            tflops * 1e3, layer_tflops * 1e3, efficiency, mem_bw / 1e9, opt_bw / 1e9,
+            size >= 2 ? "" : "\n");
     if (size >= 2)
       fprintf(stderr, ", MPI %.1f MB/s, %.2f us\n", link.bandwidth / 1e6, link.latency_s * 1e6);
   }
