@@ -9,6 +9,8 @@
 
 /* ---- sizes ------------------------------------------------------------- */
 
+static double optimizer_bandwidth(const struct hx_cluster *c, int rank);
+
 double hx_elem_bytes(const struct hx_train *train) {
   return train->precision == HX_PREC_FP32 ? 4.0 : 2.0;
 }
@@ -29,9 +31,15 @@ double hx_optimizer_state_bytes_per_param(const struct hx_train *train) {
 
 double hx_optimizer_traffic_per_param(const struct hx_train *train) {
   bool adam = train->optimizer == HX_OPT_ADAMW;
-  if (train->precision == HX_PREC_FP32)
-    return adam ? 28.0 : 12.0; /* read w g m v, write w m v | read w g, write w */
-  return adam ? 30.0 : 14.0;   /* + the bf16 copy of the weight written */
+  /* the norm reads the fp32 gradient, clipping reads and writes it */
+  const double norm_and_clip = 4.0 + 8.0;
+  if (train->precision == HX_PREC_FP32) /* read w g m v, write w m v | read w g, write w */
+    return (adam ? 28.0 : 12.0) + norm_and_clip;
+  return (adam ? 30.0 : 14.0) + norm_and_clip; /* + the bf16 copy of the weight written */
+}
+
+double hx_rank_weight_unpack_s(const struct hx_ctx *ctx, int rank, double params) {
+  return params * 2.0 * hx_elem_bytes(&ctx->train) / optimizer_bandwidth(&ctx->cluster, rank);
 }
 
 /* ---- per stage --------------------------------------------------------- */

@@ -60,10 +60,16 @@ double hx_state_bytes_per_param(const struct hx_train *train);
  * AdamW bf16 12 (fp32 master, m, v), fp32 8 (m, v: the fp32 weight is the
  * master, as on the CPU runtime); SGD bf16 4 (master), fp32 0. */
 double hx_optimizer_state_bytes_per_param(const struct hx_train *train);
-/* Bytes the optimizer step reads and writes per parameter (memory-bound):
- * AdamW bf16 reads grad, master, m, v (16) and writes master, m, v, bf16
- * weight (14) = 30; fp32 reads 16 and writes 12 = 28. */
+/* Bytes the optimizer step reads and writes per parameter (memory-bound),
+ * as the runtime's step does them: AdamW bf16 reads grad, master, m, v (16)
+ * and writes master, m, v, bf16 weight (14) = 30; fp32 reads 16 and writes
+ * 12 = 28; then the global norm reads the fp32 gradient (4) and clipping
+ * reads and writes it (8, charged always: early steps clip): 42 and 40. */
 double hx_optimizer_traffic_per_param(const struct hx_train *train);
+/* ZeRO-1, after the step: a rank unpacks the all-gathered weights of its
+ * sharded groups, params of them (read the pack, write the weights, in the
+ * plan's precision), at the optimizer's rate. */
+double hx_rank_weight_unpack_s(const struct hx_ctx *ctx, int rank, double params);
 
 /* ---- per stage --------------------------------------------------------- */
 

@@ -454,10 +454,13 @@ static double stage_optimizer_s(const struct sim *s, const struct hx_pipeline *p
   const struct hx_stage *st = &p->stages[si];
   if (!s->opt_params)
     return hx_stage_optimizer_s(s->ctx, st, si == 0, si == p->nstages - 1);
-  double slowest = 0;
-  for (int k = 0; k < st->ndevices; k++)
-    slowest = fmax(slowest, hx_rank_optimizer_s(s->ctx, st->devices[k],
-                                                s->opt_params[st->devices[k]]));
+  double slowest = 0, held = hx_stage_device_params(&s->ctx->model, st, si == 0,
+                                                    si == p->nstages - 1);
+  for (int k = 0; k < st->ndevices; k++) {
+    int r = st->devices[k];
+    slowest = fmax(slowest, hx_rank_optimizer_s(s->ctx, r, s->opt_params[r]) +
+                                hx_rank_weight_unpack_s(s->ctx, r, held));
+  }
   return slowest;
 }
 
