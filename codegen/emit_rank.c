@@ -434,13 +434,23 @@ static double device_speed(const struct hx_cluster *c, int device) {
   return g->tflops * g->efficiency;
 }
 
-/* The fastest device of the cluster is the machine the emulation runs on. */
+/* The fastest device of the cluster: the machine the emulation runs on
+ * when no emulation block names it. */
 static double fastest_speed(const struct hx_cluster *c) {
   double best = 0;
   for (int d = 0; d < c->ndevices; d++)
     if (device_speed(c, d) > best)
       best = device_speed(c, d);
   return best;
+}
+
+/* The speed of the machine --emulate runs on: the emulation block's host
+ * type (sema made sure no device is faster), else the fastest device. */
+static double host_speed(const struct hx_cluster *c) {
+  if (!c->has_emulation_host)
+    return fastest_speed(c);
+  const struct hx_gpu_type *g = &c->gpus[c->emulation_host];
+  return g->tflops * g->efficiency;
 }
 
 struct emu_link {
@@ -499,12 +509,13 @@ static void emit_emulation(const struct program_set *set, FILE *f, int w, int ng
     fputs("};\n\n", f);
   }
   /* a cluster without speeds (a test's hand-built one): no slowdown */
-  double fastest = fastest_speed(c), own = device_speed(c, r->device);
+  double host = host_speed(c), own = device_speed(c, r->device);
   char slow[40];
-  format_double(slow, sizeof slow, fastest > 0 && own > 0 ? fastest / own : 1.0);
-  fputs("// --emulate: this device's speed against the cluster's fastest, and its links\n"
-        "static const struct hx_rt_emulation emulation = {\n",
-        f);
+  format_double(slow, sizeof slow, host > 0 && own > 0 ? host / own : 1.0);
+  fprintf(f,
+          "// --emulate: this device's speed against %s, and its links\n"
+          "static const struct hx_rt_emulation emulation = {\n",
+          c->has_emulation_host ? "the emulation host" : "the cluster's fastest");
   fprintf(f, "    .slowdown = %s,\n", slow);
   emit_link_row(f, ".prev = ", link_between(set, w, r->prev_leader), "");
   emit_link_row(f, ".next = ", link_between(set, w, r->next_leader), "");

@@ -7,7 +7,7 @@
 const char *const hx_block_keywords[HX_B_COUNT] = {
     [HX_B_MODEL] = "model", [HX_B_TRAIN] = "train",     [HX_B_GPU] = "gpu",         [HX_B_NODE] = "node",
     [HX_B_LINK] = "link",   [HX_B_NETWORK] = "network", [HX_B_PLANNER] = "planner",
-    [HX_B_PROFILE] = "profile",
+    [HX_B_PROFILE] = "profile", [HX_B_EMULATION] = "emulation",
 };
 
 struct location hx_loc_at(const struct hx_parse_state *ps, int line, int col) {

@@ -170,6 +170,7 @@ static int keyword_index(const char *word) {
 /* How many names each block kind takes. */
 static const int names_wanted[HX_B_COUNT] = {
     [HX_B_MODEL] = 1, [HX_B_GPU] = 1, [HX_B_NODE] = 1, [HX_B_LINK] = 2, [HX_B_PROFILE] = 1,
+    [HX_B_EMULATION] = 0,
 };
 
 static void report_names(const char *keyword, struct location kloc, const struct hx_names *names, int wanted) {
@@ -192,7 +193,7 @@ static struct hx_block *new_block(struct hx_parse_state *ps, const char *keyword
     if (near)
       hx_note(where, "did you mean '%s'?", near);
     else
-      hx_note(where, "blocks are model, train, gpu, node, link, network, profile and planner");
+      hx_note(where, "blocks are model, train, gpu, node, link, network, profile, emulation and planner");
     return NULL;
   }
   if (names->count != names_wanted[k]) {

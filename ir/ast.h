@@ -56,6 +56,7 @@ enum hx_block_kind {
   HX_B_NETWORK, /* network { ... } */
   HX_B_PLANNER, /* planner { ... }: reserved, rejected by sema */
   HX_B_PROFILE, /* profile "gpu" { ... }: measured layer times (issue 18) */
+  HX_B_EMULATION, /* emulation { host = "gpu" }: the machine --emulate runs on */
   HX_B_COUNT
 };
 /* The keyword of each block kind, indexed by enum hx_block_kind (the parser
@@ -65,7 +66,7 @@ extern const char *const hx_block_keywords[HX_B_COUNT];
 struct hx_block {
   enum hx_block_kind kind;
   struct location loc; /* of the keyword */
-  const char *name;    /* NULL for train/network/planner */
+  const char *name;    /* NULL for train/network/planner/emulation */
   struct location name_loc;
   const char *name2; /* second name of a link */
   struct location name2_loc;

@@ -92,6 +92,14 @@ struct hx_cluster {
   bool has_network;
   double network_bandwidth, network_latency;
   struct location network_loc;
+  /* The emulation block: the GPU type of the machine --emulate runs on, so
+   * each device's slowdown is host speed / its own speed. has_emulation_host
+   * false (no block, or a cluster built by hand, zeroed): the cluster's
+   * fastest device is taken to be the machine. emulation_host_loc is the
+   * block's host field. */
+  bool has_emulation_host;
+  int emulation_host; /* index into gpus */
+  struct location emulation_host_loc;
   /* Measured profiles (profile blocks), grouped by GPU type, each type's by
    * TP degree (struct hx_gpu_type says where a type's start). */
   struct hx_profile *profiles;

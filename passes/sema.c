@@ -1,9 +1,9 @@
 /* The sema pass: checks the AST field by field against the schema of each
  * block kind and builds ctx->model, ctx->train and ctx->cluster (GPU types,
- * nodes with replicas expanded, devices, links, network). Every problem is a
- * located error; the pass goes on after one so a run reports them all. The
- * device-to-device table and the node pairs nothing connects are the
- * cluster-table pass's job. */
+ * nodes with replicas expanded, devices, links, network, emulation host).
+ * Every problem is a located error; the pass goes on after one so a run
+ * reports them all. The device-to-device table and the node pairs nothing
+ * connects are the cluster-table pass's job. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -126,10 +126,16 @@ static const struct field_spec link_fields[L_COUNT] = {
     {"latency", T_TIME, false, 0, 3600, false, NULL},
 };
 
+/* emulation { host = "gpu" }: the GPU type of the machine --emulate runs on. */
+enum { E_HOST, E_COUNT };
+static const struct field_spec emulation_fields[E_COUNT] = {
+    {"host", T_STRING, true, 0, 0, false, NULL},
+};
+
 #define MAX_BLOCK_FIELDS 32 /* collect_fields' scratch space */
 _Static_assert(M_COUNT <= MAX_BLOCK_FIELDS && TR_COUNT <= MAX_BLOCK_FIELDS && G_COUNT <= MAX_BLOCK_FIELDS &&
                    N_COUNT <= MAX_BLOCK_FIELDS && L_COUNT <= MAX_BLOCK_FIELDS &&
-                   P_COUNT <= MAX_BLOCK_FIELDS,
+                   P_COUNT <= MAX_BLOCK_FIELDS && E_COUNT <= MAX_BLOCK_FIELDS,
                "a block has more fields than collect_fields holds");
 
 /* ---------------------------------------------------------- field access */
@@ -221,6 +227,9 @@ struct sema {
   struct hx_ctx *ctx;
   struct hx_arena *arena;
   struct name_table gpu_names; /* GPU type name -> index in cluster.gpus */
+  /* The first emulation block, even when its host was refused: a second
+   * block is an error either way. */
+  const struct hx_block *emulation;
 };
 
 static const char *shorten(struct sema *s, const char *text) { return hx_short_text(s->arena, text); }
@@ -242,7 +251,8 @@ static void collect_fields(struct sema *s, const struct hx_block *b, const struc
       if (!strcmp(f->name, specs[i].name))
         idx = i;
     if (idx < 0) {
-      hx_error(f->loc, "unknown field '%s' in a %s block", shorten(s, f->name), hx_block_keywords[b->kind]);
+      const char *kw = hx_block_keywords[b->kind], *article = strchr("aeiou", kw[0]) ? "an" : "a";
+      hx_error(f->loc, "unknown field '%s' in %s %s block", shorten(s, f->name), article, kw);
       const char *near = hx_nearest_name(f->name, names, nspecs);
       if (near) {
         hx_note(f->loc, "did you mean '%s'?", near);
@@ -936,6 +946,31 @@ static void build_network(struct sema *s, const struct hx_block *b) {
   get_real(s, f[L_LATENCY], &link_fields[L_LATENCY], 0.0, &c->network_latency);
 }
 
+static void build_emulation(struct sema *s, const struct hx_block *b) {
+  if (s->emulation) {
+    hx_error(b->loc, "a second emulation block: --emulate runs on one machine");
+    hx_note(s->emulation->loc, "previous definition is here");
+    return;
+  }
+  s->emulation = b;
+  const struct hx_field *f[E_COUNT];
+  collect_fields(s, b, emulation_fields, E_COUNT, f);
+  const char *host = get_string(s, f[E_HOST], &emulation_fields[E_HOST], NULL);
+  if (!host)
+    return;
+  int type = find_gpu(s, host);
+  if (type < 0) {
+    hx_error(f[E_HOST]->value.loc, "unknown GPU type \"%s\" as the emulation host", shorten(s, host));
+    if (last_error_printed())
+      suggest_gpu(s, host, f[E_HOST]->value.loc);
+    return;
+  }
+  struct hx_cluster *c = &s->ctx->cluster;
+  c->has_emulation_host = true;
+  c->emulation_host = type;
+  c->emulation_host_loc = f[E_HOST]->value.loc;
+}
+
 static int count_blocks(const struct hx_ast *ast, enum hx_block_kind k) {
   int n = 0;
   for (const struct hx_block *b = ast->first; b; b = b->next)
@@ -1172,14 +1207,40 @@ static bool *gpu_types_used(struct sema *s) {
   return used;
 }
 
+/* The emulation host is a type no node needs to use: hexic-profile's block
+ * for the machine itself. */
 static void warn_unused_gpus(struct sema *s) {
   const struct hx_cluster *c = &s->ctx->cluster;
   const bool *used = gpu_types_used(s);
   struct warning_kind unused = {"GPU types no node uses", 0};
   for (int g = 0; g < c->ngpus; g++)
-    if (!used[g] && warning_wanted(&unused))
+    if (!used[g] && !(c->has_emulation_host && c->emulation_host == g) && warning_wanted(&unused))
       hx_warning(c->gpus[g].loc, "GPU type \"%s\" is not used by any node", shorten(s, c->gpus[g].name));
   report_suppressed(&unused);
+}
+
+/* TFLOP/s a device of this type reaches: what --emulate's slowdowns divide. */
+static double reachable_tflops(const struct hx_gpu_type *g) { return g->tflops * g->efficiency; }
+
+/* --emulate stretches each op by host speed / device speed and cannot make
+ * one faster, so every type a node uses must be at most as fast as the
+ * emulation host (when the input names one). */
+static void check_emulation_host(struct sema *s) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  if (!c->has_emulation_host)
+    return;
+  const struct hx_gpu_type *host = &c->gpus[c->emulation_host];
+  const bool *used = gpu_types_used(s);
+  for (int i = 0; i < c->ngpus; i++) {
+    const struct hx_gpu_type *g = &c->gpus[i];
+    if (!used[i] || reachable_tflops(g) <= reachable_tflops(host))
+      continue;
+    hx_error(g->loc,
+             "device type \"%s\" (%g TFLOP/s reachable) is faster than the emulation host \"%s\" (%g TFLOP/s): "
+             "--emulate can only slow devices down",
+             shorten(s, g->name), reachable_tflops(g), shorten(s, host->name), reachable_tflops(host));
+    hx_note(c->emulation_host_loc, "the emulation host is named here");
+  }
 }
 
 /* --target=cuda compiles the kernels for each GPU type a node uses: each
@@ -1349,8 +1410,8 @@ static const struct hx_block *first_block(const struct hx_ast *ast, enum hx_bloc
   return NULL;
 }
 
-/* model and train come once; the second is the error (a second network
- * block is reported by build_network). */
+/* model and train come once; the second is the error (a second network or
+ * emulation block is reported by build_network or build_emulation). */
 static void check_singletons(struct sema *s) {
   static const enum hx_block_kind once[] = {HX_B_MODEL, HX_B_TRAIN};
   for (size_t i = 0; i < sizeof once / sizeof once[0]; i++) {
@@ -1378,7 +1439,7 @@ static void check_missing(struct sema *s) {
 }
 
 bool hx_pass_sema(struct hx_ctx *ctx) {
-  struct sema s = {ctx, &ctx->arena, {NULL, 0}};
+  struct sema s = {ctx, &ctx->arena, {NULL, 0}, NULL};
   int before = hx_error_count();
   check_strings(&s);
   check_singletons(&s);
@@ -1406,7 +1467,10 @@ bool hx_pass_sema(struct hx_ctx *ctx) {
       build_link(&s, b, &ix, &link_pairs);
     else if (b->kind == HX_B_NETWORK)
       build_network(&s, b);
+    else if (b->kind == HX_B_EMULATION)
+      build_emulation(&s, b);
   }
+  check_emulation_host(&s);
   build_profiles(&s);
   if (ctx->opt.target == HX_TARGET_CUDA)
     check_cuda_archs(&s);

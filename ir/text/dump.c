@@ -221,6 +221,11 @@ static void dump_gpus_nodes_links(const struct hx_cluster *c, FILE *f) {
     fprintf(f, "network bandwidth %.10g GB/s latency %.10g us", c->network_bandwidth / 1e9, c->network_latency * 1e6);
     dump_loc(c->network_loc, f);
   }
+  if (c->has_emulation_host) {
+    fputs("emulation host ", f);
+    dump_string(c->gpus[c->emulation_host].name, f);
+    dump_loc(c->emulation_host_loc, f);
+  }
 }
 
 static void dump_devices(const struct hx_cluster *c, FILE *f) {

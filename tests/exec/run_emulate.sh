@@ -4,6 +4,9 @@
 # the slow ranks' programs carry slowdown 3 and the fast ones' 1, and the
 # emulated run trains exactly as the plain one (same losses: emulation only
 # sleeps). Step times are not asserted (bench/measured.sh prints them).
+# Then the same compile with an emulation block naming a host type twice as
+# fast as the fast ranks (tests/exec/clusters/mixed4-host.hx): the slowdowns
+# are against it, 2 and 6 (compiled and read, not run).
 #   run_emulate.sh WORKDIR SRCDIR HEXIC
 set -uo pipefail
 work=$1 src=$2 hexic=$3
@@ -12,14 +15,28 @@ export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-30}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
+# check_slowdowns DIR FAST SLOW AGAINST: each rank's program carries FAST or SLOW
+# as its device is "fast" or "slow", and the comment above says against what.
+check_slowdowns() {
+  local dir=$1 fast=$2 slow=$3 against=$4 r dev want
+  for r in 0 1 2 3; do
+    dev=$(sed -n 's/^ \* MPI rank [0-9]* of 4: device \([a-z]*\):.*/\1/p' "$dir/rank_000$r.c")
+    want=$fast
+    [ "$dev" = slow ] && want=$slow
+    grep -q "^    .slowdown = $want,$" "$dir/rank_000$r.c" || fail "$dir rank $r on $dev: not slowdown $want"
+    grep -q "^// --emulate: this device's speed against $against, and its links$" "$dir/rank_000$r.c" ||
+      fail "$dir rank $r: the slowdown's comment does not say it is against $against"
+  done
+}
+
 "$hexic" "$src/examples/models/tiny.hx" "$src/tests/exec/clusters/mixed4.hx" --strategy=symmetric \
   -o m >plan.txt || fail "hexic: $(cat plan.txt)"
-for r in 0 1 2 3; do
-  dev=$(sed -n 's/^ \* MPI rank [0-9]* of 4: device \([a-z]*\):.*/\1/p' m/rank_000$r.c)
-  want=1.0
-  [ "$dev" = slow ] && want=3.0
-  grep -q "^    .slowdown = $want,$" m/rank_000$r.c || fail "rank $r on $dev: not slowdown $want"
-done
+check_slowdowns m 1.0 3.0 "the cluster's fastest"
+"$hexic" "$src/examples/models/tiny.hx" "$src/tests/exec/clusters/mixed4.hx" \
+  "$src/tests/exec/clusters/mixed4-host.hx" --strategy=symmetric -o host >plan-host.txt 2>&1 ||
+  fail "hexic with an emulation host: $(cat plan-host.txt)"
+grep -q "warning" plan-host.txt && fail "hexic with an emulation host warns: $(cat plan-host.txt)"
+check_slowdowns host 2.0 6.0 "the emulation host"
 grep -q '^    .emulation = &emulation,$' m/rank_0000.c || fail "no emulation figures in rank_0000.c"
 make -s -C m -j2 >make.log 2>&1 || { cat make.log; fail "make"; }
 

@@ -1,0 +1,9 @@
+# The emulation block takes no name: the host is its field.
+model "m" {
+  layers = 2; hidden = 64; ffn = 128; heads = 4
+  vocab = 100; seq_len = 32
+}
+train { global_batch = 8 }
+gpu "G" { tflops = 10; memory = 8 GiB }
+node "n" { gpu = "G"; gpus = 2; bandwidth = 10 GB/s }
+emulation "G" { host = "G" }

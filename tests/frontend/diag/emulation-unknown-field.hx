@@ -1,0 +1,10 @@
+# Unknown fields in an emulation block: a typo of 'host' is pointed at it (and
+# not reported missing again), any other name is refused.
+model "m" {
+  layers = 2; hidden = 64; ffn = 128; heads = 4
+  vocab = 100; seq_len = 32
+}
+train { global_batch = 8 }
+gpu "G" { tflops = 10; memory = 8 GiB }
+node "n" { gpu = "G"; gpus = 2; bandwidth = 10 GB/s }
+emulation { hots = "G"; speedup = 2 }
