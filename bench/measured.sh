@@ -9,19 +9,26 @@
 # nothing is asserted.
 #   1. calibration: hexic-profile under mpirun -np 2 measures sgemm at the
 #      model's shapes (one thread), a decoder layer's forward + backward
-#      through the CPU kernels (efficiency), memory bandwidth and MPI ping-pong;
-#   2. the cluster: FAST_DEVICES (1) at the measured speed ("fast", this
-#      machine) and SLOW_DEVICES (3) SLOW (3) times slower, every link at the
-#      measured MPI figures. Every rank computes its own work for real (the
-#      slow ones then sleep), so the ranks need FAST_DEVICES + SLOW_DEVICES /
-#      SLOW cores: 1 + 3/3 = 2 fits a 2-core machine; more overloads it;
-#   3. both plans, trained STEPS steps each with --emulate.
-#   usage: bench/measured.sh    env: STEPS (default 10), SLOW (default 3),
+#      through the CPU kernels (efficiency), what AdamW streams
+#      (mem_bandwidth) and MPI ping-pong: the gpu type "cpu-host", this
+#      machine, which the cluster names as its emulation host;
+#   2. the cluster: FAST_DEVICES (1) "cpu-fast" devices FAST (2) times slower
+#      than this machine and SLOW_DEVICES (3) "cpu-slow" SLOW (3) times slower
+#      than those, in FLOP/s and in what the optimizer streams alike; every
+#      link at the measured MPI figures. Every device slower than the machine
+#      leaves each rank room for what sharing the machine costs it (cores,
+#      caches: --emulate stretches each op by a reference time taken alone)
+#      and keeps the ranks' compute, FAST_DEVICES / FAST + SLOW_DEVICES /
+#      (FAST SLOW) = 1 core by default, inside the 2 cores here;
+#   3. each plan trained STEPS steps with --emulate (its first 2 steps
+#      calibrate, the median is over the steps after them).
+#   usage: bench/measured.sh    env: STEPS (default 10), FAST (2), SLOW (3),
+#          FAST_DEVICES (1), SLOW_DEVICES (3),
 #          BUILD (default build-bench: a Release build of hexic and hexic-profile)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build-bench}
-steps=${STEPS:-10} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
+steps=${STEPS:-10} fast=${FAST:-2} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
 model=$root/bench/measured-model.hx
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
@@ -33,26 +40,32 @@ trap 'rm -rf "$work"' EXIT
 field() { sed -n "s/.*\\b$1 = \\([0-9]*\\).*/\\1/p" "$model" | head -n 1; }
 hidden=$(field hidden) ffn=$(field ffn) heads=$(field heads) seq=$(field seq_len)
 mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" --tokens "$seq" --gpus 2 \
-  --name cpu-fast -o "$work/profile.hx" 2>"$work/profile.log"
+  --name cpu-host -o "$work/profile.hx" 2>"$work/profile.log"
 echo "== calibration (hexic-profile, mpirun -np 2)"
 cat "$work/profile.log"
 
-# profile.hx's figures, reused for a mixed cluster
+# profile.hx's figures: the host itself, and the two kinds of emulated device
 get() { sed -n "$1" "$work/profile.hx" | head -n 1; }
 tflops=$(get 's/^gpu .* tflops = \([0-9.]*\);.*/\1/p')
 eff=$(get 's/^gpu .* efficiency = \([0-9.]*\);.*/\1/p')
 membw=$(get 's/^gpu .* mem_bandwidth = \([0-9.]*\) MB\/s.*/\1/p')
 netbw=$(get 's/^network { bandwidth = \([0-9.]*\) MB\/s;.*/\1/p')
 netlat=$(get 's/^network .* latency = \([0-9.]*\) us.*/\1/p')
-slow_tflops=$(awk -v t="$tflops" -v s="$slow" 'BEGIN { printf "%.6f", t / s }')
+over() { awk -v x="$1" -v d="$2" 'BEGIN { printf "%.6f", x / d }'; }
+slower=$(awk -v a="$fast" -v b="$slow" 'BEGIN { print a * b }')
 cat >"$work/mixed.hx" <<HX
-gpu "cpu-fast" { tflops = $tflops; memory = 2 GiB; efficiency = $eff; mem_bandwidth = $membw MB/s }
-gpu "cpu-slow" { tflops = $slow_tflops; memory = 2 GiB; efficiency = $eff; mem_bandwidth = $membw MB/s }
+$(grep '^gpu ' "$work/profile.hx")
+emulation { host = "cpu-host" }
+gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; mem_bandwidth = $(over "$membw" "$fast") MB/s }
+gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; mem_bandwidth = $(over "$membw" "$slower") MB/s }
 node "fast" { gpu = "cpu-fast"; gpus = $nfast; bandwidth = $netbw MB/s; latency = $netlat us }
 node "slow" { gpu = "cpu-slow"; gpus = $nslow; bandwidth = $netbw MB/s; latency = $netlat us }
 network { bandwidth = $netbw MB/s; latency = $netlat us }
 HX
-echo "== emulated cluster: $nfast x cpu-fast ($tflops TFLOP/s x $eff) + $nslow x cpu-slow (${slow}x slower)"
+echo "== emulated cluster: host cpu-host ($tflops TFLOP/s x $eff, optimizer $membw MB/s);" \
+  "$nfast x cpu-fast (${fast}x slower) + $nslow x cpu-slow (${slower}x slower);" \
+  "the ranks' compute needs $(awk -v a="$nfast" -v b="$fast" -v c="$nslow" -v d="$slower" \
+    'BEGIN { printf "%.2f", a / b + c / d }') of $(nproc) cores"
 
 . "$root/bench/measure_lib.sh"
 # run NAME STRATEGY: compile, build, train; prints "simulated measured" seconds
