@@ -15,14 +15,15 @@ build_plan() {
   fi
 }
 
-# sim_and_median DIR LOG: "simulated measured" seconds: plan.json's simulated
-# step and the median of the logged steps after the first two.
+# sim_and_median DIR LOG [SKIP]: "simulated measured" seconds: plan.json's
+# simulated step and the median of the logged steps after the first SKIP (2).
 sim_and_median() {
+  local skip=${3:-2}
   local sim meas
   sim=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["simulated"]["iteration_s"])' \
     "$1/plan.json")
   meas=$(sed -n 's/^step \([0-9]*\)\/[0-9]* | .* | \([0-9.]*\) ms | .*/\1 \2/p' "$2" |
-    awk '$1 > 2 { print $2 / 1000 }' | sort -g |
+    awk -v skip="$skip" '$1 > skip { print $2 / 1000 }' | sort -g |
     awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
   echo "$sim $meas"
 }

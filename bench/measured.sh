@@ -8,8 +8,8 @@
 # speed-ups over each baseline and over the stronger one. Figures are printed,
 # nothing is asserted.
 #   1. calibration: hexic-profile under mpirun -np 2 measures sgemm at the
-#      model's shapes (one thread), a decoder layer's forward + backward
-#      through the CPU kernels (efficiency), what AdamW streams
+#      model's shapes (one thread), the forward + backward of a stack of the
+#      model's decoder layers through the CPU kernels (efficiency), what AdamW streams
 #      (mem_bandwidth) and MPI ping-pong: the gpu type "cpu-host", this
 #      machine, which the cluster names as its emulation host;
 #   2. the cluster: FAST_DEVICES (1) "cpu-fast" devices FAST (2) times slower
@@ -20,15 +20,15 @@
 #      caches: --emulate stretches each op by a reference time taken alone)
 #      and keeps the ranks' compute, FAST_DEVICES / FAST + SLOW_DEVICES /
 #      (FAST SLOW) = 1 core by default, inside the 2 cores here;
-#   3. each plan trained STEPS steps with --emulate (its first 2 steps
+#   3. each plan trained STEPS steps with --emulate (its first 3 steps
 #      calibrate, the median is over the steps after them).
-#   usage: bench/measured.sh    env: STEPS (default 10), FAST (2), SLOW (3),
+#   usage: bench/measured.sh    env: STEPS (default 12), FAST (2), SLOW (3),
 #          FAST_DEVICES (1), SLOW_DEVICES (3),
 #          BUILD (default build-bench: a Release build of hexic and hexic-profile)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build-bench}
-steps=${STEPS:-10} fast=${FAST:-2} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
+steps=${STEPS:-12} fast=${FAST:-2} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
 model=$root/bench/measured-model.hx
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
@@ -38,9 +38,9 @@ trap 'rm -rf "$work"' EXIT
 
 # the model's shapes: one micro-batch of one sequence is the smallest GEMM a plan runs
 field() { sed -n "s/.*\\b$1 = \\([0-9]*\\).*/\\1/p" "$model" | head -n 1; }
-hidden=$(field hidden) ffn=$(field ffn) heads=$(field heads) seq=$(field seq_len)
-mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" --tokens "$seq" --gpus 2 \
-  --name cpu-host -o "$work/profile.hx" 2>"$work/profile.log"
+hidden=$(field hidden) ffn=$(field ffn) heads=$(field heads) seq=$(field seq_len) layers=$(field layers)
+mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" --tokens "$seq" \
+  --layers "$layers" --gpus 2 --name cpu-host -o "$work/profile.hx" 2>"$work/profile.log"
 echo "== calibration (hexic-profile, mpirun -np 2)"
 cat "$work/profile.log"
 
@@ -74,16 +74,33 @@ run() {
   "$build/hexic" "$model" "$work/mixed.hx" --strategy="$2" -o "$dir" >"$dir.plan.txt"
   build_plan "$dir"
   "$dir/launch.sh" --steps "$steps" --emulate >"$dir.out" 2>&1 || { cat "$dir.out"; exit 1; }
-  sim_and_median "$dir" "$dir.out"
+  sim_and_median "$dir" "$dir.out" 3 # the first 3 steps calibrate (rtlib/rt_emulate.c)
+}
+
+# ranks NAME: per rank, the simulator's busy time of a step (plan.json) against
+# the rank's compute of a step at its device's speed (--emulate's closing line)
+ranks() {
+  python3 - "$work/$1/plan.json" "$work/$1.out" <<'PY'
+import json, re, sys
+busy = json.load(open(sys.argv[1]))["simulated"]["busy_s"]
+line = [l for l in open(sys.argv[2]) if "compute of one step at each device's speed" in l]
+emu = [float(x) for x in re.findall(r"rank \d+ ([0-9.]+) s", line[-1])] if line else []
+print("          per rank, simulated busy / emulated compute (s): " +
+      ", ".join("%.3f / %s" % (b, "%.3f" % emu[i] if i < len(emu) else "?")
+                for i, b in enumerate(busy)))
+PY
 }
 
 h=$(run hexic auto)
 report hexic "$h" "$(head -n 1 "$work/hexic.plan.txt")"
+ranks hexic
 b=$(run symmetric symmetric)
 report symmetric "$b" "$(head -n 1 "$work/symmetric.plan.txt")"
+ranks symmetric
 # the stronger baseline where slow devices are better left out (issue 15)
 u=$(run subset symmetric-subset)
 report subset "$u" "$(head -n 1 "$work/subset.plan.txt")"
+ranks subset
 awk -v h="$h" -v b="$b" -v u="$u" 'BEGIN { split(h, x, " "); split(b, y, " "); split(u, z, " ")
   printf "speed-up of hexic over the symmetric plan on every device: measured %.2fx, simulated %.2fx\n",
          y[2] / x[2], y[1] / x[1]

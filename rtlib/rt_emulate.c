@@ -201,10 +201,36 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
                      RT_EMU_CALIBRATION_STEPS);
 }
 
+/* One line on rank 0: each rank's compute of one step at its device's
+ * speed (slowdown x the reference of every compute op of the schedule),
+ * what the simulator's per-rank busy time (plan.json) should match, less
+ * the transfers. Collective. */
+static void report_compute(struct rt_exec *e) {
+  const struct rt_emu *u = &e->emu;
+  double mine = 0;
+  for (int i = 0; i < e->cfg->nops; i++)
+    mine += u->fig->slowdown * u->reference_cpu_s[i];
+  int n = e->cfg->world_size;
+  double *all = e->cfg->rank == 0 ? hx_rt_calloc((size_t)n, sizeof *all) : NULL;
+  hx_rt_mpi_check(MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD),
+                  "emulation report");
+  if (e->cfg->rank != 0)
+    return;
+  char line[2048];
+  int len = snprintf(line, sizeof line, "--emulate: compute of one step at each device's speed:");
+  for (int r = 0; r < n && len < (int)sizeof line - 32; r++)
+    len += snprintf(line + len, sizeof line - (size_t)len, " rank %d %.4f s%s", r, all[r],
+                    r + 1 < n ? "," : "");
+  hx_rt_log_banner("%s", line);
+  free(all);
+}
+
 void rt_emu_stop(struct rt_exec *e) {
   struct rt_emu *u = &e->emu;
   if (!u->on)
     return;
+  if (e->step > u->first_step && u->first_step >= 0)
+    report_compute(e);
   hx_rt_set_wait_hooks(NULL, NULL, NULL);
   lock_give(u);
   close(u->lock_fd);
@@ -240,11 +266,11 @@ void rt_emu_op_end(struct rt_exec *e) {
   double cpu_s = now.cpu_s - u->op_start.cpu_s - u->waited.cpu_s;
   double *reference = &u->reference_cpu_s[u->op_index];
   u->in_op = false;
-  if (u->calibrating) { /* the lock stays taken up to the next wait */
-    rt_emu_reference_cpu_s(reference, cpu_s);
+  /* every run may lower the reference: a calibration step disturbed by
+   * something else on the machine is not kept for the rest of the run */
+  double cpu_ref = rt_emu_reference_cpu_s(reference, cpu_s);
+  if (u->calibrating) /* the lock stays taken up to the next wait */
     return;
-  }
-  double cpu_ref = *reference > 0 ? *reference : cpu_s;
   sleep_until(rt_emu_op_end_s(u->op_start.wall_s, u->waited.wall_s, u->fig->slowdown, cpu_ref));
 }
 

@@ -38,6 +38,7 @@ enum { MAX_TP = 8, MAX_MICRO_BATCHES = 8 };
 
 struct options {
   long hidden, ffn, heads, tokens;
+  long layers; /* the decoder stack the efficiency is measured on */
   double seconds; /* time spent on each measurement, at least */
   long stream_mib;
   int gpus; /* 0: the number of MPI ranks */
@@ -59,6 +60,9 @@ static void usage(FILE *f) {
         "  --ffn N        the model's ffn size (default 2048)\n"
         "  --heads N      the model's attention heads (default hidden / 64, at least 1)\n"
         "  --tokens N     rows of each GEMM: tokens of a micro-batch (default 1024)\n"
+        "  --layers N     the efficiency is measured on a stack of N layers, forward through\n"
+        "                 all then backward through all, as a stage runs them: their\n"
+        "                 weights and activations compete for the caches (default 1)\n"
         "  --seconds S    time spent on each measurement, at least (default 1)\n"
         "  --stream-mib N size of each streaming array in MiB (default 64)\n"
         "  --gpus N       devices in the node (default: the number of MPI ranks)\n"
@@ -128,7 +132,7 @@ static bool parse_sizes(const char *s, struct options *o) {
 
 /* Returns 0, or 2 after a usage message. */
 static int parse_options(int argc, char **argv, struct options *o) {
-  *o = (struct options){768, 2048, 0, 1024, 1.0, 64, 0, "cpu", NULL, false, {1, 2, 4}, 3};
+  *o = (struct options){768, 2048, 0, 1024, 1, 1.0, 64, 0, "cpu", NULL, false, {1, 2, 4}, 3};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long n;
@@ -149,6 +153,8 @@ static int parse_options(int argc, char **argv, struct options *o) {
       o->heads = n;
     else if (!strcmp(a, "--tokens") && ok && (ok = parse_long(v, 1, 65536, &n)))
       o->tokens = n;
+    else if (!strcmp(a, "--layers") && ok && (ok = parse_long(v, 1, 1024, &n)))
+      o->layers = n;
     else if (!strcmp(a, "--seconds") && ok)
       ok = parse_double(v, 0.001, 3600, &o->seconds);
     else if (!strcmp(a, "--stream-mib") && ok && (ok = parse_long(v, 1, 65536, &n)))
@@ -330,19 +336,31 @@ static void layer_bench_free(struct layer_bench *b) {
   free(b->kv_of);
 }
 
-/* TFLOP/s of one decoder layer's forward + backward (3 x the forward's
- * FLOPs) on one sequence of --tokens tokens through kernels/cpu/. */
+/* TFLOP/s of the forward + backward (3 x the forward's FLOPs) of a stack of
+ * --layers decoder layers, each with its own weights, gradients and
+ * activations, on one sequence of --tokens tokens through kernels/cpu/:
+ * forward through the stack, then backward from its top, as a pipeline
+ * stage's forward and backward ops run them. */
 static double measure_layer_tflops(const struct options *o) {
-  struct layer_bench b;
-  layer_bench_init(&b, o, 1, 1);
+  struct layer_bench *b = calloc((size_t)o->layers, sizeof *b);
+  if (!b) {
+    fprintf(stderr, "hexic-profile: out of memory for %ld layers\n", o->layers);
+    exit(1);
+  }
+  for (long l = 0; l < o->layers; l++)
+    layer_bench_init(&b[l], o, 1, 1);
   double flops = 0, start = now_s(), elapsed = 0;
   do {
-    layer_bench_forward(&b);
-    layer_bench_backward(&b);
-    flops += 3 * layer_fwd_flops_per_token(o) * (double)o->tokens;
+    for (long l = 0; l < o->layers; l++)
+      layer_bench_forward(&b[l]);
+    for (long l = o->layers - 1; l >= 0; l--)
+      layer_bench_backward(&b[l]);
+    flops += (double)o->layers * 3 * layer_fwd_flops_per_token(o) * (double)o->tokens;
     elapsed = now_s() - start;
   } while (elapsed < o->seconds);
-  layer_bench_free(&b);
+  for (long l = 0; l < o->layers; l++)
+    layer_bench_free(&b[l]);
+  free(b);
   return flops / elapsed / 1e12;
 }
 
@@ -547,9 +565,9 @@ struct measured {
 static void write_cluster(FILE *f, const struct options *o, int gpus, const struct measured *m,
                           const struct link_figures *link) {
   fprintf(f,
-          "# Measured by hexic-profile (--hidden %ld --ffn %ld --heads %ld --tokens %ld, OpenBLAS "
-          "on 1 thread).\n",
-          o->hidden, o->ffn, o->heads, o->tokens);
+          "# Measured by hexic-profile (--hidden %ld --ffn %ld --heads %ld --tokens %ld --layers "
+          "%ld, OpenBLAS on 1 thread).\n",
+          o->hidden, o->ffn, o->heads, o->tokens, o->layers);
   fprintf(f,
           "# mem_bandwidth: what the optimizer step streams (AdamW through the CPU kernels, 28 "
           "bytes a\n# parameter), which is what hexic prices it by; a streaming triad reaches "

@@ -41,11 +41,28 @@ grep -q '^    .emulation = &emulation,$' m/rank_0000.c || fail "no emulation fig
 make -s -C m -j2 >make.log 2>&1 || { cat make.log; fail "make"; }
 
 losses() { sed -n 's/^step \([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$1"; }
-m/launch.sh --steps 3 >plain.out 2>&1 || { cat plain.out; fail "plain run"; }
-m/launch.sh --steps 3 --emulate >emu.out 2>&1 || { cat emu.out; fail "--emulate run"; }
+# 5 steps: 3 calibrate (one rank's compute at a time), 2 run at the devices' speeds
+m/launch.sh --steps 5 >plain.out 2>&1 || { cat plain.out; fail "plain run"; }
+m/launch.sh --steps 5 --emulate >emu.out 2>&1 || { cat emu.out; fail "--emulate run"; }
 grep -q "emulating the cluster file's device and link speeds" emu.out || { cat emu.out; fail "no banner"; }
 grep -q "emulating" plain.out && fail "the plain run emulates"
-[ "$(losses plain.out | wc -l)" -eq 3 ] || { cat plain.out; fail "plain: not 3 step lines"; }
+[ "$(losses plain.out | wc -l)" -eq 5 ] || { cat plain.out; fail "plain: not 5 step lines"; }
+# the closing line: every rank's compute of a step at its device's speed, a
+# slow rank's above a fast one's (3x slower, the same share of the batch)
+report=$(grep "compute of one step at each device's speed:" emu.out) ||
+  { cat emu.out; fail "no closing line of per-rank compute"; }
+for r in 0 1 2 3; do
+  grep -q "rank $r [0-9.]* s" <<<"$report" || fail "rank $r missing from: $report"
+done
+compute_of() { sed -n "s/.* rank $1 \([0-9.]*\) s.*/\1/p" <<<"$report"; }
+fast=-1 slow=-1
+for r in 0 1 2 3; do
+  dev=$(sed -n 's/^ \* MPI rank [0-9]* of 4: device \([a-z]*\):.*/\1/p' m/rank_000$r.c)
+  [ "$dev" = fast ] && fast=$r
+  [ "$dev" = slow ] && slow=$r
+done
+awk -v f="$(compute_of $fast)" -v s="$(compute_of $slow)" 'BEGIN { exit !(s > 1.5 * f && f > 0) }' ||
+  fail "slow rank $slow's compute is not well above fast rank $fast's: $report"
 [ "$(losses plain.out)" = "$(losses emu.out)" ] ||
   { paste <(losses plain.out) <(losses emu.out); fail "--emulate changed the losses"; }
 ms() { sed -n 's/^step [0-9]*\/[0-9]* | .* | \([0-9.]*\) ms | .*/\1/p' "$1" | tr '\n' ' '; }

@@ -27,6 +27,13 @@ grep -q "cannot create" "$work/err" || fail "unwritable output: $(cat "$work/err
 grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
   "$work/one.hx" || fail "one rank: gpu block: $(cat "$work/one.hx")"
 grep -q 'gpus = 3;' "$work/one.hx" || fail "one rank: --gpus: $(cat "$work/one.hx")"
+grep -q '^# Measured by hexic-profile (.* --layers 1, ' "$work/one.hx" || fail "one rank: header: $(cat "$work/one.hx")"
+grep -q '^# mem_bandwidth: what the optimizer step streams' "$work/one.hx" || fail "one rank: no mem_bandwidth note"
+# --layers: the efficiency of a stack (its own weights per layer), said in the header
+"$profile" "${small[@]}" --layers 3 -o "$work/stack.hx" 2>"$work/err" || fail "--layers 3: $(cat "$work/err")"
+grep -q '^# Measured by hexic-profile (.* --layers 3, ' "$work/stack.hx" || fail "--layers 3: $(cat "$work/stack.hx")"
+"$hexic" --check "$model" "$work/stack.hx" || fail "--layers 3: hexic refused $(cat "$work/stack.hx")"
+"$profile" --layers 0 >/dev/null 2>&1; [ $? = 2 ] || fail "--layers 0 accepted"
 "$hexic" --check "$model" "$work/one.hx" || fail "one rank: hexic refused $(cat "$work/one.hx")"
 
 # --profile (issue 18): a profile block per TP degree (1, 2 and 4 of 4 heads
