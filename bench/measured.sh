@@ -77,10 +77,14 @@ echo "== emulated cluster: host cpu-host ($tflops TFLOP/s x $eff, optimizer $mem
     'BEGIN { printf "%.2f", a / b + c / d }') of $(nproc) cores"
 
 . "$root/bench/measure_lib.sh"
-# run NAME STRATEGY: compile, build, train; prints "simulated measured" seconds
+# run NAME STRATEGY: compile, build, train; prints "simulated measured" seconds,
+# nothing when hexic finds no plan (exit 3: a symmetric shape on every device
+# of an odd cluster, say; the reason is in NAME.plan.txt)
 run() {
-  local dir=$work/$1
-  "$build/hexic" "$model" "$work/mixed.hx" --strategy="$2" -o "$dir" >"$dir.plan.txt"
+  local dir=$work/$1 rc=0
+  "$build/hexic" "$model" "$work/mixed.hx" --strategy="$2" -o "$dir" >"$dir.plan.txt" 2>&1 || rc=$?
+  [ "$rc" = 3 ] && return 0
+  [ "$rc" = 0 ] || { cat "$dir.plan.txt" >&2; exit 1; }
   build_plan "$dir"
   "$dir/launch.sh" --steps "$steps" --emulate >"$dir.out" 2>&1 || { cat "$dir.out"; exit 1; }
   sim_and_median "$dir" "$dir.out" 3 # the first 3 steps calibrate (rtlib/rt_emulate.c)
@@ -94,28 +98,38 @@ import json, re, sys
 busy = json.load(open(sys.argv[1]))["simulated"]["busy_s"]
 line = [l for l in open(sys.argv[2]) if "compute of one step at each device's speed" in l]
 emu = [float(x) for x in re.findall(r"rank \d+ ([0-9.]+) s", line[-1])] if line else []
+# a plan on a subset runs only the devices it uses (busy 0: left out)
 print("          per rank, simulated busy / emulated compute (s): " +
       ", ".join("%.3f / %s" % (b, "%.3f" % emu[i] if i < len(emu) else "?")
-                for i, b in enumerate(busy)))
+                for i, b in enumerate(busy) if b > 0 or i < len(emu)))
 PY
 }
 
+# one plan: its line and its ranks, or why it has none
+plan() {
+  if [ -n "$2" ]; then
+    report "$1" "$2" "$(head -n 1 "$work/$1.plan.txt")"
+    ranks "$1"
+  else
+    printf '%-9s no plan: %s\n' "$1" "$(grep -m 1 'error:' "$work/$1.plan.txt")"
+  fi
+}
 h=$(run hexic auto)
-report hexic "$h" "$(head -n 1 "$work/hexic.plan.txt")"
-ranks hexic
+plan hexic "$h"
 b=$(run symmetric symmetric)
-report symmetric "$b" "$(head -n 1 "$work/symmetric.plan.txt")"
-ranks symmetric
+plan symmetric "$b"
 # the stronger baseline where slow devices are better left out (issue 15)
 u=$(run subset symmetric-subset)
-report subset "$u" "$(head -n 1 "$work/subset.plan.txt")"
-ranks subset
-awk -v h="$h" -v b="$b" -v u="$u" 'BEGIN { split(h, x, " "); split(b, y, " "); split(u, z, " ")
-  printf "speed-up of hexic over the symmetric plan on every device: measured %.2fx, simulated %.2fx\n",
-         y[2] / x[2], y[1] / x[1]
+plan subset "$u"
+# a baseline without a plan ("0 0") is no contender for the stronger one
+awk -v h="$h" -v b="${b:-0 0}" -v u="$u" 'BEGIN { split(h, x, " "); split(b, y, " "); split(u, z, " ")
+  if (y[2] > 0)
+    printf "speed-up of hexic over the symmetric plan on every device: measured %.2fx, simulated %.2fx\n",
+           y[2] / x[2], y[1] / x[1]
   printf "speed-up of hexic over the symmetric plan on a subset:     measured %.2fx, simulated %.2fx\n",
          z[2] / x[2], z[1] / x[1]
   # the stronger baseline is the one that runs faster, measured and simulated apart
+  every_m = y[2] > 0 && y[2] < z[2]; every_s = y[1] > 0 && y[1] < z[1]
   printf "speed-up over the stronger baseline: measured %.2fx (%s), simulated %.2fx (%s)\n",
-         (y[2] < z[2] ? y[2] : z[2]) / x[2], y[2] < z[2] ? "every device" : "subset",
-         (y[1] < z[1] ? y[1] : z[1]) / x[1], y[1] < z[1] ? "every device" : "subset" }'
+         (every_m ? y[2] : z[2]) / x[2], every_m ? "every device" : "subset",
+         (every_s ? y[1] : z[1]) / x[1], every_s ? "every device" : "subset" }'
