@@ -68,7 +68,8 @@ double hx_optimizer_state_bytes_per_param(const struct hx_train *train);
 double hx_optimizer_traffic_per_param(const struct hx_train *train);
 /* ZeRO-1, after the step: a rank unpacks the all-gathered weights of its
  * sharded groups, params of them (read the pack, write the weights, in the
- * plan's precision), at the optimizer's rate. */
+ * plan's precision), at the optimizer's rate (the simulator adds it to the
+ * rank's optimizer step). */
 double hx_rank_weight_unpack_s(const struct hx_ctx *ctx, int rank, double params);
 
 /* ---- per stage --------------------------------------------------------- */

@@ -50,6 +50,9 @@ struct sim {
    * members' channel load instead of making a task. */
   double *channel_load;
   double *opt_params; /* ZeRO-1 plans: per rank, the parameters it steps; else NULL */
+  /* ZeRO-1 plans that all-gather the updated weights: per rank, the
+   * parameters of its sharded groups, which it unpacks after the gather */
+  double *gathered_params;
   struct hx_arena scratch;
   struct task *tasks;
   int ntasks, cap_tasks;
@@ -454,12 +457,11 @@ static double stage_optimizer_s(const struct sim *s, const struct hx_pipeline *p
   const struct hx_stage *st = &p->stages[si];
   if (!s->opt_params)
     return hx_stage_optimizer_s(s->ctx, st, si == 0, si == p->nstages - 1);
-  double slowest = 0, held = hx_stage_device_params(&s->ctx->model, st, si == 0,
-                                                    si == p->nstages - 1);
+  double slowest = 0;
   for (int k = 0; k < st->ndevices; k++) {
     int r = st->devices[k];
-    slowest = fmax(slowest, hx_rank_optimizer_s(s->ctx, r, s->opt_params[r]) +
-                                hx_rank_weight_unpack_s(s->ctx, r, held));
+    double unpack = s->gathered_params ? hx_rank_weight_unpack_s(s->ctx, r, s->gathered_params[r]) : 0;
+    slowest = fmax(slowest, hx_rank_optimizer_s(s->ctx, r, s->opt_params[r]) + unpack);
   }
   return slowest;
 }
@@ -776,6 +778,18 @@ static void set_opt_params(struct sim *s) {
     return;
   s->opt_params = HX_NEW_ARRAY(&s->scratch, double, s->plan->ndevices + 1);
   hx_plan_optimizer_params(s->ctx, s->plan, s->opt_params);
+  if (!hx_plan_replicates_weights(s->plan))
+    return;
+  /* the groups build_allgathers gathers, as it picks them */
+  s->gathered_params = HX_NEW_ARRAY(&s->scratch, double, s->plan->ndevices + 1);
+  for (int g = 0; g < s->plan->ngroups; g++) {
+    const struct hx_group *gr = &s->plan->groups[g];
+    if (!gr->shard_ppm || gr->nranks <= 1)
+      continue;
+    double params = hx_group_params(s->ctx, s->plan, gr);
+    for (int k = 0; k < gr->nranks; k++)
+      s->gathered_params[gr->ranks[k]] += params;
+  }
 }
 
 static void build(struct sim *s) {

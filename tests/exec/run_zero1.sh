@@ -153,14 +153,19 @@ ckpt)
   resume nz zero8 none8 "unsharded checkpoint -> the sharded plan"
   ;;
 bytes)
-  # hexic's own zero1 plan of tiny8 on mixed4.hx, and the same plan with
+  # hexic's own zero1 plan of tiny8 on mixed4.hx with an optimizer that
+  # streams 5 GB/s (mixed4's gpu blocks give none: their optimizer, priced
+  # by FLOP/s, then weighs so much that a one-pipeline plan wins, with no
+  # data parallelism to shard over), and the same plan with
   # optimizer_sharding none (its plan.json edited, read back with --plan):
   # the simulator's memory per rank differs between them by the optimizer
   # state ZeRO-1 saves, and so must the bytes of model state the runtime
   # allocated (HEXIC_STATE_BYTES), within 1% per rank.
   steps=1
-  "$hexic" "$tiny8" "$here/clusters/mixed4.hx" --target=cpu -o zb >zb.plan.txt || fail "hexic zb"
-  grep -q '"optimizer_shards"' zb/plan.json || fail "hexic's plan of tiny8 on mixed4.hx is not sharded"
+  sed 's/efficiency = 1 }/efficiency = 1; mem_bandwidth = 5 GB\/s }/' "$here/clusters/mixed4.hx" >mixed4-bw.hx
+  [ "$(grep -c 'mem_bandwidth = 5 GB/s' mixed4-bw.hx)" = 2 ] || fail "could not set mixed4's mem_bandwidth"
+  "$hexic" "$tiny8" mixed4-bw.hx --target=cpu -o zb >zb.plan.txt || fail "hexic zb"
+  grep -q '"optimizer_shards"' zb/plan.json || fail "hexic's plan of tiny8 on mixed4-bw.hx is not sharded"
   python3 - zb/plan.json >none.json <<'PY' || fail "cannot write the unsharded plan"
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -173,7 +178,7 @@ PY
   build zb
   sed 's/optimizer_sharding = zero1/optimizer_sharding = none/; s/seed = 1/seed = 1; optimizer_sharding = none/' \
     "$tiny8" >tiny8-none.hx
-  compile nb "$PWD/tiny8-none.hx" "$here/clusters/mixed4.hx" --plan="$PWD/none.json"
+  compile nb "$PWD/tiny8-none.hx" "$PWD/mixed4-bw.hx" --plan="$PWD/none.json"
   train zb zb
   train nb nb
   python3 - zb nb <<'PY' || fail "the runtime's model-state bytes disagree with the simulator's"
