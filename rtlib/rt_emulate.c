@@ -229,12 +229,21 @@ void rt_emu_stop(struct rt_exec *e) {
   struct rt_emu *u = &e->emu;
   if (!u->on)
     return;
-  if (e->step > u->first_step && u->first_step >= 0)
-    report_compute(e);
+  /* before the gather: a run that ends in a calibration step leaves the
+   * lock with the rank that stepped last, and the others still need it to
+   * finish their optimizer step and reach the gather */
   hx_rt_set_wait_hooks(NULL, NULL, NULL);
   lock_give(u);
   close(u->lock_fd);
   u->lock_fd = -1;
+  if (e->step > u->first_step && u->first_step >= 0)
+    report_compute(e);
+  rt_emu_finish(e);
+  free(u->stamps);
+  free(u->reqs);
+  u->stamps = NULL;
+  u->reqs = NULL;
+  hx_rt_mpi_check(MPI_Comm_free(&u->comm), "emulation communicator");
   free(u->reference_cpu_s);
   u->reference_cpu_s = NULL;
   u->on = false;
