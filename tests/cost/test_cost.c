@@ -178,6 +178,35 @@ static void test_sim_one_device(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* The optimizer's bytes a parameter, from what it touches: AdamW reads w g
+ * m v and writes w m v (4 bytes each), SGD reads w g and writes w; bf16
+ * writes its 2-byte weight too; then the norm reads g and clipping reads and
+ * writes it. A ZeRO-1 rank's unpack of gathered weights reads the pack and
+ * writes the weights, 2 x the element size, at the optimizer's rate. */
+static void test_optimizer_traffic(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  set_model(&ctx, 4, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 1, 1e-3, 24, 1e9, 1e-5);
+  const double f = 4, norm = f, clip = 2 * f;
+  const struct {
+    enum hx_precision prec;
+    enum hx_optimizer opt;
+    double bytes;
+  } cases[] = {{HX_PREC_FP32, HX_OPT_ADAMW, 4 * f + 3 * f + norm + clip},
+               {HX_PREC_BF16, HX_OPT_ADAMW, 4 * f + 3 * f + 2 + norm + clip},
+               {HX_PREC_FP32, HX_OPT_SGD, 2 * f + f + norm + clip},
+               {HX_PREC_BF16, HX_OPT_SGD, 2 * f + f + 2 + norm + clip}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ctx.train.precision = cases[i].prec;
+    ctx.train.optimizer = cases[i].opt;
+    NEAR(hx_optimizer_traffic_per_param(&ctx.train), cases[i].bytes);
+    double elem = cases[i].prec == HX_PREC_FP32 ? 4 : 2;
+    NEAR(hx_rank_weight_unpack_s(&ctx, 0, 1e9), 1e9 * 2 * elem / 1e12);
+  }
+  hx_arena_free(&ctx.arena);
+}
+
 /* Homogeneous stages (no head FLOPs, no embedding, no comm): 1F1B takes
  * (m + p - 1)(tf + tb) for the pipeline phase; GPipe the same makespan. */
 static void test_sim_pipeline_closed_form(enum hx_pp_schedule sched) {
@@ -571,6 +600,7 @@ int main(void) {
   test_plan_memory();
   test_json_strings();
   test_sim_one_device();
+  test_optimizer_traffic();
   test_sim_pipeline_closed_form(HX_PP_1F1B);
   test_sim_pipeline_closed_form(HX_PP_GPIPE);
   test_sim_data_parallel(1e9);  /* sync slower than compute: a tail */
