@@ -4,9 +4,11 @@
 # baselines' plans (every device; the best subset of the devices) are
 # compiled, built and trained as real programs (launch.sh --emulate), and for
 # each this prints the simulated step, the measured step (median of the steps
-# after the first two) and the error, then the measured against the simulated
-# speed-ups over each baseline and over the stronger one. Figures are printed,
-# nothing is asserted.
+# after the 3 that calibrate) and the error, (simulated - measured) /
+# measured, then the measured against the simulated speed-ups over each
+# baseline and over the stronger one. Run it on an otherwise idle machine:
+# the profile and the emulated ranks both take what else runs as their own
+# speed. Figures are printed, nothing is asserted.
 #   1. calibration: hexic-profile under mpirun -np 2 (three runs, the one of
 #      the median layer rate kept) measures sgemm at the
 #      model's shapes (one thread), the forward + backward of a stack of the
