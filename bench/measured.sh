@@ -34,6 +34,10 @@ build=${BUILD:-$root/build-bench}
 steps=${STEPS:-12} fast=${FAST:-2} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
 model=${MODEL:-$root/bench/measured-model.hx}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# one BLAS thread a rank, as hexic-profile measures: launch.sh sets it only
+# when the ranks outnumber the cores, and --emulate's reference is the main
+# thread's CPU time, which a BLAS worker thread's share would escape
+export OPENBLAS_NUM_THREADS=1
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
 cmake --build "$build" -j2 --target hexic hexic-profile >/dev/null
 work=$(mktemp -d)
