@@ -286,7 +286,9 @@ struct layer_bench {
   long nseq, acts_floats;
 };
 
-static void layer_bench_init(struct layer_bench *b, const struct options *o, long tp, long nseq) {
+/* b's shape, its buffers not yet made: one layer of the options' shape,
+ * TP-sharded tp ways. */
+static void layer_bench_shape(struct layer_bench *b, const struct options *o, long tp) {
   memset(b, 0, sizeof *b);
   b->d = (struct hxk_dims){.dim = (int)o->hidden, .ffn = (int)o->ffn, .heads = (int)o->heads,
                            .kv_heads = (int)o->heads, .vocab = 256, .seq_len = (int)o->tokens,
@@ -296,13 +298,42 @@ static void layer_bench_init(struct layer_bench *b, const struct options *o, lon
     fprintf(stderr, "hexic-profile: not a valid layer shape\n");
     exit(2);
   }
+  b->ctx.dims = &b->d;
+  b->ctx.shard = &b->s;
+}
+
+/* The bytes of the --layers stack measure_layer_tflops allocates (a layer's
+ * weights, gradients, three activations of --tokens rows, its saved
+ * activations and scratch; the rope table), before any is made: a stack
+ * larger than the machine's memory is refused up front instead of being
+ * killed part-way through the measurements. */
+static bool layer_stack_fits(const struct options *o) {
+  struct layer_bench b;
+  layer_bench_shape(&b, o, 1);
+  double floats = 2.0 * (double)hxk_layer_floats(&b.d, &b.s) +
+                  3.0 * (double)o->tokens * (double)o->hidden +
+                  (double)hxk_layer_acts_floats(&b.ctx, 1) +
+                  (double)hxk_layer_scratch_floats(&b.ctx, 1) +
+                  (double)hxk_rope_table_floats(&b.d);
+  double need = (double)o->layers * floats * sizeof(float);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+  if (have <= 0 || need <= have)
+    return true;
+  fprintf(stderr,
+          "hexic-profile: --layers %ld of this shape needs %.1f GiB, more than this machine's "
+          "%.1f GiB: ask for fewer layers\n",
+          o->layers, need / 1073741824.0, have / 1073741824.0);
+  return false;
+}
+
+static void layer_bench_init(struct layer_bench *b, const struct options *o, long tp, long nseq) {
+  layer_bench_shape(b, o, tp);
   b->nseq = nseq;
   b->rope = floats(hxk_rope_table_floats(&b->d));
   b->kv_of = calloc((size_t)b->d.heads, sizeof *b->kv_of);
   hxk_rope_table(b->rope, &b->d);
   hxk_kv_map(b->kv_of, &b->d, &b->s);
-  b->ctx.dims = &b->d;
-  b->ctx.shard = &b->s;
   b->ctx.rope = b->rope;
   b->ctx.kv_of = b->kv_of;
   long lf = hxk_layer_floats(&b->d, &b->s), nd = nseq * o->tokens * o->hidden;
@@ -600,6 +631,8 @@ int main(int argc, char **argv) {
   int rc = parse_options(argc, argv, &o);
   if (rc)
     return rc;
+  if (!layer_stack_fits(&o))
+    return 1;
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

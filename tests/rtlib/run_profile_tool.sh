@@ -34,6 +34,12 @@ grep -q '^# mem_bandwidth: what the optimizer step streams' "$work/one.hx" || fa
 grep -q '^# Measured by hexic-profile (.* --layers 3, ' "$work/stack.hx" || fail "--layers 3: $(cat "$work/stack.hx")"
 "$hexic" --check "$model" "$work/stack.hx" || fail "--layers 3: hexic refused $(cat "$work/stack.hx")"
 "$profile" --layers 0 >/dev/null 2>&1; [ $? = 2 ] || fail "--layers 0 accepted"
+# a stack no machine holds (about 5 TiB) is refused before anything is measured
+"$profile" --hidden 4096 --ffn 16384 --tokens 4096 --layers 1024 -o "$work/huge.hx" 2>"$work/err" &&
+  fail "--layers 1024 of 4096-wide layers accepted"
+grep -q "^hexic-profile: --layers 1024 of this shape needs [0-9.]* GiB, more than this machine's" \
+  "$work/err" || fail "--layers 1024: $(cat "$work/err")"
+[ -e "$work/huge.hx" ] && fail "--layers 1024: an output was written"
 "$hexic" --check "$model" "$work/one.hx" || fail "one rank: hexic refused $(cat "$work/one.hx")"
 
 # --profile (issue 18): a profile block per TP degree (1, 2 and 4 of 4 heads
