@@ -104,10 +104,12 @@ import json, re, sys
 busy = json.load(open(sys.argv[1]))["simulated"]["busy_s"]
 line = [l for l in open(sys.argv[2]) if "compute of one step at each device's speed" in l]
 emu = [float(x) for x in re.findall(r"rank \d+ ([0-9.]+) s", line[-1])] if line else []
-# a plan on a subset runs only the devices it uses (busy 0: left out)
+# busy_s is per device of the cluster; a plan on a subset runs only the
+# devices it uses (busy 0), as MPI ranks 0, 1, ... in device order
+used = [b for b in busy if b > 0]
 print("          per rank, simulated busy / emulated compute (s): " +
       ", ".join("%.3f / %s" % (b, "%.3f" % emu[i] if i < len(emu) else "?")
-                for i, b in enumerate(busy) if b > 0 or i < len(emu)))
+                for i, b in enumerate(used)))
 PY
 }
 
