@@ -484,9 +484,11 @@ static double measure_mem_bandwidth(const struct options *o) {
 
 /* What the optimizer step streams, in bytes/s: AdamW through kernels/cpu
  * over stream_mib of state (w, g, m, v: 4 floats a parameter), 28 bytes a
- * parameter (read w g m v, write w m v), as hexic prices it (passes/cost:
- * hx_optimizer_traffic_per_param over mem_bandwidth). The kernel's square
- * root and division keep it below the triad's rate on a CPU. */
+ * parameter (read w g m v, write w m v). hexic prices the whole step,
+ * AdamW's bytes and the gradient norm's and clipping's (passes/cost:
+ * hx_optimizer_traffic_per_param, 40 in fp32), at this one rate. The
+ * kernel's square root and division keep it below the triad's rate on a
+ * CPU. */
 static double measure_optimizer_bandwidth(const struct options *o) {
   long n = (long)((size_t)o->stream_mib * 1024 * 1024 / (4 * sizeof(float)));
   float *w = calloc((size_t)n, sizeof *w), *g = calloc((size_t)n, sizeof *g);
