@@ -466,6 +466,12 @@ static double stage_optimizer_s(const struct sim *s, const struct hx_pipeline *p
   return slowest;
 }
 
+/* ZeRO-1: the groups whose updated weights are all-gathered (and then
+ * unpacked by every member: set_opt_params). */
+static bool gathers_weights(const struct hx_group *gr) {
+  return gr->shard_ppm && gr->nranks > 1;
+}
+
 /* ZeRO-1: each sharded group's all-gather of the updated weights (in the
  * plan's precision), after the optimizer step of every member's stage, on
  * the members' data-parallel channels, in group order. */
@@ -475,7 +481,7 @@ static void build_allgathers(struct sim *s, const int *opt_task) {
     return;
   for (int g = 0; g < plan->ngroups; g++) {
     const struct hx_group *gr = &plan->groups[g];
-    if (!gr->shard_ppm || gr->nranks <= 1)
+    if (!gathers_weights(gr))
       continue;
     double bytes = hx_group_params(s->ctx, plan, gr) * hx_elem_bytes(&s->ctx->train);
     double dur = s->zero_comm ? 0
@@ -780,11 +786,11 @@ static void set_opt_params(struct sim *s) {
   hx_plan_optimizer_params(s->ctx, s->plan, s->opt_params);
   if (!hx_plan_replicates_weights(s->plan))
     return;
-  /* the groups build_allgathers gathers, as it picks them */
+  /* the groups build_allgathers gathers */
   s->gathered_params = HX_NEW_ARRAY(&s->scratch, double, s->plan->ndevices + 1);
   for (int g = 0; g < s->plan->ngroups; g++) {
     const struct hx_group *gr = &s->plan->groups[g];
-    if (!gr->shard_ppm || gr->nranks <= 1)
+    if (!gathers_weights(gr))
       continue;
     double params = hx_group_params(s->ctx, s->plan, gr);
     for (int k = 0; k < gr->nranks; k++)
