@@ -38,8 +38,8 @@ double hx_optimizer_traffic_per_param(const struct hx_train *train) {
   return (adam ? 30.0 : 14.0) + norm_and_clip; /* + the bf16 copy of the weight written */
 }
 
-double hx_rank_weight_unpack_s(const struct hx_ctx *ctx, int rank, double params) {
-  return params * 2.0 * hx_elem_bytes(&ctx->train) / optimizer_bandwidth(&ctx->cluster, rank);
+double hx_rank_weight_repack_s(const struct hx_ctx *ctx, int rank, double params) {
+  return params * 4.0 * hx_elem_bytes(&ctx->train) / optimizer_bandwidth(&ctx->cluster, rank);
 }
 
 /* ---- per stage --------------------------------------------------------- */

@@ -66,11 +66,11 @@ double hx_optimizer_state_bytes_per_param(const struct hx_train *train);
  * 12 = 28; then the global norm reads the fp32 gradient (4) and clipping
  * reads and writes it (8, charged always: early steps clip): 42 and 40. */
 double hx_optimizer_traffic_per_param(const struct hx_train *train);
-/* ZeRO-1, after the step: a rank unpacks the all-gathered weights of its
- * sharded groups, params of them (read the pack, write the weights, in the
- * plan's precision), at the optimizer's rate (the simulator adds it to the
- * rank's optimizer step). */
-double hx_rank_weight_unpack_s(const struct hx_ctx *ctx, int rank, double params);
+/* ZeRO-1, after the step: a rank packs the weights of its sharded groups
+ * (params of them) for the all-gather and unpacks the gathered ones (read
+ * and write each time, in the plan's precision: rt_sync_gather_weights), at
+ * the optimizer's rate (the simulator adds it to the rank's optimizer step). */
+double hx_rank_weight_repack_s(const struct hx_ctx *ctx, int rank, double params);
 
 /* ---- per stage --------------------------------------------------------- */
 

@@ -181,8 +181,9 @@ static void test_sim_one_device(void) {
 /* The optimizer's bytes a parameter, from what it touches: AdamW reads w g
  * m v and writes w m v (4 bytes each), SGD reads w g and writes w; bf16
  * writes its 2-byte weight too; then the norm reads g and clipping reads and
- * writes it. A ZeRO-1 rank's unpack of gathered weights reads the pack and
- * writes the weights, 2 x the element size, at the optimizer's rate. */
+ * writes it. A ZeRO-1 rank packs its sharded weights for the all-gather and
+ * unpacks the gathered ones, reading and writing each time: 4 x the element
+ * size, at the optimizer's rate. */
 static void test_optimizer_traffic(void) {
   struct hx_ctx ctx;
   fx_init(&ctx);
@@ -202,7 +203,7 @@ static void test_optimizer_traffic(void) {
     ctx.train.optimizer = cases[i].opt;
     NEAR(hx_optimizer_traffic_per_param(&ctx.train), cases[i].bytes);
     double elem = cases[i].prec == HX_PREC_FP32 ? 4 : 2;
-    NEAR(hx_rank_weight_unpack_s(&ctx, 0, 1e9), 1e9 * 2 * elem / 1e12);
+    NEAR(hx_rank_weight_repack_s(&ctx, 0, 1e9), 1e9 * 4 * elem / 1e12);
   }
   hx_arena_free(&ctx.arena);
 }
