@@ -126,8 +126,7 @@ static void lock_open(struct rt_exec *e) {
     else
       close(fd);
   }
-  hx_rt_mpi_check(MPI_Bcast(path, (int)sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD),
-                  "emulation lock");
+  hx_rt_mpi_check(MPI_Bcast(path, (int)sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD), "emulation lock");
   if (!path[0])
     hx_rt_fatal(HX_RT_EXIT_ERROR, "--emulate: rank 0 cannot make its lock file in $TMPDIR or /tmp");
   e->emu.lock_fd = open(path, O_RDWR | O_CLOEXEC);

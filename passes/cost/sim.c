@@ -51,7 +51,8 @@ struct sim {
   double *channel_load;
   double *opt_params; /* ZeRO-1 plans: per rank, the parameters it steps; else NULL */
   /* ZeRO-1 plans that all-gather the updated weights: per rank, the
-   * parameters of its sharded groups, which it packs for the gather and unpacks after it */
+   * parameters of its sharded groups, which it packs for the gather and
+   * unpacks after it */
   double *gathered_params;
   struct hx_arena scratch;
   struct task *tasks;
@@ -460,7 +461,8 @@ static double stage_optimizer_s(const struct sim *s, const struct hx_pipeline *p
   double slowest = 0;
   for (int k = 0; k < st->ndevices; k++) {
     int r = st->devices[k];
-    double repack = s->gathered_params ? hx_rank_weight_repack_s(s->ctx, r, s->gathered_params[r]) : 0;
+    double repack =
+        s->gathered_params ? hx_rank_weight_repack_s(s->ctx, r, s->gathered_params[r]) : 0;
     slowest = fmax(slowest, hx_rank_optimizer_s(s->ctx, r, s->opt_params[r]) + repack);
   }
   return slowest;
