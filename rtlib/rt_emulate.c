@@ -63,6 +63,10 @@ double rt_emu_reference_cpu_s(double *fewest_s, double cpu_s) {
   return *fewest_s > 0 ? *fewest_s : 0;
 }
 
+bool rt_emu_late(double start_s, double end_s, double ran_until_s) {
+  return ran_until_s - end_s > 0.1 * (end_s - start_s) + 1e-4;
+}
+
 double rt_emu_link_s(const struct hx_rt_link *l, double bytes) {
   double t = l->latency_s > 0 ? l->latency_s : 0;
   if (l->bandwidth > 0 && bytes > 0)
@@ -206,21 +210,36 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
  * the transfers. Collective. */
 static void report_compute(struct rt_exec *e) {
   const struct rt_emu *u = &e->emu;
-  double mine = 0;
+  double mine[3] = {0, (double)u->emulated_ops, (double)u->late_ops};
   for (int i = 0; i < e->cfg->nops; i++)
-    mine += u->fig->slowdown * u->reference_cpu_s[i];
+    mine[0] += u->fig->slowdown * u->reference_cpu_s[i];
   int n = e->cfg->world_size;
-  double *all = e->cfg->rank == 0 ? hx_rt_calloc((size_t)n, sizeof *all) : NULL;
-  hx_rt_mpi_check(MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD),
+  double *all = e->cfg->rank == 0 ? hx_rt_calloc((size_t)(3 * n), sizeof *all) : NULL;
+  hx_rt_mpi_check(MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD),
                   "emulation report");
   if (e->cfg->rank != 0)
     return;
   char line[2048];
   int len = snprintf(line, sizeof line, "--emulate: compute of one step at each device's speed:");
-  for (int r = 0; r < n && len < (int)sizeof line - 32; r++)
-    len += snprintf(line + len, sizeof line - (size_t)len, " rank %d %.4f s%s", r, all[r],
-                    r + 1 < n ? "," : "");
+  double ops = 0, late = 0;
+  for (int r = 0; r < n; r++) {
+    if (len < (int)sizeof line - 32)
+      len += snprintf(line + len, sizeof line - (size_t)len, " rank %d %.4f s%s", r, all[3 * r],
+                      r + 1 < n ? "," : "");
+    ops += all[3 * r + 1];
+    late += all[3 * r + 2];
+  }
   hx_rt_log_banner("%s", line);
+  if (ops == 0)
+    hx_rt_log_banner("--emulate: every step of this run calibrated (the first %d do): none ran "
+                     "at the devices' speeds; run more steps",
+                     RT_EMU_CALIBRATION_STEPS);
+  else if (late > 0.05 * ops)
+    hx_rt_log_banner("--emulate: warning: %.0f of %.0f compute ops ran past their emulated end: "
+                     "this machine could not keep up, and the steps are slower than the "
+                     "cluster's; give the devices larger slowdowns (a faster emulation host) "
+                     "or run fewer ranks",
+                     late, ops);
   free(all);
 }
 
@@ -279,7 +298,10 @@ void rt_emu_op_end(struct rt_exec *e) {
   double cpu_ref = rt_emu_reference_cpu_s(reference, cpu_s);
   if (u->calibrating) /* the lock stays taken up to the next wait */
     return;
-  sleep_until(rt_emu_op_end_s(u->op_start.wall_s, u->waited.wall_s, u->fig->slowdown, cpu_ref));
+  double end = rt_emu_op_end_s(u->op_start.wall_s, u->waited.wall_s, u->fig->slowdown, cpu_ref);
+  u->emulated_ops++;
+  u->late_ops += rt_emu_late(u->op_start.wall_s, end, now.wall_s);
+  sleep_until(end);
 }
 
 /* Inside an op, the emulated device is as far as its compute so far (at

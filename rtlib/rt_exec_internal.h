@@ -118,6 +118,9 @@ struct rt_emu {
   long long first_step; /* the first step this process ran; -1: none yet */
   int lock_fd;          /* the calibration's machine-wide lock (a file), -1: none */
   bool lock_held;
+  /* compute ops run at the devices' speeds, and those whose own run
+   * overshot their emulated end (the machine could not keep up) */
+  long long emulated_ops, late_ops;
 };
 
 /* A HexiSeq stage as this rank runs it (cfg->seq; rt_exec_ops.c): its
@@ -247,6 +250,9 @@ void rt_wait_sends(struct rt_exec *e);
  * nranks on the link. */
 double rt_emu_op_end_s(double start_s, double wait_s, double slowdown, double reference_cpu_s);
 double rt_emu_reference_cpu_s(double *fewest_s, double cpu_s);
+/* An op whose own run, from start_s to ran_until_s, overshot its emulated
+ * end by more than a tenth of its emulated time (and 0.1 ms). */
+bool rt_emu_late(double start_s, double end_s, double ran_until_s);
 double rt_emu_link_s(const struct hx_rt_link *l, double bytes);
 double rt_emu_ring_s(const struct hx_rt_link *l, int nranks, double bytes);
 /* Collective over the world when requested (every rank gets the same

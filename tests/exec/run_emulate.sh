@@ -74,5 +74,9 @@ for try in 1 2 3; do
 done
 grep -q "compute of one step at each device's speed:" short.out ||
   { cat short.out; fail "--steps 1 --emulate: no closing line"; }
+# ... and it says that no step ran at the devices' speeds; the 5-step run does not
+grep -q "every step of this run calibrated" short.out ||
+  { cat short.out; fail "--steps 1 --emulate: does not say no step was emulated"; }
+grep -q "every step of this run calibrated" emu.out && fail "the 5-step run says no step was emulated"
 ms() { sed -n 's/^step [0-9]*\/[0-9]* | .* | \([0-9.]*\) ms | .*/\1/p' "$1" | tr '\n' ' '; }
 echo "ok: same losses; step ms plain: $(ms plain.out); --emulate: $(ms emu.out)"

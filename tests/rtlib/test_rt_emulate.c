@@ -33,6 +33,15 @@ static void reference(void) {
   CHECK(near(fewest, 0.015));
 }
 
+static void late(void) {
+  /* an op emulated from 10.0 to 10.1 s: late once its own run passes 10.11 s */
+  CHECK(!rt_emu_late(10.0, 10.1, 10.05)); /* it slept the rest */
+  CHECK(!rt_emu_late(10.0, 10.1, 10.105));
+  CHECK(rt_emu_late(10.0, 10.1, 10.2));
+  CHECK(!rt_emu_late(10.0, 10.0, 10.00005)); /* an empty op: within 0.1 ms */
+  CHECK(rt_emu_late(10.0, 10.0, 10.001));
+}
+
 static void link_time(void) {
   struct hx_rt_link l = {20e-6, 1e9};
   CHECK(near(rt_emu_link_s(&l, 1e6), 20e-6 + 1e-3));
@@ -54,6 +63,7 @@ static void ring_time(void) {
 int main(void) {
   op_end();
   reference();
+  late();
   link_time();
   ring_time();
   return rt_test_finish("test_rt_emulate");
