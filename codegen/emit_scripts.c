@@ -248,12 +248,14 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
   if (cuda)
     hx_emit_launch_gpu_check(set, f);
   fputs("# Root may run MPI here (containers); more ranks than cores is expected on a\n"
-        "# laptop, and then one BLAS thread per rank avoids thrashing.\n"
+        "# laptop, and then one BLAS thread per rank avoids thrashing. --emulate\n"
+        "# times each rank's main thread, so it wants one BLAS thread too.\n"
         "if [ \"$(id -u)\" = 0 ]; then mpirun_args+=(--allow-run-as-root); fi\n"
         "mpirun_args+=(--oversubscribe)\n"
         "if [ \"${#programs[@]}\" -gt \"$(nproc 2>/dev/null || echo 1)\" ]; then\n"
         "  export OPENBLAS_NUM_THREADS=1\n"
-        "fi\n",
+        "fi\n"
+        "case \" $* \" in *\" --emulate \"*) export OPENBLAS_NUM_THREADS=1 ;; esac\n",
         f);
   fputs(launch_place, f);
   fputs("app=()\n"
