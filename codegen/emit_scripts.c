@@ -274,7 +274,7 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "# timed out traced the stall to the rank that stopped answering and says\n"
         "# 'hexic-rt: failed rank P: REASON'; else mpirun's own report names the\n"
         "# process that died as [[job,vpid],RANK].\n"
-        "errlog=$(mktemp)\n"
+        "errlog=$(mktemp 2>/dev/null || mktemp -p /tmp)\n"
         "trap 'rm -f \"$errlog\"' EXIT\n"
         "mpirun \"${mpirun_args[@]}\" \"${app[@]}\" 2> >(tee \"$errlog\" >&2)\n"
         "status=$?\n"

@@ -121,10 +121,13 @@ static void lock_give(struct rt_emu *u) {
  * it open (a lock needs no name after that). Collective. */
 static void lock_open(struct rt_exec *e) {
   char path[512] = "";
-  if (e->cfg->rank == 0) {
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/hexic-emulate-XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(path);
+  if (e->cfg->rank == 0) { /* $TMPDIR, else (unset or unusable) /tmp */
+    const char *env = getenv("TMPDIR"), *dirs[2] = {env && *env ? env : "/tmp", "/tmp"};
+    int fd = -1;
+    for (int k = 0; k < 2 && fd < 0; k++) {
+      snprintf(path, sizeof path, "%s/hexic-emulate-XXXXXX", dirs[k]);
+      fd = mkstemp(path);
+    }
     if (fd < 0)
       path[0] = '\0';
     else
