@@ -31,12 +31,8 @@ mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$he
   --tokens "$((seq / nranks))" --gpus 2 --name cpu -o "$work/profile.hx" 2>"$work/profile.log"
 echo "== calibration (hexic-profile, mpirun -np 2, $((seq / nranks))-token GEMMs)"
 cat "$work/profile.log"
-get() { sed -n "$1" "$work/profile.hx" | head -n 1; }
-tflops=$(get 's/^gpu .* tflops = \([0-9.]*\);.*/\1/p')
-eff=$(get 's/^gpu .* efficiency = \([0-9.]*\);.*/\1/p')
-membw=$(get 's/^gpu .* mem_bandwidth = \([0-9.]*\) MB\/s.*/\1/p')
-netbw=$(get 's/^network { bandwidth = \([0-9.]*\) MB\/s;.*/\1/p')
-netlat=$(get 's/^network .* latency = \([0-9.]*\) us.*/\1/p')
+. "$root/bench/measure_lib.sh"
+profile_figures "$work/profile.hx"
 cat >"$work/cluster.hx" <<HX
 gpu "cpu" { tflops = $tflops; memory = 2 GiB; efficiency = $eff; mem_bandwidth = $membw MB/s }
 node "host" { gpu = "cpu"; gpus = $nranks; bandwidth = $netbw MB/s; latency = $netlat us }
@@ -65,7 +61,6 @@ peak() {
 }
 
 # run NAME CLUSTER [hexic options]: compile, build, train; prints "simulated measured" seconds
-. "$root/bench/measure_lib.sh"
 run() {
   local name=$1 cluster=$2 dir=$work/$1
   shift 2

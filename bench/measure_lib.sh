@@ -34,3 +34,16 @@ report() {
     printf "%-9s simulated %.3f s  measured %.3f s (median)  error %+.1f%%   %s\n",
            n, s, m, 100 * (s - m) / m, p }'
 }
+
+# profile_figures FILE: hexic-profile's figures in FILE as tflops, eff, membw
+# (MB/s), netbw (MB/s) and netlat (us), for a bench to write its clusters with
+profile_figures() {
+  tflops=$(profile_value 's/^gpu .* tflops = \([0-9.]*\);.*/\1/p' "$1")
+  eff=$(profile_value 's/^gpu .* efficiency = \([0-9.]*\);.*/\1/p' "$1")
+  membw=$(profile_value 's/^gpu .* mem_bandwidth = \([0-9.]*\) MB\/s.*/\1/p' "$1")
+  netbw=$(profile_value 's/^network { bandwidth = \([0-9.]*\) MB\/s;.*/\1/p' "$1")
+  netlat=$(profile_value 's/^network .* latency = \([0-9.]*\) us.*/\1/p' "$1")
+}
+
+# profile_value SED-SCRIPT FILE: the first line the script prints
+profile_value() { sed -n "$1" "$2" | head -n 1; }

@@ -60,12 +60,8 @@ cp "$work/profile.$kept.hx" "$work/profile.hx"
 echo "kept profile $kept"
 
 # profile.hx's figures: the host itself, and the two kinds of emulated device
-get() { sed -n "$1" "$work/profile.hx" | head -n 1; }
-tflops=$(get 's/^gpu .* tflops = \([0-9.]*\);.*/\1/p')
-eff=$(get 's/^gpu .* efficiency = \([0-9.]*\);.*/\1/p')
-membw=$(get 's/^gpu .* mem_bandwidth = \([0-9.]*\) MB\/s.*/\1/p')
-netbw=$(get 's/^network { bandwidth = \([0-9.]*\) MB\/s;.*/\1/p')
-netlat=$(get 's/^network .* latency = \([0-9.]*\) us.*/\1/p')
+. "$root/bench/measure_lib.sh"
+profile_figures "$work/profile.hx"
 over() { awk -v x="$1" -v d="$2" 'BEGIN { printf "%.6f", x / d }'; }
 slower=$(awk -v a="$fast" -v b="$slow" 'BEGIN { print a * b }')
 cat >"$work/mixed.hx" <<HX
@@ -82,7 +78,6 @@ echo "== emulated cluster: host cpu-host ($tflops TFLOP/s x $eff, optimizer $mem
   "the ranks' compute needs $(awk -v a="$nfast" -v b="$fast" -v c="$nslow" -v d="$slower" \
     'BEGIN { printf "%.2f", a / b + c / d }') of $(nproc) cores"
 
-. "$root/bench/measure_lib.sh"
 # run NAME STRATEGY: compile, build, train; prints "simulated measured" seconds,
 # nothing when hexic finds no plan (exit 3: a symmetric shape on every device
 # of an odd cluster, say; the reason is in NAME.plan.txt)

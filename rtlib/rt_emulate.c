@@ -77,8 +77,7 @@ double rt_emu_link_s(const struct hx_rt_link *l, double bytes) {
 double rt_emu_ring_s(const struct hx_rt_link *l, int nranks, double bytes) {
   if (nranks < 2)
     return 0;
-  struct hx_rt_link piece = *l;
-  return 2.0 * (nranks - 1) * rt_emu_link_s(&piece, bytes / nranks);
+  return 2.0 * (nranks - 1) * rt_emu_link_s(l, bytes / nranks);
 }
 
 /* ---- clocks, sleeps and the calibration lock ---- */
