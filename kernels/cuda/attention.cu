@@ -17,6 +17,7 @@
  * above the causal diagonal compute and are masked, never skipped), so the
  * full-warp shuffles are always legal. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -415,13 +416,31 @@ struct hxc_kv_map hxc_kv_map_of(const struct hxk_dims *d,
   return map;
 }
 
+/* The tiled kernels' launches for nseq sequences (one chunk: nseq at most
+ * hxc_attention_seq_chunk): block = (query or key tile, head, sequence). */
+template <int HD>
+static struct hxc_launch_dims tiled_forward_launch(int seq_len, int nq,
+                                                   long nseq) {
+  typedef tiled_cfg<HD> C;
+  return launch_dims((unsigned long)(seq_len + C::BR - 1) / C::BR,
+                     (unsigned long)nq, (unsigned long)nseq, C::THREADS, 0,
+                     false);
+}
+template <int HD>
+static struct hxc_launch_dims tiled_dkv_launch(int seq_len, int nkv,
+                                               long nseq) {
+  typedef tiled_cfg<HD> C;
+  return launch_dims((unsigned long)(seq_len + C::BK - 1) / C::BK,
+                     (unsigned long)nkv, (unsigned long)nseq, C::THREADS, 0,
+                     false);
+}
+
 template <typename T, int HD>
 static void forward_tiled(void *o, float *lse, const void *q, const void *k,
                           const void *v, const struct attn_shape &sh,
                           long nseq, cudaStream_t stream) {
-  typedef tiled_cfg<HD> C;
-  dim3 grid((sh.seq_len + C::BR - 1) / C::BR, sh.nq, (unsigned)nseq);
-  attention_forward_tiled<T, HD><<<grid, C::THREADS, 0, stream>>>(
+  struct hxc_launch_dims l = tiled_forward_launch<HD>(sh.seq_len, sh.nq, nseq);
+  attention_forward_tiled<T, HD><<<grid_of(l), l.threads, 0, stream>>>(
       (T *)o, lse, (const T *)q, (const T *)k, (const T *)v, sh);
   HXC_LAUNCHED("attention_forward_tiled");
 }
@@ -432,14 +451,13 @@ static void backward_tiled(void *dq, void *dk, void *dv, float *dbuf,
                            const void *v, const void *o, const float *lse,
                            const struct attn_shape &sh, long nseq,
                            cudaStream_t stream) {
-  typedef tiled_cfg<HD> C;
-  dim3 gq((sh.seq_len + C::BR - 1) / C::BR, sh.nq, (unsigned)nseq);
-  attention_backward_dq_tiled<T, HD><<<gq, C::THREADS, 0, stream>>>(
+  struct hxc_launch_dims lq = tiled_forward_launch<HD>(sh.seq_len, sh.nq, nseq);
+  attention_backward_dq_tiled<T, HD><<<grid_of(lq), lq.threads, 0, stream>>>(
       (T *)dq, dbuf, (const T *)dout, (const T *)q, (const T *)k,
       (const T *)v, (const T *)o, lse, sh);
   HXC_LAUNCHED("attention_backward_dq_tiled");
-  dim3 gk((sh.seq_len + C::BK - 1) / C::BK, sh.nkv, (unsigned)nseq);
-  attention_backward_dkv_tiled<T, HD><<<gk, C::THREADS, 0, stream>>>(
+  struct hxc_launch_dims lk = tiled_dkv_launch<HD>(sh.seq_len, sh.nkv, nseq);
+  attention_backward_dkv_tiled<T, HD><<<grid_of(lk), lk.threads, 0, stream>>>(
       (T *)dk, (T *)dv, dbuf, (const T *)dout, (const T *)q, (const T *)k,
       (const T *)v, lse, sh);
   HXC_LAUNCHED("attention_backward_dkv_tiled");
@@ -456,10 +474,24 @@ static void backward_tiled(void *dq, void *dk, void *dv, float *dbuf,
     }                                                                         \
   } while (0)
 
+/* gridDim.z is the sequence of a launch, at most 65535 of them: a larger
+ * micro-batch goes in launches over chunks of sequences (pointer offsets:
+ * token n = s*T + t, so a chunk's rows are contiguous in every tensor).
+ * The heads are gridDim.y: --target=cuda's hidden <= 16384 and head dim >=
+ * 16 keep them at most 1024 (codegen/emit_cuda.c). */
+#define SEQ_CHUNK_MAX 65535L
+static long seq_chunk = SEQ_CHUNK_MAX;
+
+void hxc_attention_set_seq_chunk(long n) {
+  seq_chunk = n > 0 && n < SEQ_CHUNK_MAX ? n : SEQ_CHUNK_MAX;
+}
+long hxc_attention_seq_chunk(void) { return seq_chunk; }
+
 static void require_shape(long nseq, int seq_len, int nq, int nkv, int hd,
                           enum hxc_dtype dt, bool tc, bool aligned) {
-  HXC_REQUIRE(nseq < 65536 && nq < 65536 && nkv < 65536,
-              "attention: grid limits (nseq, heads < 65536)");
+  (void)nseq;
+  HXC_REQUIRE(nq < 65536 && nkv < 65536,
+              "attention: grid limits (heads < 65536)");
   HXC_REQUIRE(seq_len > 0, "attention: seq_len > 0");
   if (tc) {
     HXC_REQUIRE(hxc_attention_tc_supports(hd, dt),
@@ -480,12 +512,22 @@ void hxc_attention_forward(void *o, float *lse, const void *q, const void *k,
   bool tc = use_tensor_cores(hd, dt, aligned);
   require_shape(nseq, seq_len, nq, nkv, hd, dt, tc, aligned);
   struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
-  if (tc) {
-    hxc_attention_tc_forward(o, lse, q, k, v, sh.map, nseq, seq_len, nq, nkv,
-                             hd, stream);
-    return;
+  size_t es = hxc_dtype_bytes(dt);
+  for (long s0 = 0; s0 < nseq; s0 += seq_chunk) {
+    long ns = nseq - s0 < seq_chunk ? nseq - s0 : seq_chunk;
+    long tok0 = s0 * seq_len;
+    void *oc = (char *)o + (size_t)tok0 * sh.ldq * es;
+    float *lc = lse + (size_t)tok0 * nq;
+    const void *qc = (const char *)q + (size_t)tok0 * sh.ldq * es;
+    const void *kc = (const char *)k + (size_t)tok0 * sh.ldkv * es;
+    const void *vc = (const char *)v + (size_t)tok0 * sh.ldkv * es;
+    if (tc)
+      hxc_attention_tc_forward(oc, lc, qc, kc, vc, sh.map, ns, seq_len, nq,
+                               nkv, hd, stream);
+    else
+      TILED_DISPATCH(forward_tiled, hd, dt, oc, lc, qc, kc, vc, sh, ns,
+                     stream);
   }
-  TILED_DISPATCH(forward_tiled, hd, dt, o, lse, q, k, v, sh, nseq, stream);
 }
 
 void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
@@ -503,12 +545,55 @@ void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
   struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
   /* D_t = dO_t . O_t per token and query head, from pass 1 to pass 2. */
   float *dbuf = (float *)hxc_ctx_scratch(
-      ctx, (size_t)nseq * seq_len * nq * sizeof(float));
-  if (tc) {
-    hxc_attention_tc_backward(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh.map,
-                              nseq, seq_len, nq, nkv, hd, stream);
-    return;
+      ctx, hxc_attention_backward_scratch(nseq, seq_len, nq));
+  size_t es = hxc_dtype_bytes(dt);
+  for (long s0 = 0; s0 < nseq; s0 += seq_chunk) {
+    long ns = nseq - s0 < seq_chunk ? nseq - s0 : seq_chunk;
+    size_t tok0 = (size_t)(s0 * seq_len);
+    size_t qo = tok0 * sh.ldq * es, kvo = tok0 * sh.ldkv * es;
+    void *dqc = (char *)dq + qo, *dkc = (char *)dk + kvo,
+         *dvc = (char *)dv + kvo;
+    const void *doc = (const char *)dout + qo, *qc = (const char *)q + qo,
+               *kc = (const char *)k + kvo, *vc = (const char *)v + kvo,
+               *oc = (const char *)o + qo;
+    const float *lc = lse + tok0 * nq;
+    float *dc = dbuf + tok0 * nq;
+    if (tc)
+      hxc_attention_tc_backward(dqc, dkc, dvc, dc, doc, qc, kc, vc, oc, lc,
+                                sh.map, ns, seq_len, nq, nkv, hd, stream);
+    else
+      TILED_DISPATCH(backward_tiled, hd, dt, dqc, dkc, dvc, dc, doc, qc, kc,
+                     vc, oc, lc, sh, ns, stream);
   }
-  TILED_DISPATCH(backward_tiled, hd, dt, dq, dk, dv, dbuf, dout, q, k, v, o,
-                 lse, sh, nseq, stream);
+}
+
+size_t hxc_attention_backward_scratch(long nseq, int seq_len, int nq) {
+  if (nseq <= 0 || seq_len <= 0 || nq <= 0)
+    return 0;
+  return (size_t)nseq * seq_len * nq * sizeof(float);
+}
+
+template <int HD>
+static void tiled_launches(const struct hxc_launch_shapes *s, long ns,
+                           hxc_launch_fn fn, void *arg) {
+  struct hxc_launch_dims f = tiled_forward_launch<HD>(s->seq_len, s->nq, ns);
+  struct hxc_launch_dims k = tiled_dkv_launch<HD>(s->seq_len, s->nkv, ns);
+  char name[64];
+  snprintf(name, sizeof name, "attention_forward_tiled<%d>", HD);
+  fn(arg, name, &f);
+  snprintf(name, sizeof name, "attention_backward_dq_tiled<%d>", HD);
+  fn(arg, name, &f);
+  snprintf(name, sizeof name, "attention_backward_dkv_tiled<%d>", HD);
+  fn(arg, name, &k);
+}
+
+HXC_LAUNCHES(hxc_attention_launches) {
+  long ns = s->nseq < seq_chunk ? s->nseq : seq_chunk;
+  switch (s->hd) {
+  case 16: tiled_launches<16>(s, ns, fn, arg); break;
+  case 32: tiled_launches<32>(s, ns, fn, arg); break;
+  case 64: tiled_launches<64>(s, ns, fn, arg); break;
+  case 128: tiled_launches<128>(s, ns, fn, arg); break;
+  default: break;
+  }
 }

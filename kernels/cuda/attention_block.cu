@@ -440,15 +440,29 @@ static blk_shape blk_shape_of(long nq_tok, long nk_tok, struct hxc_kv_map map,
   return sh;
 }
 
+/* gridDim.z is the sequence: more than hxc_attention_seq_chunk sequences
+ * go in several launches over pointer offsets (as attention.cu does). */
 static void require_block_shape(long nseq, int nq, int nkv, int hd) {
-  HXC_REQUIRE(nseq < 65536 && nq < 65536 && nkv < 65536,
-              "attention_block: grid limits (nseq, heads < 65536)");
+  (void)nseq;
+  HXC_REQUIRE(nq < 65536 && nkv < 65536,
+              "attention_block: grid limits (heads < 65536)");
   HXC_REQUIRE(hd > 0 && hd <= MAX_HD && hd % 2 == 0,
               "attention_block: even head dim at most 128");
 }
 
 static unsigned tiles_of(long rows) {
   return (unsigned)((rows + ROWS - 1) / ROWS);
+}
+
+/* Block = (tile of ROWS rows, head, sequence) for ns <= the chunk. */
+static struct hxc_launch_dims block_launch(long rows, int heads, long ns) {
+  return launch_dims(tiles_of(rows), (unsigned long)heads, (unsigned long)ns,
+                     THREADS, 0, false);
+}
+
+static long chunk_of(long nseq, long s0) {
+  long c = hxc_attention_seq_chunk();
+  return nseq - s0 < c ? nseq - s0 : c;
 }
 
 void hxc_attention_block_forward(float *o, float *lse, const void *q,
@@ -461,12 +475,20 @@ void hxc_attention_block_forward(float *o, float *lse, const void *q,
     return;
   require_block_shape(nseq, nq, nkv, hd);
   blk_shape sh = blk_shape_of(nq_tok, nk_tok, map, nq, nkv, hd);
-  dim3 grid(tiles_of(nq_tok), (unsigned)nq, (unsigned)nseq);
-  HXC_DISPATCH(dt, T,
-               block_forward_kernel<T><<<grid, THREADS, 0, stream>>>(
-                   o, lse, (const T *)q, q_pos, (const T *)k, (const T *)v,
-                   k_pos, sh, first));
-  HXC_LAUNCHED("block_forward_kernel");
+  size_t es = hxc_dtype_bytes(dt);
+  for (long s0 = 0; s0 < nseq; s0 += hxc_attention_seq_chunk()) {
+    struct hxc_launch_dims l = block_launch(nq_tok, nq, chunk_of(nseq, s0));
+    size_t qr = (size_t)(s0 * nq_tok), kr = (size_t)(s0 * nk_tok);
+    float *oc = o + qr * sh.ldq, *lc = lse + qr * nq;
+    const void *qc = (const char *)q + qr * sh.ldq * es;
+    const void *kc = (const char *)k + kr * sh.ldkv * es;
+    const void *vc = (const char *)v + kr * sh.ldkv * es;
+    HXC_DISPATCH(dt, T,
+                 block_forward_kernel<T><<<grid_of(l), l.threads, 0, stream>>>(
+                     oc, lc, (const T *)qc, q_pos, (const T *)kc,
+                     (const T *)vc, k_pos, sh, first));
+    HXC_LAUNCHED("block_forward_kernel");
+  }
 }
 
 void hxc_attention_block_delta(float *delta, const void *dout, const float *o,
@@ -475,8 +497,9 @@ void hxc_attention_block_delta(float *delta, const void *dout, const float *o,
   long rows = n * nq;
   if (rows <= 0)
     return;
+  struct hxc_launch_dims l = ew_launch(rows);
   HXC_DISPATCH(dt, T,
-               block_delta_kernel<T><<<grid_for(rows, 256), 256, 0, stream>>>(
+               block_delta_kernel<T><<<grid_of(l), l.threads, 0, stream>>>(
                    delta, (const T *)dout, o, rows, hd));
   HXC_LAUNCHED("block_delta_kernel");
 }
@@ -493,16 +516,43 @@ void hxc_attention_block_backward(float *dq, float *dk, float *dv,
     return;
   require_block_shape(nseq, nq, nkv, hd);
   blk_shape sh = blk_shape_of(nq_tok, nk_tok, map, nq, nkv, hd);
-  dim3 gq(tiles_of(nq_tok), (unsigned)nq, (unsigned)nseq);
-  HXC_DISPATCH(dt, T,
-               block_backward_dq_kernel<T><<<gq, THREADS, 0, stream>>>(
-                   dq, (const T *)dout, (const T *)q, q_pos, (const T *)k,
-                   (const T *)v, k_pos, lse, delta, sh));
-  HXC_LAUNCHED("block_backward_dq_kernel");
-  dim3 gk(tiles_of(nk_tok), (unsigned)nkv, (unsigned)nseq);
-  HXC_DISPATCH(dt, T,
-               block_backward_dkv_kernel<T><<<gk, THREADS, 0, stream>>>(
-                   dk, dv, (const T *)dout, (const T *)q, q_pos, (const T *)k,
-                   (const T *)v, k_pos, lse, delta, sh));
-  HXC_LAUNCHED("block_backward_dkv_kernel");
+  size_t es = hxc_dtype_bytes(dt);
+  for (long s0 = 0; s0 < nseq; s0 += hxc_attention_seq_chunk()) {
+    long ns = chunk_of(nseq, s0);
+    size_t qr = (size_t)(s0 * nq_tok), kr = (size_t)(s0 * nk_tok);
+    float *dqc = dq + qr * sh.ldq, *dkc = dk + kr * sh.ldkv,
+          *dvc = dv + kr * sh.ldkv;
+    const void *doc = (const char *)dout + qr * sh.ldq * es,
+               *qc = (const char *)q + qr * sh.ldq * es,
+               *kc = (const char *)k + kr * sh.ldkv * es,
+               *vc = (const char *)v + kr * sh.ldkv * es;
+    const float *lc = lse + qr * nq, *dc = delta + qr * nq;
+    struct hxc_launch_dims lq = block_launch(nq_tok, nq, ns);
+    HXC_DISPATCH(dt, T,
+                 block_backward_dq_kernel<T>
+                 <<<grid_of(lq), lq.threads, 0, stream>>>(
+                     dqc, (const T *)doc, (const T *)qc, q_pos, (const T *)kc,
+                     (const T *)vc, k_pos, lc, dc, sh));
+    HXC_LAUNCHED("block_backward_dq_kernel");
+    struct hxc_launch_dims lk = block_launch(nk_tok, nkv, ns);
+    HXC_DISPATCH(dt, T,
+                 block_backward_dkv_kernel<T>
+                 <<<grid_of(lk), lk.threads, 0, stream>>>(
+                     dkc, dvc, (const T *)doc, (const T *)qc, q_pos,
+                     (const T *)kc, (const T *)vc, k_pos, lc, dc, sh));
+    HXC_LAUNCHED("block_backward_dkv_kernel");
+  }
+}
+
+/* The block kernels at a whole-sequence block (nq_tok = nk_tok = seq_len,
+ * the most a ring step holds). */
+HXC_LAUNCHES(hxc_attention_block_launches) {
+  long ns = chunk_of(s->nseq, 0), n = s->nseq * s->seq_len;
+  struct hxc_launch_dims q = block_launch(s->seq_len, s->nq, ns);
+  struct hxc_launch_dims k = block_launch(s->seq_len, s->nkv, ns);
+  struct hxc_launch_dims d = ew_launch(n * s->nq);
+  fn(arg, "block_forward_kernel", &q);
+  fn(arg, "block_delta_kernel", &d);
+  fn(arg, "block_backward_dq_kernel", &q);
+  fn(arg, "block_backward_dkv_kernel", &k);
 }

@@ -25,6 +25,8 @@
  * query heads and query tiles): every gradient has one writer, no atomics. */
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "kernels/cuda/common.cuh"
 
 namespace {
@@ -356,16 +358,19 @@ attention_forward_tc(bf16 *o, float *lse, const bf16 *q, const bf16 *k,
 template <int HD>
 __global__ void attention_rowdot_tc(float *dbuf, const bf16 *dout,
                                     const bf16 *o, long rows) {
-  long r = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
+  long warps = blockDim.x / 32;
   int lane = threadIdx.x & 31;
-  if (r >= rows) /* uniform per warp */
-    return;
-  float dot = 0.0f;
-  for (int d = lane; d < HD; d += 32)
-    dot += __bfloat162float(dout[r * HD + d]) * __bfloat162float(o[r * HD + d]);
-  dot = warp_sum(dot);
-  if (lane == 0)
-    dbuf[r] = dot;
+  /* r is uniform per warp; the grid is capped, warps loop over the rows */
+  for (long r = blockIdx.x * warps + threadIdx.x / 32; r < rows;
+       r += gridDim.x * warps) {
+    float dot = 0.0f;
+    for (int d = lane; d < HD; d += 32)
+      dot += __bfloat162float(dout[r * HD + d]) *
+             __bfloat162float(o[r * HD + d]);
+    dot = warp_sum(dot);
+    if (lane == 0)
+      dbuf[r] = dot;
+  }
 }
 
 /* Adds (x0, x1) into a bf16 pair of a gradient row. */
@@ -571,12 +576,33 @@ attention_backward_dkv_tc(bf16 *dk, bf16 *dv, const float *dbuf,
            id.c);
 }
 
+/* The launches for nseq sequences (one chunk of attention.cu's split):
+ * block = (64-row query tile or BK-row key tile, head, sequence), 4 warps;
+ * the delta rows D_t one warp each, 8 per block. The dK/dV pass stages
+ * its tiles in dynamic shared memory, above 48 KiB: it opts in. */
+#define TC_THREADS 128
+template <int HD>
+struct hxc_launch_dims tc_query_launch(int seq_len, int nq, long nseq) {
+  return launch_dims((unsigned long)(seq_len + 63) / 64, (unsigned long)nq,
+                     (unsigned long)nseq, TC_THREADS, 0, false);
+}
+static struct hxc_launch_dims tc_rowdot_launch(long rows) {
+  return launch_dims(grid_for(rows, 8), 1, 1, 256, 0, false);
+}
+template <int HD>
+struct hxc_launch_dims tc_dkv_launch(int seq_len, int nkv, long nseq) {
+  return launch_dims(
+      (unsigned long)(seq_len + dkv_cfg<HD>::BK - 1) / dkv_cfg<HD>::BK,
+      (unsigned long)nkv, (unsigned long)nseq, TC_THREADS,
+      dkv_cfg<HD>::SMEM, true);
+}
+
 template <int HD>
 void forward_tc(void *o, float *lse, const void *q, const void *k,
                 const void *v, const struct attn_shape &sh, long nseq,
                 cudaStream_t stream) {
-  dim3 grid((sh.seq_len + 63) / 64, sh.nq, (unsigned)nseq);
-  attention_forward_tc<HD><<<grid, 128, 0, stream>>>(
+  struct hxc_launch_dims l = tc_query_launch<HD>(sh.seq_len, sh.nq, nseq);
+  attention_forward_tc<HD><<<grid_of(l), l.threads, 0, stream>>>(
       (bf16 *)o, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, sh);
   HXC_LAUNCHED("attention_forward_tc");
 }
@@ -587,22 +613,21 @@ void backward_tc(void *dq, void *dk, void *dv, float *dbuf, const void *dout,
                  const float *lse, const struct attn_shape &sh, long nseq,
                  cudaStream_t stream) {
   long rows = nseq * sh.seq_len * sh.nq; /* (token, head) rows of HD */
-  attention_rowdot_tc<HD><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(
+  struct hxc_launch_dims lr = tc_rowdot_launch(rows);
+  attention_rowdot_tc<HD><<<grid_of(lr), lr.threads, 0, stream>>>(
       dbuf, (const bf16 *)dout, (const bf16 *)o, rows);
   HXC_LAUNCHED("attention_rowdot_tc");
-  dim3 gq((sh.seq_len + 63) / 64, sh.nq, (unsigned)nseq);
-  attention_backward_dq_tc<HD><<<gq, 128, 0, stream>>>(
+  struct hxc_launch_dims lq = tc_query_launch<HD>(sh.seq_len, sh.nq, nseq);
+  attention_backward_dq_tc<HD><<<grid_of(lq), lq.threads, 0, stream>>>(
       (bf16 *)dq, dbuf, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k,
       (const bf16 *)v, lse, sh);
   HXC_LAUNCHED("attention_backward_dq_tc");
   /* Above 48 KiB a kernel must opt in to its dynamic shared memory. */
-  size_t smem = dkv_cfg<HD>::SMEM;
+  struct hxc_launch_dims lk = tc_dkv_launch<HD>(sh.seq_len, sh.nkv, nseq);
   HXC_CHECK(cudaFuncSetAttribute(attention_backward_dkv_tc<HD>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)smem));
-  dim3 gk((sh.seq_len + dkv_cfg<HD>::BK - 1) / dkv_cfg<HD>::BK, sh.nkv,
-          (unsigned)nseq);
-  attention_backward_dkv_tc<HD><<<gk, 128, smem, stream>>>(
+                                 (int)lk.smem));
+  attention_backward_dkv_tc<HD><<<grid_of(lk), lk.threads, lk.smem, stream>>>(
       (bf16 *)dk, (bf16 *)dv, dbuf, (const bf16 *)dout, (const bf16 *)q,
       (const bf16 *)k, (const bf16 *)v, lse, sh);
   HXC_LAUNCHED("attention_backward_dkv_tc");
@@ -636,4 +661,30 @@ void hxc_attention_tc_backward(void *dq, void *dk, void *dv, float *dbuf,
   else
     backward_tc<128>(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh, nseq,
                      stream);
+}
+
+template <int HD>
+static void tc_launches(const struct hxc_launch_shapes *s, long ns,
+                        hxc_launch_fn fn, void *arg) {
+  struct hxc_launch_dims q = tc_query_launch<HD>(s->seq_len, s->nq, ns);
+  struct hxc_launch_dims r = tc_rowdot_launch(ns * s->seq_len * s->nq);
+  struct hxc_launch_dims k = tc_dkv_launch<HD>(s->seq_len, s->nkv, ns);
+  char name[64];
+  snprintf(name, sizeof name, "attention_forward_tc<%d>", HD);
+  fn(arg, name, &q);
+  snprintf(name, sizeof name, "attention_rowdot_tc<%d>", HD);
+  fn(arg, name, &r);
+  snprintf(name, sizeof name, "attention_backward_dq_tc<%d>", HD);
+  fn(arg, name, &q);
+  snprintf(name, sizeof name, "attention_backward_dkv_tc<%d>", HD);
+  fn(arg, name, &k);
+}
+
+HXC_LAUNCHES(hxc_attention_tc_launches) {
+  long ns = s->nseq < hxc_attention_seq_chunk() ? s->nseq
+                                                : hxc_attention_seq_chunk();
+  if (s->hd == 64)
+    tc_launches<64>(s, ns, fn, arg);
+  else if (s->hd == 128)
+    tc_launches<128>(s, ns, fn, arg);
 }

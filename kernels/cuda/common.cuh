@@ -74,6 +74,41 @@ static inline unsigned grid_for(long n, int threads) {
   return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
+/* The block of every grid-stride (element-wise) kernel, and its launch
+ * over n elements: grid_for(n, EW_THREADS) blocks. */
+#define EW_THREADS 256
+static inline struct hxc_launch_dims ew_launch(long n) {
+  struct hxc_launch_dims l = {grid_for(n, EW_THREADS), 1, 1, EW_THREADS, 0,
+                              false};
+  return l;
+}
+static inline struct hxc_launch_dims launch_dims(unsigned long gx,
+                                                 unsigned long gy,
+                                                 unsigned long gz, int threads,
+                                                 size_t smem, bool opt_in) {
+  struct hxc_launch_dims l = {gx, gy, gz, threads, smem, opt_in};
+  return l;
+}
+static inline dim3 grid_of(const struct hxc_launch_dims &l) {
+  return dim3((unsigned)l.gx, (unsigned)l.gy, (unsigned)l.gz);
+}
+
+/* Each .cu file's part of hxc_launch_table (context.cu calls them all). */
+#define HXC_LAUNCHES(name)                                                    \
+  void name(const struct hxc_launch_shapes *s, hxc_launch_fn fn, void *arg)
+HXC_LAUNCHES(hxc_context_launches);
+HXC_LAUNCHES(hxc_embedding_launches);
+HXC_LAUNCHES(hxc_rmsnorm_launches);
+HXC_LAUNCHES(hxc_rope_launches);
+HXC_LAUNCHES(hxc_swiglu_launches);
+HXC_LAUNCHES(hxc_residual_launches);
+HXC_LAUNCHES(hxc_layer_launches);
+HXC_LAUNCHES(hxc_head_launches);
+HXC_LAUNCHES(hxc_optim_launches);
+HXC_LAUNCHES(hxc_attention_launches);
+HXC_LAUNCHES(hxc_attention_tc_launches);
+HXC_LAUNCHES(hxc_attention_block_launches);
+
 /* Runs `body` with T bound to the storage type of dt:
  *   HXC_DISPATCH(dt, T, my_kernel<T><<<...>>>(...));                       */
 #define HXC_DISPATCH(dt, T, ...)                                              \
@@ -104,14 +139,16 @@ struct hxc_ctx {
   cublasLtHandle_t lt;
   void *workspace;
   size_t workspace_bytes;
-  void *scratch; /* reductions' partial sums; grows */
+  void *scratch; /* reductions' partial sums; grows until reserved */
   size_t scratch_bytes;
+  bool sealed; /* hxc_ctx_reserve ran: never grows again */
   struct hxc_algo_entry *algos;
   int nalgos, cap_algos;
 };
 
-/* The context's scratch, at least `bytes` long (grows, synchronising the
- * device first so that no queued kernel still reads the old buffer). */
+/* The context's scratch, at least `bytes` long (until hxc_ctx_reserve:
+ * grows, synchronising the device first so that no queued kernel still
+ * reads the old buffer; after it: more than reserved is fatal). */
 void *hxc_ctx_scratch(struct hxc_ctx *ctx, size_t bytes);
 
 /* Frees the algorithm cache (linear.cu). */

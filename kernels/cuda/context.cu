@@ -118,6 +118,14 @@ size_t hxc_ctx_device_bytes(const struct hxc_ctx *ctx) {
 void *hxc_ctx_scratch(struct hxc_ctx *ctx, size_t bytes) {
   if (bytes <= ctx->scratch_bytes)
     return ctx->scratch;
+  if (ctx->sealed) { /* reserved at start: growing now could deadlock NCCL */
+    char error[256];
+    snprintf(error, sizeof error,
+             "a kernel needs %zu bytes of context scratch, %zu were reserved "
+             "at start (hxc_ctx_reserve): the reservation missed a shape",
+             bytes, ctx->scratch_bytes);
+    hxc_fail("hxc_ctx_scratch", error, __FILE__, __LINE__);
+  }
   /* Kernels queued on any stream may still read the old buffer. */
   HXC_CHECK(cudaDeviceSynchronize());
   HXC_CHECK(cudaFree(ctx->scratch));
@@ -129,8 +137,18 @@ void *hxc_ctx_scratch(struct hxc_ctx *ctx, size_t bytes) {
   return ctx->scratch;
 }
 
+/* Once, before the first step (nothing queued yet reads the scratch):
+ * exactly the bytes asked, then sealed. */
 void hxc_ctx_reserve(struct hxc_ctx *ctx, size_t scratch_bytes) {
-  hxc_ctx_scratch(ctx, scratch_bytes);
+  HXC_REQUIRE(!ctx->sealed, "hxc_ctx_reserve: once per context");
+  if (scratch_bytes > ctx->scratch_bytes) {
+    HXC_CHECK(cudaFree(ctx->scratch));
+    ctx->scratch = NULL;
+    ctx->scratch_bytes = 0;
+    HXC_CHECK(cudaMalloc(&ctx->scratch, scratch_bytes));
+    ctx->scratch_bytes = scratch_bytes;
+  }
+  ctx->sealed = true;
 }
 
 /* dst[i] = src[i] converted: fp32 <-> bf16 (round to nearest even). */
@@ -145,11 +163,35 @@ void hxc_convert(void *dst, enum hxc_dtype dst_dt, const void *src,
                  enum hxc_dtype src_dt, long n, cudaStream_t stream) {
   if (n <= 0)
     return;
-  const int threads = 256;
+  const int threads = EW_THREADS;
   HXC_DISPATCH(dst_dt, D,
                HXC_DISPATCH(src_dt, S,
                             convert_kernel<D, S>
                             <<<grid_for(n, threads), threads, 0, stream>>>(
                                 (D *)dst, (const S *)src, n)));
   HXC_LAUNCHED("convert_kernel");
+}
+
+/* Weights and activations converted: the group's floats at most. */
+HXC_LAUNCHES(hxc_context_launches) {
+  struct hxc_launch_dims l = ew_launch(s->group_elems);
+  fn(arg, "convert_kernel", &l);
+}
+
+/* Every kernel's launch at the shapes s (the parts live beside their
+ * launchers). */
+void hxc_launch_table(const struct hxc_launch_shapes *s, hxc_launch_fn fn,
+                      void *arg) {
+  hxc_context_launches(s, fn, arg);
+  hxc_embedding_launches(s, fn, arg);
+  hxc_rmsnorm_launches(s, fn, arg);
+  hxc_rope_launches(s, fn, arg);
+  hxc_swiglu_launches(s, fn, arg);
+  hxc_residual_launches(s, fn, arg);
+  hxc_layer_launches(s, fn, arg);
+  hxc_head_launches(s, fn, arg);
+  hxc_optim_launches(s, fn, arg);
+  hxc_attention_launches(s, fn, arg);
+  hxc_attention_tc_launches(s, fn, arg);
+  hxc_attention_block_launches(s, fn, arg);
 }

@@ -108,9 +108,13 @@ static inline void hxc_check_result(cudnnStatus_t s, const char *call,
 #endif /* __cplusplus */
 
 /* After a kernel launch: a bad configuration is reported here, naming the
- * kernel; an error inside the kernel surfaces at the next checked call. */
+ * kernel; an error inside the kernel surfaces at the next checked call.
+ * (The host emulator, tests/gpu/emulate/cuda_emu.h, defines its own that
+ * also tells it the kernel's name.) */
+#ifndef HXC_LAUNCHED
 #define HXC_LAUNCHED(kernel_name)                                              \
   HXC_CHECK_AS(cudaGetLastError(), "launch of " kernel_name)
+#endif
 #define HXC_CHECK_AS(call, name) hxc_check_cuda((call), name, __FILE__, __LINE__)
 
 #endif

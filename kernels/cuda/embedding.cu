@@ -19,7 +19,7 @@ void hxc_embedding_forward(void *out, const int32_t *tok, const void *emb,
                            cudaStream_t stream) {
   if (n <= 0)
     return;
-  const int threads = 256;
+  const int threads = EW_THREADS;
   HXC_DISPATCH(dt, T,
                embedding_forward_kernel<T>
                <<<grid_for(n * dim, threads), threads, 0, stream>>>(
@@ -47,10 +47,16 @@ void hxc_embedding_backward(float *demb, const int32_t *tok, const void *dout,
                             cudaStream_t stream) {
   if (n <= 0)
     return;
-  const int threads = 256;
+  const int threads = EW_THREADS;
   HXC_DISPATCH(dt, T,
                embedding_backward_kernel<T>
                <<<grid_for(n * dim, threads), threads, 0, stream>>>(
                    demb, tok, (const T *)dout, n, dim));
   HXC_LAUNCHED("embedding_backward_kernel");
+}
+
+HXC_LAUNCHES(hxc_embedding_launches) {
+  struct hxc_launch_dims l = ew_launch(s->nseq * s->seq_len * s->hidden);
+  fn(arg, "embedding_forward_kernel", &l);
+  fn(arg, "embedding_backward_kernel", &l);
 }

@@ -59,6 +59,14 @@ size_t hxc_head_scratch_bytes(const struct hxk_dims *d, long n, long chunk,
   return c.used;
 }
 
+/* A block per row of a chunk (rows <= the chunk: far below gridDim.x's
+ * limit); one block adds the losses. */
+#define CE_THREADS 256
+#define SUM_THREADS 1024
+static struct hxc_launch_dims ce_launch(long rows) {
+  return launch_dims((unsigned long)rows, 1, 1, CE_THREADS, 0, false);
+}
+
 /* Per token row of logits (one block per row):
  *   lse = max_j z_j + log sum_j e^(z_j - max);  loss = lse - z_target;
  * and, when `grad`, z_j := scale (e^(z_j - lse) - [j = target]) in place
@@ -96,7 +104,7 @@ __global__ void cross_entropy_rows(float *logits, bf16 *grad_lp,
 /* *loss += scale * sum_t losses[t], in double and a fixed order. */
 __global__ void sum_losses(double *loss, const float *losses, long n,
                            double scale) {
-  __shared__ double shared[1024];
+  __shared__ double shared[SUM_THREADS];
   double sum = 0.0;
   for (long i = threadIdx.x; i < n; i += blockDim.x)
     sum += losses[i];
@@ -137,11 +145,12 @@ void hxc_head_forward_backward(struct hxc_ctx *ctx, const struct hxk_dims *d,
     struct hxc_gemm fwd = {true, false, V, rows, D, D, D, V, dt, HXC_FP32};
     hxc_gemm_run(ctx, &fwd, 1.0f, w->lm_head, xc, 0.0f, s.logits, stream);
     bf16 *lp = dt == HXC_BF16 ? (bf16 *)s.dlogits_lp : NULL;
+    struct hxc_launch_dims lc = ce_launch(rows);
     if (backward)
-      cross_entropy_rows<true><<<(unsigned)rows, 256, 0, stream>>>(
+      cross_entropy_rows<true><<<grid_of(lc), lc.threads, 0, stream>>>(
           s.logits, lp, targets + t0, s.losses + t0, V, (float)scale);
     else
-      cross_entropy_rows<false><<<(unsigned)rows, 256, 0, stream>>>(
+      cross_entropy_rows<false><<<grid_of(lc), lc.threads, 0, stream>>>(
           s.logits, nullptr, targets + t0, s.losses + t0, V, (float)scale);
     HXC_LAUNCHED("cross_entropy_rows");
     if (!backward)
@@ -151,9 +160,20 @@ void hxc_head_forward_backward(struct hxc_ctx *ctx, const struct hxk_dims *d,
     hxc_linear_backward(ctx, (char *)s.dxn + (size_t)t0 * D * es, g->lm_head,
                         dlogits, xc, w->lm_head, rows, D, V, dt, stream);
   }
-  sum_losses<<<1, 1024, 0, stream>>>(loss, s.losses, n, scale);
+  sum_losses<<<1, SUM_THREADS, 0, stream>>>(loss, s.losses, n, scale);
   HXC_LAUNCHED("sum_losses");
   if (backward)
     hxc_rmsnorm_backward(ctx, dx, g->final_norm, s.dxn, x, w->final_norm,
                          s.rstd, n, D, dt, stream);
+}
+
+size_t hxc_head_ctx_scratch_bytes(const struct hxk_dims *d, long n) {
+  return hxc_rmsnorm_backward_scratch(n, d->dim);
+}
+
+HXC_LAUNCHES(hxc_head_launches) {
+  struct hxc_launch_dims c = ce_launch(chunk_rows(s->nseq * s->seq_len, 0));
+  struct hxc_launch_dims l = launch_dims(1, 1, 1, SUM_THREADS, 0, false);
+  fn(arg, "cross_entropy_rows", &c);
+  fn(arg, "sum_losses", &l);
 }

@@ -214,6 +214,17 @@ size_t hxc_layer_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq) {
   return c.used;
 }
 
+size_t hxc_layer_ctx_scratch_bytes(const struct hxc_layer_ctx *ctx,
+                                   long nseq) {
+  struct layer_shape sh;
+  shape_of(&sh, ctx, nseq);
+  size_t norm = hxc_rmsnorm_backward_scratch(sh.n, sh.dim);
+  size_t attn = sh.hook ? 0
+                        : hxc_attention_backward_scratch(sh.nseq, sh.seq_len,
+                                                         sh.nq);
+  return norm > attn ? norm : attn;
+}
+
 void hxc_layer_bind(struct hxc_layer_params *p, const void *base,
                     enum hxc_dtype dt, const struct hxk_dims *d,
                     const struct hxk_shard *s) {
@@ -530,7 +541,13 @@ void hxc_copy_rows(float *dst, long dst_pitch, const float *src,
   long total = width * rows;
   if (width <= 0 || rows <= 0)
     return;
-  copy_rows_kernel<<<grid_for(total, 256), 256, 0, stream>>>(
+  copy_rows_kernel<<<grid_for(total, EW_THREADS), EW_THREADS, 0, stream>>>(
       dst, dst_pitch, src, src_pitch, width, total, add);
   HXC_LAUNCHED("copy_rows_kernel");
+}
+
+/* The hooks' copies: rows of a layer's width. */
+HXC_LAUNCHES(hxc_layer_launches) {
+  struct hxc_launch_dims l = ew_launch(s->nseq * s->seq_len * s->hidden);
+  fn(arg, "copy_rows_kernel", &l);
 }

@@ -66,10 +66,57 @@ struct hxc_ctx *hxc_ctx_create(size_t workspace_bytes);
 void hxc_ctx_destroy(struct hxc_ctx *ctx);
 
 /* Device bytes the context holds now (workspace + scratch), for the
- * runtime's memory check. The scratch grows on first use of a larger shape
- * (with a device synchronisation); hxc_ctx_reserve sizes it up front. */
+ * runtime's memory check. A context nobody reserved for grows its scratch
+ * on first use of a larger shape (synchronising the device: tests and
+ * tools only). hxc_ctx_reserve allocates the scratch once, up front, and
+ * seals it: a later call that needs more is a fatal error that names the
+ * sizes, never a device-wide synchronisation, free or malloc in the middle
+ * of a step (other streams' NCCL work may be in flight). The sizes come
+ * from hxc_ctx_scratch_bound. */
 size_t hxc_ctx_device_bytes(const struct hxc_ctx *ctx);
 void hxc_ctx_reserve(struct hxc_ctx *ctx, size_t scratch_bytes);
+
+/* The context scratch each call that takes one needs, at most, for every
+ * shape up to the one given (rmsnorm: any n' <= n; attention: any nseq'
+ * <= nseq), and the most the calls of a plan's shapes need: the layers
+ * (hxc_layer_ctx_scratch_bytes) and the head (hxc_head_ctx_scratch_bytes)
+ * over `tokens` rows. */
+size_t hxc_rmsnorm_backward_scratch(long n, int dim);
+size_t hxc_attention_backward_scratch(long nseq, int seq_len, int nq);
+size_t hxc_sum_squares_scratch(long n);
+
+/* The launch of every kernel at given shapes, as its launcher computes it
+ * (the same functions pick block size, grid and dynamic shared memory):
+ * tests/gpures checks them against the registers and shared memory ptxas
+ * gives each kernel. `kernel` is the kernel's name, with the template
+ * arguments where the launch differs by them ("attention_forward_tc<64>"),
+ * else bare (every instantiation). */
+struct hxc_launch_dims {
+  unsigned long gx, gy, gz; /* grid */
+  int threads;              /* per block (x only) */
+  size_t smem;              /* dynamic shared memory bytes */
+  bool opt_in;              /* the launcher raises the kernel's limit */
+};
+struct hxc_launch_shapes {
+  long nseq;       /* sequences per call (micro-batch) */
+  int seq_len;     /* tokens per sequence */
+  int hidden, ffn; /* per rank (a TP shard: at most the model's) */
+  int nq, nkv, hd; /* heads per rank, head dim */
+  long vocab;
+  long group_elems;  /* elements of the optimizer's group */
+  long group_chunks; /* its chunks (the group's tensors cut at 64 Ki) */
+};
+typedef void (*hxc_launch_fn)(void *arg, const char *kernel,
+                              const struct hxc_launch_dims *launch);
+void hxc_launch_table(const struct hxc_launch_shapes *s, hxc_launch_fn fn,
+                      void *arg);
+
+/* Sequences one attention launch takes at most (gridDim.z <= 65535):
+ * larger micro-batches go in several launches over pointer offsets. A
+ * test may lower it (n > 0) to check a split on a few sequences; 0 puts
+ * the hardware's limit back. */
+void hxc_attention_set_seq_chunk(long n);
+long hxc_attention_seq_chunk(void);
 
 /* Number of distinct matmul shapes whose algorithm the context cached. */
 int hxc_ctx_cached_algos(const struct hxc_ctx *ctx);
@@ -255,6 +302,9 @@ struct hxc_head_grads {
 
 size_t hxc_head_scratch_bytes(const struct hxk_dims *d, long n, long chunk,
                               enum hxc_dtype dt);
+/* The hxc_ctx scratch hxc_head_forward_backward needs (its final norm's
+ * backward over n tokens): for hxc_ctx_reserve. */
+size_t hxc_head_ctx_scratch_bytes(const struct hxk_dims *d, long n);
 
 /* ADDS scale * sum_t -log p(tgt_t) into *loss (one device double). When g
  * and dx are not NULL, also the backward of that scaled loss: ADDS into
@@ -397,6 +447,9 @@ void hxc_attention_hook_local(struct hxk_attention_hook *hook,
  * recomputing, and in bf16 the fp32 copies it reads and writes). */
 size_t hxc_layer_acts_bytes(const struct hxc_layer_ctx *ctx, long nseq);
 size_t hxc_layer_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq);
+/* The hxc_ctx scratch a layer's forward and backward need (its norms'
+ * backward, the whole-head attention's D buffer): for hxc_ctx_reserve. */
+size_t hxc_layer_ctx_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq);
 
 /* out[n, D] = layer(x[n, D]), n = nseq * local_len; fills acts. out must
  * not alias x. */

@@ -249,6 +249,16 @@ void hxc_adamw_group_step(struct hxc_adamw_group *grp,
  * Single-buffer pieces.
  * ------------------------------------------------------------------------- */
 
+/* The block count depends on n only, so the order of the sum does too. */
+static int sumsq_blocks(long n) {
+  long want = (n + CHUNK_THREADS * 8 - 1) / (CHUNK_THREADS * 8);
+  return (int)(want < 1024 ? want : 1024);
+}
+
+size_t hxc_sum_squares_scratch(long n) {
+  return n > 0 ? (size_t)sumsq_blocks(n) * sizeof(double) : 0;
+}
+
 /* partials[b] = sum of g^2 over block b's strided share (double). */
 __global__ void sumsq_kernel(double *partials, const float *buf, long n) {
   __shared__ double shared[CHUNK_THREADS];
@@ -265,11 +275,9 @@ void hxc_sum_squares(struct hxc_ctx *ctx, const float *buf, long n,
                      double *sumsq, cudaStream_t stream) {
   if (n <= 0)
     return;
-  /* The block count depends on n only, so the order of the sum does too. */
-  long want = (n + CHUNK_THREADS * 8 - 1) / (CHUNK_THREADS * 8);
-  int blocks = (int)(want < 1024 ? want : 1024);
+  int blocks = sumsq_blocks(n);
   double *partials =
-      (double *)hxc_ctx_scratch(ctx, (size_t)blocks * sizeof(double));
+      (double *)hxc_ctx_scratch(ctx, hxc_sum_squares_scratch(n));
   sumsq_kernel<<<blocks, CHUNK_THREADS, 0, stream>>>(partials, buf, n);
   HXC_LAUNCHED("sumsq_kernel");
   sum_partials_kernel<<<1, REDUCE_THREADS, 0, stream>>>(sumsq, partials,
@@ -287,7 +295,7 @@ __global__ void scale_kernel(float *buf, long n, float factor) {
 void hxc_scale(float *buf, long n, float factor, cudaStream_t stream) {
   if (n <= 0)
     return;
-  scale_kernel<<<grid_for(n, 256), 256, 0, stream>>>(buf, n, factor);
+  scale_kernel<<<grid_for(n, EW_THREADS), EW_THREADS, 0, stream>>>(buf, n, factor);
   HXC_LAUNCHED("scale_kernel");
 }
 
@@ -307,7 +315,24 @@ void hxc_adamw_step(float *w, const float *g, float *m, float *v,
   if (n <= 0)
     return;
   struct adamw_consts k = adamw_consts_of(hp, step, lr, 0.0);
-  adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(w, g, m, v, decay_mask,
+  adamw_kernel<<<grid_for(n, EW_THREADS), EW_THREADS, 0, stream>>>(w, g, m, v, decay_mask,
                                                      n, k);
   HXC_LAUNCHED("adamw_kernel");
+}
+
+HXC_LAUNCHES(hxc_optim_launches) {
+  struct hxc_launch_dims c = launch_dims(
+      chunk_blocks((int)(s->group_chunks < (1L << 30) ? s->group_chunks : 0)),
+      1, 1, CHUNK_THREADS, 0, false);
+  struct hxc_launch_dims r = launch_dims(1, 1, 1, REDUCE_THREADS, 0, false);
+  struct hxc_launch_dims q = launch_dims(
+      (unsigned long)sumsq_blocks(s->group_elems), 1, 1, CHUNK_THREADS, 0,
+      false);
+  struct hxc_launch_dims e = ew_launch(s->group_elems);
+  fn(arg, "group_sumsq_kernel", &c);
+  fn(arg, "group_adamw_kernel", &c);
+  fn(arg, "sum_partials_kernel", &r);
+  fn(arg, "sumsq_kernel", &q);
+  fn(arg, "scale_kernel", &e);
+  fn(arg, "adamw_kernel", &e);
 }

@@ -16,7 +16,7 @@ void hxc_residual_forward(void *y, const void *a, const void *b, long n,
     return;
   HXC_DISPATCH(dt, T,
                residual_forward_kernel<T>
-               <<<grid_for(n, 256), 256, 0, stream>>>(
+               <<<grid_for(n, EW_THREADS), EW_THREADS, 0, stream>>>(
                    (T *)y, (const T *)a, (const T *)b, n));
   HXC_LAUNCHED("residual_forward_kernel");
 }
@@ -38,7 +38,13 @@ void hxc_residual_backward(void *da, void *db, const void *dy, long n,
     return;
   HXC_DISPATCH(dt, T,
                residual_backward_kernel<T>
-               <<<grid_for(n, 256), 256, 0, stream>>>(
+               <<<grid_for(n, EW_THREADS), EW_THREADS, 0, stream>>>(
                    (T *)da, (T *)db, (const T *)dy, n));
   HXC_LAUNCHED("residual_backward_kernel");
+}
+
+HXC_LAUNCHES(hxc_residual_launches) {
+  struct hxc_launch_dims l = ew_launch(s->nseq * s->seq_len * s->hidden);
+  fn(arg, "residual_forward_kernel", &l);
+  fn(arg, "residual_backward_kernel", &l);
 }

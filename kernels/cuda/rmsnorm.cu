@@ -8,22 +8,31 @@ template <typename T>
 __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *x,
                                        const T *g, long n, int dim,
                                        float eps) {
-  long t = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
+  long warps = blockDim.x / 32;
   int lane = threadIdx.x & 31;
-  if (t >= n) /* whole warps leave together: t is uniform in a warp */
-    return;
-  const T *xt = x + t * dim;
-  float sumsq = 0.0f;
-  for (int i = lane; i < dim; i += 32) {
-    float v = load_f(xt + i);
-    sumsq += v * v;
+  /* t is uniform in a warp: whole warps leave together */
+  for (long t = blockIdx.x * warps + threadIdx.x / 32; t < n;
+       t += gridDim.x * warps) {
+    const T *xt = x + t * dim;
+    float sumsq = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+      float v = load_f(xt + i);
+      sumsq += v * v;
+    }
+    sumsq = warp_sum(sumsq);
+    float r = (float)(1.0 / sqrt((double)sumsq / dim + (double)eps));
+    if (lane == 0)
+      rstd[t] = r;
+    for (int i = lane; i < dim; i += 32) /* reads x_i before writing out_i */
+      store_f(out + t * dim + i, load_f(g + i) * (load_f(xt + i) * r));
   }
-  sumsq = warp_sum(sumsq);
-  float r = (float)(1.0 / sqrt((double)sumsq / dim + (double)eps));
-  if (lane == 0)
-    rstd[t] = r;
-  for (int i = lane; i < dim; i += 32) /* reads x_i before writing out_i */
-    store_f(out + t * dim + i, load_f(g + i) * (load_f(xt + i) * r));
+}
+
+/* 8 warps a block, a token a warp, the grid capped (tokens loop). */
+#define RMS_FWD_WARPS 8
+static struct hxc_launch_dims rms_fwd_launch(long n) {
+  return launch_dims(grid_for(n, RMS_FWD_WARPS), 1, 1, RMS_FWD_WARPS * 32, 0,
+                     false);
 }
 
 void hxc_rmsnorm_forward(void *out, float *rstd, const void *x, const void *g,
@@ -31,36 +40,56 @@ void hxc_rmsnorm_forward(void *out, float *rstd, const void *x, const void *g,
                          cudaStream_t stream) {
   if (n <= 0)
     return;
-  const int warps = 8;
-  unsigned blocks = (unsigned)((n + warps - 1) / warps);
+  struct hxc_launch_dims l = rms_fwd_launch(n);
   HXC_DISPATCH(dt, T,
-               rmsnorm_forward_kernel<T><<<blocks, warps * 32, 0, stream>>>(
+               rmsnorm_forward_kernel<T><<<grid_of(l), l.threads, 0, stream>>>(
                    (T *)out, rstd, (const T *)x, (const T *)g, n, dim, eps));
   HXC_LAUNCHED("rmsnorm_forward_kernel");
 }
 
-/* Columns a thread of the backward owns (in registers), at most. */
+/* Columns a thread of the backward owns (in registers), at most, and the
+ * block: 256 threads while 16 columns each suffice, else just enough warps
+ * (1024 at dim 16384). The kernel is bounded at 1024 threads, so ptxas
+ * keeps it within 64 registers: any block it is launched with fits the
+ * 65536 registers of an SM (tests/gpures checks the cubins). */
 #define RMS_MAXC 16
+#define RMS_MAX_THREADS 1024
+#define RMS_MAX_BLOCKS 512
+
+static int rms_bwd_threads(int dim) {
+  int threads = 256;
+  if (dim > threads * RMS_MAXC)
+    threads = ((dim + RMS_MAXC - 1) / RMS_MAXC + 31) / 32 * 32;
+  return threads;
+}
+
+/* About 512 blocks: enough for any GPU, few partial rows to add. */
+static long rms_bwd_rows_per_block(long n) {
+  return (n + RMS_MAX_BLOCKS - 1) / RMS_MAX_BLOCKS;
+}
+
+static int rms_bwd_blocks(long n) {
+  long rows = rms_bwd_rows_per_block(n);
+  return (int)((n + rows - 1) / rows);
+}
 
 /* With xh = x r, per token:  dx_i += r (g_i dout_i - xh_i * mean_j(g_j
  * dout_j xh_j)), and the token's share of dg_i = sum_t dout_i xh_i.
  * A block takes rows_per_block consecutive tokens; thread c owns columns
- * c, c + blockDim, ... and sums their dg share over its rows in registers,
+ * c, c + blockDim, ... and sums their dg share over its rows in registers
+ * (g is re-read from the cache each row: only the sums live in registers),
  * then writes the block's partial row part[block, :]. The partials are
  * added in block order by rmsnorm_dg_kernel: no atomics, fixed order. */
 template <typename T>
-__global__ void rmsnorm_backward_kernel(T *dx, float *part, const T *dout,
-                                        const T *x, const T *g,
-                                        const float *rstd, long n, int dim,
-                                        long rows_per_block) {
+__global__ void __launch_bounds__(RMS_MAX_THREADS)
+rmsnorm_backward_kernel(T *dx, float *part, const T *dout, const T *x,
+                        const T *g, const float *rstd, long n, int dim,
+                        long rows_per_block) {
   __shared__ float red[32];
-  float acc[RMS_MAXC], gv[RMS_MAXC];
+  float acc[RMS_MAXC];
 #pragma unroll
-  for (int c = 0; c < RMS_MAXC; c++) {
-    int i = threadIdx.x + c * blockDim.x;
+  for (int c = 0; c < RMS_MAXC; c++)
     acc[c] = 0.0f;
-    gv[c] = i < dim ? load_f(g + i) : 0.0f;
-  }
   long r0 = blockIdx.x * rows_per_block;
   long r1 = r0 + rows_per_block < n ? r0 + rows_per_block : n;
   for (long t = r0; t < r1; t++) {
@@ -70,7 +99,7 @@ __global__ void rmsnorm_backward_kernel(T *dx, float *part, const T *dout,
     for (int c = 0; c < RMS_MAXC; c++) {
       int i = threadIdx.x + c * blockDim.x;
       if (i < dim)
-        dot += gv[c] * load_f(dt + i) * (load_f(xt + i) * r);
+        dot += load_f(g + i) * load_f(dt + i) * (load_f(xt + i) * r);
     }
     float mean_dot = block_sum(dot, red) / dim;
 #pragma unroll
@@ -80,7 +109,7 @@ __global__ void rmsnorm_backward_kernel(T *dx, float *part, const T *dout,
         float d = load_f(dt + i), xh = load_f(xt + i) * r;
         acc[c] += d * xh;
         T *dxi = dx + t * dim + i;
-        store_f(dxi, load_f(dxi) + r * (gv[c] * d - xh * mean_dot));
+        store_f(dxi, load_f(dxi) + r * (load_f(g + i) * d - xh * mean_dot));
       }
     }
   }
@@ -93,6 +122,7 @@ __global__ void rmsnorm_backward_kernel(T *dx, float *part, const T *dout,
 }
 
 /* dg_i += sum_b part[b, i], b in order. */
+#define RMS_DG_THREADS 256
 __global__ void rmsnorm_dg_kernel(float *dg, const float *part, int nparts,
                                   int dim) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -104,28 +134,55 @@ __global__ void rmsnorm_dg_kernel(float *dg, const float *part, int nparts,
   dg[i] += sum;
 }
 
+/* The partial rows of n tokens: n of them up to 512, then at most 512
+ * (not monotone in n: 512 tokens take 512 rows, 513 take 257): the bound
+ * for every n' <= n. */
+size_t hxc_rmsnorm_backward_scratch(long n, int dim) {
+  if (n <= 0 || dim <= 0)
+    return 0;
+  long rows = n < RMS_MAX_BLOCKS ? n : RMS_MAX_BLOCKS;
+  return (size_t)rows * (size_t)dim * sizeof(float);
+}
+
+static struct hxc_launch_dims rms_bwd_launch(long n, int dim) {
+  return launch_dims((unsigned long)rms_bwd_blocks(n), 1, 1,
+                     rms_bwd_threads(dim), 0, false);
+}
+static struct hxc_launch_dims rms_dg_launch(int dim) {
+  return launch_dims((unsigned long)(dim + RMS_DG_THREADS - 1) / RMS_DG_THREADS,
+                     1, 1, RMS_DG_THREADS, 0, false);
+}
+
 void hxc_rmsnorm_backward(struct hxc_ctx *ctx, void *dx, float *dg,
                           const void *dout, const void *x, const void *g,
                           const float *rstd, long n, int dim,
                           enum hxc_dtype dt, cudaStream_t stream) {
   if (n <= 0)
     return;
-  HXC_REQUIRE(dim <= 1024 * RMS_MAXC, "rmsnorm_backward: dim at most 16384");
-  /* 256 threads while 16 columns each suffice, else just enough warps. */
-  int threads = 256;
-  if (dim > threads * RMS_MAXC)
-    threads = ((dim + RMS_MAXC - 1) / RMS_MAXC + 31) / 32 * 32;
-  /* About 512 blocks: enough for any GPU, few partial rows to add. */
-  long rows_per_block = (n + 511) / 512;
-  int blocks = (int)((n + rows_per_block - 1) / rows_per_block);
-  float *part = (float *)hxc_ctx_scratch(
-      ctx, (size_t)blocks * (size_t)dim * sizeof(float));
+  HXC_REQUIRE(dim <= RMS_MAX_THREADS * RMS_MAXC,
+              "rmsnorm_backward: dim at most 16384");
+  struct hxc_launch_dims l = rms_bwd_launch(n, dim), ld = rms_dg_launch(dim);
+  long rows_per_block = rms_bwd_rows_per_block(n);
+  int blocks = (int)l.gx;
+  float *part =
+      (float *)hxc_ctx_scratch(ctx, hxc_rmsnorm_backward_scratch(n, dim));
   HXC_DISPATCH(dt, T,
-               rmsnorm_backward_kernel<T><<<blocks, threads, 0, stream>>>(
+               rmsnorm_backward_kernel<T><<<grid_of(l), l.threads, 0, stream>>>(
                    (T *)dx, part, (const T *)dout, (const T *)x,
                    (const T *)g, rstd, n, dim, rows_per_block));
   HXC_LAUNCHED("rmsnorm_backward_kernel");
-  rmsnorm_dg_kernel<<<(dim + 255) / 256, 256, 0, stream>>>(dg, part, blocks,
-                                                          dim);
+  rmsnorm_dg_kernel<<<grid_of(ld), ld.threads, 0, stream>>>(dg, part, blocks,
+                                                            dim);
   HXC_LAUNCHED("rmsnorm_dg_kernel");
+}
+
+/* Layers, the head and the final norm: n = nseq * seq_len tokens of
+ * hidden. */
+HXC_LAUNCHES(hxc_rmsnorm_launches) {
+  long n = s->nseq * s->seq_len;
+  struct hxc_launch_dims f = rms_fwd_launch(n), b = rms_bwd_launch(n, s->hidden),
+                         d = rms_dg_launch(s->hidden);
+  fn(arg, "rmsnorm_forward_kernel", &f);
+  fn(arg, "rmsnorm_backward_kernel", &b);
+  fn(arg, "rmsnorm_dg_kernel", &d);
 }

@@ -20,7 +20,7 @@ __global__ void rope_table_kernel(float *tab, int seq_len, int hd,
 void hxc_rope_table(float *tab, const struct hxk_dims *d,
                     cudaStream_t stream) {
   long pairs = (long)d->seq_len * (d->head_dim / 2);
-  rope_table_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(
+  rope_table_kernel<<<grid_for(pairs, EW_THREADS), EW_THREADS, 0, stream>>>(
       tab, d->seq_len, d->head_dim, d->rope_theta);
   HXC_LAUNCHED("rope_table_kernel");
 }
@@ -59,7 +59,7 @@ static void rope_rotate(void *x, const float *tab, long n, int nheads, int hd,
     return;
   HXC_DISPATCH(dt, T,
                rope_rotate_kernel<T>
-               <<<grid_for(pairs, 256), 256, 0, stream>>>(
+               <<<grid_for(pairs, EW_THREADS), EW_THREADS, 0, stream>>>(
                    (T *)x, tab, n, nheads, hd, pos, local_len, sign));
   HXC_LAUNCHED("rope_rotate_kernel");
 }
@@ -117,7 +117,16 @@ void hxc_rope_backward(void *dx, const void *dy, const float *tab, long n,
     return;
   HXC_DISPATCH(dt, T,
                rope_backward_kernel<T>
-               <<<grid_for(pairs, 256), 256, 0, stream>>>(
+               <<<grid_for(pairs, EW_THREADS), EW_THREADS, 0, stream>>>(
                    (T *)dx, (const T *)dy, tab, n, nheads, hd, seq_len));
   HXC_LAUNCHED("rope_backward_kernel");
+}
+
+HXC_LAUNCHES(hxc_rope_launches) {
+  struct hxc_launch_dims t = ew_launch((long)s->seq_len * (s->hd / 2));
+  struct hxc_launch_dims r =
+      ew_launch(s->nseq * s->seq_len * s->nq * (long)(s->hd / 2));
+  fn(arg, "rope_table_kernel", &t);
+  fn(arg, "rope_rotate_kernel", &r);
+  fn(arg, "rope_backward_kernel", &r);
 }

@@ -20,7 +20,7 @@ void hxc_swiglu_forward(void *h, const void *g, const void *u, long n,
   if (n <= 0)
     return;
   HXC_DISPATCH(dt, T,
-               swiglu_forward_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(
+               swiglu_forward_kernel<T><<<grid_for(n, EW_THREADS), EW_THREADS, 0, stream>>>(
                    (T *)h, (const T *)g, (const T *)u, n));
   HXC_LAUNCHED("swiglu_forward_kernel");
 }
@@ -45,8 +45,14 @@ void hxc_swiglu_backward(void *dg, void *du, const void *dh, const void *g,
   if (n <= 0)
     return;
   HXC_DISPATCH(dt, T,
-               swiglu_backward_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(
+               swiglu_backward_kernel<T><<<grid_for(n, EW_THREADS), EW_THREADS, 0, stream>>>(
                    (T *)dg, (T *)du, (const T *)dh, (const T *)g,
                    (const T *)u, n));
   HXC_LAUNCHED("swiglu_backward_kernel");
+}
+
+HXC_LAUNCHES(hxc_swiglu_launches) {
+  struct hxc_launch_dims l = ew_launch(s->nseq * s->seq_len * s->ffn);
+  fn(arg, "swiglu_forward_kernel", &l);
+  fn(arg, "swiglu_backward_kernel", &l);
 }

@@ -262,6 +262,12 @@ static void cu_setup(const struct rt_model *m, struct rt_weights *out) {
   cu.tokens = m->nseq * (m->local_len > 0 ? m->local_len : m->dims->seq_len);
   cu.gpu = hxc_ctx_create(0);
   set_up_layers(m);
+  /* The kernels' reduction scratch for the plan's shapes, once: growing it
+   * later would synchronise the device and reallocate in the middle of a
+   * step, with NCCL work in flight on other streams. */
+  size_t layer = hxc_layer_ctx_scratch_bytes(&cu.ctx, m->nseq);
+  size_t head = hxc_head_ctx_scratch_bytes(m->dims, cu.tokens);
+  hxc_ctx_reserve(cu.gpu, layer > head ? layer : head);
   bind_params(m);
   make_groups(m->layout);
   cu.scalars = cu_alloc(NSCALARS * sizeof(double));

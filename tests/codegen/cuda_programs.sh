@@ -231,6 +231,21 @@ sed 's/hidden = 64/hidden = 96/' "$tiny" >hd24.hx
 [ $? -eq 2 ] || { cat hd24.txt; fail "head dimension 24 should be refused with exit 2"; }
 grep -q "the CUDA kernels run head dimensions 16, 32, 64 and 128; the model's hidden/heads is 24" \
   hd24.txt || { cat hd24.txt; fail "wrong head-dimension message"; }
+# Grid limits (issue 23, defect 7): a micro-batch past gridDim.z's 65535
+# sequences is accepted (the attention kernels split it into launches of at
+# most 65535 sequences: tests/gpu/check_kernels.cu's *.split cases); the
+# heads, gridDim.y, stay at most 16384 / 16 = 1024 because a hidden size
+# past 16384 is refused.
+sed 's/global_batch = 32/global_batch = 65536; micro_batch = 65536/' "$tiny" >mb65536.hx
+"$hexic" mb65536.hx "$src/examples/clusters/one-h200.hx" --target=cuda -o mb65536 >mb65536.txt 2>&1 ||
+  { cat mb65536.txt; fail "a micro-batch of 65536 sequences refused for --target=cuda"; }
+grep -q ".micro_batch_size = 65536," mb65536/rank_0000.c || fail "mb65536: the rank's micro-batch"
+sed 's/layers = 4; hidden = 64; ffn = 176; heads = 4/layers = 1; hidden = 32768; ffn = 176; heads = 256/;
+  s/global_batch = 32/global_batch = 1/' "$tiny" >wide.hx
+"$hexic" wide.hx "$src/examples/clusters/one-h200.hx" --target=cuda -o wide >wide.txt 2>&1
+[ $? -eq 2 ] || { cat wide.txt; fail "hidden 32768 should be refused with exit 2"; }
+grep -q "the CUDA kernels take hidden sizes up to 16384; the model's is 32768" wide.txt ||
+  { cat wide.txt; fail "wrong hidden-size message"; }
 # bf16: the ranks say so.
 sed 's/precision = fp32/precision = bf16/' "$tiny" >bf16.hx
 "$hexic" bf16.hx "$src/examples/clusters/one-h200.hx" --target=cuda -o bf16 >/dev/null ||

@@ -213,8 +213,17 @@ static void check_embedding(enum hxc_dtype dt) {
       release(ddemb);
 }
 
-static void check_rmsnorm(enum hxc_dtype dt) {
+/* RMSNorm at the test shape, and at widths whose backward takes 512 and
+ * 1024 threads a block (dims 8192 and 16384, the widest --target=cuda
+ * accepts; a few tokens: the emulator runs every thread). */
+static void check_rmsnorm_shape(enum hxc_dtype dt, int NTOK, int DIM,
+                                const char *tag) {
   reseed(2);
+  char nf[64], nr[64], nd[64], ng[64];
+  snprintf(nf, sizeof nf, "rmsnorm_forward%s.out", tag);
+  snprintf(nr, sizeof nr, "rmsnorm_forward%s.rstd", tag);
+  snprintf(nd, sizeof nd, "rmsnorm_backward%s.dx", tag);
+  snprintf(ng, sizeof ng, "rmsnorm_backward%s.dg", tag);
   vec x = representable(random_vec((long)NTOK * DIM, 2.0f), dt);
   vec g = representable(random_vec(DIM, 0.5f), dt);
   for (auto &gi : g)
@@ -234,16 +243,22 @@ static void check_rmsnorm(enum hxc_dtype dt) {
   hxk_rmsnorm_backward(dx.data(), dg.data(), dout.data(), x.data(), g.data(),
                        rstd.data(), NTOK, DIM);
   bool bf = dt == HXC_BF16;
-  compare("rmsnorm_forward.out", dt, download(dout_, (long)NTOK * DIM, dt), out,
+  compare(nf, dt, download(dout_, (long)NTOK * DIM, dt), out,
           bf ? 2 * U : 1e-5, bf ? "one bf16 rounding of the result (2u)"
                                 : "fp32: sum order only");
-  compare("rmsnorm_forward.rstd", dt, download_f32(drstd, NTOK), rstd, TOL_F32);
-  compare("rmsnorm_backward.dx", dt, download(ddx, (long)NTOK * DIM, dt), dx,
+  compare(nr, dt, download_f32(drstd, NTOK), rstd, TOL_F32);
+  compare(nd, dt, download(ddx, (long)NTOK * DIM, dt), dx,
           bf ? 2 * U : 1e-5, bf ? "one bf16 rounding of the result (2u)"
                                 : "fp32: sum order only");
-  compare("rmsnorm_backward.dg", dt, download_f32(ddg, DIM), dg, TOL_F32);
+  compare(ng, dt, download_f32(ddg, DIM), dg, TOL_F32);
   release(dx_), release(dg_), release(ddout), release(ddx), release(dout_),
       release(drstd), release(ddg);
+}
+
+static void check_rmsnorm(enum hxc_dtype dt) {
+  check_rmsnorm_shape(dt, NTOK, DIM, "");
+  check_rmsnorm_shape(dt, 5, 8192, ".d8192");
+  check_rmsnorm_shape(dt, 3, 16384, ".d16384");
 }
 
 /* The model dims of a test shape (unchecked: head_dim is set by
@@ -419,6 +434,7 @@ struct attn_case {
   const char *name;
   int hd, heads, kv_heads, q_begin, q_end; /* the shard's query heads */
   int seq_len;
+  long seq_chunk; /* > 0: sequences per launch (a split micro-batch) */
 };
 
 /* One attention problem: the shape, the inputs (dq0, dk0, dv0: where the
@@ -558,6 +574,7 @@ static void check_attention_case(const struct attn_case *c, enum hxc_dtype dt,
   }
   attn_reference(&p);
   hxc_attention_set_impl(impl);
+  hxc_attention_set_seq_chunk(c->seq_chunk);
   struct attn_device g = attn_upload(&p, dt);
   attn_run(&p, &g, dt, true);
   attn_compare(prefix, &p, &g, dt, tc);
@@ -569,18 +586,22 @@ static void check_attention_case(const struct attn_case *c, enum hxc_dtype dt,
   check_bitwise(name, dt_name(dt), attn_grads(&p, &g, dt), first,
                 "a second backward gives the same bits");
   hxc_attention_set_impl(HXC_ATTN_AUTO);
+  hxc_attention_set_seq_chunk(0);
   attn_release(&g);
 }
 
 static const struct attn_case attn_cases[] = {
-    {"hd16", 16, 4, 2, 0, 4, SEQ},
-    {"hd32", 32, 4, 2, 0, 4, SEQ},
-    {"hd64", 64, 4, 2, 0, 4, SEQ},
-    {"hd128", 128, 4, 2, 0, 4, SEQ},
-    {"hd64.mha.t256", 64, 2, 2, 0, 2, 256},
+    {"hd16", 16, 4, 2, 0, 4, SEQ, 0},
+    {"hd32", 32, 4, 2, 0, 4, SEQ, 0},
+    {"hd64", 64, 4, 2, 0, 4, SEQ, 0},
+    {"hd128", 128, 4, 2, 0, 4, SEQ, 0},
+    {"hd64.mha.t256", 64, 2, 2, 0, 2, 256, 0},
     /* a TP shard that cuts a GQA group: heads 1..3 of 6 over 3 kv heads */
-    {"hd64.shard", 64, 6, 3, 1, 4, SEQ},
-    {"hd128.gqa4.t333", 128, 8, 2, 0, 8, 333},
+    {"hd64.shard", 64, 6, 3, 1, 4, SEQ, 0},
+    {"hd128.gqa4.t333", 128, 8, 2, 0, 8, 333, 0},
+    /* the micro-batch in launches of one sequence (gridDim.z <= 65535
+     * splits larger ones the same way): the shard above, offsets and all */
+    {"hd64.shard.t70.split", 64, 6, 3, 1, 4, 70, 1},
 };
 
 /* HEXIC_CHECK_ONLY=NAME,NAME... keeps only the attention and layer cases
@@ -624,6 +645,7 @@ enum { BT = 150, BDEV = 4 };
 struct block_case {
   const char *name;
   int hd, heads, kv_heads, q_begin, q_end;
+  long seq_chunk; /* > 0: sequences per launch (a split micro-batch) */
 };
 
 struct block_dev {
@@ -742,18 +764,23 @@ static void check_attention_block_case(const struct block_case *c,
 }
 
 static const struct block_case block_cases[] = {
-    {"block.hd16", 16, 4, 2, 0, 4},
+    {"block.hd16", 16, 4, 2, 0, 4, 0},
     /* a head dim that fills no lane row, a TP shard that cuts both GQA
      * groups (query heads 1, 2 of 4 read kv heads 0, 1) */
-    {"block.hd40.shard", 40, 4, 2, 1, 3},
-    {"block.hd64.shard", 64, 6, 3, 1, 4},
-    {"block.hd128.gqa4", 128, 8, 2, 0, 8},
+    {"block.hd40.shard", 40, 4, 2, 1, 3, 0},
+    /* the same in launches of one sequence each */
+    {"block.hd40.shard.split", 40, 4, 2, 1, 3, 1},
+    {"block.hd64.shard", 64, 6, 3, 1, 4, 0},
+    {"block.hd128.gqa4", 128, 8, 2, 0, 8, 0},
 };
 
 static void check_attention_block(enum hxc_dtype dt) {
   for (const auto &c : block_cases)
-    if (case_selected(c.name))
+    if (case_selected(c.name)) {
+      hxc_attention_set_seq_chunk(c.seq_chunk);
       check_attention_block_case(&c, dt);
+      hxc_attention_set_seq_chunk(0);
+    }
 }
 
 /* ---- model head ------------------------------------------------------------ */
@@ -1195,8 +1222,17 @@ int main(int argc, char **argv) {
   int count = 0;
   cudaError_t st = cudaGetDeviceCount(&count);
   if (st != cudaSuccess || count == 0) {
-    printf("check_kernels: no CUDA device (%s): skipped\n",
-           st != cudaSuccess ? cudaGetErrorString(st) : "none found");
+    /* The error's name and both versions: run.sh tells a driver older than
+     * this runtime (cudaErrorInsufficientDriver) from no GPU at all. */
+    int driver = 0, runtime = 0;
+#ifndef HXC_CUDA_EMU_H /* the host emulator (tests/gpu/emulate/) has no versions */
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+#endif
+    printf("check_kernels: no CUDA device (%s: %s; driver CUDA %d.%d, runtime CUDA %d.%d): skipped\n",
+           st != cudaSuccess ? cudaGetErrorName(st) : "count 0",
+           st != cudaSuccess ? cudaGetErrorString(st) : "none found", driver / 1000,
+           driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
     return 77;
   }
   hxc_set_fatal_handler(fatal, NULL);

@@ -50,7 +50,15 @@ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row_addr);
 void *dynamic_smem();
 float atomic_add(float *p, float v);
 
-/* Runs body once per thread of every block of the grid. */
+/* A launch of the kernel of that name was just made (HXC_LAUNCHED):
+ * HEXIC_EMU_FREEZE_AFTER=NAME makes every cudaMalloc, cudaFree and
+ * cudaDeviceSynchronize after the first one fatal (a test that device
+ * memory is all allocated at start: NAME the first kernel of step 1). */
+void launched(const char *name);
+
+/* Runs body once per thread of every block of the grid (fatal when the
+ * grid or block is past what the hardware launches: x < 2^31, y and z at
+ * most 65535, 1024 threads). */
 void run_grid(dim3 grid, dim3 block, size_t smem,
               const std::function<void()> &body);
 
@@ -82,6 +90,11 @@ cudaError_t cudaFuncSetAttribute(T *func, enum cudaFuncAttribute attr,
                                  int value) {
   return cudaFuncSetAttribute((const void *)func, attr, value);
 }
+
+#define HXC_LAUNCHED(kernel_name)                                              \
+  (emu::launched(kernel_name),                                                 \
+   hxc_check_cuda(cudaGetLastError(), "launch of " kernel_name, __FILE__,      \
+                  __LINE__))
 
 #define threadIdx (emu::current->thread_idx)
 #define blockIdx (emu::current->block_idx)

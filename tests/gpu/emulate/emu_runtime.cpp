@@ -201,6 +201,16 @@ void run_block(dim3 grid, dim3 block, dim3 blk) {
 
 void run_grid(dim3 grid, dim3 block, size_t smem,
               const std::function<void()> &fn) {
+  unsigned long threads = (unsigned long)block.x * block.y * block.z;
+  if (grid.x < 1 || grid.x > 2147483647u || grid.y < 1 || grid.y > 65535 ||
+      grid.z < 1 || grid.z > 65535 || threads < 1 || threads > 1024) {
+    fprintf(stderr,
+            "emulator: launch of grid (%u, %u, %u) x block (%u, %u, %u): past "
+            "the hardware's limits (grid x < 2^31, y, z <= 65535; 1024 "
+            "threads a block)\n",
+            grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    abort();
+  }
   body = &fn;
   shared_dynamic.assign(smem, 0xff);
   for (unsigned z = 0; z < grid.z; z++)
@@ -213,6 +223,28 @@ void run_grid(dim3 grid, dim3 block, size_t smem,
 void block_barrier() { arrive(block_bar); }
 
 void *dynamic_smem() { return shared_dynamic.data(); }
+
+/* HEXIC_EMU_FREEZE_AFTER: the kernel after whose first launch the device's
+ * memory is fixed; frozen_by names it once it ran. */
+static const char *frozen_by;
+
+void launched(const char *name) {
+  const char *after = getenv("HEXIC_EMU_FREEZE_AFTER");
+  if (!frozen_by && after && strcmp(after, name) == 0)
+    frozen_by = name;
+}
+
+static void check_not_frozen(const char *call, size_t bytes) {
+  if (!frozen_by)
+    return;
+  fprintf(stderr,
+          "emulator: %s (%zu bytes) after the first launch of %s "
+          "(HEXIC_EMU_FREEZE_AFTER): device memory is allocated at start, "
+          "never in a step\n",
+          call, bytes, frozen_by);
+  fflush(stderr);
+  abort();
+}
 
 float atomic_add(float *p, float v) {
   float old = *p; /* one OS thread, no switch inside: atomic */
@@ -383,6 +415,7 @@ cudaError_t cudaGetDevice(int *device) {
 
 /* Fresh memory is NaN bytes, so a kernel reading what nobody wrote shows. */
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+  emu::check_not_frozen("cudaMalloc", bytes);
   *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!*p)
     return cudaErrorMemoryAllocation;
@@ -391,6 +424,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 
 cudaError_t cudaFree(void *p) {
+  if (p)
+    emu::check_not_frozen("cudaFree", 0);
   free(p);
   return cudaSuccess;
 }
@@ -419,7 +454,10 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
   return cudaMemset(p, value, bytes);
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  emu::check_not_frozen("cudaDeviceSynchronize", 0);
+  return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr,
