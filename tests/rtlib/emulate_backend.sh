@@ -18,7 +18,7 @@
 # interfaces, the bindings, packing, staging and bf16 plumbing. What it
 # cannot: speed, streams running concurrently, a real GPU's errors.
 #
-#   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1]   (all by default;
+#   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1|build]   (all by default;
 #   builds into build-emu-backend/; HEXIC_CPU_BUILD=DIR takes the CPU side
 #   from an existing build)
 set -euo pipefail
@@ -70,6 +70,7 @@ done
 rm -f "$out/libhexic_emu.a"
 ar rcs "$out/libhexic_emu.a" "$out"/obj/*.o
 libs=("$out/libhexic_emu.a" "$cpu/libhexic_kernels.a" -lopenblas -lstdc++ -lm -lpthread)
+[ "$part" = build ] && exit 0 # the library alone (tests/rtlib/emulate_nccl.sh)
 
 # 1. one rank
 if [ "$part" = all ] || [ "$part" = one ]; then

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The CUDA backend's NCCL transport (rtlib/cuda/transport_nccl.c) run on a
+# machine without a GPU: the host CUDA emulator's build of rtlib/cuda/
+# (tests/rtlib/emulate_backend.sh build) with transport_nccl.c compiled in
+# (-DHEXIC_HAVE_NCCL, NCCL the default transport) over the test-only NCCL of
+# tests/nccl/nccl_shim.c (MPI underneath; it reports what NCCL would
+# deadlock on). The emulator shows one device per rank of the machine (the
+# shim's cudaGetDeviceCount over emu_runtime.cpp's one, weakened here), so
+# transport_select.c's own rule picks NCCL. Each plan's --target=cpu rank
+# programs are the reference; the same sources linked with the emulator
+# must print "transport: nccl" and give the same fp32 losses (relative 1e-5)
+# and weights (1e-5):
+#   dp2 tp2 pp2 dp2z   tiny.hx, tests/gpu/run.sh's plans (DP 2, TP 2, PP 2,
+#                      DP 2 with ZeRO-1: the uneven reduce-scatter/all-gather)
+#   tp2pp2             tiny.hx, tests/codegen/plans/tp2_pp2_uneven.json (a
+#                      TP 2 stage feeding a one-rank stage beside a one-rank
+#                      pipeline, uneven batches: the TP broadcasts of a
+#                      pipeline hop, the links, DP 2 groups across a pipeline)
+#   seq                seqtiny.hx, tests/exec/plans/seq_dp_hp_uneven.json
+#                      (a one-rank pipeline beside an all-to-all group of 3
+#                      units: alltoallv and sendrecv over NCCL, DP 2)
+#
+#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|seq|all]...
+#   (builds into build-nccl-emu/, HEXIC_NCCL_EMU_BUILD overrides;
+#   HEXIC_CPU_BUILD=DIR takes the CPU side from an existing build;
+#   HEXIC_NCCL_STEPS steps per run, default 3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=${HEXIC_NCCL_EMU_BUILD:-$root/build-nccl-emu}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+steps=${HEXIC_NCCL_STEPS:-3}
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(all)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+cpu=${HEXIC_CPU_BUILD:-$out/cpu}
+lib=$out/nccl/libhexic_emu_nccl.a
+libs=("$lib" "$cpu/libhexic_kernels.a" -lopenblas -lstdc++ -lm -lpthread)
+
+# The emulator's library (emulate_backend.sh's build), then its NCCL variant:
+# transport_nccl.c and transport_select.c with NCCL, the shim, and the
+# emulator's one device weakened so that the shim's device per rank wins.
+build() {
+  HEXIC_EMU_BACKEND_BUILD=$out bash tests/rtlib/emulate_backend.sh build
+  cmake --build "$cpu" -j2 --target hexic weights_cmp >/dev/null
+  local n=$out/nccl flags=(-std=gnu11 -O1 -g -Wall -Wextra -Werror -I"$root" -I"$root/rtlib"
+    -I"$cuda/include" -I/usr/include/x86_64-linux-gnu/openblas-pthread)
+  mkdir -p "$n"
+  mpicc "${flags[@]}" -DHEXIC_HAVE_NCCL '-DHEXIC_TRANSPORT="nccl"' -c rtlib/cuda/transport_nccl.c \
+    -o "$n/rt_transport_nccl.o"
+  mpicc "${flags[@]}" -DHEXIC_HAVE_NCCL '-DHEXIC_TRANSPORT="nccl"' -c rtlib/cuda/transport_select.c \
+    -o "$n/rt_transport_select.o"
+  mpicc "${flags[@]}" -c tests/nccl/nccl_shim.c -o "$n/nccl_shim.o"
+  objcopy --weaken-symbol=cudaGetDeviceCount "$out/obj/emu_runtime.o" "$n/emu_runtime.o"
+  cp "$out/libhexic_emu.a" "$lib.new"
+  ar d "$lib.new" rt_transport_nccl.o rt_transport_select.o emu_runtime.o
+  ar rcs "$lib.new" "$n/rt_transport_nccl.o" "$n/rt_transport_select.o" "$n/nccl_shim.o" \
+    "$n/emu_runtime.o"
+  mv "$lib.new" "$lib"
+}
+
+# The plans of tests/gpu/run.sh's multi-GPU checks, on two CPU "devices".
+plans() {
+  local w=$out/plans
+  mkdir -p "$w"
+  printf '%s\n' 'gpu "cpu" { tflops = 0.02; memory = 4 GiB; efficiency = 1 }' \
+    'node "host" { gpu = "cpu"; gpus = 2; bandwidth = 100 GB/s; latency = 1 us }' >"$w/two.hx"
+  python3 - "$w" <<'PY'
+import json, sys
+st = lambda ranks, layers: {"ranks": ranks, "tp": len(ranks), "layers": layers,
+                             "leader": ranks[0], "recompute": False}
+pipe = lambda m, mbs, stages: {"micro_batches": m, "micro_batch_size": mbs, "stages": stages}
+plans = {"dp2": [pipe(4, 4, [st([0], [0, 4])]), pipe(4, 4, [st([1], [0, 4])])],
+         "tp2": [pipe(4, 8, [st([0, 1], [0, 4])])],
+         "pp2": [pipe(4, 8, [st([0], [0, 2]), st([1], [2, 4])])]}
+for name, pipes in plans.items():
+    json.dump({"strategy": "file", "description": name, "schedule": "1f1b", "pipelines": pipes},
+              open("%s/%s.json" % (sys.argv[1], name), "w"))
+json.dump({"strategy": "file", "description": "dp2 zero1", "schedule": "1f1b",
+           "train": {"optimizer_sharding": "zero1"}, "pipelines": plans["dp2"]},
+          open("%s/dp2z.json" % sys.argv[1], "w"))
+PY
+}
+
+losses() { sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$1"; }
+
+# case NAME MODEL CLUSTER PLAN: the plan's CPU programs and their emulated
+# CUDA + NCCL builds, run and compared.
+case_() {
+  local name=$1 model=$2 cluster=$3 plan=$4 d=$out/$1 t0=$SECONDS
+  rm -rf "$d"
+  "$cpu/hexic" "$model" "$cluster" --plan="$plan" --target=cpu -o "$d" >"$out/$name.hexic.txt" 2>&1 ||
+    { cat "$out/$name.hexic.txt"; echo "FAIL: $name: hexic"; exit 1; }
+  make -s -C "$d" -j2 >/dev/null
+  mkdir -p "$d/emu"
+  local app=() emu=() src r
+  for src in "$d"/rank_*.c; do
+    r=$(basename "$src" .c)
+    mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$d/emu/$r"
+    app+=(${app[@]:+:} -np 1 "$d/$r" --steps "$steps" --dump-weights "$d/cpu.w")
+    emu+=(${emu[@]:+:} -np 1 "$d/emu/$r" --steps "$steps" --dump-weights "$d/emu.w")
+  done
+  [ "$name" != dp2z ] || grep -q '_shards\[\] = {' "$d"/rank_*.c ||
+    { echo "FAIL: dp2z: the rank programs carry no optimizer shards"; exit 1; }
+  timeout 600 mpirun --oversubscribe "${app[@]}" >"$d/cpu.log" 2>&1 || { cat "$d/cpu.log"; echo "FAIL: $name: the CPU run"; exit 1; }
+  timeout 600 mpirun --oversubscribe "${emu[@]}" >"$d/emu.log" 2>&1 || { cat "$d/emu.log"; echo "FAIL: $name: the emulated NCCL run"; exit 1; }
+  grep -q "transport: nccl" "$d/emu.log" ||
+    { grep "transport:" "$d/emu.log"; echo "FAIL: $name: not the NCCL transport"; exit 1; }
+  paste <(losses "$d/cpu.log") <(losses "$d/emu.log") | awk -v name="$name" -v steps="$steps" '
+    { n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) bad++; if (d / $1 > m) m = d / $1
+      printf "%s step %d: cpu %s, emulated cuda + nccl %s\n", name, n, $1, $2 }
+    END { printf "%s: max rel. loss diff %.2e (tol 1e-5)\n", name, m; exit !(n == steps && bad == 0) }' ||
+    { echo "FAIL: $name: losses differ"; exit 1; }
+  "$cpu/tests/weights_cmp" "$d/cpu.w" "$d/emu.w" 1e-5 || { echo "FAIL: $name: weights differ"; exit 1; }
+  echo "emulate_nccl: $name over the NCCL transport agrees with the CPU backend ($((SECONDS - t0)) s)"
+}
+
+tiny=examples/models/tiny.hx
+for part in "${parts[@]}"; do
+  case $part in
+  build) build ;;
+  dp2 | tp2 | pp2 | dp2z) plans && case_ "$part" "$tiny" "$out/plans/two.hx" "$out/plans/$part.json" ;;
+  tp2pp2) case_ tp2pp2 "$tiny" tests/exec/clusters/four.hx tests/codegen/plans/tp2_pp2_uneven.json ;;
+  seq) case_ seq tests/exec/models/seqtiny.hx tests/exec/clusters/four.hx tests/exec/plans/seq_dp_hp_uneven.json ;;
+  all) build && plans && for k in dp2 tp2 pp2 dp2z; do case_ "$k" "$tiny" "$out/plans/two.hx" "$out/plans/$k.json"; done &&
+    case_ tp2pp2 "$tiny" tests/exec/clusters/four.hx tests/codegen/plans/tp2_pp2_uneven.json &&
+    case_ seq tests/exec/models/seqtiny.hx tests/exec/clusters/four.hx tests/exec/plans/seq_dp_hp_uneven.json ;;
+  *) echo "emulate_nccl.sh: unknown part '$part'" >&2; exit 2 ;;
+  esac
+done
