@@ -1,0 +1,11 @@
+# The GPU kit (tests/gpu/README.md): tests/gpu/table.sh's row, deadline and
+# MFU logic without a GPU; and, where the CUDA toolkit is, a kit built by
+# `tests/gpu/run.sh prepare` that takes nothing from the machine but glibc,
+# the C++ runtime and the CUDA/NCCL libraries, whose own mpirun starts its
+# CPU ranks, and whose `run` without a GPU prints its table and exits 2.
+add_test(NAME gpukit.table COMMAND bash ${HX_TESTS_DIR}/gpukit/test_table.sh)
+set_tests_properties(gpukit.table PROPERTIES LABELS gpukit TIMEOUT 60)
+add_test(NAME gpukit.self_contained
+  COMMAND bash ${HX_TESTS_DIR}/gpukit/check_kit.sh ${CMAKE_CURRENT_BINARY_DIR}/gpukit)
+set_tests_properties(gpukit.self_contained PROPERTIES
+  SKIP_RETURN_CODE 77 LABELS "gpukit;mpi" TIMEOUT 1200 RUN_SERIAL TRUE)
