@@ -161,7 +161,8 @@ machine() {
     if [ -n "$this" ] && [ -n "$set_arch" ] && [ "$this" != "$set_arch" ]; then
       record "kit's programs for this GPU" FAIL "the sets were built for sm_$set_arch ($(fact gpu_type)), this GPU is sm_$this: prepare on a machine with it"
     fi
-  elif [ "$ename" = cudaErrorInsufficientDriver ] && { [ -n "$drv" ] || [ "${drv_api:-0.0}" != 0.0 ]; }; then
+  elif { [ "$ename" = cudaErrorInsufficientDriver ] && { [ -n "$drv" ] || [ "${drv_api:-0.0}" != 0.0 ]; }; } ||
+    ver_lt "$smi_cuda" "${rt_api:-$runtime}"; then
     gpu_state=driver
     gpu_skip="not run: the driver is older than the CUDA runtime (see the machine row)"
     record "machine" FAIL "driver ${drv:-?} supports CUDA ${smi_cuda:-$drv_api}, older than the CUDA ${rt_api:-$runtime} runtime the kit's programs need ($ename)"
@@ -232,8 +233,9 @@ run_kit() {
   fi
 
   # [kernels] each group of check_kernels in its own process, within the
-  # kernels' share: a group's limit is what is left of it less 5 s for each
-  # group after it, and at least a fair part of it.
+  # kernels' share: a group's limit is three times its fair part of what is
+  # left (at least 30 s), never more than what is left less 5 s for each
+  # group after it.
   local phase_end group i=0 glimit gout grc gt took=()
   if [ "$gpu_state" != ok ]; then
     record "kernels ($ngroups groups)" SKIP "$gpu_skip"
@@ -242,7 +244,10 @@ run_kit() {
     echo "== kernel checks ($ngroups groups; every line in $log)"
     for group in $groups; do
       i=$((i + 1))
-      glimit=$((phase_end - $(date +%s) - 5 * (ngroups - i)))
+      local phase_left=$((phase_end - $(date +%s)))
+      glimit=$((3 * phase_left / (ngroups - i + 1)))
+      [ "$glimit" -ge 30 ] || glimit=30
+      [ "$glimit" -le $((phase_left - 5 * (ngroups - i))) ] || glimit=$((phase_left - 5 * (ngroups - i)))
       if [ "$glimit" -lt 10 ]; then
         record "kernels: $group" SKIP "not run: the kernels' ${share[kernels]} s share is spent"
         continue
@@ -387,6 +392,8 @@ run_kit() {
     record "$row" SKIP "$gpu_skip"
   elif [ -z "$nccl_dir" ]; then
     record "$row" SKIP "no NCCL found (\$NCCL_HOME, ldconfig, $CUDA_HOME, python3 nvidia.nccl)"
+  elif [ ! -f "$out/g32.out" ]; then
+    record "$row" SKIP "not run: the one-GPU fp32 (NCCL) run did not run (see its row)"
   elif [ ! -s "$out/g32.steps" ] || [ "$(wc -l <"$out/g32.steps")" -ne "$steps_fp32" ]; then
     record "$row" FAIL "the one-GPU fp32 (NCCL) run did not train"
   elif ! grep -q "transport: nccl" "$out/g32.out"; then

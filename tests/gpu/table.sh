@@ -152,3 +152,12 @@ verdict() {
 steps_of() {
   sed -n 's/^step \([0-9]*\)\/[0-9]* | loss \([0-9.]*\) | lr [^|]*| \([0-9.]*\) ms .*/\1 \2 \3/p' "$1"
 }
+
+# ver_lt A B: true when version A (12.2, 535.104.05) is older than B; false
+# when A is empty.
+ver_lt() {
+  [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN {
+    n = split(a, x, "."); m = split(b, y, "."); if (m > n) n = m
+    for (i = 1; i <= n; i++) { if (x[i] + 0 < y[i] + 0) exit 0; if (x[i] + 0 > y[i] + 0) exit 1 }
+    exit 1 }'
+}

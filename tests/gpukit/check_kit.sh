@@ -14,7 +14,11 @@
 #     (LD_DEBUG=libs: the libraries and the MCA plugins Open MPI and PMIx
 #     dlopen) is the kit's or allowed;
 #  3. `run.sh run KIT` on this machine without a GPU prints its table with
-#     the kit row PASS, no FAIL, and exits 2 within 2 minutes.
+#     the kit row PASS, no FAIL, and exits 2 within 2 minutes;
+#  4. with a fake nvidia-smi of an old driver, the machine row is a FAIL
+#     naming the driver's and the runtime's versions;
+#  5. on a fake GPU (nvidia-smi and check_kernels faked), a kernel group
+#     that crashes or hangs is a FAIL and the 60 s deadline holds.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -109,6 +113,76 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   [ $rc = 2 ] || fail "run KIT without a GPU exited $rc, want 2"
   grep -q '^kit: its Open MPI runs 2 CPU ranks  *PASS' "$work/run.out" || fail "the kit row is not PASS"
   ! grep -q '  FAIL  ' "$work/run.out" || fail "a FAIL row without a GPU"
+fi
+# 4. A driver older than the CUDA 13 runtime (a fake nvidia-smi of a 535
+#    driver, CUDA 12.2; the CUDA runtime here finds no driver new enough):
+#    the machine row is a FAIL naming both versions, the GPU rows SKIP.
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  mkdir -p "$work/fakebin"
+  cat >"$work/fakebin/nvidia-smi" <<'FAKE'
+#!/usr/bin/env bash
+case "$*" in
+*name*) echo "NVIDIA H200" ;;
+*compute_cap*) echo "9.0" ;;
+*driver_version*) echo "535.104.05" ;;
+*memory.total*) echo "143771" ;;
+-L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;;
+*) echo "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |" ;;
+esac
+FAKE
+  chmod +x "$work/fakebin/nvidia-smi"
+  PATH=$work/fakebin:$PATH timeout 120 bash "$root/tests/gpu/run.sh" run "$kit" >"$work/run-old-driver.out" 2>&1
+  rc=$?
+  row=$(grep -m 1 '^machine ' "$work/run-old-driver.out")
+  echo "== run KIT with an old driver: exit $rc: $row"
+  [ $rc = 1 ] || fail "run KIT with an old driver exited $rc, want 1"
+  [[ $row == *FAIL*535.104.05*12.2*older*13.* ]] || fail "the machine row does not name both versions: $row"
+fi
+# 5. The GPU rows' bookkeeping on a fake GPU: the kit with a check_kernels
+#    whose groups pass, crash (SIGSEGV), fail and hang, a fake nvidia-smi of
+#    an H200, and a 60 s budget: the crash and the hang are FAILs, the hang
+#    is cut at the deadline, and what is left SKIPs naming the deadline.
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  mkdir -p "$work/fakegpu/bin" "$work/fakekit"
+  cat >"$work/fakegpu/bin/nvidia-smi" <<'FAKE'
+#!/usr/bin/env bash
+case "$*" in
+*name*) echo "NVIDIA H200" ;;
+*compute_cap*) echo "9.0" ;;
+*driver_version*) echo "580.65" ;;
+-L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;;
+*) echo "| NVIDIA-SMI 580.65   Driver Version: 580.65   CUDA Version: 13.0 |" ;;
+esac
+FAKE
+  cat >"$k/bin/check_kernels" <<'FAKE'
+#!/usr/bin/env bash
+case $1 in
+--list) printf '%s\n' alpha beta gamma delta ;;
+--probe) echo "check_kernels: NVIDIA H200 (sm_90), CPU reference kernels/cpu/" ;;
+alpha) echo "PASS  a.x  fp32  err 1e-06  tol 1e-05" ;;
+beta) echo "PASS  b.x  fp32  err 1e-06  tol 1e-05"; kill -SEGV $$ ;;
+gamma) printf 'PASS  g.x  fp32  err 1e-06  tol 1e-05\nFAIL  g.y  bf16  err 1e-01  tol 1e-02\n'; exit 1 ;;
+delta) sleep 1000 ;;
+esac
+FAKE
+  chmod +x "$work/fakegpu/bin/nvidia-smi" "$k/bin/check_kernels"
+  tar -C "$k" -cf - . | xz -0 -T2 >"$work/fakekit/kit.tar.xz"
+  cp "$kit/manifest.txt" "$work/fakekit/"
+  t=$(date +%s)
+  PATH=$work/fakegpu/bin:$PATH HEXIC_GPU_BUDGET_S=60 timeout 120 \
+    bash "$root/tests/gpu/run.sh" run "$work/fakekit" >"$work/run-fake-gpu.out" 2>&1
+  rc=$?
+  took=$(($(date +%s) - t))
+  echo "== run KIT on a fake GPU, 60 s budget: exit $rc in $took s"
+  sed -n '/^== summary/,$p' "$work/run-fake-gpu.out" | grep -E '^(machine|kernels|memcheck|1.3B)'
+  [ $rc = 1 ] || fail "the fake GPU run exited $rc, want 1"
+  [ $took -le 75 ] || fail "the fake GPU run took $took s with a 60 s budget"
+  want=('^kernels: alpha  *PASS' '^kernels: beta  *FAIL  *killed by SIGSEGV' \
+    '^kernels: gamma  *FAIL  *1 of 2 failed' '^kernels: delta  *FAIL  *timed out' \
+    'SKIP  *not run: the 60 s deadline left')
+  for w in "${want[@]}"; do
+    grep -Eq "$w" "$work/run-fake-gpu.out" || fail "no row matching '$w' in $work/run-fake-gpu.out"
+  done
 fi
 echo "== check_kit: $(($(date +%s) - t0)) s"
 [ $fails = 0 ] && echo "check_kit: the kit is self-contained"

@@ -86,6 +86,11 @@ summary t >/dev/null
 verdict >/dev/null
 expect "PASS and other SKIPs: 0" 0 "$?"
 
+expect "12.2 is older than 13.0" yes "$(ver_lt 12.2 13.0 && echo yes)"
+expect "13.0 is not older than 13.0" no "$(ver_lt 13.0 13.0 || echo no)"
+expect "13.1 is not older than 13.0" no "$(ver_lt 13.1 13 || echo no)"
+expect "nothing is not older" no "$(ver_lt "" 13.0 || echo no)"
+
 steps_line='step 3/20 | loss 5.432100 | lr 1.0000e-04 | 12.5 ms | 1000 tok/s'
 echo "$steps_line" >"$tmp/s.out"
 expect "steps_of" '3 5.432100 12.5' "$(steps_of "$tmp/s.out")"
