@@ -19,8 +19,13 @@
 #   seq                seqtiny.hx, tests/exec/plans/seq_dp_hp_uneven.json
 #                      (a one-rank pipeline beside an all-to-all group of 3
 #                      units: alltoallv and sendrecv over NCCL, DP 2)
+#   seq8               seqtiny.hx, tests/exec/plans/seq_pp_tp_cp_hp.json (8
+#                      ranks: TP 2 x CP x HP feeding a CP ring across a hop)
+# and, not in "all" (two minutes): bf16, tp2pp2's plan in bf16 (the TP sums
+# widened to fp32 on the device), its NCCL run against HEXIC_TRANSPORT=mpi
+# of the same programs (the staged transport): equal losses and weights.
 #
-#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|seq|all]...
+#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|seq|seq8|bf16|all]...
 #   (builds into build-nccl-emu/, HEXIC_NCCL_EMU_BUILD overrides;
 #   HEXIC_CPU_BUILD=DIR takes the CPU side from an existing build;
 #   HEXIC_NCCL_STEPS steps per run, default 3)
@@ -116,16 +121,42 @@ case_() {
   echo "emulate_nccl: $name over the NCCL transport agrees with the CPU backend ($((SECONDS - t0)) s)"
 }
 
+# bf16: one set of emulated programs, through NCCL and then the staged
+# transport; the two must agree exactly (both sum in fp32 and round once).
+bf16() {
+  local d=$out/bf16 t0=$SECONDS src r nccl=() staged=()
+  rm -rf "$d" && mkdir -p "$d/emu"
+  sed 's/precision = fp32/precision = bf16/' "$tiny" >"$d/tiny-bf16.hx"
+  "$cpu/hexic" "$d/tiny-bf16.hx" tests/exec/clusters/four.hx \
+    --plan=tests/codegen/plans/tp2_pp2_uneven.json --target=cpu -o "$d/p" >/dev/null
+  for src in "$d"/p/rank_*.c; do
+    r=$(basename "$src" .c)
+    mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$d/emu/$r"
+    nccl+=(${nccl[@]:+:} -np 1 "$d/emu/$r" --steps "$steps" --dump-weights "$d/nccl.w")
+    staged+=(${staged[@]:+:} -np 1 "$d/emu/$r" --steps "$steps" --dump-weights "$d/mpi.w")
+  done
+  timeout 600 mpirun --oversubscribe "${nccl[@]}" >"$d/nccl.log" 2>&1 || { cat "$d/nccl.log"; echo "FAIL: bf16: the NCCL run"; exit 1; }
+  HEXIC_TRANSPORT=mpi timeout 600 mpirun --oversubscribe "${staged[@]}" >"$d/mpi.log" 2>&1 ||
+    { cat "$d/mpi.log"; echo "FAIL: bf16: the staged run"; exit 1; }
+  grep -q "transport: nccl" "$d/nccl.log" && grep -q "transport: mpi-staged" "$d/mpi.log" ||
+    { echo "FAIL: bf16: not NCCL, then staged"; exit 1; }
+  paste <(losses "$d/mpi.log") <(losses "$d/nccl.log") |
+    awk '{ n++; print "bf16 step " n ": staged " $1 ", nccl " $2; if ($1 != $2) bad++ } END { exit !(n > 0 && !bad) }' ||
+    { echo "FAIL: bf16: NCCL's losses differ from the staged transport's"; exit 1; }
+  "$cpu/tests/weights_cmp" "$d/mpi.w" "$d/nccl.w" 0 || { echo "FAIL: bf16: weights differ"; exit 1; }
+  echo "emulate_nccl: bf16 TP 2 + PP 2 over NCCL equals the staged transport ($((SECONDS - t0)) s)"
+}
+
 tiny=examples/models/tiny.hx
+[ "${parts[*]}" != all ] || parts=(build dp2 tp2 pp2 dp2z tp2pp2 seq seq8)
 for part in "${parts[@]}"; do
   case $part in
   build) build ;;
   dp2 | tp2 | pp2 | dp2z) plans && case_ "$part" "$tiny" "$out/plans/two.hx" "$out/plans/$part.json" ;;
   tp2pp2) case_ tp2pp2 "$tiny" tests/exec/clusters/four.hx tests/codegen/plans/tp2_pp2_uneven.json ;;
   seq) case_ seq tests/exec/models/seqtiny.hx tests/exec/clusters/four.hx tests/exec/plans/seq_dp_hp_uneven.json ;;
-  all) build && plans && for k in dp2 tp2 pp2 dp2z; do case_ "$k" "$tiny" "$out/plans/two.hx" "$out/plans/$k.json"; done &&
-    case_ tp2pp2 "$tiny" tests/exec/clusters/four.hx tests/codegen/plans/tp2_pp2_uneven.json &&
-    case_ seq tests/exec/models/seqtiny.hx tests/exec/clusters/four.hx tests/exec/plans/seq_dp_hp_uneven.json ;;
+  seq8) case_ seq8 tests/exec/models/seqtiny.hx examples/clusters/cpu8.hx tests/exec/plans/seq_pp_tp_cp_hp.json ;;
+  bf16) bf16 ;;
   *) echo "emulate_nccl.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
 done
