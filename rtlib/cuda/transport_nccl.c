@@ -36,6 +36,11 @@
  * ncclGroupStart/End on the group's communicator and the gradient stream,
  * completed like the all-reduce. Not yet run on a GPU.
  *
+ * Tested without a GPU: tests/nccl/emulate_nccl.sh runs this file over a
+ * test-only NCCL on MPI (tests/nccl/nccl_shim.c, which reports what NCCL
+ * would deadlock on) on the host CUDA emulator, DP, TP, PP, ZeRO-1 and
+ * HexiSeq plans against the CPU backend.
+ *
  * Precision. Gradient sums are fp32 (ncclFloat). TP all-reduces of bf16
  * activations are widened to fp32 on the device (hxc_convert), summed in
  * fp32 and rounded once, as the staged transport does on the host; NCCL's

@@ -65,8 +65,8 @@ struct shim_id {
 };
 
 enum kind { OP_SEND, OP_RECV, OP_ALLREDUCE, OP_BROADCAST, OP_REDUCE, OP_SPLIT };
-static const char *const kind_names[] = {"Send", "Recv", "AllReduce", "Broadcast", "Reduce",
-                                         "CommSplit"};
+static const char *const kind_names[] = {"Send",      "Recv",   "AllReduce",
+                                         "Broadcast", "Reduce", "CommSplit"};
 
 /* What every member of a collective must agree on. */
 struct desc {
@@ -79,7 +79,7 @@ struct ncclComm {
   int rank, size;
   int *world_of; /* world rank by comm rank */
   char name[96];
-  uint64_t coll_seq;            /* collectives (and splits) called */
+  uint64_t coll_seq;             /* collectives (and splits) called */
   uint64_t *send_seq, *recv_seq; /* per peer */
   atomic_int async_err, aborted;
 };
@@ -164,18 +164,31 @@ static void pause_a_little(int *spins) {
 
 static size_t type_bytes(ncclDataType_t dt) {
   switch (dt) {
-  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-  default: return 0;
+  case ncclInt8:
+  case ncclUint8:
+  case ncclFloat8e4m3:
+  case ncclFloat8e5m2:
+    return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  case ncclInt64:
+  case ncclUint64:
+  case ncclFloat64:
+    return 8;
+  default:
+    return 0;
   }
 }
 
 static const char *type_name(int dt) {
-  static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                      "float16", "float32", "float64", "bfloat16",
-                                      "float8e4m3", "float8e5m2"};
+  static const char *const names[] = {"int8",    "uint8",    "int32",      "uint32",
+                                      "int64",   "uint64",   "float16",    "float32",
+                                      "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   return dt >= 0 && dt < (int)(sizeof names / sizeof *names) ? names[dt] : "?";
 }
 
@@ -187,22 +200,48 @@ static const char *red_name(int red) {
 /* An MPI type and operation for a reduction, or false (unsupported). */
 static bool mpi_reduction(ncclDataType_t dt, ncclRedOp_t red, MPI_Datatype *t, MPI_Op *o) {
   switch (dt) {
-  case ncclInt8: *t = MPI_INT8_T; break;
-  case ncclUint8: *t = MPI_UINT8_T; break;
-  case ncclInt32: *t = MPI_INT32_T; break;
-  case ncclUint32: *t = MPI_UINT32_T; break;
-  case ncclInt64: *t = MPI_INT64_T; break;
-  case ncclUint64: *t = MPI_UINT64_T; break;
-  case ncclFloat32: *t = MPI_FLOAT; break;
-  case ncclFloat64: *t = MPI_DOUBLE; break;
-  default: return false;
+  case ncclInt8:
+    *t = MPI_INT8_T;
+    break;
+  case ncclUint8:
+    *t = MPI_UINT8_T;
+    break;
+  case ncclInt32:
+    *t = MPI_INT32_T;
+    break;
+  case ncclUint32:
+    *t = MPI_UINT32_T;
+    break;
+  case ncclInt64:
+    *t = MPI_INT64_T;
+    break;
+  case ncclUint64:
+    *t = MPI_UINT64_T;
+    break;
+  case ncclFloat32:
+    *t = MPI_FLOAT;
+    break;
+  case ncclFloat64:
+    *t = MPI_DOUBLE;
+    break;
+  default:
+    return false;
   }
   switch (red) {
-  case ncclSum: *o = MPI_SUM; break;
-  case ncclProd: *o = MPI_PROD; break;
-  case ncclMax: *o = MPI_MAX; break;
-  case ncclMin: *o = MPI_MIN; break;
-  default: return false;
+  case ncclSum:
+    *o = MPI_SUM;
+    break;
+  case ncclProd:
+    *o = MPI_PROD;
+    break;
+  case ncclMax:
+    *o = MPI_MAX;
+    break;
+  case ncclMin:
+    *o = MPI_MIN;
+    break;
+  default:
+    return false;
   }
   return true;
 }
@@ -239,8 +278,8 @@ static void mpi_ok(int rc, const char *what, ncclComm_t comm) {
 
 static void post_descriptors(struct op *o) {
   ncclComm_t c = o->comm;
-  o->mine = (struct desc){(int32_t)o->kind, (int32_t)o->dt, (int32_t)o->red, o->root,
-                          (uint64_t)o->count, o->seq};
+  o->mine = (struct desc){(int32_t)o->kind, (int32_t)o->dt,     (int32_t)o->red,
+                          o->root,          (uint64_t)o->count, o->seq};
   o->theirs = xcalloc((size_t)c->size, sizeof *o->theirs);
   o->desc_reqs = xcalloc(2 * (size_t)c->size, sizeof *o->desc_reqs);
   int n = 0;
@@ -423,16 +462,15 @@ __attribute__((noreturn)) static void stuck(const struct op *o) {
       MPI_Test(&o->desc_reqs[c->size - 1 + n], &flag, MPI_STATUS_IGNORE);
       n++;
       if (!flag && at < sizeof missing - 32)
-        at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d (world %d)",
-                               at ? ", " : "", p, c->world_of[p]);
+        at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d (world %d)", at ? ", " : "",
+                               p, c->world_of[p]);
     }
   }
   describe(a, sizeof a, &o->mine);
   die("NCCL would deadlock: communicator %s (%d ranks): rank %d (world %d) waits %.0f s "
       "(HEXIC_NCCL_SHIM_TIMEOUT_S) in collective #%llu %s; %s%s",
       c->name, c->size, c->rank, c->world_of[c->rank], waited, (unsigned long long)o->seq, a,
-      at ? "never called by rank(s) " : "its data did not complete",
-      at ? missing : "");
+      at ? "never called by rank(s) " : "its data did not complete", at ? missing : "");
 }
 
 static bool reached(cudaStream_t stream, uint64_t ticket) {
@@ -452,8 +490,7 @@ static void wait_for(cudaStream_t stream, uint64_t ticket) {
       return;
     double t = now();
     for (struct op *o = shim.head; o; o = o->next)
-      if (o->stream == stream && o->ticket <= ticket &&
-          t - o->posted_at > timeout_s())
+      if (o->stream == stream && o->ticket <= ticket && t - o->posted_at > timeout_s())
         stuck(o);
     pause_a_little(&spins);
   }
@@ -515,14 +552,14 @@ static struct op *new_op(ncclComm_t comm, enum kind kind, cudaStream_t stream) {
   return o;
 }
 
-static ncclResult_t collective(ncclComm_t comm, enum kind kind, const void *sendbuf,
-                               void *recvbuf, size_t count, ncclDataType_t dt, ncclRedOp_t red,
-                               int root, cudaStream_t stream) {
+static ncclResult_t collective(ncclComm_t comm, enum kind kind, const void *sendbuf, void *recvbuf,
+                               size_t count, ncclDataType_t dt, ncclRedOp_t red, int root,
+                               cudaStream_t stream) {
   if (type_bytes(dt) == 0)
     return ncclInvalidArgument;
   if (kind != OP_ALLREDUCE && comm && (root < 0 || root >= comm->size))
-    die("nccl%s on communicator %s: root %d is not a rank of its %d", kind_names[kind],
-        comm->name, root, comm->size);
+    die("nccl%s on communicator %s: root %d is not a rank of its %d", kind_names[kind], comm->name,
+        root, comm->size);
   struct op *o = new_op(comm, kind, stream);
   o->sendbuf = sendbuf, o->recvbuf = recvbuf, o->count = count, o->dt = dt, o->red = red;
   o->root = kind == OP_ALLREDUCE ? 0 : root;
@@ -645,9 +682,9 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   free(o->desc_reqs);
   free(o);
   MPI_Comm data;
-  mpi_ok(MPI_Comm_split(comm->shadow, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key,
-                        &data),
-         "ncclCommSplit", comm);
+  mpi_ok(
+      MPI_Comm_split(comm->shadow, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &data),
+      "ncclCommSplit", comm);
   *newcomm = NULL;
   if (data == MPI_COMM_NULL)
     return ncclSuccess;
@@ -713,15 +750,24 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
 
 const char *ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-  case ncclSuccess: return "no error";
-  case ncclUnhandledCudaError: return "unhandled cuda error";
-  case ncclSystemError: return "unhandled system error";
-  case ncclInternalError: return "internal error";
-  case ncclInvalidArgument: return "invalid argument";
-  case ncclInvalidUsage: return "invalid usage";
-  case ncclRemoteError: return "remote process exited or there was a network error";
-  case ncclInProgress: return "NCCL operation in progress";
-  default: return "unknown result code";
+  case ncclSuccess:
+    return "no error";
+  case ncclUnhandledCudaError:
+    return "unhandled cuda error";
+  case ncclSystemError:
+    return "unhandled system error";
+  case ncclInternalError:
+    return "internal error";
+  case ncclInvalidArgument:
+    return "invalid argument";
+  case ncclInvalidUsage:
+    return "invalid usage";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
+  case ncclInProgress:
+    return "NCCL operation in progress";
+  default:
+    return "unknown result code";
   }
 }
 
@@ -766,8 +812,8 @@ static ncclResult_t p2p(enum kind kind, const void *sendbuf, void *recvbuf, size
   if (type_bytes(dt) == 0)
     return ncclInvalidArgument;
   if (comm && (peer < 0 || peer >= comm->size))
-    die("nccl%s on communicator %s: peer %d is not a rank of its %d", kind_names[kind],
-        comm->name, peer, comm->size);
+    die("nccl%s on communicator %s: peer %d is not a rank of its %d", kind_names[kind], comm->name,
+        peer, comm->size);
   struct op *o = new_op(comm, kind, stream);
   o->sendbuf = sendbuf, o->recvbuf = recvbuf, o->count = count, o->dt = dt, o->peer = peer;
   o->seq = kind == OP_SEND ? comm->send_seq[peer]++ : comm->recv_seq[peer]++;
@@ -787,8 +833,7 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  return collective(comm, OP_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root,
-                    stream);
+  return collective(comm, OP_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, stream);
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -797,9 +842,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   return collective(comm, OP_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, stream);
 }
 
-ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return collective(comm, OP_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
 }
 
@@ -815,7 +859,7 @@ cudaError_t cudaGetDeviceCount(int *count) {
   if (local && atoi(local) > 0)
     n = atoi(local);
   else if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL,
-                          &node) == MPI_SUCCESS) {
+                               &node) == MPI_SUCCESS) {
     MPI_Comm_size(node, &n);
     MPI_Comm_free(&node);
   }

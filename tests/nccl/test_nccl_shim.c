@@ -33,12 +33,12 @@ int hx_emu_stream_side(cudaStream_t stream) { return stream == SIDE; }
 
 static int rank, size, failures;
 
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #cond); \
-      failures++;                                                                             \
-    }                                                                                         \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #cond);      \
+      failures++;                                                                                  \
+    }                                                                                              \
   } while (0)
 #define NCCL(call) CHECK((call) == ncclSuccess)
 
