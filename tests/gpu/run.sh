@@ -158,7 +158,9 @@ machine() {
     gpu_state=ok
     record "machine" PASS "$(grep -m 1 -o 'check_kernels: .*(sm_[0-9]*)' <<<"$probe" | sed 's/check_kernels: //'); $facts"
     local set_arch=$(fact set_arch) this=${cc/./}
-    if [ -n "$this" ] && [ -n "$set_arch" ] && [ "$this" != "$set_arch" ]; then
+    # The sets carry SASS for their cluster's cuda_arch and its PTX, which
+    # only a GPU of that architecture or newer can run.
+    if [[ $this =~ ^[0-9]+$ ]] && [[ $set_arch =~ ^[0-9]+$ ]] && [ "$this" -lt "$set_arch" ]; then
       record "kit's programs for this GPU" FAIL "the sets were built for sm_$set_arch ($(fact gpu_type)), this GPU is sm_$this: prepare on a machine with it"
     fi
   elif { [ "$ename" = cudaErrorInsufficientDriver ] && { [ -n "$drv" ] || [ "${drv_api:-0.0}" != 0.0 ]; }; } ||
@@ -190,10 +192,14 @@ run_kit() {
   log=$out/gpu-run.log
   : >"$log"
   deadline_start "${HEXIC_GPU_BUDGET_S:-540}"
-  k=$(mktemp -d "${TMPDIR:-/tmp}/hexic-kit.XXXXXX" 2>/dev/null || mktemp -d /tmp/hexic-kit.XXXXXX)
+  # python3: the throughput figures, the unpacking without xz.
+  py=${HEXIC_PYTHON:-$(command -v python3 || echo /opt/torch/.venv/bin/python3)}
+  # Nothing outside KIT and /tmp: the programs' own temporary files too.
+  export TMPDIR=/tmp
+  k=$(mktemp -d /tmp/hexic-kit.XXXXXX)
   [ -n "${HEXIC_GPU_KEEP:-}" ] || trap 'rm -rf "$k"' EXIT
   if ! xz -dc "$kitdir/kit.tar.xz" 2>/dev/null | tar -C "$k" -xf - 2>/dev/null; then
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$py" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
       "$kitdir/kit.tar.xz" "$k" || { echo "run: cannot unpack $kitdir/kit.tar.xz" >&2; return 1; }
   fi
   echo "== kit $kitdir unpacked into $k in $(($(date +%s) - t_start)) s; log $log"
@@ -485,7 +491,7 @@ run_kit() {
       record "$row" FAIL "did not run: $(why g13)"
     else
       local peak=${HEXIC_GPU_PEAK_TFLOPS:-$(fact peak_tflops)} fig mfu
-      fig=$(python3 - "$k/sets/g13/plan.json" "$out/g13.steps" "$peak" "$(fact peak_tflops)" <<'EOF'
+      fig=$("$py" - "$k/sets/g13/plan.json" "$out/g13.steps" "$peak" "$(fact peak_tflops)" <<'EOF'
 import json, sys
 plan = json.load(open(sys.argv[1]))
 ms = [float(s.split()[2]) for s in open(sys.argv[2])][2:]
