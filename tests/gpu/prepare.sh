@@ -135,7 +135,7 @@ cpu_reference() {
 }
 
 # ---- the runtime libraries from Debian's packages -----------------------------
-# deb_unpack PKG...: apt-get download + dpkg -x into sys/; a package that
+# deb_unpack PKG...: apt-get download (the installed version) + dpkg -x into sys/; a package that
 # cannot be downloaded falls back to copying its installed files (said in
 # the facts and on stdout).
 deb_unpack() {
@@ -146,7 +146,10 @@ deb_unpack() {
     unpacked+=" $pkg"
     deb=$(cd "$build/debs" && ls "${pkg}"_*.deb 2>/dev/null | head -1)
     if [ -z "$deb" ]; then
-      (cd "$build/debs" && apt-get download "$pkg" >>"$log" 2>&1)
+      # the installed version (what the programs were linked against), else the candidate
+      local ver
+      ver=$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null)
+      (cd "$build/debs" && { apt-get download "$pkg${ver:+=$ver}" || apt-get download "$pkg"; } >>"$log" 2>&1)
       deb=$(cd "$build/debs" && ls "${pkg}"_*.deb 2>/dev/null | head -1)
     fi
     if [ -n "$deb" ]; then
