@@ -279,10 +279,13 @@ run_kit() {
   elif [ -z "${sgroups// /}" ]; then
     record "memcheck (compute-sanitizer)" SKIP "no kernel group passed to run under it"
   else
-    local sl sout src
+    local sl sout src nleft
+    nleft=$(wc -w <<<"$sgroups")
     phase_end=$(($(date +%s) + $(allot sanitizer)))
     for group in $sgroups; do
-      sl=$((phase_end - $(date +%s)))
+      # an even part of what is left of the sanitizer's share
+      sl=$(((phase_end - $(date +%s)) / nleft))
+      nleft=$((nleft - 1))
       if [ "$sl" -lt 10 ]; then record "memcheck: $group" SKIP "not run: the sanitizer's ${share[sanitizer]} s share is spent"; continue; fi
       sout=$(timeout -k 5 "$sl" "$san" --tool memcheck --error-exitcode 99 "$k/bin/check_kernels" "$group" 2>&1)
       src=$?

@@ -162,10 +162,18 @@ case $1 in
 alpha) echo "PASS  a.x  fp32  err 1e-06  tol 1e-05" ;;
 beta) echo "PASS  b.x  fp32  err 1e-06  tol 1e-05"; kill -SEGV $$ ;;
 gamma) printf 'PASS  g.x  fp32  err 1e-06  tol 1e-05\nFAIL  g.y  bf16  err 1e-01  tol 1e-02\n'; exit 1 ;;
-delta) sleep 1000 ;;
+delta) [ "${FAKE_HANG:-1}" = 0 ] || sleep 1000; echo "PASS  d.x  fp32  err 1e-06  tol 1e-05" ;;
 esac
 FAKE
-  chmod +x "$work/fakegpu/bin/nvidia-smi" "$k/bin/check_kernels"
+  cat >"$work/fakegpu/bin/compute-sanitizer" <<'FAKE'
+#!/usr/bin/env bash
+while [ "${1#-}" != "$1" ]; do shift; [ "$1" = memcheck ] || [ "$1" = 99 ] && shift; done
+"$@"
+rc=$?
+echo "========= ERROR SUMMARY: 0 errors"
+exit $rc
+FAKE
+  chmod +x "$work/fakegpu/bin/nvidia-smi" "$work/fakegpu/bin/compute-sanitizer" "$k/bin/check_kernels"
   tar -C "$k" -cf - . | xz -0 -T2 >"$work/fakekit/kit.tar.xz"
   cp "$kit/manifest.txt" "$work/fakekit/"
   t=$(date +%s)
@@ -182,6 +190,23 @@ FAKE
     'SKIP  *not run: the 60 s deadline left')
   for w in "${want[@]}"; do
     grep -Eq "$w" "$work/run-fake-gpu.out" || fail "no row matching '$w' in $work/run-fake-gpu.out"
+  done
+  # Again without the hang and the whole budget: every row after the
+  # kernels runs (the sets stop at once: the CUDA runtime finds no GPU) and
+  # says why on the row.
+  t=$(date +%s)
+  PATH=$work/fakegpu/bin:$PATH FAKE_HANG=0 CUDA_HOME=$work/fakegpu timeout 300 \
+    bash "$root/tests/gpu/run.sh" run "$work/fakekit" >"$work/run-fake-gpu2.out" 2>&1
+  rc=$?
+  echo "== run KIT on a fake GPU, no hang: exit $rc in $(($(date +%s) - t)) s"
+  sed -n '/^== summary/,$p' "$work/run-fake-gpu2.out" | sed -n '/^memcheck/,/^1.3B/p'
+  [ $rc = 1 ] || fail "the second fake GPU run exited $rc, want 1"
+  want=('^memcheck: alpha  *PASS  *ERROR SUMMARY: 0 errors' '^memcheck: delta  *PASS' \
+    '^tiny model, 1 GPU, fp32 vs CPU.*FAIL  *did not train: .*no CUDA device' \
+    '^HexiSeq plan.*FAIL  *did not train' '^1.3B throughput.*FAIL  *did not run' \
+    '^tiny, 1 GPU: NCCL vs staged.*(FAIL  *the one-GPU fp32 \(NCCL\) run did not train|SKIP  *no NCCL)')
+  for w in "${want[@]}"; do
+    grep -Eq "$w" "$work/run-fake-gpu2.out" || fail "no row matching '$w' in $work/run-fake-gpu2.out"
   done
 fi
 echo "== check_kit: $(($(date +%s) - t0)) s"
