@@ -41,7 +41,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 cpu=${HEXIC_CPU_BUILD:-$out/cpu}
 lib=$out/nccl/libhexic_emu_nccl.a
-libs=("$lib" "$cpu/libhexic_kernels.a" -lopenblas -lstdc++ -lm -lpthread)
+# link DIR: the emulated programs' libraries, with the CPU kernels of the
+# plan's own build in DIR (the generated Makefile's plain -O2 objects, so a
+# sanitized build tree, as scripts/test.sh's, serves as HEXIC_CPU_BUILD).
+link() {
+  ar rcs "$1/kernels.a" "$1"/obj/kernels_*.o
+  libs=("$lib" "$1/kernels.a" -lopenblas -lstdc++ -lm -lpthread)
+}
 
 # The emulator's library (emulate_backend.sh's build), then its NCCL variant:
 # transport_nccl.c and transport_select.c with NCCL, the shim, and the
@@ -99,6 +105,7 @@ case_() {
     { cat "$out/$name.hexic.txt"; echo "FAIL: $name: hexic"; exit 1; }
   make -s -C "$d" -j2 >/dev/null
   mkdir -p "$d/emu"
+  link "$d"
   local app=() emu=() src r
   for src in "$d"/rank_*.c; do
     r=$(basename "$src" .c)
@@ -129,6 +136,8 @@ bf16() {
   sed 's/precision = fp32/precision = bf16/' "$tiny" >"$d/tiny-bf16.hx"
   "$cpu/hexic" "$d/tiny-bf16.hx" tests/exec/clusters/four.hx \
     --plan=tests/codegen/plans/tp2_pp2_uneven.json --target=cpu -o "$d/p" >/dev/null
+  make -s -C "$d/p" -j2 >/dev/null
+  link "$d/p"
   for src in "$d"/p/rank_*.c; do
     r=$(basename "$src" .c)
     mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$d/emu/$r"
