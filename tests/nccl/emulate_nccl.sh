@@ -39,6 +39,7 @@ parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(all)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} # hexic and weights_cmp of an ASan build
 cpu=${HEXIC_CPU_BUILD:-$out/cpu}
 lib=$out/nccl/libhexic_emu_nccl.a
 # link DIR: the emulated programs' libraries, with the CPU kernels of the
