@@ -16,6 +16,10 @@
 #                      TP 2 stage feeding a one-rank stage beside a one-rank
 #                      pipeline, uneven batches: the TP broadcasts of a
 #                      pipeline hop, the links, DP 2 groups across a pipeline)
+#   zero1pp            tiny8.hx, tests/exec/plans/zero1_tp2_dp_pp.json (ZeRO-1
+#                      over TP 2 beside TP 1 + TP 1, 4 steps, 4 ranks) with a
+#                      checkpoint every 2 steps, and its step-2 checkpoint
+#                      resumed: the resumed run's weights as the CPU's
 #   seq                seqtiny.hx, tests/exec/plans/seq_dp_hp_uneven.json
 #                      (a one-rank pipeline beside an all-to-all group of 3
 #                      units: alltoallv and sendrecv over NCCL, DP 2)
@@ -25,7 +29,7 @@
 # widened to fp32 on the device), its NCCL run against HEXIC_TRANSPORT=mpi
 # of the same programs (the staged transport): equal losses and weights.
 #
-#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|seq|seq8|bf16|all]...
+#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|zero1pp|seq|seq8|bf16|all]...
 #   (builds into build-nccl-emu/, HEXIC_NCCL_EMU_BUILD overrides;
 #   HEXIC_CPU_BUILD=DIR takes the CPU side from an existing build;
 #   HEXIC_NCCL_STEPS steps per run, default 3)
@@ -112,7 +116,8 @@ case_() {
     r=$(basename "$src" .c)
     mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$d/emu/$r"
     app+=(${app[@]:+:} -np 1 "$d/$r" --steps "$steps" --dump-weights "$d/cpu.w")
-    emu+=(${emu[@]:+:} -np 1 "$d/emu/$r" --steps "$steps" --dump-weights "$d/emu.w")
+    emu+=(${emu[@]:+:} -np 1 "$d/emu/$r" --steps "$steps" ${emu_args[@]+"${emu_args[@]}"}
+      --dump-weights "$d/emu.w")
   done
   [ "$name" != dp2z ] || grep -q '_shards\[\] = {' "$d"/rank_*.c ||
     { echo "FAIL: dp2z: the rank programs carry no optimizer shards"; exit 1; }
@@ -127,6 +132,31 @@ case_() {
     { echo "FAIL: $name: losses differ"; exit 1; }
   "$cpu/tests/weights_cmp" "$d/cpu.w" "$d/emu.w" 1e-5 || { echo "FAIL: $name: weights differ"; exit 1; }
   echo "emulate_nccl: $name over the NCCL transport agrees with the CPU backend ($((SECONDS - t0)) s)"
+}
+
+# zero1pp: tests/exec's ZeRO-1 plan (TP 2 beside a two-stage pipeline,
+# uneven optimizer shards) with a checkpoint every 2 steps, then the step-2
+# checkpoint resumed to the end: the resumed weights as the CPU's too.
+zero1pp() {
+  local d=$out/zero1pp src r app=() steps=4 # whatever HEXIC_NCCL_STEPS says
+  emu_args=(--checkpoint-dir "$d/ck" --checkpoint-every 2)
+  case_ zero1pp tests/exec/models/tiny8.hx tests/exec/clusters/four.hx \
+    tests/exec/plans/zero1_tp2_dp_pp.json
+  emu_args=()
+  [ -f "$d/ck/step_00000002/MANIFEST" ] || { echo "FAIL: zero1pp: no step-2 checkpoint"; exit 1; }
+  mkdir -p "$d/ck2" && cp -r "$d/ck/step_00000002" "$d/ck2/"
+  for src in "$d"/rank_*.c; do
+    r=$(basename "$src" .c)
+    app+=(${app[@]:+:} -np 1 "$d/emu/$r" --steps "$steps" --checkpoint-dir "$d/ck2" --resume
+      --dump-weights "$d/resumed.w")
+  done
+  timeout 600 mpirun --oversubscribe "${app[@]}" >"$d/resumed.log" 2>&1 ||
+    { cat "$d/resumed.log"; echo "FAIL: zero1pp: the resumed run"; exit 1; }
+  grep -q "^step 3/4 " "$d/resumed.log" && ! grep -q "^step 1/4 " "$d/resumed.log" ||
+    { cat "$d/resumed.log"; echo "FAIL: zero1pp: the run did not resume at step 3"; exit 1; }
+  "$cpu/tests/weights_cmp" "$d/cpu.w" "$d/resumed.w" 1e-5 ||
+    { echo "FAIL: zero1pp: the resumed run's weights differ"; exit 1; }
+  echo "emulate_nccl: zero1pp resumed from its step-2 checkpoint over NCCL ends as the CPU run"
 }
 
 # bf16: one set of emulated programs, through NCCL and then the staged
@@ -158,13 +188,15 @@ bf16() {
 }
 
 tiny=examples/models/tiny.hx
-[ "${parts[*]}" != all ] || parts=(build dp2 tp2 pp2 dp2z tp2pp2 seq seq8)
+emu_args=()
+[ "${parts[*]}" != all ] || parts=(build dp2 tp2 pp2 dp2z tp2pp2 zero1pp seq seq8)
 for part in "${parts[@]}"; do
   case $part in
   build) build ;;
   dp2 | tp2 | pp2 | dp2z) plans && case_ "$part" "$tiny" "$out/plans/two.hx" "$out/plans/$part.json" ;;
   tp2pp2) case_ tp2pp2 "$tiny" tests/exec/clusters/four.hx tests/codegen/plans/tp2_pp2_uneven.json ;;
   seq) case_ seq tests/exec/models/seqtiny.hx tests/exec/clusters/four.hx tests/exec/plans/seq_dp_hp_uneven.json ;;
+  zero1pp) zero1pp ;;
   seq8) case_ seq8 tests/exec/models/seqtiny.hx examples/clusters/cpu8.hx tests/exec/plans/seq_pp_tp_cp_hp.json ;;
   bf16) bf16 ;;
   *) echo "emulate_nccl.sh: unknown part '$part'" >&2; exit 2 ;;

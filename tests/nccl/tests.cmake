@@ -4,7 +4,8 @@
 #                2 for each deadlock report; run_shim_tests.sh);
 #   nccl.emu.*   rtlib/cuda/transport_nccl.c over it on the host CUDA
 #                emulator (emulate_nccl.sh): DP 2, TP 2, PP 2, DP 2 with
-#                ZeRO-1, TP 2 + PP 2 beside a DP pipeline and two HexiSeq
+#                ZeRO-1, TP 2 + PP 2 beside a DP pipeline, ZeRO-1 over TP 2
+#                beside a pipeline with a checkpoint resumed, and two HexiSeq
 #                plans (4 and 8 ranks), each printing "transport: nccl" and training as the
 #                same plan's CPU programs (fp32 losses and weights within
 #                1e-5; two steps here). nccl.emu.build builds the
@@ -35,7 +36,7 @@ if(HX_SHIM_NCCL_INCLUDE AND EXISTS ${HX_SHIM_NCCL_INCLUDE}/cuda_runtime_api.h)
       COMMAND env ${nccl_emu_env} bash ${HX_NCCL_TESTS}/emulate_nccl.sh build)
     set_tests_properties(nccl.emu.build PROPERTIES FIXTURES_SETUP nccl_emu
       LABELS "gpu-emulated;mpi" TIMEOUT 1200 RESOURCE_LOCK nccl_emu PROCESSORS 2)
-    foreach(p dp2 tp2 pp2 dp2z tp2pp2 seq seq8)
+    foreach(p dp2 tp2 pp2 dp2z tp2pp2 zero1pp seq seq8)
       add_test(NAME nccl.emu.${p}
         COMMAND env ${nccl_emu_env} bash ${HX_NCCL_TESTS}/emulate_nccl.sh ${p})
       set_tests_properties(nccl.emu.${p} PROPERTIES FIXTURES_REQUIRED nccl_emu
