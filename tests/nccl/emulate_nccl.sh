@@ -9,7 +9,7 @@
 # transport_select.c's own rule picks NCCL. Each plan's --target=cpu rank
 # programs are the reference; the same sources linked with the emulator
 # must print "transport: nccl" and give the same fp32 losses (relative 1e-5)
-# and weights (1e-5):
+# and weights (1e-5; HexiSeq's 1e-4, as emulate_backend.sh's):
 #   dp2 tp2 pp2 dp2z   tiny.hx, tests/gpu/run.sh's plans (DP 2, TP 2, PP 2,
 #                      DP 2 with ZeRO-1: the uneven reduce-scatter/all-gather)
 #   tp2pp2             tiny.hx, tests/codegen/plans/tp2_pp2_uneven.json (a
@@ -130,7 +130,11 @@ case_() {
       printf "%s step %d: cpu %s, emulated cuda + nccl %s\n", name, n, $1, $2 }
     END { printf "%s: max rel. loss diff %.2e (tol 1e-5)\n", name, m; exit !(n == steps && bad == 0) }' ||
     { echo "FAIL: $name: losses differ"; exit 1; }
-  "$cpu/tests/weights_cmp" "$d/cpu.w" "$d/emu.w" 1e-5 || { echo "FAIL: $name: weights differ"; exit 1; }
+  # HexiSeq's weights within emulate_backend.sh's 1e-4: its CUDA attention by
+  # positions differs from the CPU's by ~6e-6 already on the staged transport
+  local wtol=1e-5
+  case $name in seq*) wtol=1e-4 ;; esac
+  "$cpu/tests/weights_cmp" "$d/cpu.w" "$d/emu.w" $wtol || { echo "FAIL: $name: weights differ"; exit 1; }
   echo "emulate_nccl: $name over the NCCL transport agrees with the CPU backend ($((SECONDS - t0)) s)"
 }
 
