@@ -684,9 +684,12 @@ static void host_unpack(float *dst, const float *src, const struct rt_runs *r) {
   }
 }
 
-/* Each sharded bucket's moments through a device buffer and the
+/* Each sharded bucket's moments through its place in e->pack and the
  * transport's all-gather (the host copies are host memory, the transport's
- * buffers the device's). */
+ * buffers the device's). Between steps the pack holds nothing (every step
+ * packs its gradients afresh), and borrowing it keeps device memory fixed
+ * after start: an allocation here, at a checkpoint, could synchronise the
+ * device while another communicator's work is in flight. */
 void rt_sync_gather_moments(const struct rt_exec *e, float *m, float *v) {
   const struct rt_sync_state *s = &e->sync;
   long cap = 0;
@@ -696,11 +699,11 @@ void rt_sync_gather_moments(const struct rt_exec *e, float *m, float *v) {
   if (cap == 0)
     return;
   float *host = hx_rt_calloc((size_t)cap, sizeof(float));
-  float *dev = e->dev->alloc((size_t)cap * sizeof(float));
   for (int i = 0; i < s->nbuckets; i++) {
     const struct rt_bucket *b = &s->buckets[i];
     if (!b->counts)
       continue;
+    float *dev = e->pack + b->pack_off;
     size_t bytes = (size_t)b->runs.floats * sizeof(float);
     float *kinds[2] = {m, v};
     for (int k = 0; k < 2; k++) {
@@ -712,6 +715,5 @@ void rt_sync_gather_moments(const struct rt_exec *e, float *m, float *v) {
       host_unpack(kinds[k], host, &b->runs);
     }
   }
-  e->dev->free(dev);
   free(host);
 }

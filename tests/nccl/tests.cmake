@@ -30,8 +30,13 @@ if(HX_SHIM_NCCL_INCLUDE AND EXISTS ${HX_SHIM_NCCL_INCLUDE}/cuda_runtime_api.h)
   endforeach()
 
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    # HEXIC_EMU_FREEZE_AFTER: after step 1's first kernel, any cudaMalloc,
+    # cudaFree or cudaDeviceSynchronize ends the rank (emu_runtime.cpp), so
+    # these multi-rank runs (checkpoints and ZeRO-1 included) also check that
+    # device memory is fixed at start, in the sanitized build too.
     set(nccl_emu_env HEXIC_NCCL_EMU_BUILD=${CMAKE_CURRENT_BINARY_DIR}/nccl-emu
-                     HEXIC_CPU_BUILD=${CMAKE_BINARY_DIR} HEXIC_NCCL_STEPS=2)
+                     HEXIC_CPU_BUILD=${CMAKE_BINARY_DIR} HEXIC_NCCL_STEPS=2
+                     HEXIC_EMU_FREEZE_AFTER=embedding_forward_kernel)
     add_test(NAME nccl.emu.build
       COMMAND env ${nccl_emu_env} bash ${HX_NCCL_TESTS}/emulate_nccl.sh build)
     set_tests_properties(nccl.emu.build PROPERTIES FIXTURES_SETUP nccl_emu
