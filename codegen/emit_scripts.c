@@ -209,8 +209,8 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "#   mpirun -np 1 ./rank_0000 ARGS : -np 1 ./rank_0001 ARGS : ...\n"
         "# usage: ./launch.sh [--hostfile FILE] [--dry-run] [--help] [ARGS...]\n"
         "# ARGS go to every rank: --data FILE, --steps N, --checkpoint-dir DIR,\n"
-        "# --checkpoint-every N, --resume, --reschedule, --emulate, --dump-weights FILE,\n"
-        "# --init-from FILE.safetensors. Build first with `make`.\n"
+        "# --checkpoint-every N, --checkpoint-overwrite, --resume, --reschedule, --emulate,\n"
+        "# --dump-weights FILE, --init-from FILE.safetensors. Build first with `make`.\n"
         "# --hostfile FILE: one host per line for the plan's machines, in this order\n"
         "# (anything after the host on a line, e.g. Open MPI's slots=N, is ignored, and\n"
         "# so are blank lines and # comments); each machine's ranks run on its host:\n",

@@ -178,7 +178,8 @@ struct hx_rt_rank_config {
  * rtlib/cuda/ (a GPU bound by local rank, CUDA kernels, MPI staged through
  * host memory); both define the device and transport of rt_backend.h.
  * Options (every rank gets the same): --data FILE, --steps N,
- * --checkpoint-dir DIR, --checkpoint-every N, --resume, --reschedule (resume
+ * --checkpoint-dir DIR, --checkpoint-every N, --checkpoint-overwrite (write
+ * over another run's checkpoints there), --resume, --reschedule (resume
  * under another --steps), --emulate (run at the cluster file's speeds:
  * struct hx_rt_emulation), --dump-weights FILE
  * (after training, rank 0 gathers every rank's shards and writes the full

@@ -1172,6 +1172,32 @@ bool hx_rt_ckpt_check_dir(MPI_Comm comm, const char *dir) {
   return false;
 }
 
+/* Newest first, the first checkpoint in dir whose MANIFEST records another
+ * run than st's (another model or data order: what resume compares). */
+bool hx_rt_ckpt_check_owner(const char *dir, const struct hx_rt_ckpt_state *st, char *err,
+                            size_t err_size) {
+  int n = 0;
+  int64_t *steps = list_steps(dir, &n);
+  bool ok = true;
+  for (int i = 0; ok && i < n; i++) {
+    struct manifest m;
+    char why[512];
+    if (!load_manifest(dir, steps[i], &m, why, sizeof why))
+      continue; /* not a checkpoint whose run can be told */
+    if (!same_run(&m, st, why, sizeof why)) {
+      set_error(err, err_size,
+                "--checkpoint-dir '%s' holds the checkpoints of another run (step_%08" PRId64
+                ": %s); writing this run's there would replace them. Give this run a fresh "
+                "--checkpoint-dir, or add --checkpoint-overwrite to write over them",
+                dir, steps[i], why);
+      ok = false;
+    }
+    manifest_free(&m);
+  }
+  free(steps);
+  return ok;
+}
+
 enum { RESUME_SAME_PLAN, RESUME_RESHARDED, RESUME_REFUSED };
 
 /* Rank 0: whether checkpoint `step` is this plan's (each rank reads its own

@@ -111,6 +111,13 @@ bool hx_rt_ckpt_check_dir(MPI_Comm comm, const char *dir);
 
 /* ---- Single-process pieces (the collective API is built from these) ---- */
 
+/* Before a run writes checkpoints into dir (rank 0): false, saying why
+ * (dir, what differs, the ways out), when dir holds a checkpoint of another
+ * run, i.e. whose MANIFEST records another model or data line than st's
+ * (what resume compares; another plan of the same run is the same run). */
+bool hx_rt_ckpt_check_owner(const char *dir, const struct hx_rt_ckpt_state *st, char *err,
+                            size_t err_size);
+
 /* Creates dir (when create; parents must exist), then creates and removes
  * dir/.hexic-write-test.rank_NNNN: false with the reason when either fails. */
 bool hx_rt_ckpt_probe_dir(const char *dir, int rank, bool create, char *err, size_t err_size);

@@ -25,11 +25,13 @@ struct rt_args {
   const char *dump_weights; /* NULL: none */
   int emulate;              /* --emulate: the cluster file's speeds (rt_exec_ops.c) */
   const char *init_from;    /* --init-from FILE.safetensors: initial weights; NULL: the spec's */
+  int checkpoint_overwrite; /* --checkpoint-overwrite: write over another run's checkpoints */
 };
 
 static const char usage_text[] =
     "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
-    "--reschedule  --emulate  --dump-weights FILE  --init-from FILE.safetensors";
+    "--checkpoint-overwrite  --reschedule  --emulate  --dump-weights FILE  "
+    "--init-from FILE.safetensors";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -42,7 +44,7 @@ static int64_t parse_count(const char *opt, const char *text) {
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
   *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL};
+                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL, 0};
   if (!a->checkpoint_dir)
     a->checkpoint_dir = "checkpoints";
   for (int i = 1; i < argc; i++) {
@@ -50,6 +52,8 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
     int has_value = i + 1 < argc;
     if (!strcmp(opt, "--resume")) {
       a->resume = 1;
+    } else if (!strcmp(opt, "--checkpoint-overwrite")) {
+      a->checkpoint_overwrite = 1;
     } else if (!strcmp(opt, "--reschedule")) {
       a->reschedule = 1;
     } else if (!strcmp(opt, "--emulate")) {
@@ -210,7 +214,7 @@ static struct hx_rt_ckpt_state ckpt_state(const struct rt_exec *e,
 _Noreturn __attribute__((format(printf, 2, 3))) static void
 exit_everywhere(const struct rt_exec *e, const char *fmt, ...) {
   if (e->cfg->rank == 0) {
-    char msg[1024];
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -220,6 +224,15 @@ exit_everywhere(const struct rt_exec *e, const char *fmt, ...) {
   }
   hx_rt_finalize();
   exit(HX_RT_EXIT_ERROR);
+}
+
+/* Rank 0's verdict (ok, or why not in err) taken by every rank. */
+static void agree_or_exit(const struct rt_exec *e, bool ok, const char *err) {
+  int mine = ok, all = 0;
+  hx_rt_mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                  "--checkpoint-dir agreement");
+  if (!all)
+    exit_everywhere(e, "%s", err);
 }
 
 /* An unwritable directory fails now, not at the first checkpoint: every rank
@@ -233,6 +246,13 @@ static void check_checkpoint_dir(const struct rt_exec *e, const struct rt_args *
                     "the ranks' messages); pick a writable directory",
                     a->checkpoint_dir, (long long)a->checkpoint_every);
   hx_rt_progress();
+  /* another run's checkpoints there are not written over unless asked */
+  if (a->checkpoint_overwrite)
+    return;
+  struct hx_rt_ckpt_state st = {.model = ckpt_model_line(e), .data = ckpt_data_line(e)};
+  char err[2048] = "";
+  bool ok = e->cfg->rank != 0 || hx_rt_ckpt_check_owner(a->checkpoint_dir, &st, err, sizeof err);
+  agree_or_exit(e, ok, err);
 }
 
 static void report_fresh_start(const struct rt_exec *e, const struct rt_args *a) {

@@ -17,6 +17,7 @@
 #   file, shards, F16/BF16 sources, hostile and damaged files) and
 #   --init-from. gqa: the same round trips with GQA and tied embeddings.
 # import_hf: a Llama-2-7B config.json, 6.74B parameters; refusals.
+# owner: a folder of another run's checkpoints is refused before training.
 set -uo pipefail
 mode=$1 work=$2 src=$3 hexic=$4 wcmp=$5 fixture=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -281,6 +282,32 @@ import_hf)
     [ $? = 2 ] && grep -qxF "hexic-ckpt: ${bad#*:}" bad.out || { cat bad.out; fail "hexic-ckpt ${bad%%:*}"; }
   done
   echo "  Llama-2-7B config.json: $(cat l7.txt); GPT-2 and llama3 RoPE scaling refused by name"
+  ;;
+owner)
+  # Two runs sharing one checkpoint folder: tiny8's program refuses, before
+  # step 1, the folder holding tiny6's checkpoints (naming the folder, both
+  # models and the ways out) and leaves them as they were; tiny6 itself
+  # re-runs and resumes there; --checkpoint-overwrite and a fresh folder work.
+  compile one "$tiny6" "$src/examples/clusters/cpu1.hx"
+  compile other "$src/tests/exec/models/tiny8.hx" "$src/examples/clusters/cpu1.hx"
+  rm -rf shared fresh
+  train a one --checkpoint-dir shared --checkpoint-every 6
+  sums=$(cat shared/step_*/MANIFEST | cksum)
+  other/launch.sh --steps $steps --checkpoint-dir shared --checkpoint-every 6 >b.out 2>&1 &&
+    { cat b.out; fail "another model's run wrote into a folder of tiny6's checkpoints"; }
+  grep -q "error: --checkpoint-dir 'shared' holds the checkpoints of another run (step_00000012: the checkpoint is of another model (layers 4 hidden 96 .*); this program trains layers 4 hidden 64 .*fresh --checkpoint-dir, or add --checkpoint-overwrite" b.out ||
+    { cat b.out; fail "another run's folder: wrong message"; }
+  grep -q "^step " b.out && fail "another run's folder: training started"
+  [ "$(grep -c error b.out)" = 1 ] || { cat b.out; fail "another run's folder: not one line"; }
+  [ "$(cat shared/step_*/MANIFEST | cksum)" = "$sums" ] || fail "tiny6's checkpoints were changed"
+  train a2 one --checkpoint-dir shared --checkpoint-every 6
+  train a3 one --checkpoint-dir shared --checkpoint-every 6 --resume
+  grep -q "training already complete" a3.out || { cat a3.out; fail "tiny6 did not resume its own"; }
+  train b2 other --checkpoint-dir fresh --checkpoint-every 6
+  train b3 other --checkpoint-dir shared --checkpoint-every 6 --checkpoint-overwrite
+  train b4 other --checkpoint-dir shared --checkpoint-every 6 --resume
+  grep -q "training already complete" b4.out || { cat b4.out; fail "--checkpoint-overwrite: not tiny8's now"; }
+  echo "  $(grep -o "error: .*" b.out | cut -c1-140)..."
   ;;
 *)
   fail "unknown mode $mode"
