@@ -36,10 +36,10 @@ g16 cuda mpi $work/tiny-bf16.hx $one
 gmr cuda nccl $tiny $work/four.hx $root/tests/codegen/plans/tp2_pp2_uneven.json
 gseq cuda nccl $seqtiny $work/eight.hx $seqplan
 g13 cuda mpi $work/llama-1.3b.hx $one
-dp2 cuda nccl $tiny $work/two.hx $work/dp2.json
-tp2 cuda nccl $tiny $work/two.hx $work/tp2.json
-pp2 cuda nccl $tiny $work/two.hx $work/pp2.json
-dp2z cuda nccl $tiny $work/two.hx $work/dp2z.json
+dp2 cuda nccl $tiny $work/two.hx $root/tests/codegen/plans/tiny_dp2.json
+tp2 cuda nccl $tiny $work/two.hx $root/tests/codegen/plans/tiny_tp2.json
+pp2 cuda nccl $tiny $work/two.hx $root/tests/codegen/plans/tiny_pp2.json
+dp2z cuda nccl $tiny $work/two.hx $root/tests/codegen/plans/tiny_dp2z.json
 EOF
 }
 
@@ -74,22 +74,6 @@ train {
   precision = bf16; recompute = none
   lr = 3e-4; warmup_steps = 2; steps = 8; seed = 1
 }
-EOF
-  python3 - "$work" <<'EOF'
-import json, sys
-st = lambda ranks, layers: {"ranks": ranks, "tp": len(ranks), "layers": layers,
-                             "leader": ranks[0], "recompute": False}
-pipe = lambda m, mbs, stages: {"micro_batches": m, "micro_batch_size": mbs, "stages": stages}
-plans = {"dp2": [pipe(4, 4, [st([0], [0, 4])]), pipe(4, 4, [st([1], [0, 4])])],
-         "tp2": [pipe(4, 8, [st([0, 1], [0, 4])])],
-         "pp2": [pipe(4, 8, [st([0], [0, 2]), st([1], [2, 4])])]}
-for name, pipes in plans.items():
-    json.dump({"strategy": "file", "description": name, "schedule": "1f1b", "pipelines": pipes},
-              open("%s/%s.json" % (sys.argv[1], name), "w"))
-# DP 2 with ZeRO-1 (issue 16): a hand-written plan's groups split evenly
-json.dump({"strategy": "file", "description": "dp2 zero1", "schedule": "1f1b",
-           "train": {"optimizer_sharding": "zero1"}, "pipelines": plans["dp2"]},
-          open("%s/dp2z.json" % sys.argv[1], "w"))
 EOF
 }
 

@@ -10,7 +10,7 @@
 # programs are the reference; the same sources linked with the emulator
 # must print "transport: nccl" and give the same fp32 losses (relative 1e-5)
 # and weights (1e-5; HexiSeq's 1e-4, as emulate_backend.sh's):
-#   dp2 tp2 pp2 dp2z   tiny.hx, tests/gpu/run.sh's plans (DP 2, TP 2, PP 2,
+#   dp2 tp2 pp2 dp2z   tiny.hx, tests/codegen/plans/tiny_*.json (DP 2, TP 2, PP 2,
 #                      DP 2 with ZeRO-1: the uneven reduce-scatter/all-gather)
 #   tp2pp2             tiny.hx, tests/codegen/plans/tp2_pp2_uneven.json (a
 #                      TP 2 stage feeding a one-rank stage beside a one-rank
@@ -82,21 +82,6 @@ plans() {
   mkdir -p "$w"
   printf '%s\n' 'gpu "cpu" { tflops = 0.02; memory = 4 GiB; efficiency = 1 }' \
     'node "host" { gpu = "cpu"; gpus = 2; bandwidth = 100 GB/s; latency = 1 us }' >"$w/two.hx"
-  python3 - "$w" <<'PY'
-import json, sys
-st = lambda ranks, layers: {"ranks": ranks, "tp": len(ranks), "layers": layers,
-                             "leader": ranks[0], "recompute": False}
-pipe = lambda m, mbs, stages: {"micro_batches": m, "micro_batch_size": mbs, "stages": stages}
-plans = {"dp2": [pipe(4, 4, [st([0], [0, 4])]), pipe(4, 4, [st([1], [0, 4])])],
-         "tp2": [pipe(4, 8, [st([0, 1], [0, 4])])],
-         "pp2": [pipe(4, 8, [st([0], [0, 2]), st([1], [2, 4])])]}
-for name, pipes in plans.items():
-    json.dump({"strategy": "file", "description": name, "schedule": "1f1b", "pipelines": pipes},
-              open("%s/%s.json" % (sys.argv[1], name), "w"))
-json.dump({"strategy": "file", "description": "dp2 zero1", "schedule": "1f1b",
-           "train": {"optimizer_sharding": "zero1"}, "pipelines": plans["dp2"]},
-          open("%s/dp2z.json" % sys.argv[1], "w"))
-PY
 }
 
 losses() { sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$1"; }
@@ -197,7 +182,7 @@ emu_args=()
 for part in "${parts[@]}"; do
   case $part in
   build) build ;;
-  dp2 | tp2 | pp2 | dp2z) plans && case_ "$part" "$tiny" "$out/plans/two.hx" "$out/plans/$part.json" ;;
+  dp2 | tp2 | pp2 | dp2z) plans && case_ "$part" "$tiny" "$out/plans/two.hx" "tests/codegen/plans/tiny_$part.json" ;;
   tp2pp2) case_ tp2pp2 "$tiny" tests/exec/clusters/four.hx tests/codegen/plans/tp2_pp2_uneven.json ;;
   seq) case_ seq tests/exec/models/seqtiny.hx tests/exec/clusters/four.hx tests/exec/plans/seq_dp_hp_uneven.json ;;
   zero1pp) zero1pp ;;
