@@ -310,7 +310,7 @@ static bool valid_line(const char *what, const char *text, size_t limit, char *e
   return false;
 }
 
-static void prune_older(const char *dir, int64_t step);
+static void prune_older(const char *dir, const struct hx_rt_ckpt_state *st);
 
 bool hx_rt_ckpt_write_manifest(const char *dir, const struct hx_rt_ckpt_state *st,
                                const char *fingerprint, const struct hx_rt_ckpt_files *files,
@@ -325,7 +325,7 @@ bool hx_rt_ckpt_write_manifest(const char *dir, const struct hx_rt_ckpt_state *s
   struct manifest_ctx ctx = {st, fingerprint, files};
   if (!write_atomically(path, write_manifest_body, &ctx, NULL, NULL, err, err_size))
     return false;
-  prune_older(dir, st->step);
+  prune_older(dir, st);
   return true;
 }
 
@@ -432,6 +432,16 @@ static bool parse_manifest_body(const char *p, const char *end, struct manifest 
   return p == end;
 }
 
+/* "\r\n" -> "\n" in place; returns the new length. */
+static size_t strip_crlf(char *text, size_t len) {
+  size_t out = 0;
+  for (size_t i = 0; i < len; i++)
+    if (!(text[i] == '\r' && i + 1 < len && text[i + 1] == '\n'))
+      text[out++] = text[i];
+  text[out] = '\0';
+  return out;
+}
+
 /* Reads and checks dir/step_N/MANIFEST; on success m holds it (free it). */
 static bool load_manifest(const char *dir, int64_t step, struct manifest *m, char *err,
                           size_t err_size) {
@@ -445,6 +455,12 @@ static bool load_manifest(const char *dir, int64_t step, struct manifest *m, cha
     return false;
   }
   const char *sum_line = manifest_sum_ok(text, len);
+  if (!sum_line && strstr(text, "\r\n")) {
+    /* line ends turned to CRLF on the way (a copy through another system):
+     * read as written when the checksum holds over the LF text */
+    len = strip_crlf(text, len);
+    sum_line = manifest_sum_ok(text, len);
+  }
   int old_format = !strncmp(text, "hexic-checkpoint 1\n", 19)   ? 1
                    : !strncmp(text, "hexic-checkpoint 2\n", 19) ? 2
                                                                 : 0;
@@ -616,6 +632,15 @@ int64_t hx_rt_ckpt_find_newest_any(const char *dir, FILE *skipped) {
   return find_newest(dir, 0, NULL, skipped);
 }
 
+/* dir/step_N has a MANIFEST: a checkpoint once complete (one without is an
+ * interrupted write). */
+static bool manifest_present(const char *dir, int64_t step) {
+  char path[PATH_SIZE];
+  struct stat sb;
+  hx_rt_ckpt_manifest_path(path, sizeof path, dir, step);
+  return lstat(path, &sb) == 0;
+}
+
 /* Removes a step directory and the files in it (no subdirectories there). */
 static void remove_step_dir(const char *dir, int64_t step) {
   char path[PATH_SIZE], file[PATH_SIZE + 300];
@@ -636,8 +661,12 @@ static void remove_step_dir(const char *dir, int64_t step) {
 
 /* Keeps `step` and the newest complete checkpoint before it (of any plan:
  * a run resumed under another plan keeps the checkpoint it came from);
- * older and incomplete ones before it go. Newer directories are left alone. */
-static void prune_older(const char *dir, int64_t step) {
+ * older and incomplete ones before it go, except the damaged ones (a
+ * MANIFEST that does not verify) after the checkpoint this run resumed
+ * from: resume skipped them, and they are left for their owner to repair.
+ * Newer directories are left alone. */
+static void prune_older(const char *dir, const struct hx_rt_ckpt_state *st) {
+  int64_t step = st->step;
   char why[512];
   int n = 0;
   int64_t *steps = list_steps(dir, &n);
@@ -645,9 +674,11 @@ static void prune_older(const char *dir, int64_t step) {
   for (int i = 0; i < n; i++) {
     if (steps[i] >= step)
       continue;
-    if (!kept_one && hx_rt_ckpt_verify_complete(dir, steps[i], why, sizeof why))
+    bool complete = hx_rt_ckpt_verify_complete(dir, steps[i], why, sizeof why);
+    if (complete && !kept_one)
       kept_one = true;
-    else
+    else if (complete || !st->resumed || steps[i] <= st->resumed_step ||
+             !manifest_present(dir, steps[i]))
       remove_step_dir(dir, steps[i]);
   }
   free(steps);
@@ -985,6 +1016,7 @@ bool hx_rt_ckpt_info_load(const char *dir, int64_t step, struct hx_rt_ckpt_info 
   char why[512];
   if (!load_manifest(dir, step, &m, why, sizeof why) || !index_in_range(&m, why, sizeof why)) {
     set_error(err, err_size, "%s/step_%08" PRId64 ": %s", dir, step, why);
+    manifest_free(&m); /* load_manifest leaves it empty when it fails */
     return false;
   }
   *info = (struct hx_rt_ckpt_info){.step = m.step,
@@ -1198,6 +1230,38 @@ bool hx_rt_ckpt_check_owner(const char *dir, const struct hx_rt_ckpt_state *st, 
   return ok;
 }
 
+bool hx_rt_ckpt_check_damaged(const char *dir, int64_t from, int64_t to, int64_t every,
+                              char *err, size_t err_size) {
+  int n = 0;
+  int64_t *steps = list_steps(dir, &n);
+  bool ok = true;
+  for (int i = 0; ok && every > 0 && i < n; i++) {
+    char why[512];
+    int64_t s = steps[i];
+    if (s <= from || s > to || s % every != 0 || !manifest_present(dir, s) ||
+        hx_rt_ckpt_verify_complete(dir, s, why, sizeof why))
+      continue;
+    set_error(err, err_size,
+              "--checkpoint-dir '%s': checkpoint step_%08" PRId64 " does not verify (%s), and "
+              "this run would write its step %" PRId64 " checkpoint over it. Repair it or move "
+              "it away, or add --checkpoint-overwrite to write over it",
+              dir, s, why, s);
+    ok = false;
+  }
+  free(steps);
+  return ok;
+}
+
+/* The step directories with a MANIFEST (checkpoints, complete or not). */
+static int count_checkpoints(const char *dir) {
+  int n = 0, found = 0;
+  int64_t *steps = list_steps(dir, &n);
+  for (int i = 0; i < n; i++)
+    found += manifest_present(dir, steps[i]);
+  free(steps);
+  return found;
+}
+
 enum { RESUME_SAME_PLAN, RESUME_RESHARDED, RESUME_REFUSED };
 
 /* Rank 0: whether checkpoint `step` is this plan's (each rank reads its own
@@ -1225,20 +1289,29 @@ int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprin
   char err[1024] = "";
   if (rank == 0) {
     plan[0] = hx_rt_ckpt_find_newest_any(dir, stderr);
-    plan[1] = plan[0] < 0 ? RESUME_SAME_PLAN
-                          : resume_mode(dir, plan[0], nranks, fingerprint, st, err, sizeof err);
-    if (plan[1] == RESUME_REFUSED)
+    int found = plan[0] < 0 ? count_checkpoints(dir) : 0;
+    plan[1] = plan[0] >= 0 ? resume_mode(dir, plan[0], nranks, fingerprint, st, err, sizeof err)
+              : found > 0  ? RESUME_REFUSED
+                           : RESUME_SAME_PLAN;
+    if (plan[1] == RESUME_REFUSED && plan[0] >= 0)
       fprintf(stderr, "hexic-rt: rank 0: error: resume from %s/step_%08" PRId64 ": %s\n", dir,
               plan[0], err);
+    else if (plan[1] == RESUME_REFUSED)
+      fprintf(stderr,
+              "hexic-rt: rank 0: error: --resume: none of the %d checkpoint%s in '%s' verifies "
+              "(each named above); nothing was trained or written. Repair %s, or move %s away "
+              "to start from scratch\n",
+              found, found == 1 ? "" : "s", dir, found == 1 ? "it" : "them",
+              found == 1 ? "it" : "them");
   }
   MPI_Request req;
   wait_collective(MPI_Ibcast(plan, 2, MPI_INT64_T, 0, comm, &req), &req, "MPI_Bcast (resume)");
   hx_rt_progress();
   int64_t step = plan[0];
-  if (step < 0)
-    return 0;
   if (plan[1] == RESUME_REFUSED)
     return -1;
+  if (step < 0)
+    return 0;
   bool ok = plan[1] == RESUME_SAME_PLAN
                 ? hx_rt_ckpt_load_rank(dir, step, rank, fingerprint, st, err, sizeof err)
                 : hx_rt_ckpt_load_resharded(dir, step, st, err, sizeof err);

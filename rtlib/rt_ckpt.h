@@ -74,6 +74,10 @@ struct hx_rt_ckpt_state {
   int source_ranks;
   bool resharded;
   char source_fingerprint[256];
+  /* Set by the executor when the run resumed, at resumed_step: a damaged
+   * checkpoint after it (resume skipped it) is never pruned by a save. */
+  bool resumed;
+  int64_t resumed_step;
 };
 
 /* FNV-1a 64 over bytes, continuing from h (start with HX_FNV64_INIT). */
@@ -96,10 +100,12 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
  * its ranges of every tensor from the files holding them. st->model and
  * st->data must equal the checkpoint's lines (another model, or another
  * data order, is refused). st->schedule_steps from the MANIFEST. Returns the
- * step restored, 0 when there is no complete checkpoint (st untouched: a
- * fresh start), or -1 on every rank when loading failed (the reason on
- * stderr). Skipped checkpoints (incomplete, corrupt) are reported on stderr
- * by rank 0. */
+ * step restored, 0 when dir holds no checkpoint (st untouched: a fresh
+ * start; step directories without a MANIFEST are interrupted writes), or -1
+ * on every rank when loading failed or when checkpoints are there and none
+ * verifies (the reasons on stderr). Skipped checkpoints (incomplete,
+ * corrupt) are reported on stderr by rank 0. A MANIFEST whose line ends
+ * became CRLF is read when its checksum holds over the LF text. */
 int64_t hx_rt_ckpt_resume(MPI_Comm comm, const char *dir, const char *fingerprint,
                           struct hx_rt_ckpt_state *st);
 
@@ -117,6 +123,13 @@ bool hx_rt_ckpt_check_dir(MPI_Comm comm, const char *dir);
  * (what resume compares; another plan of the same run is the same run). */
 bool hx_rt_ckpt_check_owner(const char *dir, const struct hx_rt_ckpt_state *st, char *err,
                             size_t err_size);
+
+/* Before a run writes its checkpoints of steps from+every, from+2*every, ...
+ * up to `to` into dir: false, saying why, when one of those steps is a
+ * checkpoint there (a MANIFEST) that does not verify: a checkpoint that
+ * resume skipped is never written over unasked. */
+bool hx_rt_ckpt_check_damaged(const char *dir, int64_t from, int64_t to, int64_t every,
+                              char *err, size_t err_size);
 
 /* Creates dir (when create; parents must exist), then creates and removes
  * dir/.hexic-write-test.rank_NNNN: false with the reason when either fails. */
@@ -154,7 +167,8 @@ struct hx_rt_ckpt_files {
 };
 
 /* Writes the MANIFEST atomically, then deletes step directories older than
- * st->step except the newest complete one. */
+ * st->step except the newest complete one (and the damaged ones after
+ * st->resumed_step when st->resumed). */
 bool hx_rt_ckpt_write_manifest(const char *dir, const struct hx_rt_ckpt_state *st,
                                const char *fingerprint, const struct hx_rt_ckpt_files *files,
                                char *err, size_t err_size);

@@ -26,6 +26,7 @@ struct rt_args {
   int emulate;              /* --emulate: the cluster file's speeds (rt_exec_ops.c) */
   const char *init_from;    /* --init-from FILE.safetensors: initial weights; NULL: the spec's */
   int checkpoint_overwrite; /* --checkpoint-overwrite: write over another run's checkpoints */
+  int64_t resumed_step;     /* the step resumed from; -1: none */
 };
 
 static const char usage_text[] =
@@ -44,7 +45,7 @@ static int64_t parse_count(const char *opt, const char *text) {
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
   *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL, 0};
+                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL, 0, -1};
   if (!a->checkpoint_dir)
     a->checkpoint_dir = "checkpoints";
   for (int i = 1; i < argc; i++) {
@@ -255,6 +256,17 @@ static void check_checkpoint_dir(const struct rt_exec *e, const struct rt_args *
   agree_or_exit(e, ok, err);
 }
 
+/* After resume: no checkpoint this run will write lands on one that does
+ * not verify (resume skipped it; its owner may repair it), unless asked. */
+static void check_checkpoint_steps(const struct rt_exec *e, const struct rt_args *a) {
+  if (a->checkpoint_every <= 0 || a->checkpoint_overwrite)
+    return;
+  char err[2048] = "";
+  bool ok = e->cfg->rank != 0 || hx_rt_ckpt_check_damaged(a->checkpoint_dir, e->step, e->steps,
+                                                          a->checkpoint_every, err, sizeof err);
+  agree_or_exit(e, ok, err);
+}
+
 static void report_fresh_start(const struct rt_exec *e, const struct rt_args *a) {
   if (e->cfg->rank != 0)
     return;
@@ -363,6 +375,8 @@ static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
   struct rt_host_params h = rt_host_params_new(e, true);
   rt_host_params_download(e, &h);
   struct hx_rt_ckpt_state st = ckpt_state(e, &h);
+  st.resumed = a->resumed_step > 0;
+  st.resumed_step = a->resumed_step;
   bool ok = hx_rt_ckpt_save(MPI_COMM_WORLD, a->checkpoint_dir, e->cfg->fingerprint, &st);
   free(st.tensors);
   rt_host_params_free(&h);
@@ -413,6 +427,8 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   check_checkpoint_dir(&e, &args);
   maybe_init_from(&e, &args);
   maybe_resume(&e, &args);
+  args.resumed_step = args.resume ? e.step : -1;
+  check_checkpoint_steps(&e, &args);
   rt_emu_init(&e, args.emulate); /* from here on, at the device's speed */
   while (e.step < e.steps) {
     run_step(&e);

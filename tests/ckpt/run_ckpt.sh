@@ -18,6 +18,8 @@
 #   --init-from. gqa: the same round trips with GQA and tied embeddings.
 # import_hf: a Llama-2-7B config.json, 6.74B parameters; refusals.
 # owner: a folder of another run's checkpoints is refused before training.
+# skipped: checkpoints --resume skips are never trained over or pruned; a
+#   CRLF MANIFEST is read.
 set -uo pipefail
 mode=$1 work=$2 src=$3 hexic=$4 wcmp=$5 fixture=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -308,6 +310,54 @@ owner)
   train b4 other --checkpoint-dir shared --checkpoint-every 6 --resume
   grep -q "training already complete" b4.out || { cat b4.out; fail "--checkpoint-overwrite: not tiny8's now"; }
   echo "  $(grep -o "error: .*" b.out | cut -c1-140)..."
+  ;;
+skipped)
+  # Checkpoints that resume skips are never trained over: a CRLF MANIFEST is
+  # read (its checksum holds over the LF text); when none verifies --resume
+  # exits 1 naming each; a damaged one is neither written over by the steps a
+  # run resumed from an older one would write (unless --checkpoint-overwrite)
+  # nor pruned.
+  compile one "$tiny6" "$src/examples/clusters/cpu1.hx"
+  full one
+  # CRLF line ends: resumed at step 6, steps 7-12 as the uninterrupted run
+  rm -rf ck.crlf && cp -r ck ck.crlf && sed -i 's/$/\r/' ck.crlf/step_00000006/MANIFEST
+  train crlf one --checkpoint-dir ck.crlf --resume
+  grep -q "resuming at step 6 from ck.crlf" crlf.out || { cat crlf.out; fail "a CRLF MANIFEST was not read"; }
+  [ "$(cut -d' ' -f1 crlf.losses | tr '\n' ' ')" = "7 8 9 10 11 12 " ] || { cat crlf.out; fail "CRLF: not steps 7-12"; }
+  # none verifies: exit 1, each named, nothing trained or written
+  train again one --checkpoint-dir ck --checkpoint-every 6
+  damage() { printf 'Z' | dd of="$1/MANIFEST" bs=1 seek=40 conv=notrunc 2>/dev/null; }
+  rm -rf ck.bad && cp -r ck ck.bad && damage ck.bad/step_00000006 && damage ck.bad/step_00000012
+  sums=$(cat ck.bad/step_*/* | cksum)
+  one/launch.sh --steps $steps --checkpoint-dir ck.bad --checkpoint-every 6 --resume >bad.out 2>&1 &&
+    { cat bad.out; fail "--resume over damaged checkpoints exited 0"; }
+  for s in 6 12; do
+    grep -q "skipping checkpoint ck.bad/step_0000000*$s: MANIFEST is damaged" bad.out ||
+      { cat bad.out; fail "step $s not named"; }
+  done
+  grep -q "error: --resume: none of the 2 checkpoints in 'ck.bad' verifies" bad.out || { cat bad.out; fail "none verifies: wrong message"; }
+  grep -q "^step " bad.out && fail "none verifies: training started"
+  [ "$(cat ck.bad/step_*/* | cksum)" = "$sums" ] || fail "none verifies: the checkpoints were changed"
+  # the newer one damaged: resuming from step 6 would write step 12 over it
+  rm -rf ck.mix && cp -r ck ck.mix && damage ck.mix/step_00000012
+  sums=$(cat ck.mix/step_00000012/* | cksum)
+  one/launch.sh --steps $steps --checkpoint-dir ck.mix --checkpoint-every 6 --resume >mix.out 2>&1 &&
+    { cat mix.out; fail "a damaged step-12 checkpoint was trained over"; }
+  grep -q "error: --checkpoint-dir 'ck.mix': checkpoint step_00000012 does not verify (MANIFEST is damaged (checksum or syntax)), and this run would write its step 12 checkpoint over it. Repair it or move it away, or add --checkpoint-overwrite" mix.out ||
+    { cat mix.out; fail "a damaged newer checkpoint: wrong message"; }
+  grep -q "^step " mix.out && fail "a damaged newer checkpoint: training started"
+  [ "$(cat ck.mix/step_00000012/* | cksum)" = "$sums" ] || fail "the damaged step-12 checkpoint was changed"
+  train mix2 one --checkpoint-dir ck.mix --resume  # writes no checkpoint: runs
+  [ "$(cat ck.mix/step_00000012/* | cksum)" = "$sums" ] || fail "the damaged checkpoint was changed"
+  train mix3 one --checkpoint-dir ck.mix --checkpoint-every 6 --resume --checkpoint-overwrite
+  "$(dirname "$hexic")/hexic-ckpt" info ck.mix --step 12 >/dev/null || fail "--checkpoint-overwrite did not write step 12"
+  # nor pruned by the checkpoints of steps 10 and 15 after it
+  rm -rf ck.old && cp -r ck ck.old && damage ck.old/step_00000012
+  sums=$(cat ck.old/step_00000012/* | cksum)
+  train old one --checkpoint-dir ck.old --checkpoint-every 5 --resume --steps 15 --reschedule
+  [ -f ck.old/step_00000015/MANIFEST ] || fail "no step-15 checkpoint"
+  [ "$(cat ck.old/step_00000012/* 2>/dev/null | cksum)" = "$sums" ] || fail "the damaged step-12 checkpoint was pruned"
+  echo "  $(grep -o "error: --resume: .*" bad.out | cut -c1-100)..."
   ;;
 *)
   fail "unknown mode $mode"
