@@ -3,6 +3,7 @@
  *   export CKPT_DIR -o OUT.safetensors [--format safetensors] [--dtype fp32|bf16] [--step N]
  *   import IN.safetensors | IN.safetensors.index.json -o OUT.safetensors [--config config.json]
  *   import-hf config.json [-o OUT.hx] [--name NAME]
+ * (each with -o takes --force: replace an existing regular file OUT).
  * export writes the model of a checkpoint of any plan with Hugging Face
  * Llama names and layout (RoPE rows of q_proj/k_proj permuted to
  * rotate_half's order; rtlib/ckpt/hf_llama.h); import checks a Llama
@@ -10,12 +11,18 @@
  * config.json, every name and shape, and writes hexic's initial weights: a
  * safetensors file with hexic's canonical names and layout that the
  * programs' --init-from reads. Errors name the file and the tensor and leave
- * nothing written; exit 1 (2 for a usage error). */
+ * nothing written; exit 1 (2 for a usage error). -o never replaces what is
+ * not a regular file (a symbolic link, a device, a FIFO, a directory), a
+ * regular file only with --force, and never writes into a checkpoint folder
+ * (the tool's own input, resume's source). */
+#include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rtlib/ckpt/ckpt_json.h"
 #include "rtlib/ckpt/hf_llama.h"
@@ -31,7 +38,9 @@ static const char usage_text[] =
     " [--step N]\n"
     "       hexic-ckpt import IN.safetensors|IN.safetensors.index.json -o OUT.safetensors"
     " [--config config.json]\n"
-    "       hexic-ckpt import-hf config.json [-o OUT.hx] [--name NAME]\n";
+    "       hexic-ckpt import-hf config.json [-o OUT.hx] [--name NAME]\n"
+    "       -o never replaces a symbolic link, device, FIFO or directory, nor writes into a\n"
+    "       checkpoint folder; an existing file OUT is replaced only with --force\n";
 
 static int usage(const char *why) {
   if (why)
@@ -49,12 +58,17 @@ static int error(const char *msg) {
 struct options {
   const char *out, *format, *dtype, *config, *name;
   int64_t step;
+  bool force; /* --force: -o may replace an existing regular file */
 };
 
 static bool parse_options(int argc, char **argv, struct options *o, char *why, size_t why_size) {
-  *o = (struct options){NULL, "safetensors", "fp32", NULL, NULL, -1};
+  *o = (struct options){NULL, "safetensors", "fp32", NULL, NULL, -1, false};
   for (int i = 0; i < argc; i++) {
     const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(opt, "--force")) {
+      o->force = true;
+      continue;
+    }
     const char **slot = !strcmp(opt, "-o")         ? &o->out
                         : !strcmp(opt, "--format") ? &o->format
                         : !strcmp(opt, "--dtype")  ? &o->dtype
@@ -81,6 +95,88 @@ static bool parse_options(int argc, char **argv, struct options *o, char *why, s
       }
     }
     i++;
+  }
+  return true;
+}
+
+/* ---- the output file ---- */
+
+static void dir_of(const char *path, char *buf, size_t size);
+
+/* "step_" and digits: a checkpoint's step folder. */
+static bool is_step_name(const char *name) {
+  if (strncmp(name, "step_", 5) || !name[5])
+    return false;
+  for (const char *p = name + 5; *p; p++)
+    if (*p < '0' || *p > '9')
+      return false;
+  return true;
+}
+
+/* dir (a real path) is a checkpoint folder or one of its step folders: a
+ * MANIFEST there, or a step_N folder, or step_N/MANIFEST below it. */
+static bool is_checkpoint_folder(const char *dir) {
+  char path[PATH_MAX + 300];
+  struct stat sb;
+  const char *base = strrchr(dir, '/');
+  base = base ? base + 1 : dir;
+  snprintf(path, sizeof path, "%s/MANIFEST", dir);
+  if (is_step_name(base) || lstat(path, &sb) == 0)
+    return true;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  bool found = false;
+  while (d && !found && (e = readdir(d)) != NULL) {
+    snprintf(path, sizeof path, "%s/%s/MANIFEST", dir, e->d_name);
+    found = is_step_name(e->d_name) && lstat(path, &sb) == 0;
+  }
+  if (d)
+    closedir(d);
+  return found;
+}
+
+/* Whether -o OUT may be written (else why, in err): OUT is absent, or a
+ * regular file and --force; its folder is not a checkpoint folder. */
+static bool output_ok(const char *out, bool force, char *err, size_t err_size) {
+  struct stat sb;
+  if (lstat(out, &sb) == 0) {
+    const char *kind = S_ISLNK(sb.st_mode)    ? "a symbolic link"
+                       : S_ISDIR(sb.st_mode)  ? "a directory"
+                       : S_ISCHR(sb.st_mode)  ? "a character device"
+                       : S_ISBLK(sb.st_mode)  ? "a block device"
+                       : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                       : S_ISREG(sb.st_mode)  ? NULL
+                                              : "not a regular file";
+    if (kind) {
+      snprintf(err, err_size, "-o %.300s is %s, not a regular file: refusing to replace it", out,
+               kind);
+      return false;
+    }
+    if (!force) {
+      snprintf(err, err_size,
+               "-o %.300s exists: refusing to replace it (add --force to, or pick another name)",
+               out);
+      return false;
+    }
+  } else if (errno != ENOENT) {
+    snprintf(err, err_size, "-o %.300s: %s", out, strerror(errno));
+    return false;
+  }
+  char parent[PATH_MAX + 16], real[PATH_MAX];
+  dir_of(out, parent, PATH_MAX);
+  if (!parent[0])
+    snprintf(parent, sizeof parent, ".");
+  if (!realpath(parent, real)) {
+    snprintf(err, err_size, "-o %.300s: its folder %.300s: %s", out, parent, strerror(errno));
+    return false;
+  }
+  if (is_checkpoint_folder(real)) {
+    snprintf(err, err_size,
+             "-o %.300s is inside the checkpoint folder %.300s: refusing to write there (pick a "
+             "path outside it)",
+             out, real);
+    return false;
   }
   return true;
 }
@@ -191,6 +287,8 @@ static int export_checkpoint(const char *dir, const struct options *o) {
   if (strcmp(o->dtype, "fp32") && strcmp(o->dtype, "bf16"))
     return usage("--dtype is fp32 or bf16");
   char err[ERR_SIZE];
+  if (!output_ok(o->out, o->force, err, sizeof err))
+    return error(err);
   struct hx_rt_ckpt_info in;
   if (!hx_rt_ckpt_info_load(dir, o->step, &in, err, sizeof err))
     return error(err);
@@ -399,6 +497,8 @@ static int import_weights(const char *in, const struct options *o) {
   if (!o->out)
     return usage("import needs -o OUT.safetensors");
   char err[ERR_SIZE], config[PATH_MAX + 16];
+  if (!output_ok(o->out, o->force, err, sizeof err))
+    return error(err);
   if (o->config) {
     snprintf(config, sizeof config, "%s", o->config);
   } else {
@@ -456,6 +556,8 @@ static int import_config(const char *config, const struct options *o) {
         name[n++] = *p;
     name[n] = '\0';
   }
+  if (o->out && !output_ok(o->out, o->force, err, sizeof err))
+    return error(err);
   FILE *f = o->out ? fopen(o->out, "w") : stdout;
   if (!f) {
     snprintf(err, sizeof err, "%s: cannot create", o->out);

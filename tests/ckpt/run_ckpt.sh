@@ -13,9 +13,9 @@
 #   continues with the uninterrupted run's losses.
 # replicated: emit_fixture's plan whose TP 3 and TP 4 stages replicate kv
 #   heads (6 heads over 2) and one rank resume each other's checkpoints.
-# hf: hexic-ckpt info, export (read by Python's safetensors), import (one
-#   file, shards, F16/BF16 sources, hostile and damaged files) and
-#   --init-from. gqa: the same round trips with GQA and tied embeddings.
+# hf: hexic-ckpt info, export (read by Python's safetensors; -o refusals),
+#   import (one file, shards, F16/BF16 sources, hostile and damaged files)
+#   and --init-from. gqa: the same round trips with GQA and tied embeddings.
 # import_hf: a Llama-2-7B config.json, 6.74B parameters; refusals.
 # owner: a folder of another run's checkpoints is refused before training.
 # skipped: checkpoints --resume skips are never trained over or pruned; a
@@ -26,7 +26,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
 here=$src/tests/ckpt
 tiny6=$src/tests/exec/models/tiny6.hx
-mkdir -p "$work"
+# a clean folder: hexic-ckpt -o does not replace the files of an earlier run
+rm -rf "$work" && mkdir -p "$work"
 cd "$work" || exit 1
 steps=12 every=6
 
@@ -141,6 +142,30 @@ hf)
     grep -q "layers.3.wq \[96, 96\] rows \[48, 96) cols \[0, 96)" info.txt ||
     { cat info.txt; fail "hexic-ckpt info: wrong summary"; }
   "$ck_tool" export ck -o model.safetensors >export.txt || fail "hexic-ckpt export"
+  # -o: an existing file only with --force; never a link, FIFO or directory,
+  # nor into a checkpoint folder
+  "$ck_tool" export ck -o model.safetensors >again.out 2>&1 && fail "export replaced a file without --force"
+  grep -qx "hexic-ckpt: error: -o model.safetensors exists: refusing to replace it (add --force to, or pick another name)" again.out ||
+    { cat again.out; fail "export over a file: wrong message"; }
+  "$ck_tool" export ck -o model.safetensors --force >/dev/null || fail "export --force"
+  rm -rf out.* && echo keep >out.target && ln -s out.target out.link && mkfifo out.fifo && mkdir out.dir
+  for case in "link:a symbolic link" "fifo:a FIFO" "dir:a directory"; do
+    name=${case%%:*}
+    "$ck_tool" export ck -o "out.$name" --force >"out.$name.log" 2>&1
+    status=$?
+    [ $status -eq 1 ] && grep -qx "hexic-ckpt: error: -o out.$name is ${case#*:}, not a regular file: refusing to replace it" "out.$name.log" ||
+      { cat "out.$name.log"; fail "export -o over $name: exit $status"; }
+  done
+  [ -L out.link ] && [ -p out.fifo ] && [ -d out.dir ] && [ "$(cat out.target)" = keep ] || fail "-o replaced a link, FIFO or directory"
+  sum=$(cksum <ck/step_00000006/rank_0000.ckpt)
+  for target in ck/step_00000006/rank_0000.ckpt ck/model.safetensors; do
+    "$ck_tool" export ck -o "$target" --force >out.ck.log 2>&1 && fail "export wrote $target"
+    grep -q "^hexic-ckpt: error: -o $target is inside the checkpoint folder .*/ck.*: refusing to write there" out.ck.log ||
+      { cat out.ck.log; fail "export into the checkpoint folder: wrong message"; }
+  done
+  [ "$(cksum <ck/step_00000006/rank_0000.ckpt)" = "$sum" ] && [ ! -e ck/model.safetensors ] || fail "export wrote into the checkpoint folder"
+  "$ck_tool" info ck >/dev/null || fail "the checkpoint is damaged after export -o into it"
+  echo "  export -o: an existing file only with --force; a link, FIFO, directory or checkpoint folder refused"
   "$ck_tool" export ck --format safetensors --dtype bf16 -o model-bf16.safetensors >/dev/null ||
     fail "hexic-ckpt export --dtype bf16"
   python3 "$here/st_check.py" exported model.safetensors model-bf16.safetensors full.w \
@@ -148,6 +173,8 @@ hf)
   # import: one file, and the same as two shards with an index
   mkdir -p hf sharded && cp model.safetensors hf/ && cp "$here/tiny6-config.json" hf/config.json
   "$ck_tool" import hf/model.safetensors -o init.safetensors >import.txt || fail "hexic-ckpt import"
+  "$ck_tool" import hf/model.safetensors -o init.safetensors >again.out 2>&1 && fail "import replaced a file without --force"
+  grep -q "init.safetensors exists: refusing to replace it" again.out || { cat again.out; fail "import over a file: wrong message"; }
   python3 "$here/st_check.py" imported init.safetensors full.w || fail "import round trip"
   # half-precision sources: BF16 (hexic's export) and F16 (numpy's), read as the rounded values
   "$ck_tool" import model-bf16.safetensors --config hf/config.json -o init-bf16.safetensors \
@@ -266,6 +293,9 @@ import_hf)
   "$hexic" l7-all.hx --print-after=model-stats >stats.txt 2>&1 || { cat stats.txt; fail "hexic on l7.hx"; }
   grep -q "params_total 6738415616$" stats.txt || { grep params stats.txt; fail "not 6.74B parameters"; }
   grep -q "model llama2-7b: 6738415616 parameters (6.74B)" l7.txt || { cat l7.txt; fail "import-hf summary"; }
+  "$ck_tool" import-hf "$here/llama2-7b-config.json" -o l7.hx >again.out 2>&1 && fail "import-hf replaced a file without --force"
+  grep -q "l7.hx exists: refusing to replace it" again.out || { cat again.out; fail "import-hf over a file: wrong message"; }
+  "$ck_tool" import-hf "$here/llama2-7b-config.json" --name llama2-7b -o l7.hx --force >/dev/null || fail "import-hf --force"
   sed 's/LlamaForCausalLM/GPT2LMHeadModel/' "$here/llama2-7b-config.json" >gpt2.json
   "$ck_tool" import-hf gpt2.json >gpt2.out 2>&1 && fail "a GPT-2 config was accepted"
   grep -q "architecture 'GPT2LMHeadModel' is not supported" gpt2.out || { cat gpt2.out; fail "gpt2: wrong message"; }
