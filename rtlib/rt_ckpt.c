@@ -1053,6 +1053,13 @@ bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt
   if (!hx_st_open(&f, path, err, err_size))
     return false;
   bool ok = true;
+  /* the model line import recorded, whole, as resume compares it: shapes
+   * alone do not tell heads 4 / kv_heads 2 from heads 2 / kv_heads 1 */
+  if (f.hexic_model && st->model && strcmp(f.hexic_model, st->model) != 0) {
+    set_error(err, err_size, "%s holds the weights of another model (%s); this program trains %s",
+              path, f.hexic_model, st->model);
+    ok = false;
+  }
   for (int i = 0; ok && i < st->ntensors; i++) {
     int64_t id[7];
     identity_of(st, i, id);
@@ -1230,8 +1237,8 @@ bool hx_rt_ckpt_check_owner(const char *dir, const struct hx_rt_ckpt_state *st, 
   return ok;
 }
 
-bool hx_rt_ckpt_check_damaged(const char *dir, int64_t from, int64_t to, int64_t every,
-                              char *err, size_t err_size) {
+bool hx_rt_ckpt_check_damaged(const char *dir, int64_t from, int64_t to, int64_t every, char *err,
+                              size_t err_size) {
   int n = 0;
   int64_t *steps = list_steps(dir, &n);
   bool ok = true;

@@ -128,8 +128,8 @@ bool hx_rt_ckpt_check_owner(const char *dir, const struct hx_rt_ckpt_state *st, 
  * up to `to` into dir: false, saying why, when one of those steps is a
  * checkpoint there (a MANIFEST) that does not verify: a checkpoint that
  * resume skipped is never written over unasked. */
-bool hx_rt_ckpt_check_damaged(const char *dir, int64_t from, int64_t to, int64_t every,
-                              char *err, size_t err_size);
+bool hx_rt_ckpt_check_damaged(const char *dir, int64_t from, int64_t to, int64_t every, char *err,
+                              size_t err_size);
 
 /* Creates dir (when create; parents must exist), then creates and removes
  * dir/.hexic-write-test.rank_NNNN: false with the reason when either fails. */
@@ -217,7 +217,9 @@ void hx_rt_ckpt_info_free(struct hx_rt_ckpt_info *info);
  * this rank's slice only. An absent tensor or another shape is an error
  * naming the file and the tensor; so is a file holding another number of
  * tensors than the model's model_tensors (another model's weights: every
- * rank finding its own tensors in it does not show that). */
+ * rank finding its own tensors in it does not show that), and a file whose
+ * recorded model line (import's "hexic_model") is not st->model, both
+ * lines named. */
 bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt_state *st,
                           char *err, size_t err_size);
 

@@ -151,6 +151,10 @@ static bool parse_header(struct hx_st_file *f, const char *text, size_t len, cha
     if (!strcmp(m->key, "__metadata__")) {
       ok = m->kind == HX_JSON_OBJECT ||
            fail(err, err_size, "%s: __metadata__ is not an object", f->path);
+      const struct hx_json *line = ok ? hx_json_get(m, "hexic_model") : NULL;
+      if (line && line->kind == HX_JSON_STRING && !f->hexic_model)
+        ok = (f->hexic_model = strdup(line->text)) != NULL ||
+             fail(err, err_size, "%s: out of memory", f->path);
       continue;
     }
     struct hx_st_tensor *t = &f->tensors[f->ntensors];
@@ -205,6 +209,7 @@ void hx_st_close(struct hx_st_file *f) {
     free(f->tensors[i].name);
   free(f->tensors);
   free(f->path);
+  free(f->hexic_model);
   memset(f, 0, sizeof *f);
   f->fd = -1;
 }

@@ -32,6 +32,8 @@ struct hx_st_file {
   uint64_t size, data_start;
   int ntensors;
   struct hx_st_tensor *tensors;
+  char *hexic_model; /* __metadata__'s "hexic_model" (the model line hexic-ckpt import
+                        records), or NULL */
 };
 
 /* Opens and checks path; false with "PATH: ..." in err. */

@@ -243,6 +243,21 @@ save_file(t, sys.argv[2])' init.safetensors bad/deeper.safetensors || fail "writ
     fail "--init-from took another model's weights"
   grep -q "deeper.safetensors holds [0-9]* tensors where this model has [0-9]*" deeper.out ||
     { cat deeper.out; fail "--init-from of another model: wrong message"; }
+  # another model of the same shapes (heads 3 / kv_heads 3 where tiny6 has 6 / 6): the model line
+  python3 -c '
+import sys
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+meta = safe_open(sys.argv[1], "np").metadata()
+meta["hexic_model"] = meta["hexic_model"].replace("heads 6 kv_heads 6", "heads 3 kv_heads 3")
+save_file(load_file(sys.argv[1]), sys.argv[2], metadata=meta)' init.safetensors bad/heads3.safetensors ||
+    fail "writing another head count's weights"
+  one/launch.sh --steps 1 --init-from bad/heads3.safetensors >heads3.out 2>&1 &&
+    { cat heads3.out; fail "--init-from took the weights of another head count"; }
+  grep -q "error: --init-from: bad/heads3.safetensors holds the weights of another model (layers 4 hidden 96 ffn 176 heads 3 kv_heads 3 vocab 256 tie_embeddings 0); this program trains layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0" heads3.out ||
+    { cat heads3.out; fail "--init-from of another head count: wrong message"; }
+  grep -q "^step " heads3.out && fail "--init-from of another head count: training started"
+  echo "  --init-from refuses another model's line: $(grep -o 'holds the weights.*' heads3.out | cut -c1-90)..."
   ;;
 replicated)
   # 6 heads over 2 kv heads (emit_fixture --heads6): TP 3 and TP 4 stages
