@@ -301,6 +301,68 @@ bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks,
   return false;
 }
 
+/* ---- devices[]: the cluster the plan was made for ---- */
+
+/* A string member of a devices[] entry, when present, must say what the
+ * cluster says of that rank: a plan made for another cluster (other nodes,
+ * another order, another GPU type) is refused, not priced on this one. */
+static bool device_text_agrees(const struct hx_json *d, const char *key, int rank, const char *want,
+                               const char *what) {
+  const struct hx_json *v = hx_json_get(d, key);
+  if (!v)
+    return true;
+  if (v->kind == HX_JSON_STRING && !strcmp(v->string, want))
+    return true;
+  if (v->kind == HX_JSON_STRING)
+    hx_error(v->loc, "'%s' of rank %d is \"%s\", but rank %d of the cluster %s \"%s\"", key, rank,
+             v->string, rank, what, want);
+  else
+    hx_error(v->loc, "'%s' of rank %d must be a string: \"%s\" (%s)", key, rank, want, what);
+  return false;
+}
+
+static bool check_device(const struct hx_ctx *ctx, const struct hx_json *d, bool *listed) {
+  const struct hx_cluster *c = &ctx->cluster;
+  if (d->kind != HX_JSON_OBJECT) {
+    hx_error(d->loc, "a 'devices' entry must be an object with the device's 'rank'");
+    return false;
+  }
+  int64_t r;
+  if (!hx_json_int(hx_json_get(d, "rank"), 0, c->ndevices - 1, &r)) {
+    const struct hx_json *v = hx_json_get(d, "rank");
+    hx_error(v ? v->loc : d->loc,
+             "'rank' must be an integer in [0, %d]: the cluster has %d devices", c->ndevices - 1,
+             c->ndevices);
+    return false;
+  }
+  if (listed[r]) {
+    hx_error(hx_json_get(d, "rank")->loc, "rank %lld is listed twice in 'devices'", (long long)r);
+    return false;
+  }
+  listed[r] = true;
+  const struct hx_device *dev = &c->devices[r];
+  return device_text_agrees(d, "name", (int)r, dev->name, "is") &&
+         device_text_agrees(d, "gpu", (int)r, c->gpus[dev->gpu_type].name, "has the GPU type") &&
+         device_text_agrees(d, "node", (int)r, c->nodes[dev->node].name, "is on node");
+}
+
+/* devices[] is optional (the stages say which ranks work); each entry
+ * given is checked against the cluster. */
+static bool check_devices(struct hx_ctx *ctx, const struct hx_json *root) {
+  const struct hx_json *devs = hx_json_get(root, "devices");
+  if (!devs)
+    return true;
+  if (devs->kind != HX_JSON_ARRAY) {
+    hx_error(devs->loc, "'devices' must be an array of objects, one per rank");
+    return false;
+  }
+  bool *listed = HX_NEW_ARRAY(&ctx->arena, bool, ctx->cluster.ndevices);
+  for (int k = 0; k < devs->nitems; k++)
+    if (!check_device(ctx, &devs->items[k], listed))
+      return false;
+  return true;
+}
+
 /* "train": {"optimizer_sharding": "none" | "zero1"}; absent: none. The train
  * block binds the file as it binds the planner: a zero1 plan needs a train
  * block that allows it (the planner may itself choose none). A "train" that
@@ -364,7 +426,8 @@ static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root)
                          ? HX_PP_GPIPE
                          : HX_PP_1F1B;
   /* groups first: they say which stages are HexiSeq stages */
-  if (!load_sharding(ctx, root, l.plan) || !load_groups(&l, root) || !shards_agree(&l))
+  if (!check_devices(ctx, root) || !load_sharding(ctx, root, l.plan) || !load_groups(&l, root) ||
+      !shards_agree(&l))
     return NULL;
   for (int i = 0; i < pipes->nitems; i++)
     if (!load_pipeline(&l, &pipes->items[i], &l.plan->pipelines[i]))

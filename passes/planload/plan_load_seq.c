@@ -110,6 +110,15 @@ static bool load_device_share(struct seq_loader *s, int r) {
              "'seq' of rank %d must list at most two token ranges (a front and a back chunk)", r);
     return false;
   }
+  if (seq->nitems == 0) {
+    /* the cost model would price it, but the generated programs cannot run
+     * it: their kernels read a local length of 0 as the whole sequence */
+    hx_error(seq->loc,
+             "rank %d holds no tokens of the sequence: every unit of a context/head parallel "
+             "stage needs at least one token",
+             r);
+    return false;
+  }
   struct hx_device_plan *dp = &s->plan->devices[r];
   dp->nseq = seq->nitems;
   dp->seq = HX_NEW_ARRAY(&s->ctx->arena, struct hx_range, seq->nitems > 0 ? seq->nitems : 1);

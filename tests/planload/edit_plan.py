@@ -4,7 +4,8 @@ Hand edits of a plan.json that break it, one per EDIT name; the plan is
 written back in hexic's own layout (one line per stage, device and group)
 so errors point at lines a person would edit. The HexiSeq edits need a
 HexiSeq plan; the others (stale_groups, missing_group, no_groups,
-recompute_off, recompute_on, shards_*) any plan with two pipelines or more."""
+recompute_off, recompute_on, shards_*, device_*) any plan with two pipelines
+or more."""
 import json
 import sys
 
@@ -14,7 +15,7 @@ devs = p["devices"]
 assert all(d["rank"] == i for i, d in enumerate(devs)), "devices in rank order"
 stages = [st for pl in p["pipelines"] for st in pl["stages"]]
 SEQ_EDITS = ("drop_range", "dup_head", "stage_rank_twice", "group_rank_twice", "not_zigzag",
-             "split_table", "cp", "group_layers", "group_kind")
+             "split_table", "cp", "group_layers", "group_kind", "empty_unit")
 
 
 def unit_group(st, hp):
@@ -26,6 +27,27 @@ def unit_group(st, hp):
         return None
     firsts = set(st["ranks"][::st["tp"]])
     return next((g for g in hp if len(g["ranks"]) >= 2 and set(g["ranks"]) <= firsts), None)
+
+
+def merge_chunks(ranges):
+    """Token ranges joined where one ends at the next's start."""
+    out = []
+    for b, e in sorted(ranges):
+        if out and out[-1][1] == b:
+            out[-1][1] = e
+        else:
+            out.append([b, e])
+    return out
+
+
+def refill_split_tables(p, devs):
+    """Every hp group's split table from the devices' tokens and heads (the
+    sender's tokens x the receiver's heads), so the tables agree with them."""
+    tokens = lambda r: sum(e - b for b, e in devs[r]["seq"])
+    heads = lambda r: devs[r]["heads"][1] - devs[r]["heads"][0]
+    for g in p["groups"]:
+        if g["kind"] == "hp_a2a":
+            g["split_table"] = [tokens(x) * heads(y) for x in g["ranks"] for y in g["ranks"]]
 
 
 def zero1(p, grads):
@@ -68,6 +90,13 @@ elif edit == "not_zigzag":    # every token once, but not the zig-zag chunks
     for t in range(tp):
         a, b = devs[ranks[u0 + t]], devs[ranks[u1 + t]]
         a["seq"], b["seq"] = b["seq"], a["seq"]
+elif edit == "empty_unit":  # r1's unit holds no tokens: r0's takes them, tables agree
+    u0, u1 = ranks.index(r0), ranks.index(r1)
+    for t in range(tp):
+        a, b = devs[ranks[u0 + t]], devs[ranks[u1 + t]]
+        a["seq"] = merge_chunks(a["seq"] + b["seq"])
+        b["seq"] = []
+    refill_split_tables(p, devs)
 elif edit == "split_table":
     group["split_table"][1] += 1
 elif edit == "cp":
@@ -86,6 +115,14 @@ elif edit == "stale_groups":  # the last pipeline deleted, its batch moved, grou
     first["micro_batches"] = total // first["micro_batch_size"]
 elif edit == "missing_group":  # one gradient group left out
     p["groups"].remove(grads[-1])
+elif edit == "device_rank":  # a rank the cluster does not have
+    devs[-1]["rank"] = len(devs)
+elif edit == "device_name":  # two devices swapped: a plan for another order
+    devs[0]["name"], devs[1]["name"] = devs[1]["name"], devs[0]["name"]
+elif edit == "device_gpu":  # rank 0 on another GPU type of the plan's cluster
+    devs[0]["gpu"] = next(d["gpu"] for d in devs if d["gpu"] != devs[0]["gpu"])
+elif edit == "device_node":
+    devs[0]["node"] = next(d["node"] for d in devs if d["node"] != devs[0]["node"])
 elif edit == "no_groups":  # no tables at all: the stages' are derived (accepted)
     p["groups"] = []
 elif edit.startswith("shards_"):  # ZeRO-1 optimizer shards (zero1_api.md)

@@ -3,8 +3,9 @@
 # ways a plan comes back in, `hexic simulate PLAN` and --plan=PLAN, run the
 # same checks and print the same located error, exit 1: gradient groups left
 # stale by deleting a pipeline and moving its batch, a gradient group left
-# out, a stage's recompute against the train block's. A plan with no group
-# tables at all is accepted (they are derived from the stages).
+# out, a stage's recompute against the train block's, devices[] entries
+# that do not name the cluster's devices. A plan with no group tables at all
+# is accepted (they are derived from the stages).
 # usage: edits.sh HEXIC SOURCE_DIR WORK_DIR
 set -u
 hexic=$1; src=$2; work=$3
@@ -55,6 +56,12 @@ refused plain "$tiny" shards_kind "'optimizer_shards' belongs to a grad or unspl
 refused plain "$tiny" shards_unsharded "'optimizer_shards' on a plan whose train.optimizer_sharding is not"
 refused plain "$tiny" shards_word "'optimizer_sharding' must be \"none\" or \"zero1\""
 refused plain "$tiny" shards_train_word "'train' must be an object"
+# devices[] against the cluster (issue 24 item 13): a rank it does not have,
+# another device's name, GPU type or node
+refused plain "$tiny" device_rank "'rank' must be an integer in \\[0, 7\\]: the cluster has 8 devices"
+refused plain "$tiny" device_name "'name' of rank 0 is \"[^\"]*\", but rank 0 of the cluster is \"[^\"]*\""
+refused plain "$tiny" device_gpu "'gpu' of rank 0 is \"[^\"]*\", but rank 0 of the cluster has the GPU type"
+refused plain "$tiny" device_node "'node' of rank 0 is \"[^\"]*\", but rank 0 of the cluster is on node"
 # uneven shards are accepted and written back as they were read
 python3 "$here/edit_plan.py" plain/plan.json shards_uneven.json shards_uneven || fail=1
 if "$hexic" "$tiny" "$cpu8" --plan=shards_uneven.json -o uneven.out > /dev/null 2> uneven.err; then
@@ -87,5 +94,5 @@ python3 "$here/edit_plan.py" plain/plan.json no_groups.json no_groups || fail=1
   { echo "FAIL: a plan without group tables is refused:"; cat no_groups.err; fail=1; }
 "$hexic" "$tiny" "$cpu8" --plan=no_groups.json -o no_groups.out > /dev/null 2>> no_groups.err ||
   { echo "FAIL: --plan refuses a plan without group tables:"; cat no_groups.err; fail=1; }
-[ $fail -eq 0 ] && echo "ok (planload edits: stale and missing groups, recompute, optimizer shards, both paths)"
+[ $fail -eq 0 ] && echo "ok (planload edits: stale and missing groups, recompute, optimizer shards, devices, both paths)"
 exit $fail

@@ -49,15 +49,25 @@ check '[ -n "$ragged" ]' "an example cluster gets a ragged plan"
 check 'python3 "$here/same_plan.py" "$work/ragged/plan.json" "$work/ragged-re/plan.json" ragged' \
   "ragged plan: same tables and figures after --plan"
 
-# Hand edits: exit 1, "FILE:LINE:COL: error: WHAT".
+# Hand edits: exit 1 and the same "FILE:LINE:COL: error: WHAT" from both
+# `hexic simulate` and --plan, which writes no programs.
 refused() { # EDIT MESSAGE (a grep pattern)
   edit=$1 msg=$2
   python3 "$here/edit_plan.py" "$work/seq/plan.json" "$work/$edit.json" "$edit" || { fail=1; return; }
   "$hexic" simulate "$work/$edit.json" "$model" "$c64" > /dev/null 2> "$work/$edit.err"
   rc=$?
+  "$hexic" "$model" "$c64" --plan="$work/$edit.json" -o "$work/$edit.out" > /dev/null \
+    2> "$work/$edit.plan.err"
+  plan_rc=$?
   if [ $rc -ne 1 ] || ! grep -q "$edit.json:[0-9]*:[0-9]*: error: $msg" "$work/$edit.err"; then
     echo "FAIL: $edit: want exit 1 and a located error matching '$msg', got exit $rc:"
     cat "$work/$edit.err"
+    fail=1
+  fi
+  if [ $plan_rc -ne 1 ] || ! cmp -s "$work/$edit.err" "$work/$edit.plan.err" ||
+     [ -e "$work/$edit.out/rank_0000.c" ]; then
+    echo "FAIL: $edit: --plan should refuse it as hexic simulate does (exit 1), got exit $plan_rc:"
+    cat "$work/$edit.plan.err"
     fail=1
   fi
 }
@@ -70,6 +80,9 @@ refused split_table "split_table row 0 column 1 is"
 refused cp "'cp' of this stage must be"
 refused group_layers "'layers' of a group must be \\[begin, end) within -1..[0-9]*"
 refused group_kind "'kind' of a group must be \"tp\""
+# A unit holding no tokens, split tables consistent with it: the cost model
+# could price it but the programs cannot run it (issue 24 item 13).
+refused empty_unit "rank [0-9]* holds no tokens of the sequence"
 check 'grep -q "note: tokens \[[0-9]*, [0-9]*) are held by no rank" "$work/drop_range.err"' \
   "the dropped tokens are named"
 
