@@ -462,44 +462,107 @@ bool hx_pass_baseline(struct hx_ctx *ctx) {
   return true;
 }
 
+/* The closest a symmetric shape comes to fitting memory: the smallest over
+ * the shapes of their largest overshoot (needed - capacity, <= 0 when the
+ * shape fits), on which device and with which shape; rank -1: none built. */
 struct shortfall {
   double bytes;
   int rank;
-  bool with_recompute; /* the smallest shortfall needs recompute */
+  struct shape sh;
 };
 
+/* allowed: the shapes the train block's recompute allows (the planner's);
+ * forbidden: the recompute shapes of a train block that says none, for the
+ * hint that recompute = full would fit. */
+struct shortfalls {
+  struct shortfall allowed, forbidden;
+};
+
+static bool recompute_allowed(const struct hx_ctx *ctx, bool recompute) {
+  enum hx_recompute rc = ctx->train.recompute;
+  return rc == HX_RECOMPUTE_AUTO || recompute == (rc == HX_RECOMPUTE_FULL);
+}
+
 static void measure_shape(struct hx_ctx *ctx, const struct shape *sh, void *state) {
-  struct shortfall *s = state;
+  struct shortfalls *all = state;
   struct hx_plan *p = hx_symmetric_plan(ctx, sh->dp, sh->tp, sh->pp, sh->mbs, sh->recompute);
   double need;
   int rank;
   if (!p)
     return;
   hx_plan_memory_fits(ctx, p, &need, &rank);
-  if (need < s->bytes) {
-    s->bytes = need;
-    s->rank = rank;
-    s->with_recompute = sh->recompute;
-  }
+  bool allowed = recompute_allowed(ctx, sh->recompute);
+  if (!allowed && !sh->recompute)
+    return; /* recompute = full: never short of memory for want of not recomputing */
+  struct shortfall *s = allowed ? &all->allowed : &all->forbidden;
+  if (need < s->bytes)
+    *s = (struct shortfall){need, rank, *sh};
+}
+
+/* "1.2 GiB", or MiB below a GiB (a few MiB printed "0.0 GiB"); magnitude only. */
+static const char *bytes_text(struct hx_ctx *ctx, double bytes) {
+  double b = fabs(bytes);
+  bool gib = b >= 1073741824.0;
+  return hx_sprintf(&ctx->arena, "%.1f %s", b / (gib ? 1073741824.0 : 1048576.0),
+                    gib ? "GiB" : "MiB");
+}
+
+static const char *shape_text(struct hx_ctx *ctx, const struct shape *sh) {
+  return hx_sprintf(&ctx->arena, "dp=%d tp=%d pp=%d mbs=%lld", sh->dp, sh->tp, sh->pp,
+                    (long long)sh->mbs);
+}
+
+static const char *device_name(const struct hx_ctx *ctx, int rank) {
+  return ctx->cluster.devices[rank].name;
+}
+
+/* No plan was found although a shape the train block allows fits memory:
+ * whatever stopped the search, it is not memory, so no shortfall is
+ * printed (it printed "needs at least -2558.9 MiB more"). */
+static void report_fits_yet_no_plan(struct hx_ctx *ctx, const struct shortfall *s) {
+  hx_error_plain("no plan was found, yet the symmetric shape %s fits in memory (%s to spare on "
+                 "%s): memory is not what stops the planner",
+                 shape_text(ctx, &s->sh), bytes_text(ctx, s->bytes), device_name(ctx, s->rank));
+}
+
+/* Only recompute, which the train block forbids, makes a shape fit. */
+static void report_needs_recompute(struct hx_ctx *ctx, const struct shortfalls *all) {
+  const struct shortfall *a = &all->allowed, *f = &all->forbidden;
+  const char *without = a->rank < 0
+                            ? ""
+                            : hx_sprintf(&ctx->arena, ": needs at least %s more on %s",
+                                         bytes_text(ctx, a->bytes), device_name(ctx, a->rank));
+  hx_error_plain("no plan fits in memory with recompute = none%s; with recompute = full the "
+                 "symmetric shape %s fits (%s to spare on %s): set recompute = full or auto in "
+                 "the train block",
+                 without, shape_text(ctx, &f->sh), bytes_text(ctx, f->bytes),
+                 device_name(ctx, f->rank));
 }
 
 void hx_report_no_plan(struct hx_ctx *ctx) {
-  struct shortfall s = {INFINITY, -1, false};
-  for_each_shape(ctx, ctx->cluster.ndevices, true, measure_shape, &s);
+  struct shortfalls all = {{INFINITY, -1, {0}}, {INFINITY, -1, {0}}};
+  for_each_shape(ctx, ctx->cluster.ndevices, true, measure_shape, &all);
+  if (all.allowed.rank >= 0 && all.allowed.bytes <= 0) {
+    report_fits_yet_no_plan(ctx, &all.allowed);
+    return;
+  }
+  if (all.forbidden.rank >= 0 && all.forbidden.bytes <= 0) {
+    report_needs_recompute(ctx, &all);
+    return;
+  }
   bool can_recompute = ctx->train.recompute == HX_RECOMPUTE_NONE;
   const char *hint = can_recompute ? "try recompute = full, more devices or GPUs with more memory"
                                    : "try more devices or GPUs with more memory";
-  if (s.rank < 0) {
+  bool forbidden_closer = all.forbidden.bytes < all.allowed.bytes;
+  const struct shortfall *s = forbidden_closer ? &all.forbidden : &all.allowed;
+  if (s->rank < 0) {
     hx_error_plain("no plan fits the cluster: no symmetric shape divides the model and batch "
                    "(%lld layers, %lld heads, global_batch %lld) over %d devices; %s",
                    (long long)ctx->model.layers, (long long)ctx->model.heads,
                    (long long)ctx->train.global_batch, ctx->cluster.ndevices, hint);
     return;
   }
-  /* MiB below a GiB: a shortfall of a few MiB printed "0.0 GiB more" */
-  bool gib = s.bytes >= 1073741824.0;
-  hx_error_plain("no plan fits in memory: needs at least %.1f %s more on %s%s; %s",
-                 s.bytes / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB",
-                 ctx->cluster.devices[s.rank].name,
-                 s.with_recompute && can_recompute ? " (with recompute = full)" : "", hint);
+  hx_error_plain("no plan fits in memory: needs at least %s more on %s%s; %s",
+                 bytes_text(ctx, s->bytes), device_name(ctx, s->rank),
+                 forbidden_closer ? " (with recompute = full)" : "", hint);
 }
