@@ -141,32 +141,194 @@ static void emit_machine_lines(const struct program_set *set, FILE *f, const cha
   }
 }
 
-/* Reads the hostfile into hosts[], one host per plan machine; refuses what
- * is not a host name, so nothing from the file reaches mpirun but names. */
-static const char launch_read_hosts[] =
-    "hosts=()\n"
-    "if [ -n \"$hostfile\" ]; then\n"
-    "  [ -r \"$hostfile\" ] && [ ! -d \"$hostfile\" ] ||\n"
-    "    { echo \"launch.sh: cannot read the hostfile $hostfile\" >&2; exit 2; }\n"
-    "  lineno=0\n"
-    "  while IFS= read -r line || [ -n \"$line\" ]; do\n"
-    "    lineno=$((lineno + 1))\n"
-    "    line=${line%%#*}\n"
-    "    read -r host _ <<<\"$line\"\n"
-    "    [ -n \"${host:-}\" ] || continue\n"
-    "    if ! [[ $host =~ ^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$ ]]; then\n"
-    "      printf 'launch.sh: %s:%d: %q is not a host name (letters, digits, dots and hyphens)\\n' \\\n"
-    "        \"$hostfile\" \"$lineno\" \"$host\" >&2\n"
-    "      exit 2\n"
-    "    fi\n"
-    "    hosts+=(\"$host\")\n"
-    "  done <\"$hostfile\"\n"
-    "  if [ ${#hosts[@]} -lt ${#machine_names[@]} ]; then\n"
-    "    printf 'launch.sh: %s names %d host(s); the plan has %d machine(s), one line each, in the '\\\n"
-    "'order of this script'\"'\"'s header\\n' \"$hostfile\" ${#hosts[@]} ${#machine_names[@]} >&2\n"
-    "    exit 2\n"
-    "  fi\n"
-    "fi\n";
+/* The rank programs' options as rtlib/rt_exec.c's parse_args takes them
+ * (value: the word after the option, NULL for a flag). launch.sh and
+ * slurm.sbatch pass these to the ranks and refuse any other word, so a
+ * misspelt option (--dryrun, --dry-run=1) stops the script before anything
+ * starts instead of every rank; codegen.rank_options compares this list with
+ * a rank program's usage so that the two cannot drift apart. */
+static const struct rank_option {
+  const char *name, *value;
+} rank_options[] = {
+    {"--data", "FILE"},          {"--steps", "N"},
+    {"--checkpoint-dir", "DIR"}, {"--checkpoint-every", "N"},
+    {"--resume", NULL},          {"--checkpoint-overwrite", NULL},
+    {"--reschedule", NULL},      {"--emulate", NULL},
+    {"--dump-weights", "FILE"},  {"--init-from", "FILE.safetensors"},
+};
+enum { N_RANK_OPTIONS = sizeof rank_options / sizeof rank_options[0] };
+
+/* "#   --data FILE" for each rank option, in the header --help prints. */
+static void emit_rank_option_help(FILE *f) {
+  fputs("# Rank options (ARGS; every rank gets them, in this order):\n", f);
+  for (int i = 0; i < N_RANK_OPTIONS; i++)
+    fprintf(f, "#   %s%s%s\n", rank_options[i].name, rank_options[i].value ? " " : "",
+            rank_options[i].value ? rank_options[i].value : "");
+}
+
+/* "--data | --steps ..." : the rank options that take a value (or not), as
+ * a bash case pattern. */
+static void emit_rank_option_pattern(FILE *f, bool with_value) {
+  bool first = true;
+  for (int i = 0; i < N_RANK_OPTIONS; i++)
+    if ((rank_options[i].value != NULL) == with_value) {
+      fprintf(f, "%s%s", first ? "" : " | ", rank_options[i].name);
+      first = false;
+    }
+}
+
+/* The loop over the script's arguments into rank_args[]: the script's own
+ * options (own_pattern, handled by own_cases) and the rank options pass; any
+ * other word is refused, exit 2, before anything starts. A rank option's
+ * value may be any word but an option's name (`--data --dry-run` forgot the
+ * file); for mpirun, not ':' either (its MPMD syntax splits there). */
+static void emit_argument_loop(FILE *f, const char *script, const char *own_pattern,
+                               const char *own_cases, bool for_mpirun) {
+  fprintf(f,
+          "usage_error() {\n"
+          "  echo \"%s: $1 (--help lists the options)\" >&2\n"
+          "  exit 2\n"
+          "}\n"
+          "known_option() {\n"
+          "  case $1 in\n"
+          "  %s | ",
+          script, own_pattern);
+  emit_rank_option_pattern(f, true);
+  fputs(" | ", f);
+  emit_rank_option_pattern(f, false);
+  fputs(") return 0 ;;\n"
+        "  esac\n"
+        "  return 1\n"
+        "}\n"
+        "# need_value OPTION ARGC NEXT: NEXT is OPTION's value\n"
+        "need_value() {\n"
+        "  [ \"$2\" -ge 2 ] || usage_error \"$1 needs a value\"\n"
+        "  ! known_option \"$3\" || usage_error \"$1 needs a value, not the option $3\"\n",
+        f);
+  if (for_mpirun)
+    fputs("  [ \"$3\" != : ] ||\n"
+          "    usage_error \"$1 ':': mpirun would split its command there; write ./:\"\n",
+          f);
+  fputs("}\n"
+        "rank_args=()\n"
+        "while [ $# -gt 0 ]; do\n"
+        "  case $1 in\n",
+        f);
+  fputs(own_cases, f);
+  fputs("  ", f);
+  emit_rank_option_pattern(f, true);
+  fputs(")\n"
+        "    need_value \"$1\" $# \"${2-}\"\n"
+        "    rank_args+=(\"$1\" \"$2\")\n"
+        "    shift 2 ;;\n"
+        "  ",
+        f);
+  emit_rank_option_pattern(f, false);
+  fputs(") rank_args+=(\"$1\"); shift ;;\n"
+        "  -*) printf -v word %q \"$1\"; usage_error \"unknown option $word\" ;;\n"
+        "  *) printf -v word %q \"$1\"; usage_error \"$word is not an option\" ;;\n"
+        "  esac\n"
+        "done\n"
+        "set -- ${rank_args[@]+\"${rank_args[@]}\"}\n",
+        f);
+}
+
+/* The limits on a list of hosts (a hostfile, Slurm's node list): a host name
+ * is at most 253 characters, each part between dots 1 to 63 (DNS). */
+enum { HOSTS_MAX_BYTES = 16 << 20, HOSTS_MAX_LINES = 1000000 };
+
+/* read_hosts NAME KEEP: hosts[] from stdin, the first word of each line
+ * (blank lines, # comments and the rest of a line skipped), at most KEEP of
+ * them (the plan's machines), through one awk: a bash loop took 24 s over
+ * 300000 lines. Every line is checked, kept or not: what is not a host name
+ * is refused (so nothing from the list reaches a command but names),
+ * naming NAME:LINE, and so is a list of more than HOSTS_MAX_LINES lines;
+ * exit 2. */
+static const char not_a_host_name[] = "is not a host name (letters, digits, dots and hyphens)";
+
+static void emit_read_hosts(FILE *f, const char *script) {
+  fprintf(f,
+          "read_hosts() {\n"
+          "  local list status=0 lineno why host\n"
+          "  list=$(LC_ALL=C awk -v max_lines=%d -v keep=\"$2\" '\n"
+          "    function refuse(why) {\n"
+          "      printf \"%%d\\t%%s\\t%%s%%s\\n\", NR, why, substr(host, 1, 64),\n"
+          "             (length(host) > 64 ? \"...\" : \"\")\n"
+          "      failed = 3\n"
+          "      exit\n"
+          "    }\n"
+          "    NR > max_lines { failed = 4; exit }\n"
+          "    { sub(/#.*/, \"\") }\n"
+          "    NF == 0 { next }\n"
+          "    {\n"
+          "      host = $1\n"
+          "      if (host !~ /^[A-Za-z0-9._-]+$/) refuse(\"%s\")\n"
+          "      if (length(host) > 253)\n"
+          "        refuse(\"is longer than a host name may be (253 characters)\")\n"
+          "      n = split(host, label, \".\")\n"
+          "      for (i = 1; i <= n; i++) {\n"
+          "        if (length(label[i]) > 63) refuse(\"has a part between dots longer than 63 "
+          "characters\")\n"
+          "        if (label[i] !~ /^[A-Za-z0-9]([A-Za-z0-9_-]*[A-Za-z0-9])?$/) refuse(\"%s\")\n"
+          "      }\n"
+          "      if (++count <= keep) names[count] = host\n"
+          "    }\n"
+          "    END {\n"
+          "      if (failed) exit failed\n"
+          "      for (i = 1; i <= count && i <= keep; i++) print names[i]\n"
+          "    }') || status=$?\n",
+          HOSTS_MAX_LINES, not_a_host_name, not_a_host_name);
+  fprintf(f,
+          "  case $status in\n"
+          "  0) ;;\n"
+          "  3)\n"
+          "    IFS=$'\\t' read -r lineno why host <<<\"$list\"\n"
+          "    printf '%s: %%s:%%d: %%q %%s\\n' \"$1\" \"$lineno\" \"$host\" \"$why\" >&2\n"
+          "    exit 2 ;;\n"
+          "  4)\n"
+          "    echo \"%s: $1 has more than %d lines (the most read)\" >&2\n"
+          "    exit 2 ;;\n"
+          "  *)\n"
+          "    echo \"%s: cannot read $1 (awk failed)\" >&2\n"
+          "    exit 2 ;;\n"
+          "  esac\n"
+          "  hosts=()\n"
+          "  [ -z \"$list\" ] || mapfile -t hosts <<<\"$list\"\n"
+          "}\n",
+          script, script, HOSTS_MAX_LINES, script);
+}
+
+/* Reads the hostfile into hosts[], one host per plan machine. Only a regular
+ * file is opened (a FIFO or /dev/zero never ends), and only when its size,
+ * taken before reading, is within HOSTS_MAX_BYTES. */
+static void emit_launch_read_hosts(FILE *f) {
+  fprintf(f,
+          "hosts=()\n"
+          "if [ -n \"$hostfile\" ]; then\n"
+          "  [ -r \"$hostfile\" ] ||\n"
+          "    { echo \"launch.sh: cannot read the hostfile $hostfile\" >&2; exit 2; }\n"
+          "  [ -f \"$hostfile\" ] || {\n"
+          "    echo \"launch.sh: the hostfile $hostfile is not a regular file (a folder, FIFO or "
+          "device)\" >&2\n"
+          "    exit 2\n"
+          "  }\n"
+          "  size=$(wc -c <\"$hostfile\") || exit 2\n"
+          "  if [ \"$size\" -gt %d ]; then\n"
+          "    echo \"launch.sh: the hostfile $hostfile has $size bytes; the most read is %d (%d "
+          "MiB)\" >&2\n"
+          "    exit 2\n"
+          "  fi\n"
+          "  read_hosts \"$hostfile\" ${#machine_names[@]} <\"$hostfile\"\n"
+          "  if [ ${#hosts[@]} -lt ${#machine_names[@]} ]; then\n"
+          "    printf 'launch.sh: %%s names %%d host(s); the plan has %%d machine(s), one line "
+          "each, in the '\\\n"
+          "'order of this script'\"'\"'s header\\n' \"$hostfile\" ${#hosts[@]} "
+          "${#machine_names[@]} >&2\n"
+          "    exit 2\n"
+          "  fi\n"
+          "fi\n",
+          HOSTS_MAX_BYTES, HOSTS_MAX_BYTES, HOSTS_MAX_BYTES >> 20);
+}
 
 /* Each rank's host (its machine's, or this one) and its index among the
  * ranks of that host, which is the local rank MPI gives it and by which a
@@ -194,7 +356,8 @@ static const char launch_dry_run[] =
     "  row='%%-6s %%-10s %%-24s %%-6s %%s\\n'\n"
     "  printf \"$row\" rank program host %s 'plan device'\n"
     "  for r in \"${!programs[@]}\"; do\n"
-    "    printf \"$row\" \"$r\" \"${programs[r]}\" \"${rank_host[r]}\" \"${rank_local[r]}\" \"${rank_device[r]}\"\n"
+    "    printf \"$row\" \"$r\" \"${programs[r]}\" \"${rank_host[r]}\" \"${rank_local[r]}\" "
+    "\"${rank_device[r]}\"\n"
     "  done\n"
     "  exit 0\n"
     "fi\n";
@@ -208,10 +371,10 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "# Runs every rank of the plan with Open MPI's MPMD syntax:\n"
         "#   mpirun -np 1 ./rank_0000 ARGS : -np 1 ./rank_0001 ARGS : ...\n"
         "# usage: ./launch.sh [--hostfile FILE] [--dry-run] [--help] [ARGS...]\n"
-        "# ARGS go to every rank: --data FILE, --steps N, --checkpoint-dir DIR,\n"
-        "# --checkpoint-every N, --checkpoint-overwrite, --resume, --reschedule, --emulate,\n"
-        "# --dump-weights FILE, --init-from FILE.safetensors. Build first with `make`.\n"
-        "# --hostfile FILE: one host per line for the plan's machines, in this order\n"
+        "# Build first with `make`. Any other option is refused before anything starts.\n",
+        f);
+  emit_rank_option_help(f);
+  fputs("# --hostfile FILE: one host per line for the plan's machines, in this order\n"
         "# (anything after the host on a line, e.g. Open MPI's slots=N, is ignored, and\n"
         "# so are blank lines and # comments); each machine's ranks run on its host:\n",
         f);
@@ -228,23 +391,20 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         "mpirun_args=()\n"
         "hostfile= dry_run=\n"
         "# launch.sh's own options anywhere on the line (no rank option has their\n"
-        "# names): `--steps 3 --dry-run` must not start the job\n"
-        "rank_args=()\n"
-        "while [ $# -gt 0 ]; do\n"
-        "  case $1 in\n"
-        "  --hostfile)\n"
-        "    [ $# -ge 2 ] || { echo \"launch.sh: --hostfile needs a file\" >&2; exit 2; }\n"
-        "    hostfile=$2\n"
-        "    shift 2 ;;\n"
-        "  --dry-run) dry_run=1; shift ;;\n"
-        "  -h | --help) sed -n '3,/^set -uo pipefail$/s/^# \\{0,1\\}//p' \"$0\"; exit 0 ;;\n"
-        "  *) rank_args+=(\"$1\"); shift ;;\n"
-        "  esac\n"
-        "done\n"
-        "set -- ${rank_args[@]+\"${rank_args[@]}\"}\n",
+        "# names): `--steps 3 --dry-run` must not start the job\n",
         f);
+  emit_argument_loop(
+      f, "launch.sh", "--hostfile | --dry-run | -h | --help",
+      "  --hostfile)\n"
+      "    need_value \"$1\" $# \"${2-}\"\n"
+      "    hostfile=$2\n"
+      "    shift 2 ;;\n"
+      "  --dry-run) dry_run=1; shift ;;\n"
+      "  -h | --help) sed -n '3,/^set -uo pipefail$/s/^# \\{0,1\\}//p' \"$0\"; exit 0 ;;\n",
+      true);
   emit_placement_tables(set, f, &machines);
-  fputs(launch_read_hosts, f);
+  emit_read_hosts(f, "launch.sh");
+  emit_launch_read_hosts(f);
   if (cuda)
     hx_emit_launch_gpu_check(set, f);
   fputs("# Root may run MPI here (containers); more ranks than cores is expected on a\n"
@@ -303,19 +463,36 @@ void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused) {
         f);
 }
 
+/* What each task runs, as a multi-prog line's arguments: srun splits that
+ * line at blanks, expands %t and %o and takes quotes and backslashes its own
+ * way, and cannot hold a newline or an empty argument at all, so the ranks'
+ * arguments are not in it. slurm.sbatch writes them NUL-separated into a
+ * file in the job's folder (every node sees it: the rank programs are run
+ * from there), and bash reads them back and execs the rank, so its argv is
+ * exactly the script's. This text is in single quotes on the line, where
+ * srun keeps every byte but a quote, and it has none. */
+static const char slurm_task_launcher[] =
+    "mapfile -d \"\" -t args <\"$1\" || exit 2; exec \"$0\" \"${args[@]}\"";
+
 void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused) {
   (void)unused;
   struct machines machines = plan_machines(set);
   /* The job is named after the model (squeue shows it), in the characters
    * an #SBATCH line carries safely. */
   const char *job = hx_esc_slurm(hx_prog_arena(set), set->ctx->model.name);
+  char quoted_launcher[sizeof slurm_task_launcher + 2];
+  snprintf(quoted_launcher, sizeof quoted_launcher, "'%s'", slurm_task_launcher);
   fputs("#!/usr/bin/env bash\n"
         "# Generated by hexic " HEXIC_VERSION "; do not edit.\n"
         "# Submit from this directory after `make`: sbatch slurm.sbatch [ARGS...]\n"
-          "# One task per rank; Slurm's task ids are the MPI ranks, so task r runs\n"
-          "# rank_r (a multi-prog file maps them). ARGS go to every rank. The k-th\n"
-          "# node of the allocation (in the order Slurm lists them) runs the plan's\n"
-        "# k-th machine (srun --distribution=arbitrary with a host per task):\n",
+        "# One task per rank; Slurm's task ids are the MPI ranks, so task r runs\n"
+        "# rank_r (a multi-prog file maps them). ARGS go to every rank exactly as\n"
+        "# given (through a file in this directory, .hexic-args.*, while the job\n"
+        "# runs); any other option is refused before srun starts.\n",
+        f);
+  emit_rank_option_help(f);
+  fputs("# The k-th node of the allocation (in the order Slurm lists them) runs the\n"
+        "# plan's k-th machine (srun --distribution=arbitrary with a host per task):\n",
         f);
   emit_machine_lines(set, f, "node", &machines);
   fprintf(f,
@@ -326,30 +503,37 @@ void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused) {
           "#SBATCH --cpus-per-task=1\n"
           "%s"
           "#SBATCH --output=hexic-%%j.out\n"
-          "set -euo pipefail\n"
-          "cd \"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"\n",
+          "set -euo pipefail\n",
           job, machines.n, set->nranks,
           /* each rank is one device of the plan; Slurm then shows a task its GPU alone */
           set->ctx->opt.target == HX_TARGET_CUDA ? "#SBATCH --gpus-per-task=1\n" : "");
+  emit_argument_loop(
+      f, "slurm.sbatch", "-h | --help",
+      "  -h | --help) sed -n '3,/^#SBATCH/{/^#SBATCH/d;s/^# \\{0,1\\}//p}' \"$0\"; exit 0 ;;\n",
+      false);
+  fputs("cd \"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"\n", f);
   emit_placement_tables(set, f, &machines);
-  fputs("mapfile -t hosts < <(scontrol show hostnames \"${SLURM_JOB_NODELIST:?not inside a "
-        "Slurm job}\")\n"
-        "if [ ${#hosts[@]} -lt ${#machine_names[@]} ]; then\n"
-        "  echo \"slurm.sbatch: the job has ${#hosts[@]} node(s); the plan has "
-        "${#machine_names[@]} machine(s)\" >&2\n"
-        "  exit 2\n"
-        "fi\n"
-        "for h in \"${hosts[@]}\"; do\n"
-        "  [[ $h =~ ^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$ ]] ||\n"
-        "    { printf 'slurm.sbatch: %q is not a host name\\n' \"$h\" >&2; exit 2; }\n"
-        "done\n"
-        "conf=$(mktemp) tasks=$(mktemp)\n"
-        "trap 'rm -f \"$conf\" \"$tasks\"' EXIT\n"
-        "for r in \"${!programs[@]}\"; do\n"
-        "  printf '%d ./%s %s\\n' \"$r\" \"${programs[r]}\" \"$*\" >>\"$conf\"\n"
-        "  printf '%s\\n' \"${hosts[${rank_machine[r]}]}\" >>\"$tasks\"\n"
-        "done\n"
-        "export SLURM_HOSTFILE=$tasks\n"
-        "srun --mpi=pmix --distribution=arbitrary --multi-prog \"$conf\"\n",
-        f);
+  emit_read_hosts(f, "slurm.sbatch");
+  fprintf(f,
+          ": \"${SLURM_JOB_NODELIST:?not inside a Slurm job}\"\n"
+          "read_hosts 'scontrol show hostnames' ${#machine_names[@]} \\\n"
+          "  < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")\n"
+          "if [ ${#hosts[@]} -lt ${#machine_names[@]} ]; then\n"
+          "  echo \"slurm.sbatch: the job has ${#hosts[@]} node(s); the plan has "
+          "${#machine_names[@]} machine(s)\" >&2\n"
+          "  exit 2\n"
+          "fi\n"
+          "conf=$(mktemp) tasks=$(mktemp) args_file=\n"
+          "trap 'rm -f \"$conf\" \"$tasks\" ${args_file:+\"$args_file\"}' EXIT\n"
+          "args_file=$(mktemp ./.hexic-args.XXXXXX)\n"
+          "[ $# -eq 0 ] || printf '%%s\\0' \"$@\" >\"$args_file\"\n"
+          "launcher=%s\n"
+          "for r in \"${!programs[@]}\"; do\n"
+          "  printf '%%d bash -c %%s ./%%s %%s\\n' \"$r\" \"$launcher\" \"${programs[r]}\" "
+          "\"$args_file\" >>\"$conf\"\n"
+          "  printf '%%s\\n' \"${hosts[${rank_machine[r]}]}\" >>\"$tasks\"\n"
+          "done\n"
+          "export SLURM_HOSTFILE=$tasks\n"
+          "srun --mpi=pmix --distribution=arbitrary --multi-prog \"$conf\"\n",
+          hx_esc_shell(hx_prog_arena(set), quoted_launcher));
 }

@@ -35,11 +35,22 @@ add_test(NAME codegen.hostile_names
 set_tests_properties(codegen.hostile_names PROPERTIES LABELS "codegen" TIMEOUT 120)
 
 # launch.sh --hostfile/--dry-run and slurm.sbatch across machines (issue 13):
-# placement, the rank -> host -> GPU table, hostile host and node names.
+# placement, the rank -> host -> GPU table, hostile host and node names;
+# hostfiles that are FIFOs, devices, too big or too long, host names too
+# long; options refused before mpirun or srun; every argument reaching every
+# rank as given (stand-in mpirun, and srun reading the multi-prog file as
+# documented: stub_srun.py).
 add_test(NAME codegen.launch_hosts
   COMMAND bash ${HX_CG_TESTS}/launch_hosts.sh ${CMAKE_CURRENT_BINARY_DIR}/codegen-launch
           ${CMAKE_SOURCE_DIR} ${HX_BIN})
 set_tests_properties(codegen.launch_hosts PROPERTIES LABELS "codegen" TIMEOUT 60)
+
+# launch.sh's and slurm.sbatch's list of rank options against the ranks' own
+# (hx_rt_main's usage, from rt_backend_cpu): they refuse any other option.
+add_test(NAME codegen.rank_options
+  COMMAND bash ${HX_CG_TESTS}/rank_options.sh ${HX_BIN} $<TARGET_FILE:rt_backend_cpu>
+          ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/codegen-rank-options)
+set_tests_properties(codegen.rank_options PROPERTIES LABELS "codegen" TIMEOUT 60)
 
 # The escaping functions one by one (GNU make reads the Makefile escape back).
 add_executable(cg_test_escape ${HX_CG_TESTS}/test_escape.c)
