@@ -23,6 +23,7 @@ struct hx_gpu_type {
    * an error only for --target=cuda). */
   int cuda_arch;
   bool cuda_arch_given; /* written in the block, not read off the name */
+  struct location cuda_arch_loc; /* the value written, when given */
   /* Tensor parallelism (issue 18). tp_efficiency[k] is the fraction of the
    * TP 1 rate (tflops x efficiency) each device keeps in a TP group of
    * degree 2^k (k = 0: degree 1, always 1.0), non-increasing; degrees

@@ -622,6 +622,7 @@ static void get_cuda_arch(struct sema *s, const struct hx_field *f, struct hx_gp
   if (!f)
     return;
   g->cuda_arch_given = true;
+  g->cuda_arch_loc = f->value.loc;
   g->cuda_arch = 0; /* until the value is good: a refused one is reported once, here */
   double x;
   if (!get_number(s, f, &gpu_fields[G_CUDA_ARCH], &x))
@@ -1243,8 +1244,42 @@ static void check_emulation_host(struct sema *s) {
   }
 }
 
+/* A cuda_arch written in the block against the one the GPU's name says
+ * (arch_from_name). The build embeds sm_NN code and compute_NN PTX
+ * (codegen/emit_cuda.c): neither runs on an older GPU, so an arch newer than
+ * the named GPU's is an error; on a newer GPU the code still runs (sm_NN code
+ * across one major version, else the PTX compiled by the driver when the
+ * program starts), without what the GPU's own architecture adds: a warning. */
+static void check_arch_against_name(struct sema *s, const struct hx_gpu_type *g) {
+  int named = arch_from_name(g->name);
+  if (!g->cuda_arch_given || named == 0 || g->cuda_arch == named)
+    return;
+  const char *name = shorten(s, g->name);
+  if (g->cuda_arch > named) {
+    hx_error(g->cuda_arch_loc,
+             "'cuda_arch' %d is newer than GPU type \"%s\", an sm_%d GPU by its name: code built "
+             "for sm_%d does not run on it; write cuda_arch = %d, or leave it out",
+             g->cuda_arch, name, named, g->cuda_arch, named);
+    return;
+  }
+  const char *how =
+      g->cuda_arch / 10 == named / 10
+          ? hx_sprintf(s->arena,
+                       "its sm_%d code runs there (binary compatible within the %d.x family)",
+                       g->cuda_arch, named / 10)
+          : hx_sprintf(s->arena,
+                       "the build runs there only through its compute_%d PTX, compiled by "
+                       "the driver when the program starts,",
+                       g->cuda_arch);
+  hx_warning(g->cuda_arch_loc,
+             "'cuda_arch' %d is older than GPU type \"%s\", an sm_%d GPU by its name: %s but "
+             "without what sm_%d adds; write cuda_arch = %d, or leave it out",
+             g->cuda_arch, name, named, how, named, named);
+}
+
 /* --target=cuda compiles the kernels for each GPU type a node uses: each
- * needs an architecture CUDA 13 and hexic's kernels build for. */
+ * needs an architecture CUDA 13 and hexic's kernels build for, and the one
+ * its GPU has. */
 static void check_cuda_archs(struct sema *s) {
   const struct hx_cluster *c = &s->ctx->cluster;
   const bool *used = gpu_types_used(s);
@@ -1269,6 +1304,8 @@ static void check_cuda_archs(struct sema *s) {
                "GPU type \"%s\" is sm_75 (Turing): hexic's CUDA kernels need bf16 tensor cores, "
                "sm_80 or newer",
                name);
+    else
+      check_arch_against_name(s, g);
   }
 }
 
