@@ -1244,6 +1244,67 @@ static void check_emulation_host(struct sema *s) {
   }
 }
 
+/* The widest speed ratio --emulate honours. Each op of a device ends
+ * slowdown x its time on the emulation machine (rtlib/rt_emulate.c), the
+ * rank asleep meanwhile and answering no one: at 1000, an op of 60 ms there
+ * already sleeps the default HEXIC_TIMEOUT_S (60 s), after which the ranks
+ * waiting on it take it for a stalled peer (at 5e7 every run stalled right
+ * after calibration). Real clusters stay far below: B200 / T4 is under 40,
+ * twice that with the emulation host twice as fast as every device. */
+#define MAX_EMULATION_SLOWDOWN 1000.0
+
+/* The type a node uses that reaches the most (fastest) or the least
+ * TFLOP/s; -1 when no node uses one. */
+static int extreme_used_gpu(struct sema *s, bool fastest) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  const bool *used = gpu_types_used(s);
+  int best = -1;
+  for (int i = 0; i < c->ngpus; i++) {
+    if (!used[i])
+      continue;
+    double speed = reachable_tflops(&c->gpus[i]);
+    if (best < 0 || (fastest ? speed > reachable_tflops(&c->gpus[best])
+                             : speed < reachable_tflops(&c->gpus[best])))
+      best = i;
+  }
+  return best;
+}
+
+/* --emulate slows each device down by host speed / its speed (the host:
+ * the emulation block's type, else the fastest device). With an emulation
+ * block the input asks for emulation: a ratio beyond the limit is an error.
+ * Without one, --emulate is a choice made at launch: a warning, on the CPU
+ * target only (the CUDA backend ignores --emulate). */
+static void check_emulation_slowdown(struct sema *s) {
+  const struct hx_cluster *c = &s->ctx->cluster;
+  bool named = c->has_emulation_host;
+  if (!named && s->ctx->opt.target != HX_TARGET_CPU)
+    return;
+  int host = named ? c->emulation_host : extreme_used_gpu(s, true);
+  int slowest = extreme_used_gpu(s, false);
+  if (host < 0 || slowest < 0)
+    return;
+  const struct hx_gpu_type *h = &c->gpus[host], *g = &c->gpus[slowest];
+  double ratio = reachable_tflops(h) / reachable_tflops(g);
+  if (!(ratio > MAX_EMULATION_SLOWDOWN))
+    return;
+  const char *what = named ? "the emulation host" : "the cluster's fastest type";
+  const char *text = hx_sprintf(
+      s->arena,
+      "device type \"%s\" (%g TFLOP/s reachable) is %.4g times slower than %s \"%s\" (%g TFLOP/s): "
+      "--emulate runs each of its ops that many times longer than the host does, and honours at "
+      "most %g (an op would outlast HEXIC_TIMEOUT_S and its peers would take it for a stalled "
+      "rank)",
+      shorten(s, g->name), reachable_tflops(g), ratio, what, shorten(s, h->name),
+      reachable_tflops(h), MAX_EMULATION_SLOWDOWN);
+  if (named) {
+    hx_error(g->loc, "%s", text);
+    hx_note(c->emulation_host_loc, "the emulation host is named here");
+  } else {
+    hx_warning(g->loc, "%s; launch.sh --emulate cannot run this cluster", text);
+  }
+}
+
 /* A cuda_arch written in the block against the one the GPU's name says
  * (arch_from_name). The build embeds sm_NN code and compute_NN PTX
  * (codegen/emit_cuda.c): neither runs on an older GPU, so an arch newer than
@@ -1508,6 +1569,7 @@ bool hx_pass_sema(struct hx_ctx *ctx) {
       build_emulation(&s, b);
   }
   check_emulation_host(&s);
+  check_emulation_slowdown(&s);
   build_profiles(&s);
   if (ctx->opt.target == HX_TARGET_CUDA)
     check_cuda_archs(&s);

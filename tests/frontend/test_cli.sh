@@ -117,5 +117,19 @@ grep -qE "^hexic: error: no plan fits in memory with recompute = none: needs at 
   ! grep -q -- " -[0-9]" /tmp/hx_cli_err.$$ ||
   { echo "FAIL: fits only with recompute: message"; cat /tmp/hx_cli_err.$$; fail=1; }
 rm -rf /tmp/hx_cli_rc_out.$$
+# --emulate's limit without an emulation block (issue 24 item 13): the
+# fastest type is the host; 1000 times slower is within it, 2000 times gets a
+# warning naming both types (the input does not ask for --emulate: exit 0).
+emu_cluster() { # SLOW_TFLOPS
+  printf 'gpu "f" { tflops = 20; memory = 8 GiB; efficiency = 1 }\ngpu "s" { tflops = %s; memory = 8 GiB; efficiency = 1 }\n' "$1"
+  printf 'node "a" { gpu = "f"; gpus = 1 }\nnode "b" { gpu = "s"; gpus = 1 }\nnetwork { bandwidth = 1 GB/s }\n'
+}
+emu_cluster 0.02 >/tmp/hx_cli_emu_ok.$$.hx
+expect 0 "a 1000x slower device" -- "$hexic" --check examples/models/tiny.hx /tmp/hx_cli_emu_ok.$$.hx
+[ ! -s /tmp/hx_cli_err.$$ ] || { echo "FAIL: a 1000x slower device: not silent"; cat /tmp/hx_cli_err.$$; fail=1; }
+emu_cluster 0.01 >/tmp/hx_cli_emu_far.$$.hx
+expect 0 "a 2000x slower device" -- "$hexic" --check examples/models/tiny.hx /tmp/hx_cli_emu_far.$$.hx
+grep -qE "^/tmp/hx_cli_emu_far.$$.hx:2:1: warning: device type \"s\" \(0.01 TFLOP/s reachable\) is 2000 times slower than the cluster's fastest type \"f\" \(20 TFLOP/s\): --emulate .* honours at most 1000 .*; launch.sh --emulate cannot run this cluster" /tmp/hx_cli_err.$$ ||
+  { echo "FAIL: a 2000x slower device: warning"; cat /tmp/hx_cli_err.$$; fail=1; }
 rm -f /tmp/hx_cli_*.$$ /tmp/hx_cli_*.$$.hx
 exit $fail
