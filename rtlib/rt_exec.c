@@ -3,6 +3,8 @@
  * program was linked with), parameters, data, then per optimizer step the
  * rank's schedule table, the gradient sync, clipping by the global norm,
  * AdamW, one log line and the checkpoints. */
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,21 +125,66 @@ static void open_data(struct rt_exec *e, const struct rt_args *a) {
   }
 }
 
-/* Global loss and gradient norm in one reduction (host scalars, over the
- * world); every rank gets both and takes the same clipped AdamW step.
- * Returns the step's global loss. */
-static double optimizer_step(struct rt_exec *e, double *lr_out) {
-  const struct hx_rt_train *t = e->cfg->train;
+/* The step's global loss and gradient norm (sum of squares), host scalars
+ * every rank holds alike. */
+struct step_totals {
+  double loss, sumsq;
+};
+
+/* Both in one reduction over the world. A rank whose loss or norm is not
+ * finite passes it on (a NaN or Inf in a sum stays one), so every rank sees
+ * the same verdict without another collective. */
+static struct step_totals reduce_loss_and_norm(struct rt_exec *e) {
   double local[2] = {e->dev->take_loss(), e->dev->grad_norm_sumsq()}, global[2];
   MPI_Request req;
   hx_rt_mpi_check(MPI_Iallreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
                   "loss and norm all-reduce");
   hx_rt_wait_all(1, &req, &(struct hx_rt_wait){"loss and norm all-reduce", -1, -1, 0, NULL});
+  return (struct step_totals){global[0], global[1]};
+}
+
+/* One clipped AdamW step, alike on every rank. Returns its learning rate. */
+static double optimizer_step(struct rt_exec *e, double global_sumsq) {
+  const struct hx_rt_train *t = e->cfg->train;
   double lr = hxk_lr_at(e->step, t->lr, t->warmup_steps, e->steps);
   struct hxk_adamw hp = {t->beta1, t->beta2, t->eps, t->weight_decay};
-  e->dev->optimizer_step(global[1], t->grad_clip, &hp, e->step, lr);
-  *lr_out = lr;
-  return global[0];
+  e->dev->optimizer_step(global_sumsq, t->grad_clip, &hp, e->step, lr);
+  return lr;
+}
+
+/* A step whose loss or gradient norm is not finite ends the run on every
+ * rank (all of them saw the same totals) before its update, so neither the
+ * weights nor a checkpoint of that step take the NaNs. Only now are the
+ * gradients searched: the rank holding the first bad tensor in the order
+ * the backward produced them (lowest rank on a tie) names it. */
+_Noreturn static void stop_non_finite(struct rt_exec *e, struct step_totals tot) {
+  struct rt_bad_gradient bad = {0};
+  struct {
+    int ordinal, rank;
+  } mine = {rt_first_non_finite_gradient(e, &bad), e->cfg->rank}, first;
+  MPI_Request req;
+  hx_rt_mpi_check(MPI_Iallreduce(&mine, &first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD, &req),
+                  "non-finite gradient search");
+  hx_rt_wait_all(1, &req, &(struct hx_rt_wait){"non-finite gradient search", -1, -1, 0, NULL});
+  long long step = (long long)e->step + 1; /* 1-based, as the step lines print it */
+  char what[256];
+  if (first.ordinal == INT_MAX)
+    snprintf(what, sizeof what, "every gradient is finite");
+  else
+    snprintf(what, sizeof what, "the gradient of %s is not finite (%g at [%ld, %ld])", bad.name,
+             (double)bad.value, bad.row, bad.col);
+  bool says = first.ordinal == INT_MAX ? e->cfg->rank == 0 : first.rank == e->cfg->rank;
+  if (says) {
+    fprintf(stderr,
+            "hexic-rt: rank %d: error: step %lld: %s; the loss is %g and the gradient norm %g: "
+            "training stops before the step's update, and no checkpoint of step %lld is "
+            "written\n",
+            e->cfg->rank, step, what, tot.loss, sqrt(tot.sumsq), step);
+    fflush(stderr);
+  }
+  rt_emu_stop(e);
+  hx_rt_finalize();
+  exit(HX_RT_EXIT_ERROR);
 }
 
 static void run_step(struct rt_exec *e) {
@@ -150,7 +197,13 @@ static void run_step(struct rt_exec *e) {
       rt_sync_gradients(e);
     } else if (op->kind == HX_RT_OPTIMIZER) {
       rt_emu_op_begin(e, i);
-      loss = optimizer_step(e, &lr);
+      struct step_totals tot = reduce_loss_and_norm(e);
+      if (!isfinite(tot.loss) || !isfinite(tot.sumsq)) {
+        rt_emu_op_end(e);
+        stop_non_finite(e, tot);
+      }
+      loss = tot.loss;
+      lr = optimizer_step(e, tot.sumsq);
       rt_sync_gather_weights(e); /* ZeRO-1: the updated shards to every member */
       rt_emu_op_end(e);
     } else if (op->kind == HX_RT_BACKWARD) {

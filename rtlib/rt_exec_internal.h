@@ -231,6 +231,22 @@ void rt_sync_backward_point(struct rt_exec *e, int m, int done);
 void rt_sync_gradients(struct rt_exec *e);
 void rt_tp_allreduce(void *buf, long n, void *arg); /* the device's rt_tp_reduce_fn */
 
+/* The first gradient element of this rank that is not finite, in the
+ * order the backward produces them (the spec's tensor order reversed: where
+ * the NaN or Inf began, not every tensor below it that it spread to; the
+ * first element of that tensor): its tensor's name
+ * (hx_rt_ckpt_tensor_name), its place in the full tensor and its value. */
+struct rt_bad_gradient {
+  char name[64];
+  long row, col;
+  float value;
+};
+/* Downloads the gradients and looks for one (after a step whose norm was not
+ * finite: never on a good step). Returns the tensor's place in that order
+ * over the whole model, 0 first, so the lowest over the world is the first
+ * (INT_MAX: every gradient here is finite), and fills out. */
+int rt_first_non_finite_gradient(const struct rt_exec *e, struct rt_bad_gradient *out);
+
 /* rt_exec_params.c: --dump-weights */
 void rt_dump_weights(const struct rt_exec *e, const char *path);
 

@@ -5,6 +5,7 @@
  * one device; their host copies for checkpoints; and --dump-weights, which
  * gathers them unsharded on rank 0. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,46 @@ int rt_ckpt_tensors(const struct rt_exec *e, const struct rt_host_params *h,
   if (p->lm_head >= 0)
     i = add_tensor(e, h, out, i, HXK_LM_HEAD, 0, p->lm_head);
   return i;
+}
+
+/* A tensor's place in the order the backward produces the gradients over
+ * the whole model, 0 first: the spec's order reversed (lm_head, final_norm,
+ * the last layer's w_down ... attn_norm, ..., tok_emb; ids put final_norm
+ * before the layers). */
+static int backward_ordinal(const struct rt_exec *e, uint64_t id) {
+  int last = 2 + e->dims.layers * HXK_LAYER_NPARAMS; /* lm_head's place in the spec's order */
+  int spec;
+  if (id == hxk_param_id(HXK_TOK_EMB, 0))
+    spec = 0;
+  else if (id == hxk_param_id(HXK_FINAL_NORM, 0))
+    spec = last - 1;
+  else if (id == hxk_param_id(HXK_LM_HEAD, 0))
+    spec = last;
+  else
+    spec = 1 + (int)((id - 16) / 16) * HXK_LAYER_NPARAMS + (int)((id - 16) % 16);
+  return last - spec;
+}
+
+int rt_first_non_finite_gradient(const struct rt_exec *e, struct rt_bad_gradient *out) {
+  struct rt_host_params h = rt_host_params_new(e, false); /* h.w holds the gradients */
+  e->dev->download(h.w, e->p.dev.g, (size_t)e->p.lay.n * sizeof(float));
+  int n = rt_ckpt_tensors(e, &h, NULL), ordinal = INT_MAX;
+  struct hx_rt_ckpt_tensor *t = hx_rt_calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+  rt_ckpt_tensors(e, &h, t);
+  for (int i = n - 1; i >= 0 && ordinal == INT_MAX; i--) /* the backward's order */
+    for (long k = 0; k < t[i].n; k++)
+      if (!isfinite(t[i].param[k])) {
+        long width = (long)(t[i].c1 - t[i].c0);
+        ordinal = backward_ordinal(e, t[i].id);
+        *out = (struct rt_bad_gradient){.value = t[i].param[k],
+                                        .row = (long)t[i].r0 + k / width,
+                                        .col = (long)t[i].c0 + k % width};
+        hx_rt_ckpt_tensor_name(t[i].id, out->name, sizeof out->name);
+        break;
+      }
+  free(t);
+  rt_host_params_free(&h);
+  return ordinal;
 }
 
 /* ---------------------------------------------------------------------------

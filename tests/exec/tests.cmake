@@ -36,3 +36,11 @@ foreach(mode train ckpt asan bytes)
             ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:weights_cmp>)
   set_tests_properties(exec.zero1_${mode} PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
 endforeach()
+
+# A run whose loss or gradient norm goes non-finite (issue 24, item 6) stops
+# at that step on every rank, naming the step, the rank and the tensor,
+# without its checkpoint: one rank, DP 2, TP 2, PP 2, ZeRO-1 and HexiSeq.
+add_test(NAME exec.nonfinite
+  COMMAND bash ${HX_EXEC_TESTS}/run_nonfinite.sh ${CMAKE_CURRENT_BINARY_DIR}/exec-nonfinite
+          ${CMAKE_SOURCE_DIR} ${HX_BIN})
+set_tests_properties(exec.nonfinite PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
