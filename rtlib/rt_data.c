@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/llama.h"
+#include "rt_file.h"
 
 /* Tokens per read at open (the vocabulary scan); at least one sequence. */
 enum { SCAN_TOKENS = 1 << 16 };
@@ -209,11 +210,10 @@ static bool check_tokens(const struct hx_rt_data *d, char *err, size_t err_size)
 
 static bool open_file(struct hx_rt_data *d, const char *path, int64_t seq_len, char *err,
                       size_t err_size) {
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) {
-    snprintf(err, err_size, "%s: cannot open: %s", path, strerror(errno));
+  /* a regular file only: a FIFO blocked the open forever, /dev/zero never ends */
+  int fd = hx_rt_open_regular(path, err, err_size);
+  if (fd < 0)
     return false;
-  }
   d->fd = fd;
   d->has_file = true;
   struct stat st;

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-enum { MAX_DEPTH = 64 };
+#include "rtlib/rt_file.h"
 
 struct parser {
   const char *s;
@@ -110,10 +112,26 @@ static bool unicode_escape(struct parser *p, uint32_t *out) {
   return true;
 }
 
-/* At the opening quote: the unescaped string, malloc'ed. */
+/* The bytes from the opening quote's next byte to the closing quote, or
+ * to the end of the text when the string is unterminated: the unescaped
+ * string is never longer (an escape is longer than what it stands for). */
+static size_t raw_string_length(const struct parser *p) {
+  size_t i = p->pos;
+  while (i < p->len && p->s[i] != '"')
+    i += p->s[i] == '\\' ? 2 : 1;
+  return (i < p->len ? i : p->len) - p->pos;
+}
+
+/* At the opening quote: the unescaped string, malloc'ed (its raw length,
+ * not the rest of the text: the parse stays linear in the input). */
 static char *parse_string(struct parser *p) {
   p->pos++; /* the quote */
-  char *out = malloc(p->len - p->pos + 1);
+  size_t raw = raw_string_length(p);
+  if (raw > HX_JSON_MAX_STRING) {
+    fail(p, "a string of more than %d bytes (the limit)", HX_JSON_MAX_STRING);
+    return NULL;
+  }
+  char *out = malloc(raw + 1);
   size_t n = 0;
   if (!out) {
     fail(p, "out of memory");
@@ -214,6 +232,74 @@ static bool literal(struct parser *p, const char *word) {
   return false;
 }
 
+/* A member of an object in the order of the text. */
+struct member_at {
+  struct hx_json *node;
+  int position;
+};
+
+static int by_key_then_position(const void *a, const void *b) {
+  const struct member_at *x = a, *y = b;
+  int c = strcmp(x->node->key, y->node->key);
+  return c ? c : (x->position > y->position) - (x->position < y->position);
+}
+
+/* Exchanges what two members hold, each keeping its name and place. */
+static void swap_values(struct hx_json *a, struct hx_json *b) {
+  struct hx_json t = *a;
+  *a = *b;
+  *b = t;
+  b->key = a->key, a->key = t.key;
+  b->next = a->next, a->next = t.next;
+}
+
+/* Python's json: a name given twice keeps its first place and its last
+ * value. The members sorted by name (then place) put each name's copies
+ * side by side; the first copy takes the last's value, the others go. */
+static bool keep_last_duplicates(struct parser *p, struct hx_json *obj) {
+  int n = obj->count;
+  struct member_at *sorted = malloc(sizeof *sorted * (size_t)(n + 1));
+  bool *dropped = calloc((size_t)n + 1, sizeof *dropped);
+  if (!sorted || !dropped) {
+    free(sorted);
+    free(dropped);
+    fail(p, "out of memory");
+    return false;
+  }
+  int i = 0;
+  for (struct hx_json *m = obj->child; m; m = m->next, i++)
+    sorted[i] = (struct member_at){m, i};
+  qsort(sorted, (size_t)n, sizeof *sorted, by_key_then_position);
+  for (int first = 0, end; first < n; first = end) {
+    for (end = first + 1; end < n && !strcmp(sorted[end].node->key, sorted[first].node->key);)
+      end++;
+    if (end - first == 1)
+      continue;
+    if (!obj->duplicate)
+      obj->duplicate = strdup(sorted[first].node->key);
+    swap_values(sorted[first].node, sorted[end - 1].node);
+    for (int k = first + 1; k < end; k++)
+      dropped[sorted[k].position] = true;
+  }
+  struct hx_json **link = &obj->child;
+  i = 0;
+  for (struct hx_json *m = obj->child, *next; m; m = next, i++) {
+    next = m->next;
+    if (!dropped[i]) {
+      *link = m;
+      link = &m->next;
+      continue;
+    }
+    m->next = NULL;
+    hx_json_free(m);
+    obj->count--;
+  }
+  *link = NULL;
+  free(sorted);
+  free(dropped);
+  return true;
+}
+
 /* Elements or members up to `close`; objects read "key": value. */
 static struct hx_json *parse_container(struct parser *p, int depth, bool object) {
   struct hx_json *v = node(p, object ? HX_JSON_OBJECT : HX_JSON_ARRAY);
@@ -259,7 +345,9 @@ static struct hx_json *parse_container(struct parser *p, int depth, bool object)
     }
     if (peek(p) == (object ? '}' : ']')) {
       p->pos++;
-      return v;
+      if (!object || keep_last_duplicates(p, v))
+        return v;
+      break;
     }
     fail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
     break;
@@ -269,8 +357,8 @@ static struct hx_json *parse_container(struct parser *p, int depth, bool object)
 }
 
 static struct hx_json *parse_value(struct parser *p, int depth) {
-  if (depth > MAX_DEPTH) {
-    fail(p, "nested deeper than %d", MAX_DEPTH);
+  if (depth > HX_JSON_MAX_DEPTH) {
+    fail(p, "nested deeper than %d", HX_JSON_MAX_DEPTH);
     return NULL;
   }
   skip_space(p);
@@ -319,6 +407,7 @@ void hx_json_free(struct hx_json *v) {
     hx_json_free(v->child);
     free(v->text);
     free(v->key);
+    free(v->duplicate);
     free(v);
     v = next;
   }
@@ -345,22 +434,55 @@ bool hx_json_int(const struct hx_json *v, int64_t lo, int64_t hi, int64_t *out) 
   return true;
 }
 
-struct hx_json *hx_json_parse_file(const char *path, size_t limit, char *err, size_t err_size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, err_size, "%s: cannot open: %s", path, strerror(errno));
+/* All of fd's bytes when there are at most limit, in *len; NULL with the
+ * reason in err. Read to the end, not to the size at open: a file that
+ * grows meanwhile is read up to limit + 1 bytes and refused. */
+static char *read_bounded(int fd, size_t limit, size_t *len, const char *path, char *err,
+                          size_t err_size) {
+  struct stat st = {0};
+  if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > limit) {
+    snprintf(err, err_size, "%s: %lld bytes, over the %zu-byte limit for this file", path,
+             (long long)st.st_size, limit);
     return NULL;
   }
-  char *buf = malloc(limit + 1);
-  size_t len = buf ? fread(buf, 1, limit + 1, f) : 0;
-  bool read_ok = buf && !ferror(f);
-  fclose(f);
-  if (!read_ok || len > limit) {
-    snprintf(err, err_size, "%s: %s", path,
-             !read_ok ? "cannot read" : "too large for a JSON file hexic reads");
+  size_t cap = (size_t)st.st_size + 1, n = 0;
+  char *buf = malloc(cap);
+  bool failed = !buf;
+  while (!failed && n <= limit) {
+    if (n == cap) {
+      cap = cap > limit / 2 ? limit + 1 : 2 * cap;
+      char *grown = realloc(buf, cap);
+      failed = !grown;
+      buf = grown ? grown : buf;
+      continue;
+    }
+    ssize_t got = read(fd, buf + n, cap - n);
+    if (got == 0)
+      break;
+    failed = got < 0 && errno != EINTR;
+    n += got > 0 ? (size_t)got : 0;
+  }
+  if (failed || n > limit) {
+    snprintf(err, err_size,
+             n > limit ? "%s: over the %zu-byte limit for this file"
+                       : "%s: cannot read (%zu-byte limit)",
+             path, limit);
     free(buf);
     return NULL;
   }
+  *len = n;
+  return buf;
+}
+
+struct hx_json *hx_json_parse_file(const char *path, size_t limit, char *err, size_t err_size) {
+  int fd = hx_rt_open_regular(path, err, err_size);
+  if (fd < 0)
+    return NULL;
+  size_t len = 0;
+  char *buf = read_bounded(fd, limit, &len, path, err, err_size);
+  close(fd);
+  if (!buf)
+    return NULL;
   char why[320];
   struct hx_json *v = hx_json_parse(buf, len, why, sizeof why);
   if (!v)

@@ -1,13 +1,16 @@
 /* Hugging Face Llama naming, RoPE row order and config.json (hf_llama.h). */
 #include "hf_llama.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckpt_json.h"
 #include "kernels/cpu/llama.h"
+#include "rtlib/rt_file.h"
 
 enum { LAYER_TENSORS = HXK_LAYER_NPARAMS }; /* attn_norm .. w_down, the spec's order */
 
@@ -66,6 +69,34 @@ void hx_hf_name(uint64_t id, char *buf, size_t size) {
   else
     snprintf(buf, size, "model.layers.%" PRIu64 ".%s.weight", (id - 16) / 16,
              names[(id - 16) % 16 < LAYER_TENSORS ? (id - 16) % 16 : 0]);
+}
+
+bool hx_hf_id_of_name(const struct hx_hf_model *m, const char *name, uint64_t *id) {
+  unsigned layer = 0;
+  int at = 0;
+  uint64_t guess = !strcmp(name, "model.embed_tokens.weight") ? 0
+                   : !strcmp(name, "model.norm.weight")       ? 1
+                   : !strcmp(name, "lm_head.weight")          ? 2
+                                                              : UINT64_MAX;
+  if (guess == 2 && m->tied)
+    return false;
+  if (guess == UINT64_MAX && sscanf(name, "model.layers.%u.%n", &layer, &at) == 1 && at > 0 &&
+      layer < (unsigned)m->layers) {
+    const char *rest = name + at;
+    for (int j = 0; j < LAYER_TENSORS && guess == UINT64_MAX; j++) {
+      char want[96];
+      hx_hf_name(16 + 16 * (uint64_t)layer + (uint64_t)j, want, sizeof want);
+      if (!strcmp(want + at, rest))
+        guess = 16 + 16 * (uint64_t)layer + (uint64_t)j;
+    }
+  }
+  /* exactly hx_hf_name's text: "model.layers.01." or "+1" is no name of it */
+  char back[96];
+  if (guess == UINT64_MAX)
+    return false;
+  hx_hf_name(guess, back, sizeof back);
+  *id = guess;
+  return !strcmp(back, name);
 }
 
 int hx_hf_rope_heads(const struct hx_hf_model *m, uint64_t id) {
@@ -150,9 +181,13 @@ static bool supported_features(const struct hx_json *root, const char *path, cha
     return fail(err, err_size, "%s: rope_scaling '%s' is not supported (hexic's RoPE is unscaled)",
                 path, kind && kind->kind == HX_JSON_STRING ? kind->text : "?");
   }
+  /* true, false or null (absent): "yes" or 1 read as no bias would train
+   * another model than the config's without a word */
   static const char *const biases[] = {"attention_bias", "mlp_bias"};
   for (int i = 0; i < 2; i++) {
     const struct hx_json *b = hx_json_get(root, biases[i]);
+    if (b && b->kind != HX_JSON_BOOL && b->kind != HX_JSON_NULL)
+      return fail(err, err_size, "%s: %s is not true, false or null", path, biases[i]);
     if (b && b->kind == HX_JSON_BOOL && b->boolean)
       return fail(err, err_size,
                   "%s: %s = true is not supported (hexic's linear layers have no bias)", path,
@@ -190,7 +225,7 @@ static bool read_shape(const struct hx_json *root, struct hx_hf_model *m, const 
 }
 
 bool hx_hf_config_read(const char *path, struct hx_hf_model *m, char *err, size_t err_size) {
-  struct hx_json *root = hx_json_parse_file(path, 1 << 20, err, err_size);
+  struct hx_json *root = hx_json_parse_file(path, HX_JSON_CONFIG_LIMIT, err, err_size);
   if (!root)
     return false;
   bool ok = (root->kind == HX_JSON_OBJECT || fail(err, err_size, "%s: not a JSON object", path)) &&
@@ -210,7 +245,8 @@ bool hx_hf_config_read(const char *path, struct hx_hf_model *m, char *err, size_
   if (ok && window && window->kind != HX_JSON_NULL && hx_json_int(window, 1, INT32_MAX, &w) &&
       w < m->max_positions)
     m->max_positions = (int)w; /* full attention equals the window up to its length */
-  if (ok && (m->rope_theta > 1e12 || m->norm_eps > 1))
+  /* the .hx ranges (passes/sema.c); a subnormal eps would not read back */
+  if (ok && (m->rope_theta > 1e12 || m->norm_eps > 1 || m->norm_eps < DBL_MIN))
     ok = fail(err, err_size, "%s: rope_theta or rms_norm_eps outside hexic's ranges", path);
   hx_json_free(root);
   return ok;
@@ -234,14 +270,32 @@ bool hx_hf_parse_model_line(const char *line, struct hx_hf_model *m) {
          m->vocab > 0 && m->hidden % m->heads == 0 && m->heads % m->kv_heads == 0;
 }
 
+/* The shortest %g text of x that strtod reads back as x (17 digits always
+ * do; %.10g lost 123456789012.5's last digits). What %g writes ("1e-05",
+ * "123456789012.5", "10000") is a number to the .hx lexer. */
+static void shortest_g(double x, char *buf, size_t size) {
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(buf, size, "%.*g", digits, x);
+    if (strtod(buf, NULL) == x)
+      return;
+  }
+}
+
 void hx_hf_write_hx(FILE *f, const struct hx_hf_model *m, const char *name, const char *source) {
+  /* the path in a comment: a newline in it would start a line of the .hx */
+  size_t shown_size = 4 * strlen(source) + 1;
+  char *shown = malloc(shown_size), theta[32], eps[32];
+  shortest_g(m->rope_theta, theta, sizeof theta);
+  shortest_g(m->norm_eps, eps, sizeof eps);
   fprintf(f,
           "# Written by hexic-ckpt import-hf from %s.\n"
           "model \"%s\" {\n"
           "  layers = %d; hidden = %d; ffn = %d; heads = %d; kv_heads = %d\n"
           "  vocab = %d; seq_len = %d\n"
-          "  rope_theta = %.10g; norm_eps = %.10g; tie_embeddings = %s\n"
+          "  rope_theta = %s; norm_eps = %s; tie_embeddings = %s\n"
           "}\n",
-          source, name, m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab,
-          m->max_positions, m->rope_theta, m->norm_eps, m->tied ? "true" : "false");
+          shown ? hx_rt_printable(source, shown, shown_size) : "(a path)", name, m->layers,
+          m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->max_positions, theta, eps,
+          m->tied ? "true" : "false");
+  free(shown);
 }

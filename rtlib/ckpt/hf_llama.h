@@ -37,6 +37,9 @@ void hx_hf_tensor_shape(const struct hx_hf_model *m, uint64_t id, int64_t *rows,
 /* Hugging Face's name of spec tensor id; hexic's canonical name (tok_emb,
  * layers.3.wq, ...) is hx_rt_ckpt_tensor_name's. */
 void hx_hf_name(uint64_t id, char *buf, size_t size);
+/* The spec id of Hugging Face's name of a parameter of m (the inverse of
+ * hx_hf_name, in constant time); false when name is none of m's. */
+bool hx_hf_id_of_name(const struct hx_hf_model *m, const char *name, uint64_t *id);
 /* The kv or query heads whose rows RoPE permutes (wq: heads, wk: kv_heads), 0 otherwise. */
 int hx_hf_rope_heads(const struct hx_hf_model *m, uint64_t id);
 /* Row permutation of one head of hd rows: hexic's row of Hugging Face row j. */

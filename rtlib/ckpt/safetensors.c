@@ -12,13 +12,24 @@
 #include <unistd.h>
 
 #include "ckpt_json.h"
+#include "rtlib/rt_file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors are little-endian; this host is not"
 #endif
 
-/* safetensors' own bound on the header (100 MB). */
-static const uint64_t MAX_HEADER = 100000000;
+/* safetensors' own bound on the header (100 MB): its reader refuses more too. */
+static const uint64_t MAX_HEADER = HX_ST_MAX_HEADER;
+
+/* A tensor's name as messages show it (hx_rt_printable: no terminal escapes). */
+struct shown {
+  char text[512];
+};
+static struct shown show(const char *name) {
+  struct shown s;
+  hx_rt_printable(name, s.text, sizeof s.text);
+  return s;
+}
 
 __attribute__((format(printf, 3, 4))) static bool fail(char *err, size_t err_size, const char *fmt,
                                                        ...) {
@@ -60,21 +71,24 @@ static bool pread_all(int fd, void *buf, size_t n, uint64_t at) {
   return true;
 }
 
-/* One member of the header: a tensor's dtype, shape and offsets. */
+/* One member of the header: a tensor's dtype, shape and offsets; path is
+ * the file's name as messages show it. */
 static bool parse_tensor(const struct hx_json *m, struct hx_st_tensor *t, uint64_t data_bytes,
                          const char *path, char *err, size_t err_size) {
+  struct shown name = show(m->key);
   const struct hx_json *dtype = hx_json_get(m, "dtype"), *shape = hx_json_get(m, "shape"),
                        *offs = hx_json_get(m, "data_offsets");
   if (m->kind != HX_JSON_OBJECT || !dtype || dtype->kind != HX_JSON_STRING || !shape ||
       shape->kind != HX_JSON_ARRAY || !offs || offs->kind != HX_JSON_ARRAY || offs->count != 2)
     return fail(err, err_size, "%s: tensor '%s': needs \"dtype\", \"shape\" and \"data_offsets\"",
-                path, m->key);
+                path, name.text);
   snprintf(t->dtype, sizeof t->dtype, "%s", dtype->text);
   t->elem_bytes = dtype_bytes(dtype->text);
   if (!t->elem_bytes || strlen(dtype->text) >= sizeof t->dtype)
-    return fail(err, err_size, "%s: tensor '%s': unknown dtype '%.20s'", path, m->key, dtype->text);
+    return fail(err, err_size, "%s: tensor '%s': unknown dtype '%.20s'", path, name.text,
+                show(dtype->text).text);
   if (shape->count > HX_ST_MAX_DIMS)
-    return fail(err, err_size, "%s: tensor '%s': %d dimensions (at most %d)", path, m->key,
+    return fail(err, err_size, "%s: tensor '%s': %d dimensions (at most %d)", path, name.text,
                 shape->count, HX_ST_MAX_DIMS);
   t->ndim = 0;
   uint64_t bytes = (uint64_t)t->elem_bytes;
@@ -82,7 +96,7 @@ static bool parse_tensor(const struct hx_json *m, struct hx_st_tensor *t, uint64
     int64_t v;
     if (!hx_json_int(d, 0, INT64_C(1) << 40, &v))
       return fail(err, err_size, "%s: tensor '%s': a dimension is not an integer in [0, 2^40]",
-                  path, m->key);
+                  path, name.text);
     t->shape[t->ndim++] = v;
     bytes = v && bytes > UINT64_MAX / (uint64_t)v ? UINT64_MAX : bytes * (uint64_t)v;
   }
@@ -91,19 +105,19 @@ static bool parse_tensor(const struct hx_json *m, struct hx_st_tensor *t, uint64
       !hx_json_int(offs->child->next, 0, INT64_MAX, &e) || b > e)
     return fail(err, err_size,
                 "%s: tensor '%s': data_offsets are not [begin, end] with begin <= end", path,
-                m->key);
+                name.text);
   t->begin = (uint64_t)b, t->end = (uint64_t)e;
   if (t->end - t->begin != bytes)
     return fail(err, err_size,
                 "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 ") hold %" PRIu64
                 " bytes; a %s tensor of this shape needs %" PRIu64,
-                path, m->key, t->begin, t->end, t->end - t->begin, t->dtype, bytes);
+                path, name.text, t->begin, t->end, t->end - t->begin, t->dtype, bytes);
   if (t->end > data_bytes)
     return fail(err, err_size,
                 "%s: tensor '%s': its data ends at byte %" PRIu64
                 " of the data, which holds %" PRIu64
                 " bytes (the file is truncated or the offsets are wrong)",
-                path, m->key, t->end, data_bytes);
+                path, name.text, t->end, data_bytes);
   return true;
 }
 
@@ -116,7 +130,7 @@ static int by_begin(const void *a, const void *b) {
 static bool no_overlap(const struct hx_st_file *f, char *err, size_t err_size) {
   struct hx_st_tensor *sorted = malloc(sizeof *sorted * (size_t)(f->ntensors + 1));
   if (!sorted)
-    return fail(err, err_size, "%s: out of memory", f->path);
+    return fail(err, err_size, "%s: out of memory", show(f->path).text);
   memcpy(sorted, f->tensors, sizeof *sorted * (size_t)f->ntensors);
   qsort(sorted, (size_t)f->ntensors, sizeof *sorted, by_begin);
   const struct hx_st_tensor *prev = NULL;
@@ -129,71 +143,122 @@ static bool no_overlap(const struct hx_st_file *f, char *err, size_t err_size) {
       ok = fail(err, err_size,
                 "%s: tensors '%s' and '%s' overlap (bytes [%" PRIu64 ", %" PRIu64 ") and [%" PRIu64
                 ", %" PRIu64 ") of the data)",
-                f->path, prev->name, t->name, prev->begin, prev->end, t->begin, t->end);
+                show(f->path).text, show(prev->name).text, show(t->name).text, prev->begin,
+                prev->end, t->begin, t->end);
     prev = t;
   }
   free(sorted);
   return ok;
 }
 
+static int by_name(const void *a, const void *b) {
+  const struct hx_st_tensor *const *x = a, *const *y = b;
+  return strcmp((*x)->name, (*y)->name);
+}
+
+/* f->by_name: the tensors in the order of their names, for
+ * hx_st_find's binary search (a linear one made import and --init-from
+ * quadratic in the tensor count). */
+static bool index_names(struct hx_st_file *f, char *err, size_t err_size) {
+  f->by_name = malloc(sizeof *f->by_name * (size_t)(f->ntensors + 1));
+  if (!f->by_name)
+    return fail(err, err_size, "%s: out of memory", show(f->path).text);
+  for (int i = 0; i < f->ntensors; i++)
+    f->by_name[i] = &f->tensors[i];
+  qsort(f->by_name, (size_t)f->ntensors, sizeof *f->by_name, by_name);
+  return true;
+}
+
+/* __metadata__: its hexic_model kept as messages may show it (printable). */
+static bool read_metadata(struct hx_st_file *f, const struct hx_json *m, const char *path,
+                          char *err, size_t err_size) {
+  if (m->kind != HX_JSON_OBJECT)
+    return fail(err, err_size, "%s: __metadata__ is not an object", path);
+  const struct hx_json *line = hx_json_get(m, "hexic_model");
+  if (!line || line->kind != HX_JSON_STRING)
+    return true;
+  f->hexic_model = malloc(4 * strlen(line->text) + 1);
+  if (!f->hexic_model)
+    return fail(err, err_size, "%s: out of memory", path);
+  hx_rt_printable(line->text, f->hexic_model, 4 * strlen(line->text) + 1);
+  return true;
+}
+
 static bool parse_header(struct hx_st_file *f, const char *text, size_t len, char *err,
                          size_t err_size) {
   char why[320];
+  struct shown path = show(f->path);
   struct hx_json *root = hx_json_parse(text, len, why, sizeof why);
   if (!root || root->kind != HX_JSON_OBJECT) {
     hx_json_free(root);
-    return fail(err, err_size, "%s: the header is not a JSON object%s%s", f->path, root ? "" : ": ",
-                root ? "" : why);
+    return fail(err, err_size, "%s: the header is not a JSON object%s%s", path.text,
+                root ? "" : ": ", root ? "" : why);
+  }
+  /* Refused, not read as Python's json would (the last copy): readers of
+   * the format disagree on which copy is the tensor (hexic's took the
+   * first), and a file written by a safetensors writer never has two. */
+  if (root->duplicate) {
+    fail(err, err_size, "%s: '%s' is in the header twice (each tensor once)", path.text,
+         show(root->duplicate).text);
+    hx_json_free(root);
+    return false;
   }
   f->tensors = calloc((size_t)root->count + 1, sizeof *f->tensors);
-  bool ok = f->tensors != NULL;
+  bool ok = f->tensors != NULL || fail(err, err_size, "%s: out of memory", path.text);
   for (const struct hx_json *m = root->child; ok && m; m = m->next) {
     if (!strcmp(m->key, "__metadata__")) {
-      ok = m->kind == HX_JSON_OBJECT ||
-           fail(err, err_size, "%s: __metadata__ is not an object", f->path);
-      const struct hx_json *line = ok ? hx_json_get(m, "hexic_model") : NULL;
-      if (line && line->kind == HX_JSON_STRING && !f->hexic_model)
-        ok = (f->hexic_model = strdup(line->text)) != NULL ||
-             fail(err, err_size, "%s: out of memory", f->path);
+      ok = read_metadata(f, m, path.text, err, err_size);
       continue;
     }
     struct hx_st_tensor *t = &f->tensors[f->ntensors];
     t->name = strdup(m->key);
     f->ntensors++;
-    ok = t->name && parse_tensor(m, t, f->size - f->data_start, f->path, err, err_size);
+    ok = (t->name || fail(err, err_size, "%s: out of memory", path.text)) &&
+         parse_tensor(m, t, f->size - f->data_start, path.text, err, err_size);
   }
   hx_json_free(root);
-  return ok && no_overlap(f, err, err_size);
+  return ok && no_overlap(f, err, err_size) && index_names(f, err, err_size);
+}
+
+/* The header's length, after checking it against the file and the bound. */
+static bool header_length(const struct hx_st_file *f, uint64_t *n, char *err, size_t err_size) {
+  struct shown shown_path = show(f->path);
+  const char *path = shown_path.text;
+  if (f->size < 8)
+    return fail(err, err_size, "%s: truncated: %" PRIu64 " bytes, less than the header length's 8",
+                path, f->size);
+  if (!pread_all(f->fd, n, 8, 0))
+    return fail(err, err_size, "%s: cannot read the header length", path);
+  if (*n > f->size - 8)
+    return fail(err, err_size,
+                "%s: the header length %" PRIu64 " goes beyond the file (%" PRIu64 " bytes)", path,
+                *n, f->size);
+  if (*n > MAX_HEADER)
+    return fail(err, err_size,
+                "%s: the header length %" PRIu64 " is over the %" PRIu64
+                "-byte limit (safetensors' own)",
+                path, *n, MAX_HEADER);
+  return true;
 }
 
 bool hx_st_open(struct hx_st_file *f, const char *path, char *err, size_t err_size) {
   memset(f, 0, sizeof *f);
-  f->fd = open(path, O_RDONLY);
+  f->fd = hx_rt_open_regular(path, err, err_size);
   f->path = strdup(path);
   struct stat st;
-  if (f->fd < 0 || !f->path || fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    fail(err, err_size, "%s: cannot open: %s", path, f->fd < 0 ? strerror(errno) : "not a file");
+  if (f->fd < 0 || !f->path || fstat(f->fd, &st) != 0) {
+    if (f->fd >= 0)
+      fail(err, err_size, "%s: cannot open: %s", show(path).text,
+           f->path ? strerror(errno) : "out of memory");
     hx_st_close(f);
     return false;
   }
   f->size = (uint64_t)st.st_size;
   uint64_t n = 0;
-  bool ok = true;
-  if (f->size < 8)
-    ok = fail(err, err_size, "%s: truncated: %" PRIu64 " bytes, less than the header length's 8",
-              path, f->size);
-  else if (!pread_all(f->fd, &n, 8, 0))
-    ok = fail(err, err_size, "%s: cannot read the header length", path);
-  else if (n > f->size - 8)
-    ok = fail(err, err_size,
-              "%s: the header length %" PRIu64 " goes beyond the file (%" PRIu64 " bytes)", path, n,
-              f->size);
-  else if (n > MAX_HEADER)
-    ok = fail(err, err_size, "%s: the header length %" PRIu64 " is over safetensors' 100 MB", path,
-              n);
+  bool ok = header_length(f, &n, err, err_size);
   char *text = ok ? malloc((size_t)n + 1) : NULL;
   if (ok && (!text || !pread_all(f->fd, text, (size_t)n, 8)))
-    ok = fail(err, err_size, "%s: cannot read the %" PRIu64 "-byte header", path, n);
+    ok = fail(err, err_size, "%s: cannot read the %" PRIu64 "-byte header", show(path).text, n);
   f->data_start = 8 + n;
   ok = ok && parse_header(f, text, (size_t)n, err, err_size);
   free(text);
@@ -208,6 +273,7 @@ void hx_st_close(struct hx_st_file *f) {
   for (int i = 0; i < f->ntensors; i++)
     free(f->tensors[i].name);
   free(f->tensors);
+  free(f->by_name);
   free(f->path);
   free(f->hexic_model);
   memset(f, 0, sizeof *f);
@@ -215,9 +281,15 @@ void hx_st_close(struct hx_st_file *f) {
 }
 
 const struct hx_st_tensor *hx_st_find(const struct hx_st_file *f, const char *name) {
-  for (int i = 0; i < f->ntensors; i++)
-    if (!strcmp(f->tensors[i].name, name))
-      return &f->tensors[i];
+  for (int lo = 0, hi = f->ntensors; lo < hi;) {
+    int mid = lo + (hi - lo) / 2, c = strcmp(f->by_name[mid]->name, name);
+    if (!c)
+      return f->by_name[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
   return NULL;
 }
 
@@ -273,7 +345,7 @@ bool hx_st_read_f32(const struct hx_st_file *f, const struct hx_st_tensor *t, in
                     int64_t r1, int64_t c0, int64_t c1, float *dst, char *err, size_t err_size) {
   if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "BF16") && strcmp(t->dtype, "F16"))
     return fail(err, err_size, "%s: tensor '%s' has dtype %s; hexic reads F32, BF16 and F16",
-                f->path, t->name, t->dtype);
+                show(f->path).text, show(t->name).text, t->dtype);
   int64_t rows = t->ndim ? t->shape[0] : 1, n = hx_st_numel(t);
   int64_t cols = t->ndim <= 1 ? (t->ndim ? t->shape[0] : 1) : (rows ? n / rows : 0);
   if (t->ndim <= 1)
@@ -282,7 +354,7 @@ bool hx_st_read_f32(const struct hx_st_file *f, const struct hx_st_tensor *t, in
     return fail(err, err_size,
                 "%s: tensor '%s': rows [%" PRId64 ", %" PRId64 ") x columns [%" PRId64 ", %" PRId64
                 ") are outside it",
-                f->path, t->name, r0, r1, c0, c1);
+                show(f->path).text, show(t->name).text, r0, r1, c0, c1);
   size_t width = (size_t)(c1 - c0) * (size_t)t->elem_bytes;
   unsigned char *row = malloc(width + 1);
   bool ok = row != NULL;
@@ -293,7 +365,8 @@ bool hx_st_read_f32(const struct hx_st_file *f, const struct hx_st_tensor *t, in
       convert(t->dtype, row, dst + (r - r0) * (c1 - c0), c1 - c0);
   }
   free(row);
-  return ok || fail(err, err_size, "%s: tensor '%s': cannot read its data", f->path, t->name);
+  return ok || fail(err, err_size, "%s: tensor '%s': cannot read its data", show(f->path).text,
+                    show(t->name).text);
 }
 
 /* ---- writing ---- */

@@ -15,7 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rtlib/rt_file.h" /* hx_rt_printable: how a tensor's name is shown */
+
 enum { HX_ST_MAX_DIMS = 8 };
+/* The longest header read: safetensors' own bound (its reader refuses
+ * more), 100 MB; parsing it is linear in time and memory. */
+#define HX_ST_MAX_HEADER UINT64_C(100000000)
 
 struct hx_st_tensor {
   char *name;
@@ -32,11 +37,15 @@ struct hx_st_file {
   uint64_t size, data_start;
   int ntensors;
   struct hx_st_tensor *tensors;
-  char *hexic_model; /* __metadata__'s "hexic_model" (the model line hexic-ckpt import
-                        records), or NULL */
+  struct hx_st_tensor **by_name; /* the tensors sorted by name (hx_st_find's binary search) */
+  char *hexic_model;             /* __metadata__'s "hexic_model" (the model line hexic-ckpt import
+                                    records) as hx_rt_printable shows it, or NULL */
 };
 
-/* Opens and checks path; false with "PATH: ..." in err. */
+/* Opens and checks path (a regular file: a FIFO or a device is refused
+ * before it is read); false with "PATH: ..." in err. A name given twice in
+ * the header is refused. Messages show names and paths printable
+ * (hx_rt_printable): a file's names cannot write terminal escapes. */
 bool hx_st_open(struct hx_st_file *f, const char *path, char *err, size_t err_size);
 void hx_st_close(struct hx_st_file *f);
 

@@ -188,11 +188,13 @@ static int info_safetensors(const char *path) {
   struct hx_st_file f;
   if (!hx_st_open(&f, path, err, sizeof err))
     return error(err);
-  printf("%s: safetensors, %d tensors, %" PRIu64 " bytes of data\n", path, f.ntensors,
-         f.size - f.data_start);
+  /* names as hx_rt_printable shows them: a name's \u001b would be a terminal escape */
+  char shown[1024];
+  printf("%s: safetensors, %d tensors, %" PRIu64 " bytes of data\n",
+         hx_rt_printable(path, shown, sizeof shown), f.ntensors, f.size - f.data_start);
   for (int i = 0; i < f.ntensors; i++) {
     const struct hx_st_tensor *t = &f.tensors[i];
-    printf("  %s %s [", t->name, t->dtype);
+    printf("  %s %s [", hx_rt_printable(t->name, shown, sizeof shown), t->dtype);
     for (int d = 0; d < t->ndim; d++)
       printf("%s%" PRId64, d ? ", " : "", t->shape[d]);
     printf("]\n");

@@ -8,10 +8,11 @@
 #include <string.h>
 
 #include "rtlib/rt_data.h"
+#include "rtlib/rt_file.h"
 
 static void usage(FILE *f) {
   fputs("usage: hexic-shard INPUT OUTPUT\n"
-        "  Writes every byte of INPUT (any file, e.g. text; '-' reads stdin) as one token\n"
+        "  Writes every byte of INPUT (a regular file, e.g. text; '-': stdin) as one token\n"
         "  of a byte-level llm.c shard OUTPUT: vocab 256, uint16 tokens, magic 20240520,\n"
         "  version 1. Train on it with `data = \"OUTPUT\"` and `vocab = 256`.\n",
         f);
@@ -57,9 +58,12 @@ int main(int argc, char **argv) {
   }
   const char *in_path = argv[1], *out_path = argv[2];
   bool from_stdin = !strcmp(in_path, "-");
-  FILE *in = from_stdin ? stdin : fopen(in_path, "rb");
+  /* INPUT a regular file ('-' for a pipe): a FIFO's open blocked forever,
+   * /dev/zero filled memory without end */
+  char err[512];
+  FILE *in = from_stdin ? stdin : hx_rt_fopen_regular(in_path, err, sizeof err);
   if (!in) {
-    fprintf(stderr, "hexic-shard: error: %s: cannot open: %s\n", in_path, strerror(errno));
+    fprintf(stderr, "hexic-shard: error: %s\n", err);
     return 1;
   }
   uint32_t *tokens = NULL;
@@ -77,7 +81,6 @@ int main(int argc, char **argv) {
     free(tokens);
     return 1;
   }
-  char err[512];
   bool ok = hx_rt_shard_write(out_path, tokens, n, false, err, sizeof err);
   free(tokens);
   if (!ok) {

@@ -11,3 +11,10 @@ foreach(mode reshard elastic replicated hf gqa import_hf owner skipped)
   # Each builds and runs MPI jobs on both cores.
   set_tests_properties(ckpt.${mode} PROPERTIES LABELS "ckpt;mpi" TIMEOUT 300 PROCESSORS 2)
 endforeach()
+
+# hexic-ckpt and hexic-shard facing hostile files (issue 24): FIFOs and
+# /dev/zero refused (timeout: a hang fails), names escaped, import-hf's .hx.
+add_test(NAME ckpt.hostile_files
+  COMMAND bash ${HX_CKPT_TESTS}/hostile_files.sh $<TARGET_FILE:hexic-ckpt> $<TARGET_FILE:hexic-shard>
+          ${HX_BIN} ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ckpt-hostile-files)
+set_tests_properties(ckpt.hostile_files PROPERTIES LABELS ckpt TIMEOUT 120)

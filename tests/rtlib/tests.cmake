@@ -115,3 +115,10 @@ add_test(NAME rtlib.seq.stall
   COMMAND bash ${HX_RT_TESTS}/run_seq_stall.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_rt_seq>
           planner 6 3)
 set_tests_properties(rtlib.seq.stall PROPERTIES LABELS "rtlib;mpi" TIMEOUT 90)
+
+# The checkpoint readers facing hostile files (issue 24): FIFOs and devices
+# refused, linear parsing with named bounds, duplicates, escaped names.
+add_executable(test_ckpt_readers ${HX_RT_TESTS}/test_ckpt_readers.c)
+target_link_libraries(test_ckpt_readers PRIVATE hexic_rt)
+add_test(NAME rtlib.ckpt_readers COMMAND test_ckpt_readers)
+set_tests_properties(rtlib.ckpt_readers PROPERTIES LABELS rtlib TIMEOUT 90)
