@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/llama.h"
-#include "rt_file.h"
+#include "ckpt/user_file.h"
 
 /* Tokens per read at open (the vocabulary scan); at least one sequence. */
 enum { SCAN_TOKENS = 1 << 16 };

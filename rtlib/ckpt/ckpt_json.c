@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rtlib/rt_file.h"
+#include "user_file.h"
 
 struct parser {
   const char *s;

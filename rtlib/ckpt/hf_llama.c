@@ -10,7 +10,7 @@
 
 #include "ckpt_json.h"
 #include "kernels/cpu/llama.h"
-#include "rtlib/rt_file.h"
+#include "user_file.h"
 
 enum { LAYER_TENSORS = HXK_LAYER_NPARAMS }; /* attn_norm .. w_down, the spec's order */
 

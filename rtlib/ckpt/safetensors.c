@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt_json.h"
-#include "rtlib/rt_file.h"
+#include "user_file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors are little-endian; this host is not"

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rtlib/rt_file.h" /* hx_rt_printable: how a tensor's name is shown */
+#include "user_file.h" /* hx_rt_printable: how a tensor's name is shown */
 
 enum { HX_ST_MAX_DIMS = 8 };
 /* The longest header read: safetensors' own bound (its reader refuses

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "rtlib/rt_data.h"
-#include "rtlib/rt_file.h"
+#include "rtlib/ckpt/user_file.h"
 
 static void usage(FILE *f) {
   fputs("usage: hexic-shard INPUT OUTPUT\n"

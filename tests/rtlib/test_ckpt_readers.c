@@ -1,6 +1,6 @@
 /* The checkpoint readers facing hostile files (issue 24, items 7, 8, 12):
  * rtlib/ckpt's JSON reader, safetensors, config.json, and the token data
- * open (rt_data.c), through rtlib/rt_file's one open helper.
+ * open (rt_data.c), through rtlib/ckpt/user_file's one open helper.
  * - A FIFO or /dev/zero given as any of them is refused by its kind; before,
  *   a FIFO blocked open() forever (an alarm fails the test instead).
  * - Parsing is linear: a 4 MiB header of 70000 tensors opens in seconds
@@ -27,7 +27,7 @@
 #include "rtlib/ckpt/safetensors.h"
 #include "rtlib/rt_ckpt.h"
 #include "rtlib/rt_data.h"
-#include "rtlib/rt_file.h"
+#include "rtlib/ckpt/user_file.h"
 
 static char tmpdir[256];
 static const char *volatile doing = "starting";

@@ -7,8 +7,8 @@
  * anything is read. The path is stat'ed first (so a device is not even
  * opened), then opened O_NONBLOCK (a FIFO swapped in between does not block
  * the open) and fstat'ed: what was opened is what is checked. */
-#ifndef HX_RT_FILE_H
-#define HX_RT_FILE_H
+#ifndef HX_CKPT_USER_FILE_H
+#define HX_CKPT_USER_FILE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
-/* Regular files only, and printable names (see rt_file.h). */
-#include "rt_file.h"
+/* Regular files only, and printable names (see user_file.h). */
+#include "user_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
