@@ -122,3 +122,9 @@ void hx_apply_unit(struct hx_value *v, const char *unit_text, enum hx_unit_kind 
   if (!isfinite(v->number))
     v->overflow = true;
 }
+
+const char *hx_bytes_text(struct hx_arena *a, double bytes) {
+  double b = fabs(bytes);
+  bool gib = b >= 1073741824.0;
+  return hx_sprintf(a, "%.1f %s", b / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB");
+}

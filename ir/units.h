@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 
+#include "arena.h"
 #include "ast.h"
 
 /* False when word is not a unit; otherwise its kind and scale (one unit in
@@ -22,5 +23,8 @@ const char *hx_unit_examples(enum hx_unit_kind kind);
 void hx_number_literal(const char *text, struct hx_value *v);
 /* Applies a unit to a parsed literal: scales number, sets unit, unit_text. */
 void hx_apply_unit(struct hx_value *v, const char *unit_text, enum hx_unit_kind kind, double scale);
+/* A size for a message, magnitude only: "1.2 GiB", or MiB below a GiB (a
+ * shortfall of a few MiB printed as "0.0 GiB more" said nothing). */
+const char *hx_bytes_text(struct hx_arena *a, double bytes);
 
 #endif

@@ -24,6 +24,7 @@
 
 #include "passes/cost/cost.h"
 #include "ir/plan_util.h"
+#include "ir/units.h"
 #include "passes/schedule/sched.h"
 #include "passes.h"
 
@@ -499,14 +500,6 @@ static void measure_shape(struct hx_ctx *ctx, const struct shape *sh, void *stat
     *s = (struct shortfall){need, rank, *sh};
 }
 
-/* "1.2 GiB", or MiB below a GiB (a few MiB printed "0.0 GiB"); magnitude only. */
-static const char *bytes_text(struct hx_ctx *ctx, double bytes) {
-  double b = fabs(bytes);
-  bool gib = b >= 1073741824.0;
-  return hx_sprintf(&ctx->arena, "%.1f %s", b / (gib ? 1073741824.0 : 1048576.0),
-                    gib ? "GiB" : "MiB");
-}
-
 static const char *shape_text(struct hx_ctx *ctx, const struct shape *sh) {
   return hx_sprintf(&ctx->arena, "dp=%d tp=%d pp=%d mbs=%lld", sh->dp, sh->tp, sh->pp,
                     (long long)sh->mbs);
@@ -522,20 +515,21 @@ static const char *device_name(const struct hx_ctx *ctx, int rank) {
 static void report_fits_yet_no_plan(struct hx_ctx *ctx, const struct shortfall *s) {
   hx_error_plain("no plan was found, yet the symmetric shape %s fits in memory (%s to spare on "
                  "%s): memory is not what stops the planner",
-                 shape_text(ctx, &s->sh), bytes_text(ctx, s->bytes), device_name(ctx, s->rank));
+                 shape_text(ctx, &s->sh), hx_bytes_text(&ctx->arena, s->bytes),
+                 device_name(ctx, s->rank));
 }
 
 /* Only recompute, which the train block forbids, makes a shape fit. */
 static void report_needs_recompute(struct hx_ctx *ctx, const struct shortfalls *all) {
   const struct shortfall *a = &all->allowed, *f = &all->forbidden;
-  const char *without = a->rank < 0
-                            ? ""
-                            : hx_sprintf(&ctx->arena, ": needs at least %s more on %s",
-                                         bytes_text(ctx, a->bytes), device_name(ctx, a->rank));
+  const char *without =
+      a->rank < 0 ? ""
+                  : hx_sprintf(&ctx->arena, ": needs at least %s more on %s",
+                               hx_bytes_text(&ctx->arena, a->bytes), device_name(ctx, a->rank));
   hx_error_plain("no plan fits in memory with recompute = none%s; with recompute = full the "
                  "symmetric shape %s fits (%s to spare on %s): set recompute = full or auto in "
                  "the train block",
-                 without, shape_text(ctx, &f->sh), bytes_text(ctx, f->bytes),
+                 without, shape_text(ctx, &f->sh), hx_bytes_text(&ctx->arena, f->bytes),
                  device_name(ctx, f->rank));
 }
 
@@ -563,6 +557,6 @@ void hx_report_no_plan(struct hx_ctx *ctx) {
     return;
   }
   hx_error_plain("no plan fits in memory: needs at least %s more on %s%s; %s",
-                 bytes_text(ctx, s->bytes), device_name(ctx, s->rank),
+                 hx_bytes_text(&ctx->arena, s->bytes), device_name(ctx, s->rank),
                  forbidden_closer ? " (with recompute = full)" : "", hint);
 }

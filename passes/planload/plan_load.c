@@ -11,6 +11,7 @@
 #include "passes/cost/cost.h"
 #include "ir/text/json.h"
 #include "ir/plan_util.h"
+#include "ir/units.h"
 #include "passes/schedule/sched.h"
 #include "plan_load.h"
 
@@ -469,8 +470,8 @@ struct hx_plan *hx_plan_load(struct hx_ctx *ctx, const char *path) {
   double shortfall;
   int rank;
   if (!hx_plan_memory_fits(ctx, plan, &shortfall, &rank)) {
-    hx_error_plain("plan %s does not fit in memory: needs %.1f GiB more on %s", path,
-                   shortfall / 1073741824.0, ctx->cluster.devices[rank].name);
+    hx_error_plain("plan %s does not fit in memory: needs %s more on %s", path,
+                   hx_bytes_text(&ctx->arena, shortfall), ctx->cluster.devices[rank].name);
     return NULL;
   }
   return plan;

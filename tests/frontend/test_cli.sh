@@ -102,6 +102,16 @@ printf 'gpu "g" { tflops = 1; memory = 1537 MiB }\nnode "n" { gpu = "g"; gpus = 
 expect 3 "a few MiB short" -- "$hexic" examples/models/tiny.hx /tmp/hx_cli_small.$$.hx
 grep -qE "^hexic: error: no plan fits in memory: needs at least [1-9][0-9.]* MiB more on n:0" /tmp/hx_cli_err.$$ ||
   { echo "FAIL: a few MiB short: message"; cat /tmp/hx_cli_err.$$; fail=1; }
+# The same shortfall through --plan: a plan made for 1600 MiB read back for
+# 1537 MiB (it said "needs 0.0 GiB more").
+sed 's/1537 MiB/1600 MiB/' /tmp/hx_cli_small.$$.hx >/tmp/hx_cli_roomy.$$.hx
+expect 0 "plan for 1600 MiB" -- "$hexic" examples/models/tiny.hx /tmp/hx_cli_roomy.$$.hx \
+  -o /tmp/hx_cli_roomy_out.$$
+expect 3 "--plan a few MiB short" -- "$hexic" examples/models/tiny.hx /tmp/hx_cli_small.$$.hx \
+  --plan /tmp/hx_cli_roomy_out.$$/plan.json
+grep -qE "^hexic: error: plan .*plan.json does not fit in memory: needs [1-9][0-9.]* MiB more on n:0$" \
+  /tmp/hx_cli_err.$$ || { echo "FAIL: --plan a few MiB short: message"; cat /tmp/hx_cli_err.$$; fail=1; }
+rm -rf /tmp/hx_cli_roomy_out.$$ /tmp/hx_cli_roomy.$$.hx
 # Fits only with recompute, which the train block forbids (issue 24 item 13):
 # the memory between the two needs (~2.6 and ~4.0 GiB). It said "needs at
 # least -456.4 MiB more"; now the shortfall without recompute and the shape
