@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,12 +74,15 @@ struct sink {
   FILE *f;
   uint64_t size, hash;
   bool ok;
+  int error; /* errno of the first failed write: later calls may change errno */
 };
 
 static void sink_put(struct sink *s, const void *p, size_t n) {
   if (!s->ok)
     return;
   s->ok = fwrite(p, 1, n, s->f) == n;
+  if (!s->ok)
+    s->error = errno;
   s->hash = hx_rt_fnv64(s->hash, p, n);
   s->size += n;
 }
@@ -110,17 +114,25 @@ static bool write_atomically(const char *path, write_body_fn body, const void *c
                              uint64_t *size_out, uint64_t *hash_out, char *err, size_t err_size) {
   char tmp[PATH_SIZE + 8];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  struct sink s = {fopen(tmp, "wb"), 0, HX_FNV64_INIT, true};
+  struct sink s = {fopen(tmp, "wb"), 0, HX_FNV64_INIT, true, 0};
   if (!s.f) {
     set_error(err, err_size, "%s: cannot create: %s", tmp, strerror(errno));
     return false;
   }
   body(&s, ctx);
-  bool ok = s.ok && fflush(s.f) == 0 && fsync(fileno(s.f)) == 0;
-  ok = fclose(s.f) == 0 && ok;
-  ok = ok && rename(tmp, path) == 0 && fsync_dir_of(path);
+  /* the first failure's errno: a later call may change errno */
+  int error = s.ok ? 0 : s.error ? s.error : EIO;
+  if (!error && (fflush(s.f) != 0 || fsync(fileno(s.f)) != 0))
+    error = errno;
+  if (fclose(s.f) != 0 && !error)
+    error = errno;
+  if (!error && rename(tmp, path) != 0)
+    error = errno;
+  if (!error && !fsync_dir_of(path))
+    error = errno ? errno : EIO;
+  bool ok = !error;
   if (!ok) {
-    set_error(err, err_size, "%s: write failed: %s", path, strerror(errno));
+    set_error(err, err_size, "%s: write failed: %s", path, strerror(error));
     unlink(tmp);
     return false;
   }
@@ -329,14 +341,20 @@ bool hx_rt_ckpt_write_manifest(const char *dir, const struct hx_rt_ckpt_state *s
   return true;
 }
 
-/* Reads a whole small file into a NUL-terminated malloc'ed buffer. */
+/* Reads a whole file of at most limit bytes into a NUL-terminated malloc'ed
+ * buffer the size of the file (not of the limit: a MANIFEST is read at
+ * every verify, resume and export). */
 static char *read_small_file(const char *path, size_t limit, size_t *len_out) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return NULL;
-  char *buf = malloc(limit + 1);
-  size_t len = buf ? fread(buf, 1, limit + 1, f) : 0;
-  bool ok = buf && !ferror(f) && len <= limit;
+  struct stat sb;
+  size_t want = fstat(fileno(f), &sb) == 0 && sb.st_size >= 0 && (uint64_t)sb.st_size < limit
+                    ? (size_t)sb.st_size
+                    : limit;
+  char *buf = malloc(want + 1);
+  size_t len = buf ? fread(buf, 1, want + 1, f) : 0;
+  bool ok = buf && !ferror(f) && len <= want;
   fclose(f);
   if (!ok) {
     free(buf);
@@ -532,9 +550,129 @@ static bool rank_file_ok(const char *dir, int64_t step, int r, const struct mani
   return true;
 }
 
-/* Checkpoint `step` complete: its manifest intact and every rank file it
- * names present with the recorded size and checksum; with a fingerprint,
- * also written by nranks ranks under that plan. */
+static bool pread_full(int fd, void *buf, size_t n, int64_t at) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t got = pread(fd, p, n, (off_t)at);
+    if (got <= 0)
+      return false;
+    p += got, n -= (size_t)got, at += got;
+  }
+  return true;
+}
+
+static bool index_in_range(const struct manifest *m, char *err, size_t err_size);
+
+/* A rank file's bytes before its first tensor (magic, version, rank, step,
+ * data position, fingerprint, tensor count, reserved), and before each
+ * tensor's data (elements, then the identity: id, rows, cols, r0, r1, c0, c1). */
+enum { RANK_HEADER_BYTES = 104, TENSOR_HEADER_INTS = 8 };
+
+/* The rank file's header is that of rank k of the MANIFEST's step and plan,
+ * holding as many tensors as its index lists. */
+static bool rank_header_is(const unsigned char *head, int k, const struct manifest *m) {
+  uint32_t version, rank, ntensors;
+  int64_t step;
+  char want_fp[FINGERPRINT_FIELD] = {0}; /* as written: cut to the field, NUL-padded */
+  memcpy(want_fp, m->fingerprint, strnlen(m->fingerprint, sizeof want_fp - 1));
+  memcpy(&version, head + 8, 4);
+  memcpy(&rank, head + 12, 4);
+  memcpy(&step, head + 16, 8);
+  memcpy(&ntensors, head + 96, 4);
+  return !memcmp(head, RANK_MAGIC, sizeof RANK_MAGIC) && version == FORMAT_VERSION &&
+         rank == (uint32_t)k && step == m->step && !memcmp(head + 32, want_fp, sizeof want_fp) &&
+         ntensors == (uint32_t)m->ntensors[k];
+}
+
+/* Record i of rank_k's index against the file's tensor i, whose header is
+ * at byte `at` (the file's own walk): the same identity, an element count
+ * that is its slice's and fits the file, and the data where the index puts
+ * it. On success *next is where tensor i + 1's header starts. */
+static bool record_is_file_tensor(int fd, int k, int i, const int64_t *rec, int64_t at,
+                                  uint64_t file_size, int64_t *next, char *err, size_t err_size) {
+  int64_t head[TENSOR_HEADER_INTS]; /* elements, then the identity */
+  char name[64], found[64];
+  hx_rt_ckpt_tensor_name((uint64_t)rec[0], name, sizeof name);
+  int64_t room = (int64_t)file_size - at - (int64_t)sizeof head;
+  if (room < 0 || !pread_full(fd, head, sizeof head, at)) {
+    set_error(err, err_size,
+              "rank_%04d.ckpt ends before its tensor %d, which the MANIFEST's index lists as %s", k,
+              i, name);
+    return false;
+  }
+  if (memcmp(head + 1, rec, 7 * sizeof *rec) != 0) {
+    hx_rt_ckpt_tensor_name((uint64_t)head[1], found, sizeof found);
+    set_error(
+        err, err_size,
+        "the MANIFEST's index lists %s rows [%" PRId64 ", %" PRId64 ") cols [%" PRId64 ", %" PRId64
+        ") as tensor %d of rank_%04d.ckpt, where the file holds %s rows [%" PRId64 ", %" PRId64
+        ") cols [%" PRId64 ", %" PRId64 "] (the index was edited or damaged)",
+        name, rec[3], rec[4], rec[5], rec[6], i, k, found, head[4], head[5], head[6], head[7]);
+    return false;
+  }
+  if (head[0] != (rec[4] - rec[3]) * (rec[6] - rec[5]) || head[0] > room / 12) {
+    set_error(err, err_size,
+              "rank_%04d.ckpt: tensor %d (%s) records %" PRId64
+              " elements, not its slice's, or more than the file holds",
+              k, i, name, head[0]);
+    return false;
+  }
+  int64_t data_at = at + (int64_t)sizeof head;
+  if (rec[7] != data_at) {
+    set_error(err, err_size,
+              "the MANIFEST's index puts %s at byte %" PRId64 " of rank_%04d.ckpt, where the file "
+              "holds it at byte %" PRId64 " (the index was edited or damaged)",
+              name, rec[7], k, data_at);
+    return false;
+  }
+  *next = data_at + 12 * head[0];
+  return true;
+}
+
+/* Rank file k as the MANIFEST's index describes it: its header (rank, step,
+ * plan, tensor count) and, tensor by tensor in file order, the identity the
+ * file records in front of each tensor's data and where that data starts,
+ * to the file's last byte. The file's checksum shows it is the file that
+ * was written; this shows the index (signed with the MANIFEST, apart from
+ * the file) names what the file holds where it says, so a read under
+ * another plan or an export cannot take one tensor's rows for another's. */
+static bool index_matches_file(const char *dir, const struct manifest *m, int k,
+                               const int64_t *recs, char *err, size_t err_size) {
+  if (m->ntensors[k] == 0)
+    return true; /* no index: nothing is read through it */
+  char path[PATH_SIZE];
+  hx_rt_ckpt_rank_path(path, sizeof path, dir, m->step, k);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) {
+    set_error(err, err_size, "rank_%04d.ckpt: cannot open: %s", k, strerror(errno));
+    return false;
+  }
+  unsigned char head[RANK_HEADER_BYTES];
+  bool ok = pread_full(fd, head, sizeof head, 0) && rank_header_is(head, k, m);
+  if (!ok)
+    set_error(err, err_size,
+              "rank_%04d.ckpt: its header is not that of rank %d of step %" PRId64
+              ", plan %s, %d tensors, as the MANIFEST says",
+              k, k, m->step, m->fingerprint, m->ntensors[k]);
+  int64_t at = RANK_HEADER_BYTES;
+  for (int i = 0; ok && i < m->ntensors[k]; i++)
+    ok = record_is_file_tensor(fd, k, i, recs + (size_t)i * HX_RT_CKPT_INDEX_INTS, at, m->sizes[k],
+                               &at, err, err_size);
+  if (ok && (uint64_t)at != m->sizes[k]) {
+    set_error(err, err_size,
+              "rank_%04d.ckpt: its %d tensors end at byte %" PRId64 ", the file has %" PRIu64
+              " bytes",
+              k, m->ntensors[k], at, m->sizes[k]);
+    ok = false;
+  }
+  close(fd);
+  return ok;
+}
+
+/* Checkpoint `step` complete: its manifest intact, every rank file it names
+ * present with the recorded size and checksum, and holding every tensor
+ * where the index says; with a fingerprint, also written by nranks ranks
+ * under that plan. */
 static bool verify_step(const char *dir, int64_t step, int nranks, const char *fingerprint,
                         char *err, size_t err_size) {
   if (!path_fits(dir, err, err_size))
@@ -545,6 +683,10 @@ static bool verify_step(const char *dir, int64_t step, int nranks, const char *f
   bool ok = !fingerprint || manifest_matches(&m, nranks, fingerprint, err, err_size);
   for (int r = 0; ok && r < m.nranks; r++)
     ok = rank_file_ok(dir, step, r, &m, err, err_size);
+  ok = ok && index_in_range(&m, err, err_size);
+  const int64_t *recs = m.index;
+  for (int r = 0; ok && r < m.nranks; recs += (size_t)m.ntensors[r++] * HX_RT_CKPT_INDEX_INTS)
+    ok = index_matches_file(dir, &m, r, recs, err, err_size);
   manifest_free(&m);
   return ok;
 }
@@ -819,12 +961,36 @@ void hx_rt_ckpt_tensor_name(uint64_t id, char *buf, size_t size) {
     snprintf(buf, size, "tensor id %" PRIu64, id);
 }
 
+/* How a recorded model line (a MANIFEST's, or the one hexic-ckpt import
+ * wrote into a safetensors file) compares with the program's. */
+enum model_match {
+  MODEL_SAME,
+  /* An older hexic's line, written before the line carried rope_theta and
+   * norm_eps: the program's line up to those fields. The shape is checked;
+   * RoPE's base and the norm epsilon were not recorded and cannot be. */
+  MODEL_SAME_SHAPE_UNRECORDED,
+  MODEL_OTHER
+};
+
+static const char ROPE_FIELD[] = " rope_theta ";
+
+static enum model_match match_model_line(const char *recorded, const char *program) {
+  if (!strcmp(recorded, program))
+    return MODEL_SAME;
+  const char *tail = strstr(program, ROPE_FIELD);
+  size_t shape_len = tail ? (size_t)(tail - program) : 0;
+  if (tail && !strstr(recorded, ROPE_FIELD) && strlen(recorded) == shape_len &&
+      !strncmp(recorded, program, shape_len))
+    return MODEL_SAME_SHAPE_UNRECORDED;
+  return MODEL_OTHER;
+}
+
 /* The model and data lines must be the checkpoint's: another model's
  * parameters, or another data order, cannot continue this run. */
 static bool same_run(const struct manifest *m, const struct hx_rt_ckpt_state *st, char *err,
                      size_t err_size) {
   const char *model = st->model ? st->model : "", *data = st->data ? st->data : "";
-  if (strcmp(m->model, model) != 0) {
+  if (match_model_line(m->model, model) == MODEL_OTHER) {
     set_error(err, err_size, "the checkpoint is of another model (%s); this program trains %s",
               m->model, model);
     return false;
@@ -860,17 +1026,6 @@ static bool index_in_range(const struct manifest *m, char *err, size_t err_size)
                   k);
         return false;
       }
-  return true;
-}
-
-static bool pread_full(int fd, void *buf, size_t n, int64_t at) {
-  char *p = buf;
-  while (n > 0) {
-    ssize_t got = pread(fd, p, n, (off_t)at);
-    if (got <= 0)
-      return false;
-    p += got, n -= (size_t)got, at += got;
-  }
   return true;
 }
 
@@ -910,19 +1065,43 @@ static bool job_run(const struct copy_job *j, int fd, struct hx_rt_ckpt_tensor *
   return true;
 }
 
-static int open_rank_file(const char *dir, int64_t step, int r, int *fds) {
-  if (fds[r] < 0) {
+/* A checkpoint's index as the readers take it (a MANIFEST's, or an info's),
+ * with the rank files they opened (-1: not yet). */
+struct index_view {
+  const char *dir;
+  int64_t step;
+  int nranks;
+  const int *ntensors;
+  const int64_t *index;
+  int *fds;
+};
+
+static int open_rank_file(const struct index_view *v, int r) {
+  if (v->fds[r] < 0) {
     char path[PATH_SIZE];
-    hx_rt_ckpt_rank_path(path, sizeof path, dir, step, r);
-    fds[r] = open(path, O_RDONLY);
+    hx_rt_ckpt_rank_path(path, sizeof path, v->dir, v->step, r);
+    v->fds[r] = open(path, O_RDONLY);
   }
-  return fds[r];
+  return v->fds[r];
+}
+
+/* Just before reading through index record rec: the file holds that
+ * tensor, that slice, right before where the record puts its data (a
+ * checkpoint verified before holds; this covers the files read by ranks
+ * that did not verify them, and any change since). */
+static bool file_holds_record(int fd, const int64_t *rec) {
+  int64_t head[TENSOR_HEADER_INTS]; /* elements, then the identity */
+  int64_t at = rec[7] - (int64_t)sizeof head;
+  return at >= 0 && pread_full(fd, head, sizeof head, at) &&
+         !memcmp(head + 1, rec, 7 * sizeof *rec) &&
+         head[0] == (rec[4] - rec[3]) * (rec[6] - rec[5]);
 }
 
 /* Fills this rank's tensor `want` (identity) from every record holding part
- * of it; an element no record holds is an error naming the tensor. */
-static bool fill_tensor(const char *dir, const struct manifest *m, const int64_t want[7],
-                        struct hx_rt_ckpt_tensor *t, int *fds, char *err, size_t err_size) {
+ * of it; an element no record holds is an error naming the tensor. The
+ * records must be in range (index_in_range). */
+static bool fill_tensor(const struct index_view *v, const int64_t want[7],
+                        struct hx_rt_ckpt_tensor *t, char *err, size_t err_size) {
   char name[64];
   hx_rt_ckpt_tensor_name((uint64_t)want[0], name, sizeof name);
   unsigned char *have = calloc((size_t)t->n + 1, 1);
@@ -930,10 +1109,10 @@ static bool fill_tensor(const char *dir, const struct manifest *m, const int64_t
     set_error(err, err_size, "out of memory reading %s", name);
     return false;
   }
-  const int64_t *rec = m->index;
+  const int64_t *rec = v->index;
   bool ok = true;
-  for (int k = 0; ok && k < m->nranks; k++)
-    for (int i = 0; ok && i < m->ntensors[k]; i++, rec += HX_RT_CKPT_INDEX_INTS) {
+  for (int k = 0; ok && k < v->nranks; k++)
+    for (int i = 0; ok && i < v->ntensors[k]; i++, rec += HX_RT_CKPT_INDEX_INTS) {
       if (rec[0] != want[0])
         continue;
       if (rec[1] != want[1] || rec[2] != want[2]) {
@@ -952,11 +1131,20 @@ static bool fill_tensor(const char *dir, const struct manifest *m, const int64_t
                            rec[6] < want[6] ? rec[6] : want[6]};
       if (j.i0 >= j.i1 || j.j0 >= j.j1 || !job_needed(&j, have))
         continue;
-      int fd = open_rank_file(dir, m->step, k, fds);
-      ok = fd >= 0 && job_run(&j, fd, t, have);
-      if (!ok)
-        set_error(err, err_size, "rank_%04d.ckpt: cannot read %s: %s", k, name,
-                  fd < 0 ? strerror(errno) : "short file");
+      int fd = open_rank_file(v, k);
+      if (fd < 0) {
+        set_error(err, err_size, "rank_%04d.ckpt: cannot read %s: %s", k, name, strerror(errno));
+        ok = false;
+      } else if (!file_holds_record(fd, rec)) {
+        set_error(err, err_size,
+                  "rank_%04d.ckpt does not hold %s at byte %" PRId64
+                  ", where the MANIFEST's index puts it (the index was edited or damaged)",
+                  k, name, rec[7]);
+        ok = false;
+      } else if (!job_run(&j, fd, t, have)) {
+        set_error(err, err_size, "rank_%04d.ckpt: cannot read %s: short file", k, name);
+        ok = false;
+      }
     }
   for (int64_t e = 0; ok && e < t->n; e++)
     if (!have[e]) {
@@ -970,6 +1158,20 @@ static bool fill_tensor(const char *dir, const struct manifest *m, const int64_t
   return ok;
 }
 
+static int *closed_fds(int n) {
+  int *fds = malloc(sizeof *fds * (size_t)(n > 0 ? n : 1));
+  for (int r = 0; fds && r < n; r++)
+    fds[r] = -1;
+  return fds;
+}
+
+static void close_fds(int *fds, int n) {
+  for (int r = 0; fds && r < n; r++)
+    if (fds[r] >= 0)
+      close(fds[r]);
+  free(fds);
+}
+
 bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_state *st,
                                char *err, size_t err_size) {
   if (!path_fits(dir, err, err_size))
@@ -980,19 +1182,14 @@ bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_
     set_error(err, err_size, "checkpoint step %" PRId64 ": %s", step, why);
     return false;
   }
-  int *fds = malloc(sizeof *fds * (size_t)m.nranks);
-  bool ok = fds && same_run(&m, st, err, err_size) && index_in_range(&m, err, err_size);
-  for (int r = 0; fds && r < m.nranks; r++)
-    fds[r] = -1;
+  struct index_view v = {dir, step, m.nranks, m.ntensors, m.index, closed_fds(m.nranks)};
+  bool ok = v.fds && same_run(&m, st, err, err_size) && index_in_range(&m, err, err_size);
   for (int i = 0; ok && i < st->ntensors; i++) {
     int64_t want[7];
     identity_of(st, i, want);
-    ok = fill_tensor(dir, &m, want, &st->tensors[i], fds, err, err_size);
+    ok = fill_tensor(&v, want, &st->tensors[i], err, err_size);
   }
-  for (int r = 0; fds && r < m.nranks; r++)
-    if (fds[r] >= 0)
-      close(fds[r]);
-  free(fds);
+  close_fds(v.fds, m.nranks);
   if (ok) {
     st->step = step;
     st->data_pos = 0;
@@ -1005,40 +1202,141 @@ bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_
   return ok;
 }
 
+/* The newest step directory of dir holding a MANIFEST (a checkpoint, intact
+ * or not), or -1. */
+static int64_t newest_checkpoint(const char *dir) {
+  int n = 0;
+  int64_t *steps = list_steps(dir, &n), found = -1;
+  for (int i = 0; i < n && found < 0; i++)
+    if (manifest_present(dir, steps[i]))
+      found = steps[i];
+  free(steps);
+  return found;
+}
+
+/* Why checkpoint `step` of dir is not taken (it does not verify: why):
+ * asked for by number, or the newest, which is never passed over for an
+ * older one without a word (an export of the older weights would look like
+ * the newest's). */
+static void not_taken(const char *dir, int64_t step, bool asked, const char *why, char *err,
+                      size_t err_size) {
+  if (asked) {
+    set_error(err, err_size, "%s/step_%08" PRId64 " does not verify: %s", dir, step, why);
+    return;
+  }
+  int64_t older = find_newest(dir, 0, NULL, NULL);
+  if (older >= 0)
+    set_error(err, err_size,
+              "%s: the newest checkpoint, step_%08" PRId64 ", does not verify (%s); not taking an "
+              "older one in its place unasked: the newest that verifies is step_%08" PRId64
+              " (--step %" PRId64 ")",
+              dir, step, why, older, older);
+  else
+    set_error(err, err_size,
+              "%s: the newest checkpoint, step_%08" PRId64 ", does not verify (%s), nor does any "
+              "older one",
+              dir, step, why);
+}
+
 bool hx_rt_ckpt_info_load(const char *dir, int64_t step, struct hx_rt_ckpt_info *info, char *err,
                           size_t err_size) {
   memset(info, 0, sizeof *info);
-  if (step < 0 && (step = hx_rt_ckpt_find_newest_any(dir, NULL)) < 0) {
-    set_error(err, err_size, "%s: no complete checkpoint there", dir);
+  if (!path_fits(dir, err, err_size))
+    return false;
+  bool asked = step >= 0;
+  if (!asked && (step = newest_checkpoint(dir)) < 0) {
+    set_error(err, err_size, "%s: no checkpoint there (no step_N folder with a MANIFEST)", dir);
     return false;
   }
+  /* every rank file's size and checksum, and every tensor where the index
+   * says: what info shows and export reads is the checkpoint written */
   struct manifest m;
   char why[512];
-  if (!load_manifest(dir, step, &m, why, sizeof why) || !index_in_range(&m, why, sizeof why)) {
+  if (!verify_step(dir, step, 0, NULL, why, sizeof why)) {
+    not_taken(dir, step, asked, why, err, err_size);
+    return false;
+  }
+  if (!load_manifest(dir, step, &m, why, sizeof why)) { /* changed since: a copy under way */
     set_error(err, err_size, "%s/step_%08" PRId64 ": %s", dir, step, why);
-    manifest_free(&m); /* load_manifest leaves it empty when it fails */
     return false;
   }
   *info = (struct hx_rt_ckpt_info){.step = m.step,
                                    .schedule_steps = m.schedule_steps,
                                    .nranks = m.nranks,
                                    .ntensors = m.ntensors,
-                                   .index = m.index};
+                                   .index = m.index,
+                                   .fds = closed_fds(m.nranks)};
   snprintf(info->fingerprint, sizeof info->fingerprint, "%s", m.fingerprint);
   snprintf(info->model, sizeof info->model, "%s", m.model);
   snprintf(info->data, sizeof info->data, "%s", m.data);
   m.ntensors = NULL, m.index = NULL;
   manifest_free(&m);
+  if (!info->fds) {
+    hx_rt_ckpt_info_free(info);
+    set_error(err, err_size, "out of memory");
+    return false;
+  }
   return true;
 }
 
+bool hx_rt_ckpt_info_read(const char *dir, struct hx_rt_ckpt_info *info,
+                          struct hx_rt_ckpt_tensor *t, char *err, size_t err_size) {
+  struct index_view v = {dir, info->step, info->nranks, info->ntensors, info->index, info->fds};
+  int64_t want[7] = {(int64_t)t->id, t->rows, t->cols, t->r0, t->r1, t->c0, t->c1};
+  return fill_tensor(&v, want, t, err, err_size);
+}
+
 void hx_rt_ckpt_info_free(struct hx_rt_ckpt_info *info) {
+  close_fds(info->fds, info->nranks);
   free(info->ntensors);
   free(info->index);
-  info->ntensors = NULL, info->index = NULL;
+  info->ntensors = NULL, info->index = NULL, info->fds = NULL;
 }
 
 /* ---- initial weights from a safetensors file ---- */
+
+/* A note said once per job: by rank 0 of MPI_COMM_WORLD (every rank reads
+ * the same file and comes to the same note), or by the process when MPI is
+ * not running (the tools, the unit tests). */
+__attribute__((format(printf, 1, 2))) static void note_once(const char *fmt, ...) {
+  int running = 0, finished = 0, rank = 0;
+  MPI_Initialized(&running);
+  MPI_Finalized(&finished);
+  if (running && !finished)
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("hexic-rt: note: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+int64_t hx_rt_first_nonfinite(const float *v, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(v[i]))
+      return i;
+  return -1;
+}
+
+/* The first non-finite element of a slice [r0, r1) x [c0, c1) just read,
+ * named in full-tensor coordinates (false, with the message, when there is
+ * one): NaN or Inf weights would train to a NaN loss. */
+static bool slice_finite(const float *v, const int64_t ident[7], const char *path, const char *name,
+                         char *err, size_t err_size) {
+  int64_t width = ident[6] - ident[5];
+  int64_t bad = hx_rt_first_nonfinite(v, (ident[4] - ident[3]) * width);
+  if (bad < 0)
+    return true;
+  int64_t row = ident[3] + bad / width, col = ident[5] + bad % width;
+  set_error(err, err_size,
+            "%s: tensor '%s' holds %s at element %" PRId64 " (row %" PRId64 ", column %" PRId64
+            "): non-finite weights are refused",
+            path, name, isnan(v[bad]) ? "NaN" : "an infinity", row * ident[2] + col, row, col);
+  return false;
+}
 
 /* The file's tensor has the shape of ident (a [1, n] vector may be [n]). */
 static bool shape_is(const struct hx_st_tensor *t, const int64_t ident[7]) {
@@ -1055,10 +1353,16 @@ bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt
   bool ok = true;
   /* the model line import recorded, whole, as resume compares it: shapes
    * alone do not tell heads 4 / kv_heads 2 from heads 2 / kv_heads 1 */
-  if (f.hexic_model && st->model && strcmp(f.hexic_model, st->model) != 0) {
+  enum model_match match =
+      f.hexic_model && st->model ? match_model_line(f.hexic_model, st->model) : MODEL_SAME;
+  if (match == MODEL_OTHER) {
     set_error(err, err_size, "%s holds the weights of another model (%s); this program trains %s",
               path, f.hexic_model, st->model);
     ok = false;
+  } else if (match == MODEL_SAME_SHAPE_UNRECORDED) {
+    note_once("--init-from: %s records the model as '%s' (an older hexic-ckpt import's line): "
+              "the shape is this model's; that its weights are for%s cannot be checked",
+              path, f.hexic_model, strstr(st->model, ROPE_FIELD));
   }
   for (int i = 0; ok && i < st->ntensors; i++) {
     int64_t id[7];
@@ -1078,7 +1382,8 @@ bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt
                 name, id[1], id[2]);
       ok = false;
     } else {
-      ok = hx_st_read_f32(&f, t, id[3], id[4], id[5], id[6], st->tensors[i].param, err, err_size);
+      ok = hx_st_read_f32(&f, t, id[3], id[4], id[5], id[6], st->tensors[i].param, err, err_size) &&
+           slice_finite(st->tensors[i].param, id, path, name, err, err_size);
     }
     hx_rt_progress();
   }
@@ -1278,6 +1583,12 @@ static int resume_mode(const char *dir, int64_t step, int nranks, const char *fi
   struct manifest m;
   if (!load_manifest(dir, step, &m, err, err_size))
     return RESUME_REFUSED;
+  if (st->model && match_model_line(m.model, st->model) == MODEL_SAME_SHAPE_UNRECORDED)
+    fprintf(stderr,
+            "hexic-rt: rank 0: note: %s/step_%08" PRId64 " records the model as '%s' (an older "
+            "hexic's MANIFEST): the shape is this model's and it is resumed; that it was "
+            "trained with%s cannot be checked\n",
+            dir, step, m.model, strstr(st->model, ROPE_FIELD));
   int mode = !same_run(&m, st, err, err_size)                            ? RESUME_REFUSED
              : !index_in_range(&m, err, err_size)                        ? RESUME_REFUSED
              : m.nranks == nranks && !strcmp(m.fingerprint, fingerprint) ? RESUME_SAME_PLAN

@@ -66,8 +66,12 @@ struct hx_rt_ckpt_state {
   int ntensors;
   struct hx_rt_ckpt_tensor *tensors;
   int64_t schedule_steps; /* the run's --steps: its learning-rate schedule (MANIFEST) */
-  /* One line each (NULL: empty): the model's shape, and what the data order
-   * depends on. A checkpoint whose lines differ is refused by resume. */
+  /* One line each (NULL: empty): the model (shape, rope_theta, norm_eps:
+   * hx_hf_model_line), and what the data order depends on. A checkpoint
+   * whose lines differ is refused by resume, both lines named. A MANIFEST of
+   * an older hexic, whose model line ends before " rope_theta ", is resumed
+   * when it is this line up to there (the shape), with a note on stderr
+   * that rope_theta and norm_eps could not be checked. */
   const char *model, *data;
   /* Set by resume: the ranks and plan fingerprint of the checkpoint loaded
    * (another plan's when `resharded`). */
@@ -94,7 +98,8 @@ bool hx_rt_ckpt_save(MPI_Comm comm, const char *dir, const char *fingerprint,
                      const struct hx_rt_ckpt_state *st);
 
 /* Finds the newest complete checkpoint in dir, of any plan (rank 0 verifies
- * every file's checksum, then broadcasts), and loads this rank's state into
+ * every file's checksum and that each tensor is where the MANIFEST's index
+ * says, then broadcasts), and loads this rank's state into
  * st: under the plan that wrote it (same fingerprint and world size) its own
  * file, whole (tensor counts and sizes must match st's); under another plan
  * its ranges of every tensor from the files holding them. st->model and
@@ -174,7 +179,10 @@ bool hx_rt_ckpt_write_manifest(const char *dir, const struct hx_rt_ckpt_state *s
                                char *err, size_t err_size);
 
 /* Verifies checkpoint `step`: manifest intact, same ranks and fingerprint,
- * every rank file present with the recorded size and checksum. */
+ * every rank file present with the recorded size and checksum, and its
+ * index the file's layout: per tensor, in file order, the identity the file
+ * records in front of the data and the data's offset (a MANIFEST re-signed
+ * after an edit of its index is refused, the tensor named). */
 bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fingerprint,
                        char *err, size_t err_size);
 
@@ -183,14 +191,15 @@ bool hx_rt_ckpt_verify(const char *dir, int64_t step, int nranks, const char *fi
 int64_t hx_rt_ckpt_find_newest(const char *dir, int nranks, const char *fingerprint, FILE *skipped);
 
 /* The same for any plan: manifest intact, every rank file it names present
- * with its recorded size and checksum. */
+ * with its recorded size and checksum, its index checked. */
 bool hx_rt_ckpt_verify_complete(const char *dir, int64_t step, char *err, size_t err_size);
 int64_t hx_rt_ckpt_find_newest_any(const char *dir, FILE *skipped);
 
 /* Loads this rank's tensors (st's identities) from checkpoint `step` written
  * by any plan: the model and data lines must equal st's; every element of
- * every tensor is read from a rank file holding it (the manifest's index),
- * and one not found anywhere is an error naming the tensor (a tensor whose
+ * every tensor is read from a rank file holding it (the manifest's index,
+ * checked against the identity the file records in front of the data just
+ * before reading), and one not found anywhere is an error naming the tensor (a tensor whose
  * adam_m and adam_v are NULL gets its parameters only). Sets st->step,
  * st->schedule_steps, st->source_ranks and st->source_fingerprint. */
 bool hx_rt_ckpt_load_resharded(const char *dir, int64_t step, struct hx_rt_ckpt_state *st,
@@ -203,23 +212,40 @@ struct hx_rt_ckpt_info {
   char fingerprint[256], model[408], data[408];
   int *ntensors;  /* per rank file */
   int64_t *index; /* every rank file's index records, in rank order */
+  int *fds;       /* the rank files hx_rt_ckpt_info_read opened (-1: not yet) */
 };
 
-/* Reads and checks the MANIFEST of checkpoint `step` (-1: the newest
- * complete one of any plan, every rank file's checksum verified). */
+/* Reads checkpoint `step` (-1: the newest, i.e. the newest step directory
+ * with a MANIFEST) after verifying it as resume does: the MANIFEST intact,
+ * every rank file's size and checksum, and every tensor where the index
+ * says (the identity each rank file records in front of each tensor's
+ * data). A newest checkpoint that does not verify is an error naming it,
+ * why, and the newest that verifies (its --step): it is never passed over
+ * for an older one unasked. */
 bool hx_rt_ckpt_info_load(const char *dir, int64_t step, struct hx_rt_ckpt_info *info, char *err,
                           size_t err_size);
+/* Reads t (its identity: the whole tensor or any slice; moments when
+ * adam_m/adam_v are not NULL) from the checkpoint info_load read, through
+ * the index parsed there (export: one MANIFEST parse for every tensor). */
+bool hx_rt_ckpt_info_read(const char *dir, struct hx_rt_ckpt_info *info,
+                          struct hx_rt_ckpt_tensor *t, char *err, size_t err_size);
 void hx_rt_ckpt_info_free(struct hx_rt_ckpt_info *info);
+
+/* The index of the first element of v[0, n) that is NaN or infinite, or -1. */
+int64_t hx_rt_first_nonfinite(const float *v, int64_t n);
 
 /* Sets the parameters of st's tensors (st's identities; moments untouched)
  * from a safetensors file of hexic's initial weights (hexic-ckpt import):
  * each tensor by its canonical name (hx_rt_ckpt_tensor_name) and full shape,
  * this rank's slice only. An absent tensor or another shape is an error
- * naming the file and the tensor; so is a file holding another number of
- * tensors than the model's model_tensors (another model's weights: every
- * rank finding its own tensors in it does not show that), and a file whose
- * recorded model line (import's "hexic_model") is not st->model, both
- * lines named. */
+ * naming the file and the tensor; so is a NaN or infinite weight in the
+ * slice (the first one's row, column and element index named), a file
+ * holding another number of tensors than the model's model_tensors
+ * (another model's weights: every rank finding its own tensors in it does
+ * not show that), and a file whose recorded model line (import's
+ * "hexic_model") is not st->model, both lines named. A line of an older
+ * import, without rope_theta and norm_eps, is taken when its shape is
+ * st->model's, with a note (rank 0) that those two could not be checked. */
 bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt_state *st,
                           char *err, size_t err_size);
 

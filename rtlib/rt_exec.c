@@ -226,7 +226,9 @@ static void run_step(struct rt_exec *e) {
 /* What a checkpoint must share with this run to continue it under any plan:
  * the model's shape, and what the data order depends on (docs/model-spec.md,
  * Data). One line each, in the MANIFEST. */
-/* The model's shape as the MANIFEST records it: hf_llama's line, which
+/* The model as the MANIFEST records it: hf_llama's line (the shape, then
+ * rope_theta and norm_eps, each the shortest text that reads back as it, so
+ * equal values compare equal), which resume and --init-from compare and
  * hexic-ckpt export reads back. */
 static const char *ckpt_model_line(const struct rt_exec *e) {
   static char line[256];
@@ -237,6 +239,8 @@ static const char *ckpt_model_line(const struct rt_exec *e) {
                               .heads = m->heads,
                               .kv_heads = m->kv_heads,
                               .vocab = m->vocab,
+                              .rope_theta = m->rope_theta,
+                              .norm_eps = m->norm_eps,
                               .tied = m->tie_embeddings != 0};
   hx_hf_model_line(&shape, line, sizeof line);
   return line;

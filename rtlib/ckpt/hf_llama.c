@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,19 +253,42 @@ bool hx_hf_config_read(const char *path, struct hx_hf_model *m, char *err, size_
   return ok;
 }
 
+static void shortest_g(double x, char *buf, size_t size); /* below, the .hx writer's */
+
+/* v as the shortest text strtod reads back as v, an integer without an
+ * exponent (10000, 500000, 1e-05), so equal values print equal and the
+ * model line compares by its text. */
+static void format_shortest(char *buf, size_t size, double v) {
+  if (v == (double)(long long)v && v > -1e15 && v < 1e15)
+    snprintf(buf, size, "%lld", (long long)v);
+  else
+    shortest_g(v, buf, size);
+}
+
 void hx_hf_model_line(const struct hx_hf_model *m, char *buf, size_t size) {
-  snprintf(buf, size, "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d",
-           m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->tied);
+  char theta[32], eps[32];
+  format_shortest(theta, sizeof theta, m->rope_theta);
+  format_shortest(eps, sizeof eps, m->norm_eps);
+  snprintf(buf, size,
+           "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d "
+           "rope_theta %s norm_eps %s",
+           m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->tied, theta, eps);
 }
 
 bool hx_hf_parse_model_line(const char *line, struct hx_hf_model *m) {
-  int tied = 0, used = 0;
+  int tied = 0, used = 0, more = 0;
   *m = (struct hx_hf_model){0};
   bool ok =
       sscanf(line, "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d%n",
              &m->layers, &m->hidden, &m->ffn, &m->heads, &m->kv_heads, &m->vocab, &tied,
-             &used) == 7 &&
-      !line[used];
+             &used) == 7;
+  /* an older hexic's line ends there: rope_theta and norm_eps stay 0 (not recorded) */
+  if (ok && line[used])
+    ok = sscanf(line + used, " rope_theta %lf norm_eps %lf%n", &m->rope_theta, &m->norm_eps,
+                &more) == 2 &&
+         !line[used + more] && m->rope_theta > 0 && m->norm_eps > 0 && isfinite(m->rope_theta) &&
+         isfinite(m->norm_eps);
+  ok = ok && !line[used + more];
   m->tied = tied != 0;
   return ok && m->layers > 0 && m->hidden > 0 && m->ffn > 0 && m->heads > 0 && m->kv_heads > 0 &&
          m->vocab > 0 && m->hidden % m->heads == 0 && m->heads % m->kv_heads == 0;

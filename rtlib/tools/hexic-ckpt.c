@@ -17,12 +17,15 @@
  * (the tool's own input, resume's source). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rtlib/ckpt/ckpt_json.h"
 #include "rtlib/ckpt/hf_llama.h"
@@ -178,7 +181,26 @@ static bool output_ok(const char *out, bool force, char *err, size_t err_size) {
              out, real);
     return false;
   }
+  /* OUT is written as OUT.tmp, then renamed: a file of that name is not ours to replace */
+  char tmp[PATH_MAX + 16];
+  snprintf(tmp, sizeof tmp, "%s.tmp", out);
+  if (lstat(tmp, &sb) == 0) {
+    snprintf(err, err_size,
+             "-o %.300s: %.300s exists (a write under way, or an interrupted one): refusing to "
+             "replace it (remove it first)",
+             out, tmp);
+    return false;
+  }
   return true;
+}
+
+/* A failure to write -o OUT (hx_st_write's reason, which may name the
+ * tensor being written or OUT.tmp only) as one line naming OUT and saying
+ * that nothing is left of it. */
+static void name_output(const char *out, char *err, size_t err_size) {
+  char why[ERR_SIZE];
+  snprintf(why, sizeof why, "%s", err);
+  snprintf(err, err_size, "-o %.300s: %.600s; nothing was written", out, why);
 }
 
 /* ---- info ---- */
@@ -230,8 +252,9 @@ static int info_checkpoint(const char *dir, int64_t step) {
 
 struct export_ctx {
   const char *dir;
-  struct hx_rt_ckpt_info *info;
+  struct hx_rt_ckpt_info *info; /* the MANIFEST, parsed once for every tensor */
   struct hx_hf_model model;
+  bool fill_failed; /* the reason is a tensor's (it names it), not the output's */
 };
 
 /* Rows of one RoPE-permuted tensor from one order into the other: to_hf
@@ -272,13 +295,12 @@ static bool export_fill(void *arg, int index, float *dst, char *err, size_t err_
                                 .r1 = rows,
                                 .c0 = 0,
                                 .c1 = cols};
-  struct hx_rt_ckpt_state st = {
-      .ntensors = 1, .tensors = &t, .model = c->info->model, .data = c->info->data};
-  if (!hx_rt_ckpt_load_resharded(c->dir, c->info->step, &st, err, err_size))
-    return false;
   int heads = hx_hf_rope_heads(&c->model, id);
-  return !heads ||
-         permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, true, err, err_size);
+  bool ok = hx_rt_ckpt_info_read(c->dir, c->info, &t, err, err_size) &&
+            (!heads ||
+             permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, true, err, err_size));
+  c->fill_failed = !ok;
+  return ok;
 }
 
 static int export_checkpoint(const char *dir, const struct options *o) {
@@ -294,7 +316,7 @@ static int export_checkpoint(const char *dir, const struct options *o) {
   struct hx_rt_ckpt_info in;
   if (!hx_rt_ckpt_info_load(dir, o->step, &in, err, sizeof err))
     return error(err);
-  struct export_ctx ctx = {dir, &in, {0}};
+  struct export_ctx ctx = {dir, &in, {0}, false};
   if (!hx_hf_parse_model_line(in.model, &ctx.model)) {
     snprintf(err, sizeof err, "%s: the checkpoint's model line '%s' is not one hexic writes", dir,
              in.model);
@@ -316,6 +338,9 @@ static int export_checkpoint(const char *dir, const struct options *o) {
   snprintf(meta, sizeof meta, "step %" PRId64 "; plan %s; %s", in.step, in.fingerprint, in.model);
   bool ok = out && names &&
             hx_st_write(o->out, out, n, !strcmp(o->dtype, "bf16"), "hexic", meta, err, sizeof err);
+  if (!ok && out && names && !ctx.fill_failed)
+    name_output(o->out, err, sizeof err);
+  /* only now: the file is complete, flushed and renamed into place */
   if (ok)
     printf("%s: %d tensors of step %" PRId64 " (%s), Hugging Face Llama names, %s\n", o->out, n,
            in.step, in.model, o->dtype);
@@ -477,7 +502,22 @@ static bool check_sources(const struct sources *s, const struct hx_hf_model *m, 
 struct import_ctx {
   const struct sources *src;
   struct hx_hf_model model;
+  bool fill_failed; /* the reason is a source tensor's (it names it), not the output's */
 };
+
+/* A NaN or infinite weight would train to a NaN loss: refused, the source
+ * file, the tensor and the first such element (in the file's layout) named. */
+static bool finite_weights(const float *w, int64_t rows, int64_t cols, const char *file,
+                           const char *name, char *err, size_t err_size) {
+  int64_t bad = hx_rt_first_nonfinite(w, rows * cols);
+  if (bad < 0)
+    return true;
+  snprintf(err, err_size,
+           "%.500s: tensor '%.100s' holds %s at element %" PRId64 " (row %" PRId64
+           ", column %" PRId64 "): non-finite weights are refused",
+           file, name, isnan(w[bad]) ? "NaN" : "an infinity", bad, bad / cols, bad % cols);
+  return false;
+}
 
 static bool import_fill(void *arg, int index, float *dst, char *err, size_t err_size) {
   struct import_ctx *c = arg;
@@ -488,11 +528,13 @@ static bool import_fill(void *arg, int index, float *dst, char *err, size_t err_
   hx_hf_name(id, name, sizeof name);
   const struct hx_st_file *file = NULL;
   const struct hx_st_tensor *t = find_tensor(c->src, name, &file);
-  if (!t || !hx_st_read_f32(file, t, 0, rows, 0, cols, dst, err, err_size))
-    return false;
   int heads = hx_hf_rope_heads(&c->model, id);
-  return !heads ||
-         permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, false, err, err_size);
+  bool ok = t && hx_st_read_f32(file, t, 0, rows, 0, cols, dst, err, err_size) &&
+            finite_weights(dst, rows, cols, file->path, name, err, err_size) &&
+            (!heads || permute_rows(dst, heads, c->model.hidden / c->model.heads, cols, false, err,
+                                    err_size));
+  c->fill_failed = !ok;
+  return ok;
 }
 
 static int import_weights(const char *in, const struct options *o) {
@@ -507,7 +549,7 @@ static int import_weights(const char *in, const struct options *o) {
     dir_of(in, config, PATH_MAX);
     strcat(config, "config.json");
   }
-  struct import_ctx ctx = {NULL, {0}};
+  struct import_ctx ctx = {NULL, {0}, false};
   if (!hx_hf_config_read(config, &ctx.model, err, sizeof err))
     return error(err);
   struct sources *s = calloc(1, sizeof *s);
@@ -529,8 +571,11 @@ static int import_weights(const char *in, const struct options *o) {
   }
   char line[300];
   hx_hf_model_line(&ctx.model, line, sizeof line);
-  ok = ok && out && names &&
-       hx_st_write(o->out, out, n, false, "hexic_model", line, err, sizeof err);
+  bool writing = ok && out && names;
+  ok = writing && hx_st_write(o->out, out, n, false, "hexic_model", line, err, sizeof err);
+  if (writing && !ok && !ctx.fill_failed)
+    name_output(o->out, err, sizeof err);
+  /* only now: the file is complete, flushed and renamed into place */
   if (ok)
     printf("%s: hexic's initial weights, %d tensors (%s), from %s; train from them with "
            "--init-from %s\n",
@@ -543,6 +588,52 @@ static int import_weights(const char *in, const struct options *o) {
 }
 
 /* ---- import-hf ---- */
+
+/* The .hx model block written to OUT as import and export write theirs:
+ * OUT.tmp (created, never an existing file followed), flushed, fsync'ed and
+ * renamed over OUT; on any failure (a full disk: EFBIG, ENOSPC) OUT.tmp is
+ * removed and err says why. */
+static bool write_hx_file(const char *out, const struct hx_hf_model *m, const char *name,
+                          const char *config, char *err, size_t err_size) {
+  char tmp[PATH_MAX + 16];
+  snprintf(tmp, sizeof tmp, "%s.tmp", out);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) {
+    snprintf(err, err_size, "-o %.300s: cannot create %.300s: %s", out, tmp, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    unlink(tmp);
+    return false;
+  }
+  errno = 0;
+  hx_hf_write_hx(f, m, name, config);
+  /* the first failure's errno: a later call may change errno */
+  int failure = ferror(f) ? (errno ? errno : EIO) : 0;
+  if (!failure && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+    failure = errno;
+  if (fclose(f) != 0 && !failure)
+    failure = errno;
+  if (!failure && rename(tmp, out) != 0)
+    failure = errno;
+  if (failure) {
+    unlink(tmp);
+    snprintf(err, err_size, "-o %.300s: cannot write the model block: %s; nothing was written", out,
+             strerror(failure));
+  }
+  return !failure;
+}
+
+static bool write_hx_stdout(const struct hx_hf_model *m, const char *name, const char *config,
+                            char *err, size_t err_size) {
+  errno = 0;
+  hx_hf_write_hx(stdout, m, name, config);
+  if (fflush(stdout) == 0 && !ferror(stdout))
+    return true;
+  snprintf(err, err_size, "cannot write the model block to standard output: %s",
+           strerror(errno ? errno : EIO));
+  return false;
+}
 
 static int import_config(const char *config, const struct options *o) {
   char err[ERR_SIZE];
@@ -560,17 +651,15 @@ static int import_config(const char *config, const struct options *o) {
   }
   if (o->out && !output_ok(o->out, o->force, err, sizeof err))
     return error(err);
-  FILE *f = o->out ? fopen(o->out, "w") : stdout;
-  if (!f) {
-    snprintf(err, sizeof err, "%s: cannot create", o->out);
+  bool ok = o->out ? write_hx_file(o->out, &m, name, config, err, sizeof err)
+                   : write_hx_stdout(&m, name, config, err, sizeof err);
+  if (!ok)
     return error(err);
-  }
-  hx_hf_write_hx(f, &m, name, config);
-  bool ok = !o->out || fclose(f) == 0;
+  /* only now: the block is complete (on disk, renamed into place) */
   int64_t params = hx_hf_parameter_count(&m);
   fprintf(o->out ? stdout : stderr, "model %s: %" PRId64 " parameters (%.2fB)%s%s\n", name, params,
           (double)params / 1e9, o->out ? ", written to " : "", o->out ? o->out : "");
-  return ok ? 0 : error("cannot write the model block");
+  return 0;
 }
 
 int main(int argc, char **argv) {

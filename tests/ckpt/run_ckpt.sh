@@ -20,6 +20,11 @@
 # owner: a folder of another run's checkpoints is refused before training.
 # skipped: checkpoints --resume skips are never trained over or pruned; a
 #   CRLF MANIFEST is read.
+# integrity: every read path verifies what it reads (export --step N, a
+#   damaged newest checkpoint named, an index re-signed after an edit refused
+#   by tensor); the model line's rope_theta and norm_eps compared, an older
+#   hexic's line without them resumed.
+# export_many: export of a checkpoint of 1029 tensors completes.
 set -uo pipefail
 mode=$1 work=$2 src=$3 hexic=$4 wcmp=$5 fixture=$6
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -109,7 +114,7 @@ reshard)
   rm -rf ck.other && cp -r ck ck.other
   other/launch.sh --steps $steps --checkpoint-dir ck.other --resume >other.out 2>&1 &&
     { cat other.out; fail "another model's checkpoint was accepted"; }
-  grep -q "the checkpoint is of another model (layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0); this program trains layers 4 hidden 64" other.out ||
+  grep -q "the checkpoint is of another model (layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0 rope_theta 10000 norm_eps 1e-05); this program trains layers 4 hidden 64" other.out ||
     { cat other.out; fail "another model: wrong message"; }
   grep -q "^step " other.out && fail "another model: training started"
   echo "  tiny8 refuses tiny6's checkpoint: $(grep -m1 'another model' other.out)"
@@ -230,6 +235,47 @@ hf)
     [ $? -eq 1 ] && [ ! -e mut/out.safetensors ] || fail "hexic-ckpt import $f: not refused"
   done
   echo "  200 damaged headers: $refused refused by info, every one by import, no crash"
+  # non-finite weights: a NaN in a Hugging Face file is not imported, an
+  # infinity in a file of initial weights not trained from (it trained to
+  # 'loss nan' with exit 0); the file, the tensor and the element named
+  python3 -c '
+import sys
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+def poison(src, dst, name, r, c, value):
+    t = load_file(src)
+    w = t[name].copy()
+    w[r, c] = value
+    t[name] = w
+    save_file(t, dst, metadata=safe_open(src, "np").metadata())
+poison(sys.argv[1], "bad/nan.safetensors", "model.layers.2.mlp.up_proj.weight", 3, 5, np.nan)
+poison(sys.argv[2], "bad/inf-init.safetensors", "layers.1.wk", 50, 7, -np.inf)' \
+    model.safetensors init.safetensors || fail "writing non-finite weights"
+  "$ck_tool" import bad/nan.safetensors --config hf/config.json -o nan.safetensors >nan.out 2>&1 &&
+    fail "a NaN weight was imported"
+  grep -qx "hexic-ckpt: error: bad/nan.safetensors: tensor 'model.layers.2.mlp.up_proj.weight' holds NaN at element 293 (row 3, column 5): non-finite weights are refused" nan.out ||
+    { cat nan.out; fail "a NaN weight: wrong message"; }
+  [ ! -e nan.safetensors ] && [ ! -e nan.safetensors.tmp ] || fail "a NaN weight: a file was written"
+  for prog in one a; do # the infinity read by the one rank, or by the TP rank holding row 50
+    $prog/launch.sh --steps 1 --init-from bad/inf-init.safetensors >inf.out 2>&1 &&
+      { cat inf.out; fail "$prog: --init-from took an infinite weight"; }
+    grep -q "error: --init-from: bad/inf-init.safetensors: tensor 'layers.1.wk' holds an infinity at element 4807 (row 50, column 7): non-finite weights are refused" inf.out ||
+      { cat inf.out; fail "$prog: an infinite weight: wrong message"; }
+    grep -q "^step " inf.out && fail "$prog: an infinite weight: training started"
+  done
+  echo "  $(cat nan.out)"
+  # a full disk (writes fail with EFBIG past 64 KiB): the reason, no OUT, no OUT.tmp,
+  # no success line (the messages go through a pipe, which the limit does not cover)
+  for cmd in "export ck" "import hf/model.safetensors"; do
+    rm -f full.safetensors full.safetensors.tmp
+    (trap '' XFSZ; ulimit -f 64; "$ck_tool" $cmd -o full.safetensors) 2>&1 | cat >full.out
+    grep -qx "hexic-ckpt: error: -o full.safetensors: cannot write tensor '.*': File too large; nothing was written" full.out ||
+      { cat full.out; fail "$cmd on a full disk: wrong message"; }
+    [ "$(wc -l <full.out)" = 1 ] || { cat full.out; fail "$cmd on a full disk: said more than why"; }
+    [ ! -e full.safetensors ] && [ ! -e full.safetensors.tmp ] || fail "$cmd on a full disk left a file"
+  done
+  echo "  a full disk: $(cat full.out)"
   one/launch.sh --steps 1 --init-from bad/missing.safetensors >badinit.out 2>&1 && fail "--init-from took a bad file"
   grep -q "no tensor 'tok_emb'" badinit.out || { cat badinit.out; fail "--init-from of an HF file: wrong message"; }
   # another model's weights: every tensor of this one is there, plus a layer more
@@ -254,7 +300,7 @@ save_file(load_file(sys.argv[1]), sys.argv[2], metadata=meta)' init.safetensors 
     fail "writing another head count's weights"
   one/launch.sh --steps 1 --init-from bad/heads3.safetensors >heads3.out 2>&1 &&
     { cat heads3.out; fail "--init-from took the weights of another head count"; }
-  grep -q "error: --init-from: bad/heads3.safetensors holds the weights of another model (layers 4 hidden 96 ffn 176 heads 3 kv_heads 3 vocab 256 tie_embeddings 0); this program trains layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0" heads3.out ||
+  grep -q "error: --init-from: bad/heads3.safetensors holds the weights of another model (layers 4 hidden 96 ffn 176 heads 3 kv_heads 3 vocab 256 tie_embeddings 0 rope_theta 10000 norm_eps 1e-05); this program trains layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0 rope_theta 10000 norm_eps 1e-05" heads3.out ||
     { cat heads3.out; fail "--init-from of another head count: wrong message"; }
   grep -q "^step " heads3.out && fail "--init-from of another head count: training started"
   echo "  --init-from refuses another model's line: $(grep -o 'holds the weights.*' heads3.out | cut -c1-90)..."
@@ -311,6 +357,11 @@ import_hf)
   "$ck_tool" import-hf "$here/llama2-7b-config.json" -o l7.hx >again.out 2>&1 && fail "import-hf replaced a file without --force"
   grep -q "l7.hx exists: refusing to replace it" again.out || { cat again.out; fail "import-hf over a file: wrong message"; }
   "$ck_tool" import-hf "$here/llama2-7b-config.json" --name llama2-7b -o l7.hx --force >/dev/null || fail "import-hf --force"
+  # a full disk: no success line before the failure, no l7-full.hx, no .tmp
+  (trap '' XFSZ; ulimit -f 0; "$ck_tool" import-hf "$here/llama2-7b-config.json" -o l7-full.hx) 2>&1 | cat >full.out
+  grep -qx "hexic-ckpt: error: -o l7-full.hx: cannot write the model block: File too large; nothing was written" full.out ||
+    { cat full.out; fail "import-hf on a full disk: wrong message"; }
+  [ ! -e l7-full.hx ] && [ ! -e l7-full.hx.tmp ] || fail "import-hf on a full disk left a file"
   sed 's/LlamaForCausalLM/GPT2LMHeadModel/' "$here/llama2-7b-config.json" >gpt2.json
   "$ck_tool" import-hf gpt2.json >gpt2.out 2>&1 && fail "a GPT-2 config was accepted"
   grep -q "architecture 'GPT2LMHeadModel' is not supported" gpt2.out || { cat gpt2.out; fail "gpt2: wrong message"; }
@@ -403,6 +454,119 @@ skipped)
   [ -f ck.old/step_00000015/MANIFEST ] || fail "no step-15 checkpoint"
   [ "$(cat ck.old/step_00000012/* 2>/dev/null | cksum)" = "$sums" ] || fail "the damaged step-12 checkpoint was pruned"
   echo "  $(grep -o "error: --resume: .*" bad.out | cut -c1-100)..."
+  ;;
+integrity)
+  # What a read path takes is what was written (issue 24). export --step N
+  # verifies the rank files' checksums; a plain export names a newest
+  # checkpoint that does not verify (and the --step of the one that does)
+  # instead of exporting an older one; a MANIFEST re-signed after its index
+  # was edited (wq's and wo's offsets swapped, an offset shifted) is refused
+  # by resume under another plan and this one, export and info, naming the
+  # tensor: the rank files' own identities are compared with the index. The
+  # model line carries rope_theta and norm_eps: a checkpoint or imported
+  # weights of another value is refused with both lines; an older hexic's
+  # line (without them) still resumes across plans, with a note.
+  ck_tool=$(dirname "$hexic")/hexic-ckpt
+  edit() { python3 "$here/manifest_edit.py" "$@" || fail "manifest_edit.py $*"; }
+  flip() { # FILE OFFSET: one bit of one byte
+    python3 -c 'import sys
+p, o = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, "rb").read()); b[o] ^= 1; open(p, "wb").write(b)' "$1" "$2" || fail "flip $1"
+  }
+  compile one "$tiny6" "$src/examples/clusters/cpu1.hx"
+  compile c "$tiny6" "$here/clusters/three.hx" --plan="$here/plans/c_tp3.json"
+  rm -rf ck ck.both
+  train full one --checkpoint-dir ck.both --checkpoint-every 6 --dump-weights "$PWD/full.w"
+  grep -qx "model layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0 rope_theta 10000 norm_eps 1e-05" \
+    ck.both/step_00000006/MANIFEST || { cat ck.both/step_00000006/MANIFEST; fail "the model line lacks rope_theta or norm_eps"; }
+  cp -r ck.both ck && rm -rf ck/step_00000012 # resume() resumes ck: step 6
+  # export --step N: one flipped bit of a parameter
+  rm -rf ck.bit && cp -r ck.both ck.bit && flip ck.bit/step_00000006/rank_0000.ckpt 5000
+  "$ck_tool" export ck.bit --step 6 -o bit.safetensors >bit.out 2>&1 &&
+    { cat bit.out; fail "export --step 6 exported a flipped bit"; }
+  grep -q "^hexic-ckpt: error: ck.bit/step_00000006 does not verify: rank_0000.ckpt is corrupt" bit.out ||
+    { cat bit.out; fail "export --step 6 of a flipped bit: wrong message"; }
+  [ ! -e bit.safetensors ] && [ ! -e bit.safetensors.tmp ] || fail "export --step 6 of a flipped bit wrote a file"
+  "$ck_tool" info ck.bit --step 6 >bit.info 2>&1 && { cat bit.info; fail "info --step 6 showed a flipped bit's checkpoint"; }
+  echo "  $(cut -c1-110 bit.out)..."
+  # a plain export: the newest damaged is named, with why and the --step that verifies
+  rm -rf ck.new && cp -r ck.both ck.new && flip ck.new/step_00000012/rank_0000.ckpt 5000
+  "$ck_tool" export ck.new -o new.safetensors >new.out 2>&1 &&
+    { cat new.out; fail "export took an older checkpoint for the damaged newest"; }
+  grep -q "^hexic-ckpt: error: ck.new: the newest checkpoint, step_00000012, does not verify (rank_0000.ckpt is corrupt .*); not taking an older one in its place unasked: the newest that verifies is step_00000006 (--step 6)$" new.out ||
+    { cat new.out; fail "a damaged newest checkpoint: wrong message"; }
+  [ ! -e new.safetensors ] || fail "export wrote the older checkpoint's weights"
+  "$ck_tool" export ck.new --step 6 -o new.safetensors >/dev/null || fail "export --step 6 of the older one"
+  echo "  $(cut -c1-100 new.out)..."
+  # an index re-signed after wq's and wo's offsets (layer 0) were swapped
+  rm -rf ck.swap && cp -r ck ck.swap && edit swap ck.swap/step_00000006/MANIFEST 17 20
+  want="the MANIFEST's index puts layers.0.wq at byte [0-9]* of rank_0000.ckpt, where the file holds it at byte [0-9]*"
+  c/launch.sh --steps $steps --checkpoint-dir ck.swap --resume >swap.out 2>&1 &&
+    { cat swap.out; fail "resume under another plan took a swapped index"; }
+  grep -q "skipping checkpoint ck.swap/step_00000006: $want" swap.out &&
+    grep -q "error: --resume: none of the 1 checkpoint in 'ck.swap' verifies" swap.out ||
+    { cat swap.out; fail "a swapped index: wrong message"; }
+  grep -q "^step \|read its ranges" swap.out && fail "a swapped index: loaded"
+  one/launch.sh --steps $steps --checkpoint-dir ck.swap --resume >swap1.out 2>&1 &&
+    { cat swap1.out; fail "resume under the same plan took a swapped index"; }
+  for cmd in export info; do
+    "$ck_tool" $cmd ck.swap -o swap.$cmd.safetensors >swap.$cmd 2>&1 && fail "$cmd took a swapped index"
+    grep -q "does not verify ($want" swap.$cmd || { cat swap.$cmd; fail "$cmd of a swapped index: wrong message"; }
+  done
+  [ ! -e swap.export.safetensors ] || fail "export of a swapped index wrote a file"
+  echo "  $(grep -o 'skipping.*' swap.out | cut -c1-130)..."
+  # an offset shifted by one float
+  rm -rf ck.shift && cp -r ck ck.shift && edit shift ck.shift/step_00000006/MANIFEST 18 4
+  "$ck_tool" export ck.shift --step 6 -o shift.safetensors >shift.out 2>&1 && fail "export took a shifted offset"
+  grep -q "the MANIFEST's index puts layers.0.wk at byte" shift.out || { cat shift.out; fail "a shifted offset: wrong message"; }
+  # rope_theta and norm_eps: another value recorded is another model's checkpoint
+  for case in "rope_theta 10000:rope_theta 500000" "norm_eps 1e-05:norm_eps 1e-06"; do
+    rm -rf ck.m && cp -r ck ck.m && edit model ck.m/step_00000006/MANIFEST "${case%%:*}" "${case#*:}"
+    c/launch.sh --steps $steps --checkpoint-dir ck.m --resume >m.out 2>&1 &&
+      { cat m.out; fail "resume took a checkpoint of ${case#*:}"; }
+    grep -q "error: resume from ck.m/step_00000006: the checkpoint is of another model (layers 4 .* ${case#*:}[^;]*); this program trains layers 4 .* ${case%%:*}" m.out ||
+      { cat m.out; fail "a checkpoint of ${case#*:}: wrong message"; }
+    grep -q "^step " m.out && fail "a checkpoint of ${case#*:}: training started"
+    echo "  ${case#*:}: $(grep -o 'the checkpoint is of another.*' m.out | cut -c1-60)..."
+  done
+  # an older hexic's line, without them: resumed across plans, said so
+  edit model ck/step_00000006/MANIFEST " rope_theta 10000 norm_eps 1e-05" ""
+  resume old c "an older hexic's MANIFEST (no rope_theta, norm_eps) -> plan C (TP 3)"
+  grep -q "note: ck.old/step_00000006 records the model as 'layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0' (an older hexic's MANIFEST): the shape is this model's and it is resumed; that it was trained with rope_theta 10000 norm_eps 1e-05 cannot be checked" old.out ||
+    { cat old.out; fail "an older MANIFEST: no note"; }
+  # --init-from: weights imported with another rope_theta (config.json's) are refused
+  "$ck_tool" export ck.both --step 6 -o model.safetensors >/dev/null || fail "export"
+  mkdir -p theta && sed 's/"rope_theta": 10000.0/"rope_theta": 500000.0/' "$here/tiny6-config.json" >theta/config.json
+  "$ck_tool" import model.safetensors --config theta/config.json -o theta.safetensors >/dev/null || fail "import"
+  one/launch.sh --steps 1 --init-from theta.safetensors >theta.out 2>&1 &&
+    { cat theta.out; fail "--init-from took the weights of another rope_theta"; }
+  grep -q "error: --init-from: theta.safetensors holds the weights of another model (.* rope_theta 500000 norm_eps 1e-05); this program trains .* rope_theta 10000 norm_eps 1e-05" theta.out ||
+    { cat theta.out; fail "--init-from of another rope_theta: wrong message"; }
+  grep -q "^step " theta.out && fail "--init-from of another rope_theta: training started"
+  echo "  --init-from: $(grep -o 'theta.safetensors holds.*' theta.out | cut -c1-90)..."
+  ;;
+export_many)
+  # A checkpoint of 1029 tensors (114 layers): export reads its MANIFEST
+  # once, not once per tensor (over 600 s for 1024 tensors before).
+  ck_tool=$(dirname "$hexic")/hexic-ckpt
+  compile many "$here/models/many-layers.hx" "$src/examples/clusters/cpu1.hx"
+  steps=1
+  rm -rf ck && train many many --checkpoint-dir ck --checkpoint-every 1
+  [ "$(grep -c '^tensor ' ck/step_00000001/MANIFEST)" = 1029 ] || fail "not a checkpoint of 1029 tensors"
+  # linear, not timed: the MANIFEST opened a fixed number of times (strace
+  # counts them; it was opened once per tensor, 1031 times)
+  if command -v strace >/dev/null; then
+    strace -f -e trace=open,openat -o export.trace "$ck_tool" export ck -o many.safetensors >export.out 2>&1 ||
+      { cat export.out; fail "export of 1029 tensors"; }
+    opened=$(grep -c '/MANIFEST"' export.trace)
+    [ "$opened" -le 4 ] || fail "export opened the MANIFEST $opened times for 1029 tensors (once per tensor?)"
+  else
+    echo "  (no strace here: the count of MANIFEST reads is not checked)"
+    "$ck_tool" export ck -o many.safetensors >export.out 2>&1 || { cat export.out; fail "export of 1029 tensors"; }
+  fi
+  "$ck_tool" info many.safetensors >info.out || fail "hexic-ckpt info of the export"
+  grep -q "^many.safetensors: safetensors, 1029 tensors" info.out || { head -n 1 info.out; fail "the export lacks tensors"; }
+  echo "  $(cut -c1-100 export.out)...; the MANIFEST read ${opened:-?} times"
   ;;
 *)
   fail "unknown mode $mode"

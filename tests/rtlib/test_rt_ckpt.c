@@ -363,6 +363,117 @@ static void test_forged_index(void) {
   free(text);
 }
 
+/* A MANIFEST signed over an index whose wq and wo offsets are swapped (the
+ * rank file untouched, its checksum holds): verify, info and a reader under
+ * another plan (which reads through the index without verifying) refuse it
+ * naming the tensor, instead of loading wq's values into wo and back. */
+enum { SW_ROWS = 2, SW_COLS = 3, SW_N = SW_ROWS * SW_COLS };
+
+static bool save_swapped(int64_t step) {
+  char err[512] = "";
+  float data[2][3][SW_N];
+  struct hx_rt_ckpt_tensor t[2];
+  for (int i = 0; i < 2; i++) {
+    for (int k = 0; k < 3; k++)
+      for (int e = 0; e < SW_N; e++)
+        data[i][k][e] = (float)(i * 100 + k * 10 + e);
+    t[i] = (struct hx_rt_ckpt_tensor){.param = data[i][0],
+                                      .adam_m = data[i][1],
+                                      .adam_v = data[i][2],
+                                      .n = SW_N,
+                                      .id = i ? 20 : 17, /* layers.0.wo, layers.0.wq */
+                                      .rows = SW_ROWS,
+                                      .cols = SW_COLS,
+                                      .r0 = 0,
+                                      .r1 = SW_ROWS,
+                                      .c0 = 0,
+                                      .c1 = SW_COLS};
+  }
+  struct hx_rt_ckpt_state st = {.step = step,
+                                .ntensors = 2,
+                                .tensors = t,
+                                .schedule_steps = 9,
+                                .model = "tiny-model",
+                                .data = "batch 8"};
+  uint64_t size = 0, sum = 0;
+  int count = 2;
+  int64_t index[2 * HX_RT_CKPT_INDEX_INTS];
+  bool ok = hx_rt_ckpt_prepare(dir, step, err, sizeof err) &&
+            hx_rt_ckpt_write_rank(dir, 0, "plan-A", &st, &size, &sum, index, err, sizeof err);
+  int64_t wq_at = index[7];
+  index[7] = index[HX_RT_CKPT_INDEX_INTS + 7];
+  index[HX_RT_CKPT_INDEX_INTS + 7] = wq_at;
+  struct hx_rt_ckpt_files files = {1, &size, &sum, &count, index};
+  ok = ok && hx_rt_ckpt_write_manifest(dir, &st, "plan-A", &files, err, sizeof err);
+  if (!ok)
+    fprintf(stderr, "save_swapped: %s\n", err);
+  return ok;
+}
+
+static void test_swapped_index(void) {
+  CHECK(save_swapped(95));
+  char err[512] = "";
+  CHECK(!hx_rt_ckpt_verify_complete(dir, 95, err, sizeof err));
+  CHECK_CONTAINS(err, "the MANIFEST's index puts layers.0.wq at byte 304 of rank_0000.ckpt, where "
+                      "the file holds it at byte 168");
+  CHECK(hx_rt_ckpt_find_newest_any(dir, NULL) != 95);
+  struct hx_rt_ckpt_info info;
+  bool loaded = hx_rt_ckpt_info_load(dir, 95, &info, err, sizeof err);
+  CHECK(!loaded);
+  CHECK_CONTAINS(err, "does not verify: the MANIFEST's index puts layers.0.wq at byte 304");
+  if (loaded)
+    hx_rt_ckpt_info_free(&info);
+  float got[3][SW_N];
+  struct hx_rt_ckpt_tensor t = {.param = got[0],
+                                .adam_m = got[1],
+                                .adam_v = got[2],
+                                .n = SW_N,
+                                .id = 17,
+                                .rows = SW_ROWS,
+                                .cols = SW_COLS,
+                                .r0 = 0,
+                                .r1 = SW_ROWS,
+                                .c0 = 0,
+                                .c1 = SW_COLS};
+  struct hx_rt_ckpt_state st = {
+      .ntensors = 1, .tensors = &t, .model = "tiny-model", .data = "batch 8"};
+  CHECK(!hx_rt_ckpt_load_resharded(dir, 95, &st, err, sizeof err));
+  CHECK_CONTAINS(err, "rank_0000.ckpt does not hold layers.0.wq at byte 304, where the MANIFEST's "
+                      "index puts it");
+}
+
+/* The model line's rope_theta and norm_eps (issue 24): another value is
+ * another model; a line written before they were recorded (an older
+ * hexic's: the same line up to " rope_theta ") is this model's shape. */
+static void test_model_line_fields(void) {
+  CHECK(save_split(97)); /* records the model line "tiny-model" */
+  char err[512] = "";
+  float got[3][ROWS * COLS];
+  struct hx_rt_ckpt_tensor t = {.param = got[0],
+                                .adam_m = got[1],
+                                .adam_v = got[2],
+                                .n = ROWS * COLS,
+                                .id = 37,
+                                .rows = ROWS,
+                                .cols = COLS,
+                                .r0 = 0,
+                                .r1 = ROWS,
+                                .c0 = 0,
+                                .c1 = COLS};
+  struct hx_rt_ckpt_state st = {.ntensors = 1,
+                                .tensors = &t,
+                                .model = "tiny-model rope_theta 10000 norm_eps 1e-05",
+                                .data = "batch 8"};
+  CHECK(hx_rt_ckpt_load_resharded(dir, 97, &st, err, sizeof err));
+  st.model = "tiny-model-2 rope_theta 10000 norm_eps 1e-05"; /* not a prefix: another shape */
+  CHECK(!hx_rt_ckpt_load_resharded(dir, 97, &st, err, sizeof err));
+  CHECK_CONTAINS(err, "the checkpoint is of another model (tiny-model); this program trains "
+                      "tiny-model-2 rope_theta 10000 norm_eps 1e-05");
+  st.model = "tiny"; /* the recorded line is longer: another model, not an older line */
+  CHECK(!hx_rt_ckpt_load_resharded(dir, 97, &st, err, sizeof err));
+  CHECK_CONTAINS(err, "the checkpoint is of another model (tiny-model); this program trains tiny");
+}
+
 static void test_fnv64(void) {
   /* Published FNV-1a 64 vectors. */
   CHECK(hx_rt_fnv64(HX_FNV64_INIT, "", 0) == UINT64_C(0xcbf29ce484222325));
@@ -387,6 +498,8 @@ int main(void) {
   test_old_format();
   test_resharded();
   test_forged_index();
+  test_swapped_index();
+  test_model_line_fields();
   rt_test_remove_dir(dir);
   return rt_test_finish("test_rt_ckpt");
 }
