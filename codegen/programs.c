@@ -89,6 +89,52 @@ static void emit_clang_format(const struct program_set *set, FILE *f, int unused
   fputs(clang_format_text, f);
 }
 
+/* The most table rows (schedule steps, gradient-group members, HexiSeq
+ * unit rows; one line of about 30 bytes each) the rank programs may hold
+ * together: about 250 MB of C. They grow with micro-batches x stages and,
+ * as every rank lists its gradient groups' members, with devices squared: a
+ * 16M-sequence batch on 8 devices wrote 8 files of up to 38 MB, 16M-token
+ * sequences on 4096 devices 2.5 GB in 4096 files (and 8 GB of memory). */
+#define HX_PROGRAMS_MAX_ROWS (8LL << 20)
+
+/* Table rows of world rank w's program: its schedule, the members of every
+ * group it belongs to, and its HexiSeq stage's unit rows and split tables
+ * (counted as units squared over its groups' units, at least the units). */
+static int64_t rank_rows(const struct program_set *set, int w) {
+  const struct hx_prog_rank *r = &set->ranks[w];
+  int64_t rows = r->nsteps + r->nunits;
+  for (int g = 0; g < set->ngroups; g++)
+    if (hx_group_has_rank(&set->groups[g], w))
+      rows += set->groups[g].nranks;
+  const struct hx_seq_layout *l = r->st ? r->st->seq_layout : NULL;
+  if (l && l->ngroups > 0)
+    rows += (int64_t)l->nunits * l->nunits / l->ngroups;
+  return rows;
+}
+
+/* Refuses (exit 2, nothing of the programs written) a program set over
+ * HX_PROGRAMS_MAX_ROWS, saying what to change. */
+static bool program_size_ok(const struct program_set *set) {
+  int64_t rows = 0, steps = 0;
+  for (int w = 0; w < set->nranks && rows <= HX_PROGRAMS_MAX_ROWS; w++) {
+    rows += rank_rows(set, w);
+    steps += set->ranks[w].nsteps;
+  }
+  if (rows <= HX_PROGRAMS_MAX_ROWS)
+    return true;
+  bool schedule = steps > rows / 2; /* what most of it is */
+  hx_error_plain("the %d rank programs would hold more than %lld table rows (about %lld MB of C), "
+                 "the most hexic writes: %s; plan.json, report.md and trace.json are written",
+                 set->nranks, (long long)HX_PROGRAMS_MAX_ROWS,
+                 (long long)(HX_PROGRAMS_MAX_ROWS * 30 >> 20),
+                 schedule ? "each rank lists one schedule step per micro-batch, so use fewer "
+                            "micro-batches (a larger micro_batch or a smaller global_batch in the "
+                            "train block)"
+                          : "each rank lists the members of its gradient-sync groups and HexiSeq "
+                            "units, which grow with the devices, so use fewer devices");
+  return false;
+}
+
 /* Calls emit(set, f, arg) with f open on dir/name; mode 0 keeps fopen's. */
 static bool write_file(const struct program_set *set, const char *dir, const char *name, int mode,
                        void (*emit)(const struct program_set *, FILE *, int), int arg) {
@@ -125,7 +171,8 @@ enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir) {
     set.memory_need = HX_NEW_ARRAY(hx_prog_arena(&set), double, plan->ndevices);
     hx_plan_memory(ctx, plan, set.memory_need, NULL, NULL);
   }
-  if (!hx_plan_groups_agree(&set) || (cuda && !hx_cuda_plan_supported(&set)))
+  if (!hx_plan_groups_agree(&set) || (cuda && !hx_cuda_plan_supported(&set)) ||
+      !program_size_ok(&set))
     return HX_EXIT_USAGE;
   for (int r = 0; r < set.nranks; r++) {
     char name[32];

@@ -1,6 +1,10 @@
 /* trace.json: the simulated iteration in Chrome Trace Event format (loads in
  * Perfetto and chrome://tracing): one process, one track (tid) per device,
  * named by metadata events; complete events ("ph": "X") in microseconds. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "ir/text/json.h"
 #include "passes/cost/cost.h"
 #include "codegen.h"
@@ -25,6 +29,51 @@ static void write_event(const struct hx_sim_event *e, FILE *f) {
           e->pipeline, e->stage, e->micro_batch, e->layer, e->peer);
 }
 
+/* The most events trace.json holds (about 250 bytes each: some 50 MB).
+ * The simulator makes several per micro-batch and device: a 16M-sequence
+ * batch on 8 devices made 920 MB of trace. Past the limit the trace keeps
+ * the iteration's beginning (every event that starts before a cut time,
+ * on every device) and ends with an event that says where and why it was
+ * cut; hexic says so on stderr too. */
+enum { HX_TRACE_MAX_EVENTS = 200000 };
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* The time before which at most HX_TRACE_MAX_EVENTS events start;
+ * INFINITY when every event fits. */
+static double trace_cut_s(const struct hx_sim_event *ev, int n) {
+  if (n <= HX_TRACE_MAX_EVENTS)
+    return INFINITY;
+  double *starts = malloc(sizeof(double) * (size_t)n);
+  if (!starts)
+    hx_internal_error("out of memory writing trace.json");
+  for (int e = 0; e < n; e++)
+    starts[e] = ev[e].start_s;
+  qsort(starts, (size_t)n, sizeof(double), cmp_double);
+  double cut = starts[HX_TRACE_MAX_EVENTS]; /* events at this time or later are left out */
+  free(starts);
+  return cut;
+}
+
+/* The last event of a cut trace: an instant on track 0 at the cut. */
+static void write_cut_note(const struct hx_ctx *ctx, FILE *f, double cut, int written, int all) {
+  const char *why = hx_sprintf((struct hx_arena *)&ctx->arena,
+                               "trace cut at %.6g s: %d of %d events (the limit is %d)", cut,
+                               written, all, (int)HX_TRACE_MAX_EVENTS);
+  fputs(",\n  {\"name\": ", f);
+  hx_json_string(f, why);
+  fputs(", \"cat\": \"cut\", \"ph\": \"i\", \"s\": \"g\", \"pid\": 0, \"tid\": 0, \"ts\": ", f);
+  hx_json_number(f, cut * 1e6);
+  fputs("}", f);
+  fprintf(stderr,
+          "hexic: note: trace.json holds the first %.6g s of the %.6g s iteration: %d of its %d "
+          "simulated events (the most it holds is %d)\n",
+          cut, ctx->plan->sim.iteration_s, written, all, (int)HX_TRACE_MAX_EVENTS);
+}
+
 bool hx_emit_trace(const struct hx_ctx *ctx, FILE *f) {
   /* Re-simulate with recording on: the pass itself keeps no events. */
   struct hx_plan *plan = ctx->plan;
@@ -45,10 +94,17 @@ bool hx_emit_trace(const struct hx_ctx *ctx, FILE *f) {
                "\"args\": {\"sort_index\": %d}}",
             r, r);
   }
+  double cut = trace_cut_s(o.events, o.nevents);
+  int written = 0;
   for (int e = 0; e < o.nevents; e++) {
+    if (!(o.events[e].start_s < cut))
+      continue;
     fputs(",\n", f);
     write_event(&o.events[e], f);
+    written++;
   }
+  if (written < o.nevents)
+    write_cut_note(ctx, f, cut, written, o.nevents);
   fputs("\n]}\n", f);
   return !ferror(f);
 }

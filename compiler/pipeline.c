@@ -32,7 +32,7 @@ void hx_ctx_init(struct hx_ctx *ctx) {
   hx_arena_init(&ctx->arena);
   ctx->opt.target = HX_TARGET_CPU;
   ctx->opt.strategy = HX_STRAT_AUTO;
-  ctx->opt.search_budget_s = 30.0;
+  ctx->opt.search_budget_s = 0; /* no clock: the plan must not depend on the machine */
 }
 
 static const struct pass *find_pass(const char *name) {

@@ -2,7 +2,8 @@
  * passes/schedule/sched_*.c file; passes/schedule.c runs them through the outer search
  * of sched_search.c.
  *
- *   sched_limit.c      the search limits: evaluations and the clock
+ *   sched_limit.c      the search limits: evaluations and, when asked, the clock
+ *   sched_clock.c      the clock (its own file: a test links a slow one)
  *   sched_graph.c      device graphs for METIS, their validation, the wrapper
  *   sched_phase1.c     devices -> D_dp pipelines (METIS + move/swap refinement)
  *   sched_phase2.c     pipeline -> groups -> stages (TP layout), stage order,
@@ -38,20 +39,22 @@ int hx_rng_below(struct hx_rng *r, int n);
 /* What bounds a plan search. Evaluations (one candidate structure priced:
  * completed over its micro-batch settings by the estimate or the simulator)
  * are counted: --search-evals stops every search at the same point whatever
- * the machine. The clock (--search-budget) only cuts a search short, with a
- * warning that the plan may differ from a run that is not cut short. A
- * search that stops keeps the best plan found so far; each search finds a
- * first plan cheaply before its expensive part, limits or not. */
+ * the machine; it is the only default limit. The clock (--search-budget, off
+ * unless given) only cuts a search short, with a warning that the plan may
+ * differ from a run that is not cut short. A search that stops keeps the
+ * best plan found so far; each search finds a first plan cheaply before its
+ * expensive part, limits or not. */
 enum { HX_SEARCH_EVALS_DEFAULT = 100000 };
-#define HX_SEARCH_BUDGET_DEFAULT_S 30.0
 struct hx_search_limit {
   int64_t evals, max_evals;
-  double start, deadline, budget_s; /* CLOCK_MONOTONIC seconds */
+  /* CLOCK_MONOTONIC seconds; budget_s 0: no clock (start is then 0) */
+  double start, deadline, budget_s;
   bool out_of_evals, out_of_time;   /* why the search stopped, if it did */
 };
 double hx_search_now_s(void);
 void hx_search_limit_init(struct hx_search_limit *l, const struct hx_options *opt);
-/* True once the evaluations are spent or the clock ran out (sticky). */
+/* True once the evaluations are spent or, under --search-budget, the clock
+ * ran out (sticky). Reads the clock only under --search-budget. */
 bool hx_search_limit_stop(struct hx_search_limit *l);
 /* Says on stderr why `search` ("the plan search") stopped: a warning when
  * the clock cut it, a note when it used every evaluation; nothing else. */

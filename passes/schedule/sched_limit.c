@@ -1,24 +1,19 @@
 /* The limits of a plan search: a count of evaluations (--search-evals, the
- * deterministic bound: the same inputs always stop at the same point) and a
- * wall-clock limit (--search-budget, a safety net only: a search it cuts
- * short may return another plan on a faster or slower machine, which the
- * warning says). */
+ * deterministic bound: the same inputs always stop at the same point) and,
+ * only when asked for, a wall-clock limit (--search-budget, a safety net: a
+ * search it cuts short may return another plan on a faster or slower
+ * machine, which the warning says). Without --search-budget the limits never
+ * read the clock, so a loaded or slow machine gets the same plan. */
 #include <stdio.h>
-#include <time.h>
 
 #include "sched.h"
-
-double hx_search_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void hx_search_limit_init(struct hx_search_limit *l, const struct hx_options *opt) {
   l->evals = 0;
   l->max_evals = opt->search_evals > 0 ? opt->search_evals : HX_SEARCH_EVALS_DEFAULT;
-  l->start = hx_search_now_s();
-  l->budget_s = opt->search_budget_s > 0 ? opt->search_budget_s : HX_SEARCH_BUDGET_DEFAULT_S;
+  l->budget_s = opt->search_budget_s > 0 ? opt->search_budget_s : 0;
+  /* the clock is read only for an explicit --search-budget */
+  l->start = l->budget_s > 0 ? hx_search_now_s() : 0;
   l->deadline = l->start + l->budget_s;
   l->out_of_evals = l->out_of_time = false;
 }
@@ -28,7 +23,7 @@ bool hx_search_limit_stop(struct hx_search_limit *l) {
     return true;
   if (l->evals >= l->max_evals)
     l->out_of_evals = true;
-  else if (hx_search_now_s() > l->deadline)
+  else if (l->budget_s > 0 && hx_search_now_s() > l->deadline)
     l->out_of_time = true;
   return l->out_of_evals || l->out_of_time;
 }

@@ -26,9 +26,11 @@
  * best by score, the plans kept before those refinements and the
  * faster of the two symmetric baselines (all devices, best subset).
  *
- * Scores: on small clusters (<= SIM_SCORE_MAX devices) every candidate is
- * ranked by the event simulator itself (cheap there); on larger ones by the
- * closed-form estimate, which is what keeps 1024 GPUs under a few seconds.
+ * Scores: on small clusters (<= SIM_SCORE_MAX devices) with batches of at
+ * most SIM_SCORE_MAX_BATCH sequences every candidate is ranked by the event
+ * simulator itself (cheap there); otherwise by the closed-form estimate,
+ * which is what keeps 1024 GPUs under a few seconds and does not grow with
+ * the batch.
  *
  * Objectives: both are tried for the first D_dp values of a pool; after
  * that the one whose results have been better (an exponential moving average
@@ -40,7 +42,8 @@
  * a search that stops early still returns the best plan so far whenever one
  * exists. After that every loop stops once the search's evaluations
  * (--search-evals: one fresh skeleton completed or priced each) are spent,
- * or when the clock (--search-budget) cuts it short, which is then said.
+ * or, only under an explicit --search-budget, when the clock cuts it
+ * short, which is then said.
  *
  * Deterministic: all choices come from the inputs and fixed seeds; the
  * budgets are counts of candidates, not seconds. Only a cut by the clock
@@ -62,10 +65,14 @@
  * while their simulations total at most FINAL_TASKS tasks (large batches
  * make each one long). */
 enum { TOP = 4, FINAL = 16, FINAL_TASKS = 1 << 21, MAX_MERGE = 8, MAX_STAGES = 256 };
-/* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation,
- * larger ones by the estimate; up to SMALL_CLUSTER they get the full
- * budgets, beyond it smaller ones. */
-enum { SIM_SCORE_MAX = 16, SMALL_CLUSTER = 64 };
+/* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation
+ * when the global batch is at most SIM_SCORE_MAX_BATCH sequences, others by
+ * the estimate; up to SMALL_CLUSTER they get the full budgets, beyond it
+ * smaller ones. A simulation's tasks grow with the micro-batches, the
+ * estimate's work does not: with every candidate simulated, a global batch
+ * of 16M sequences on 8 devices took 40 s and 1.4 GB for 5 candidates.
+ * Under the batch limit a simulation has at most 6 x 16 x 1024 tasks. */
+enum { SIM_SCORE_MAX = 16, SIM_SCORE_MAX_BATCH = 1024, SMALL_CLUSTER = 64 };
 
 /* Budgets (candidates), by cluster size. */
 struct budgets {
@@ -199,7 +206,8 @@ struct search {
   struct memo skeletons;      /* stage lists -> completed plan (or none) */
   struct memo scores;         /* stage lists -> simulated time (local search) */
   int *keybuf;                /* scratch for keys */
-  double last_progress;
+  /* progress lines only (stderr): the clock never steers the search */
+  double progress_start, last_progress;
   double ema[2];              /* per objective: moving average of best score */
   int nsettings;              /* hx_sched_settings, for complete_by_simulation */
   int64_t mbs[HX_SCHED_MAX_SETTINGS];
@@ -214,11 +222,11 @@ static bool stopped(struct search *s) {
 
 static void progress(struct search *s) {
   double t = hx_search_now_s();
-  if (t - s->limit.start < 1.0 || t - s->last_progress < 1.0)
+  if (t - s->progress_start < 1.0 || t - s->last_progress < 1.0)
     return;
   s->last_progress = t;
   fprintf(stderr, "hexic: plan search: %ld candidates, best %.4g s/iteration (%.0f s)\n",
-          s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->limit.start);
+          s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->progress_start);
 }
 
 /* Small clusters: every (micro-batch size, recompute) setting completed and
@@ -1295,11 +1303,12 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   struct search s = {.ctx = ctx, .a = &scratch, .tau = hx_sched_tau(&ctx->opt)};
   s.b = budgets_for(ctx->cluster.ndevices);
   s.nsettings = hx_sched_settings(ctx, s.mbs, s.recompute);
-  s.sim_score = ctx->cluster.ndevices <= SIM_SCORE_MAX;
+  s.sim_score =
+      ctx->cluster.ndevices <= SIM_SCORE_MAX && ctx->train.global_batch <= SIM_SCORE_MAX_BATCH;
   s.rng.state = 0x4865786953636c65ull; /* fixed: same inputs, same plan */
   s.keybuf = HX_NEW_ARRAY(&scratch, int, longest_key(ctx));
   hx_search_limit_init(&s.limit, &ctx->opt);
-  s.last_progress = s.limit.start;
+  s.progress_start = s.last_progress = hx_search_now_s();
   struct pool *pools = HX_NEW_ARRAY(&scratch, struct pool, s.b.pools);
   int npools = make_pools(&s, pools, s.b.pools);
   s.first_phase = true;
