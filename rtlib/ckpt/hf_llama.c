@@ -253,16 +253,20 @@ bool hx_hf_config_read(const char *path, struct hx_hf_model *m, char *err, size_
   return ok;
 }
 
-static void shortest_g(double x, char *buf, size_t size); /* below, the .hx writer's */
-
-/* v as the shortest text strtod reads back as v, an integer without an
- * exponent (10000, 500000, 1e-05), so equal values print equal and the
- * model line compares by its text. */
+/* v as the shortest text strtod reads back as v (%.10g lost
+ * 123456789012.5's last digits), an integer without an exponent (10000,
+ * 500000, 1e-05; %g alone writes 1e+04): equal values print equal, so the
+ * model line compares by its text, and the .hx lexer reads each as a number. */
 static void format_shortest(char *buf, size_t size, double v) {
-  if (v == (double)(long long)v && v > -1e15 && v < 1e15)
+  if (v == (double)(long long)v && v > -1e15 && v < 1e15) {
     snprintf(buf, size, "%lld", (long long)v);
-  else
-    shortest_g(v, buf, size);
+    return;
+  }
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(buf, size, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v)
+      return;
+  }
 }
 
 void hx_hf_model_line(const struct hx_hf_model *m, char *buf, size_t size) {
@@ -294,23 +298,12 @@ bool hx_hf_parse_model_line(const char *line, struct hx_hf_model *m) {
          m->vocab > 0 && m->hidden % m->heads == 0 && m->heads % m->kv_heads == 0;
 }
 
-/* The shortest %g text of x that strtod reads back as x (17 digits always
- * do; %.10g lost 123456789012.5's last digits). What %g writes ("1e-05",
- * "123456789012.5", "10000") is a number to the .hx lexer. */
-static void shortest_g(double x, char *buf, size_t size) {
-  for (int digits = 1; digits <= 17; digits++) {
-    snprintf(buf, size, "%.*g", digits, x);
-    if (strtod(buf, NULL) == x)
-      return;
-  }
-}
-
 void hx_hf_write_hx(FILE *f, const struct hx_hf_model *m, const char *name, const char *source) {
   /* the path in a comment: a newline in it would start a line of the .hx */
   size_t shown_size = 4 * strlen(source) + 1;
   char *shown = malloc(shown_size), theta[32], eps[32];
-  shortest_g(m->rope_theta, theta, sizeof theta);
-  shortest_g(m->norm_eps, eps, sizeof eps);
+  format_shortest(theta, sizeof theta, m->rope_theta);
+  format_shortest(eps, sizeof eps, m->norm_eps);
   fprintf(f,
           "# Written by hexic-ckpt import-hf from %s.\n"
           "model \"%s\" {\n"

@@ -64,6 +64,14 @@ struct options {
   bool force; /* --force: -o may replace an existing regular file */
 };
 
+/* A name or path read from a file, as a terminal may show it (control bytes as
+ * \xNN: a tensor name holding an escape sequence must not reach the terminal
+ * raw); two at once in one message, hence the two buffers. */
+static char shown_buf[2][256];
+static const char *shown(int k, const char *s) {
+  return hx_rt_printable(s, shown_buf[k], sizeof shown_buf[k]);
+}
+
 static bool parse_options(int argc, char **argv, struct options *o, char *why, size_t why_size) {
   *o = (struct options){NULL, "safetensors", "fp32", NULL, NULL, -1, false};
   for (int i = 0; i < argc; i++) {
@@ -318,8 +326,8 @@ static int export_checkpoint(const char *dir, const struct options *o) {
     return error(err);
   struct export_ctx ctx = {dir, &in, {0}, false};
   if (!hx_hf_parse_model_line(in.model, &ctx.model)) {
-    snprintf(err, sizeof err, "%s: the checkpoint's model line '%s' is not one hexic writes", dir,
-             in.model);
+    snprintf(err, sizeof err, "%s: the checkpoint's model line '%s' is not one hexic writes",
+             shown(0, dir), shown(1, in.model));
     hx_rt_ckpt_info_free(&in);
     return error(err);
   }
@@ -384,15 +392,16 @@ static bool open_index(const char *path, struct sources *s, char *err, size_t er
   const struct hx_json *map = hx_json_get(root, "weight_map");
   bool ok = root != NULL;
   if (ok && (!map || map->kind != HX_JSON_OBJECT)) {
-    snprintf(err, err_size, "%s: no \"weight_map\" object (not a safetensors index)", path);
+    snprintf(err, err_size, "%s: no \"weight_map\" object (not a safetensors index)",
+             shown(0, path));
     ok = false;
   }
   char dir[PATH_MAX];
   dir_of(path, dir, sizeof dir);
   for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
     if (m->kind != HX_JSON_STRING || strchr(m->text, '/')) {
-      snprintf(err, err_size, "%s: tensor '%s': its file is not a file name beside the index", path,
-               m->key);
+      snprintf(err, err_size, "%s: tensor '%s': its file is not a file name beside the index",
+               shown(0, path), shown(1, m->key));
       ok = false;
       break;
     }
@@ -404,7 +413,7 @@ static bool open_index(const char *path, struct sources *s, char *err, size_t er
     if (seen)
       continue;
     if (s->n == 64) {
-      snprintf(err, err_size, "%s: more than 64 shard files", path);
+      snprintf(err, err_size, "%s: more than 64 shard files", shown(0, path));
       ok = false;
     } else {
       ok = hx_st_open(&s->files[s->n], file, err, err_size);
@@ -417,9 +426,8 @@ static bool open_index(const char *path, struct sources *s, char *err, size_t er
     snprintf(file, sizeof file, "%s%s", dir, m->text);
     for (int i = 0; i < s->n; i++)
       if (!strcmp(s->files[i].path, file) && !hx_st_find(&s->files[i], m->key)) {
-        snprintf(err, err_size,
-                 "%.700s: the index puts tensor '%.200s' there, but the file lacks it", file,
-                 m->key);
+        snprintf(err, err_size, "%s: the index puts tensor '%s' there, but the file lacks it",
+                 shown(0, file), shown(1, m->key));
         ok = false;
       }
   }
@@ -439,14 +447,12 @@ static const struct hx_st_tensor *find_tensor(const struct sources *s, const cha
   return NULL;
 }
 
+/* By parsing the name, not comparing it with every parameter's: a file of a
+ * 100000-layer config has 900k tensors, and that comparison was quadratic. */
 static bool is_expected(const struct hx_hf_model *m, const char *name) {
-  char want[96];
-  for (int i = 0; i < hx_hf_tensor_count(m); i++) {
-    hx_hf_name(hx_hf_tensor_id(m, i), want, sizeof want);
-    if (!strcmp(want, name))
-      return true;
-  }
-  return ends_with(name, ".rotary_emb.inv_freq"); /* a buffer older exports carry: ignored */
+  uint64_t id;
+  return hx_hf_id_of_name(m, name, &id) ||
+         ends_with(name, ".rotary_emb.inv_freq"); /* a buffer older exports carry: ignored */
 }
 
 /* Every parameter of the config present once with its shape and a dtype
@@ -458,20 +464,20 @@ static bool check_sources(const struct sources *s, const struct hx_hf_model *m, 
       const struct hx_st_tensor *t = &s->files[f].tensors[i];
       if (!is_expected(m, t->name)) {
         snprintf(err, err_size, "%s: unexpected tensor '%s': not a parameter of this Llama config",
-                 s->files[f].path, t->name);
+                 shown(0, s->files[f].path), shown(1, t->name));
         return false;
       }
       if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "BF16") && strcmp(t->dtype, "F16") &&
           !ends_with(t->name, "inv_freq")) {
         snprintf(err, err_size, "%s: tensor '%s' has dtype %s; hexic reads F32, BF16 and F16",
-                 s->files[f].path, t->name, t->dtype);
+                 shown(0, s->files[f].path), shown(1, t->name), t->dtype);
         return false;
       }
       /* once: the import reads the first copy, whose shape alone is checked below */
       const struct hx_st_file *first = NULL;
       if (find_tensor(s, t->name, &first) != t) {
         snprintf(err, err_size, "%s: tensor '%s' is in %s too (each parameter once)",
-                 s->files[f].path, t->name, first->path);
+                 shown(0, s->files[f].path), t->name, shown(1, first->path));
         return false;
       }
     }
@@ -487,12 +493,12 @@ static bool check_sources(const struct sources *s, const struct hx_hf_model *m, 
                                     : t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols);
     if (!t)
       snprintf(err, err_size,
-               "%s: missing tensor '%s' ([%" PRId64 ", %" PRId64 "] for this config)", in, name,
-               rows, cols);
+               "%s: missing tensor '%s' ([%" PRId64 ", %" PRId64 "] for this config)", shown(0, in),
+               name, rows, cols);
     else if (!shape_ok)
       snprintf(err, err_size,
                "%s: tensor '%s' is not [%" PRId64 ", %" PRId64 "], its shape for this config",
-               file->path, name, rows, cols);
+               shown(0, file->path), name, rows, cols);
     if (!shape_ok)
       return false;
   }

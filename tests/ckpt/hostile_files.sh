@@ -53,6 +53,11 @@ PY
 "$ck" info esc.safetensors >info.txt 2>&1 || { cat info.txt; fail "info esc.safetensors"; }
 LC_ALL=C grep -q $'\x1b' info.txt && fail "info printed a raw escape character"
 grep -qF '  \x1b[2Jevil\x0a F32 [1]' info.txt || { cat info.txt; fail "info: the name not shown escaped"; }
+# import's own messages show it escaped too (they printed it raw)
+"$ck" import esc.safetensors --config config.json -o esc-out.safetensors >imp.txt 2>&1 &&
+  fail "import took a tensor that is no parameter"
+LC_ALL=C grep -q $'\x1b' imp.txt && { cat -v imp.txt; fail "import printed a raw escape character"; }
+grep -qF "unexpected tensor '\x1b[2Jevil\x0a'" imp.txt || { cat imp.txt; fail "import: the name not shown escaped"; }
 
 # import-hf: a path with a newline, an exact rope_theta, hexic reads the result
 dir=$'conf\nmodel "x" {'
@@ -63,6 +68,9 @@ sed 's/"rope_theta": 10000.0/"rope_theta": 123456789012.5/' config.json >"$dir/c
 grep -qF '# Written by hexic-ckpt import-hf from conf\x0amodel "x" {/config.json.' hostile.hx ||
   { cat hostile.hx; fail "the path not escaped in the comment"; }
 grep -q 'rope_theta = 123456789012.5;' hostile.hx || { cat hostile.hx; fail "rope_theta not exact"; }
+# an integer rope_theta is written as one (it was 1e+04)
+"$ck" import-hf config.json -o plain.hx >plain.txt 2>&1 || { cat plain.txt; fail "import-hf config.json"; }
+grep -q 'rope_theta = 10000;' plain.hx || { cat plain.hx; fail "rope_theta 10000 not written as 10000"; }
 cat hostile.hx "$src/tests/ckpt/train-block.hx" "$src/examples/clusters/case-study.hx" >all.hx
 "$hexic" all.hx --print-after=model-stats >stats.txt 2>&1 || { cat stats.txt; fail "hexic refused the .hx import-hf wrote"; }
 sed 's/"attention_bias": false/"attention_bias": "yes"/' config.json >yes.json
