@@ -33,9 +33,20 @@ __device__ __forceinline__ float warp_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;
 }
+/* The larger of a and b, NaN when either is: fmaxf(NaN, x) is x, which
+ * hides a NaN from a max (the CPU's kernels give NaN). A compare and a
+ * select, as fmaxf. */
+__device__ __forceinline__ float max_nan(float a, float b) {
+  return a > b || isnan(a) ? a : b;
+}
 __device__ __forceinline__ float warp_max(float x) {
   for (int off = 16; off > 0; off >>= 1)
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+    x = max_nan(x, __shfl_xor_sync(0xffffffffu, x, off));
+  return x;
+}
+__device__ __forceinline__ double warp_sum_f64(double x) {
+  for (int off = 16; off > 0; off >>= 1)
+    x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;
 }
 
@@ -52,6 +63,19 @@ __device__ __forceinline__ float block_sum(float x, float *shared) {
   __syncthreads();
   x = lane < nwarps ? shared[lane] : 0.0f;
   return warp_sum(x);
+}
+/* block_sum in double (`shared`: 32 doubles), for the rare recount of a
+ * float sum that overflowed (rmsnorm.cu). */
+__device__ __forceinline__ double block_sum_f64(double x, double *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int nwarps = blockDim.x >> 5;
+  x = warp_sum_f64(x);
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = x;
+  __syncthreads();
+  x = lane < nwarps ? shared[lane] : 0.0;
+  return warp_sum_f64(x);
 }
 __device__ __forceinline__ float block_max(float x, float *shared) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

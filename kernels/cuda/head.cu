@@ -80,7 +80,7 @@ __global__ void cross_entropy_rows(float *logits, bf16 *grad_lp,
   float *z = logits + row * vocab;
   float peak = -INFINITY;
   for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-    peak = fmaxf(peak, z[j]);
+    peak = max_nan(peak, z[j]);
   peak = block_max(peak, red);
   float sum = 0.0f;
   for (int j = threadIdx.x; j < vocab; j += blockDim.x)

@@ -1,9 +1,26 @@
 /* RMSNorm, forward and backward (kernels/cpu/ops.c: hxk_rmsnorm_*). */
 #include "kernels/cuda/common.cuh"
 
+/* sum_j x_j^2 of a token in double, by a warp (every lane gets it). */
+template <typename T>
+__device__ double sumsq_f64(const T *xt, int dim, int lane) {
+  double sum = 0.0;
+  for (int i = lane; i < dim; i += 32) {
+    double v = load_f(xt + i);
+    sum += v * v;
+  }
+  return warp_sum_f64(sum);
+}
+
 /* out_i = g_i * (x_i * r),  r = 1/sqrt(mean_j x_j^2 + eps), per token.
  * One warp per token: each lane sums its strided share of x_j^2, a warp
- * reduction adds the 32 partials; r is formed in double like the CPU's. */
+ * reduction adds the 32 partials; r is formed in double like the CPU's.
+ * The CPU sums the squares in double: a token whose fp32 sum overflows
+ * (|x| around 2e19 at dim 1024, all finite) has a tiny finite r there, so
+ * such a token is summed again in double, as the CPU does; summed in fp32
+ * its r is 0, the token comes out all zeros and a blown-up run trains on
+ * at uniform logits (loss ln V) where the CPU's loss goes NaN. An Inf or
+ * NaN in x stays Inf or NaN in double: out is NaN, as on the CPU. */
 template <typename T>
 __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *x,
                                        const T *g, long n, int dim,
@@ -19,8 +36,10 @@ __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *x,
       float v = load_f(xt + i);
       sumsq += v * v;
     }
-    sumsq = warp_sum(sumsq);
-    float r = (float)(1.0 / sqrt((double)sumsq / dim + (double)eps));
+    double mean_sq = (double)warp_sum(sumsq) / dim;
+    if (isinf(mean_sq)) /* warp-uniform, rare: fp32 overflowed */
+      mean_sq = sumsq_f64(xt, dim, lane) / dim;
+    float r = (float)(1.0 / sqrt(mean_sq + (double)eps));
     if (lane == 0)
       rstd[t] = r;
     for (int i = lane; i < dim; i += 32) /* reads x_i before writing out_i */
@@ -80,12 +99,28 @@ static int rms_bwd_blocks(long n) {
  * (g is re-read from the cache each row: only the sums live in registers),
  * then writes the block's partial row part[block, :]. The partials are
  * added in block order by rmsnorm_dg_kernel: no atomics, fixed order. */
+/* sum_i g_i dout_i xh_i of a token in double, by the block (every thread
+ * gets it): the CPU's sum, for a token whose fp32 sum overflowed, so that
+ * a finite mean there stays finite here. */
+template <typename T>
+__device__ double dot_f64(const T *dt, const T *xt, const T *g, float r,
+                          int dim, double *red) {
+  double dot = 0.0;
+  for (int c = 0; c < RMS_MAXC; c++) {
+    int i = threadIdx.x + c * blockDim.x;
+    if (i < dim)
+      dot += (double)load_f(g + i) * load_f(dt + i) * (load_f(xt + i) * r);
+  }
+  return block_sum_f64(dot, red);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(RMS_MAX_THREADS)
 rmsnorm_backward_kernel(T *dx, float *part, const T *dout, const T *x,
                         const T *g, const float *rstd, long n, int dim,
                         long rows_per_block) {
   __shared__ float red[32];
+  __shared__ double red_f64[32];
   float acc[RMS_MAXC];
 #pragma unroll
   for (int c = 0; c < RMS_MAXC; c++)
@@ -102,6 +137,8 @@ rmsnorm_backward_kernel(T *dx, float *part, const T *dout, const T *x,
         dot += load_f(g + i) * load_f(dt + i) * (load_f(xt + i) * r);
     }
     float mean_dot = block_sum(dot, red) / dim;
+    if (isinf(mean_dot)) /* block-uniform, rare: fp32 overflowed */
+      mean_dot = (float)(dot_f64(dt, xt, g, r, dim, red_f64) / dim);
 #pragma unroll
     for (int c = 0; c < RMS_MAXC; c++) {
       int i = threadIdx.x + c * blockDim.x;

@@ -1185,6 +1185,182 @@ static void run_optim(enum hxc_dtype dt) {
   check_adamw_single();
 }
 
+/* ---- non-finite values and overflow (issue 24, item 6) -------------------
+ * Where the CPU's kernels give NaN or Inf the CUDA ones must too, and where
+ * the CPU's stay finite (their sums in double) so must these: the executor
+ * stops a run at the step whose loss or gradient norm is not finite, on
+ * the GPU at the CPU's step. */
+
+/* As compare, but an element the CPU made NaN or Inf must be NaN or Inf
+ * here too (either: a NaN and an Inf both stop the run). */
+static void compare_nonfinite(const char *name, enum hxc_dtype dt,
+                              const vec &got, const vec &ref, double tol) {
+  double diff = 0.0, scale = 0.0;
+  long mismatched = -1, nonfinite = 0;
+  for (size_t i = 0; i < ref.size() && i < got.size(); i++) {
+    if (isfinite(ref[i]) != isfinite(got[i])) {
+      mismatched = (long)i;
+      break;
+    }
+    if (!isfinite(ref[i])) {
+      nonfinite++;
+      continue;
+    }
+    diff = fmax(diff, fabs((double)got[i] - ref[i]));
+    scale = fmax(scale, fabs((double)ref[i]));
+  }
+  char why[96];
+  if (got.size() != ref.size())
+    snprintf(why, sizeof why, "size %zu, not %zu", got.size(), ref.size());
+  else if (mismatched >= 0)
+    snprintf(why, sizeof why, "[%ld] is %g, the CPU's %g", mismatched,
+             (double)got[(size_t)mismatched], (double)ref[(size_t)mismatched]);
+  double err = diff / (scale > 0 ? scale : 1.0);
+  if (got.size() == ref.size() && mismatched < 0)
+    snprintf(why, sizeof why, "%ld non-finite as on the CPU%s", nonfinite,
+             err <= tol ? "" : ", the finite ones differ");
+  report(got.size() == ref.size() && mismatched < 0 && err <= tol, name,
+         dt_name(dt), err, tol, why);
+}
+
+/* RMSNorm of 4 tokens at dim 320: x around 1e20 (the squares overflow
+ * fp32, not the CPU's double: r stays tiny and finite), dout 1e37 (so does
+ * sum g dout xh: mean_dot stays finite), then an Inf and a NaN in two
+ * tokens (NaN out where the CPU's is). */
+static void check_rmsnorm_range(enum hxc_dtype dt) {
+  reseed(21);
+  const long T = 4;
+  vec x = random_vec(T * DIM, 0.5f), g = random_vec(DIM, 0.25f);
+  vec dout = random_vec(T * DIM, 0.5f);
+  for (auto &e : x)
+    e = (e + 1.0f) * 1e20f; /* one sign: the sum of squares is ~1e42 */
+  for (auto &e : g)
+    e += 1.0f;
+  for (auto &e : dout)
+    e = (e + 1.0f) * 1e37f;
+  x = representable(x, dt), g = representable(g, dt);
+  dout = representable(dout, dt);
+  bool bf = dt == HXC_BF16;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      x[1 * DIM + 7] = INFINITY;
+      x[2 * DIM + 3] = NAN;
+    }
+    void *gx = upload(x, dt), *gg = upload(g, dt), *gdout = upload(dout, dt);
+    void *gout = upload(vec((size_t)(T * DIM)), dt);
+    void *gdx = upload(vec((size_t)(T * DIM)), dt);
+    float *grstd = upload_f32(vec(T)), *gdg = upload_f32(vec(DIM));
+    hxc_rmsnorm_forward(gout, grstd, gx, gg, T, DIM, 1e-5f, dt, stream);
+    hxc_rmsnorm_backward(ctx, gdx, gdg, gdout, gx, gg, grstd, T, DIM, dt,
+                         stream);
+    vec out((size_t)(T * DIM)), rstd(T), dx((size_t)(T * DIM)), dg(DIM);
+    hxk_rmsnorm_forward(out.data(), rstd.data(), x.data(), g.data(), T, DIM,
+                        1e-5f);
+    hxk_rmsnorm_backward(dx.data(), dg.data(), dout.data(), x.data(),
+                         g.data(), rstd.data(), T, DIM);
+    const char *tag = pass ? ".inf_nan" : ".overflow";
+    char name[64];
+    snprintf(name, sizeof name, "nonfinite.rmsnorm%s.out", tag);
+    compare_nonfinite(name, dt, download(gout, T * DIM, dt), out,
+                      bf ? 2 * U : 1e-5);
+    snprintf(name, sizeof name, "nonfinite.rmsnorm%s.rstd", tag);
+    compare_nonfinite(name, dt, download_f32(grstd, T), rstd, 1e-6);
+    snprintf(name, sizeof name, "nonfinite.rmsnorm%s.dx", tag);
+    compare_nonfinite(name, dt, download(gdx, T * DIM, dt), dx,
+                      bf ? 8 * U : 1e-4);
+    snprintf(name, sizeof name, "nonfinite.rmsnorm%s.dg", tag);
+    compare_nonfinite(name, dt, download_f32(gdg, DIM), dg, bf ? 8 * U : 1e-4);
+    release(gx), release(gg), release(gdout), release(gout), release(gdx),
+        release(grstd), release(gdg);
+  }
+}
+
+/* The head's loss and gradients with a NaN in one token's input, then a
+ * NaN weight in one vocabulary row (a NaN logit that is no row's first,
+ * which a max by fmaxf drops) and an Inf input: NaN where the CPU's is. */
+static void check_head_nonfinite(enum hxc_dtype dt) {
+  reseed(22);
+  struct hxk_dims d = head_dims();
+  int D = d.dim, V = d.vocab;
+  long n = 64;
+  double scale = 1.0 / (double)n;
+  std::vector<int32_t> tgt((size_t)n);
+  for (auto &t : tgt)
+    t = (int32_t)((uniform(1.0f) + 1.0f) * 0.5f * V) % V;
+  vec fn = representable(vec((size_t)D, 1.0f), dt);
+  int32_t *gt = (int32_t *)device_alloc((size_t)n * sizeof(int32_t));
+  HXC_CHECK(cudaMemcpy(gt, tgt.data(), (size_t)n * sizeof(int32_t),
+                       cudaMemcpyHostToDevice));
+  const char *names[3] = {"nan_input", "nan_logit", "inf_input"};
+  for (int c = 0; c < 3; c++) {
+    vec x = representable(random_vec(n * D, 2.0f), dt);
+    vec lm = representable(random_vec((long)V * D, 0.2f), dt);
+    if (c == 0)
+      x[5 * D + 9] = NAN;
+    if (c == 1)
+      lm[7L * D + 3] = NAN;
+    if (c == 2)
+      x[11 * D] = INFINITY;
+    vec scratch((size_t)hxk_head_scratch_floats(&d, n)), rdx((size_t)(n * D));
+    vec rdfn((size_t)D), rdlm((size_t)V * D);
+    struct hxk_head_params w = {fn.data(), lm.data()};
+    struct hxk_head_params g = {rdfn.data(), rdlm.data()};
+    double ref = hxk_head_forward_backward(&d, &w, &g, x.data(), tgt.data(),
+                                           n, scale, rdx.data(),
+                                           scratch.data());
+    void *gx = upload(x, dt), *gfn = upload(fn, dt), *glm = upload(lm, dt);
+    void *gdx = upload(vec((size_t)(n * D)), dt);
+    float *gdfn = upload_f32(vec((size_t)D)), *gdlm = upload_f32(vec((size_t)V * D));
+    double *gloss = (double *)upload_f32(vec(2)), loss;
+    void *gscratch = device_alloc(hxc_head_scratch_bytes(&d, n, 0, dt));
+    struct hxc_head_params gw = {gfn, glm};
+    struct hxc_head_grads gg = {gdfn, gdlm};
+    hxc_head_forward_backward(ctx, &d, &gw, &gg, gx, gt, n, scale, gdx, gloss,
+                              gscratch, 0, dt, stream);
+    HXC_CHECK(cudaDeviceSynchronize());
+    HXC_CHECK(cudaMemcpy(&loss, gloss, sizeof loss, cudaMemcpyDeviceToHost));
+    char name[64];
+    snprintf(name, sizeof name, "nonfinite.head.%s.loss", names[c]);
+    bool same = !isfinite(ref) && !isfinite(loss);
+    report(same, name, dt_name(dt), same ? 0.0 : 1.0, 0.0,
+           same ? "non-finite as on the CPU" : "the CPU's loss is NaN");
+    snprintf(name, sizeof name, "nonfinite.head.%s.dlm_head", names[c]);
+    compare_nonfinite(name, dt, download_f32(gdlm, (long)V * D), rdlm,
+                      dt == HXC_BF16 ? 8 * U : 1e-5);
+    snprintf(name, sizeof name, "nonfinite.head.%s.dx", names[c]);
+    compare_nonfinite(name, dt, download(gdx, n * D, dt), rdx, dt == HXC_BF16 ? 8 * U : 1e-5);
+    release(gx), release(gfn), release(glm), release(gdx), release(gdfn),
+        release(gdlm), release(gloss), release(gscratch);
+  }
+  release(gt);
+}
+
+/* The gradient norm's sums of squares with a NaN, then an Inf. */
+static void check_sumsq_nonfinite(void) {
+  long n = 5000;
+  for (int c = 0; c < 2; c++) {
+    vec g = random_vec(n, 0.1f);
+    g[(size_t)(n - 3)] = c == 0 ? NAN : INFINITY;
+    float *dg = upload_f32(g);
+    double *gsum = (double *)upload_f32(vec(2)), got;
+    hxc_sum_squares(ctx, dg, n, gsum, stream);
+    HXC_CHECK(cudaDeviceSynchronize());
+    HXC_CHECK(cudaMemcpy(&got, gsum, sizeof got, cudaMemcpyDeviceToHost));
+    double ref = hxk_sum_squares(g.data(), n);
+    bool same = isnan(ref) == isnan(got) && isinf(ref) == isinf(got);
+    report(same, c == 0 ? "nonfinite.sum_squares.nan" : "nonfinite.sum_squares.inf",
+           "fp32", same ? 0.0 : 1.0, 0.0, same ? "as on the CPU" : "not the CPU's");
+    release(dg), release(gsum);
+  }
+}
+
+static void check_nonfinite(enum hxc_dtype dt) {
+  check_rmsnorm_range(dt);
+  check_head_nonfinite(dt);
+  if (dt == HXC_FP32)
+    check_sumsq_nonfinite();
+}
+
 static const struct group groups[] = {
     {"embedding", check_embedding},   {"rmsnorm", check_rmsnorm},
     {"rope", check_rope},             {"swiglu", check_swiglu},
@@ -1192,7 +1368,7 @@ static const struct group groups[] = {
     {"linear", check_linear},         {"attention", check_attention},
     {"attention_block", check_attention_block},
     {"head", check_head},             {"optim", run_optim},
-    {"layer", check_layer},
+    {"layer", check_layer},           {"nonfinite", check_nonfinite},
 };
 
 /* A CUDA error leaves the device unusable for the rest of the process:

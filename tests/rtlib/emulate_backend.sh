@@ -14,11 +14,14 @@
 #      positions and rtlib/seq's hook on the device), fp32 as the CPU's;
 #   4. ZeRO-1: uneven optimizer shards over TP 2 beside TP 1 + TP 1, four
 #      ranks through the staged transport, with a checkpoint, as the CPU's.
+#   5. a run gone non-finite (tiny at lr 1e3, global batch 4): one rank
+#      and PP 2 stop at the CPU programs' step with the CPU's error line,
+#      every rank exiting 1, without that step's checkpoint.
 # What it checks: the executor's calls through the device and transport
 # interfaces, the bindings, packing, staging and bf16 plumbing. What it
 # cannot: speed, streams running concurrently, a real GPU's errors.
 #
-#   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1|build]   (all by default;
+#   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1|nonfinite|build]   (all by default;
 #   builds into build-emu-backend/; HEXIC_CPU_BUILD=DIR takes the CPU side
 #   from an existing build)
 set -euo pipefail
@@ -153,6 +156,82 @@ paste <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$z1/cpu.log"
 echo "emulate_backend: ZeRO-1 TP 2 beside TP 1 + TP 1 (four ranks, staged) agrees with the CPU backend"
 fi
 [ "$part" = zero1 ] && exit 0
+
+# 5. Non-finite (issue 24, item 6): tiny with lr 1e3 and no warm-up blows up
+#    to a NaN loss at step 6 (tests/exec/run_nonfinite.sh), here at global
+#    batch 4 (the same step, an eighth of the tokens: ~2 s a step in the
+#    emulator). The CUDA kernels must go non-finite where the CPU's do: in
+#    fp32 RMSNorm's sum of squares overflowed where the CPU's double did not,
+#    r became 0, every token 0 and the emulated run trained on at loss
+#    ln 256 = 5.545177 with exit 0. One rank, and PP 2 (the first stage never
+#    sees the loss) with two micro-batches: the CUDA programs print the CPU's
+#    error line (step, rank, tensor, value, loss and norm), every rank exits
+#    1 by itself (mpirun does not end the others), the step lines and the
+#    checkpoints end at the step before.
+if [ "$part" = all ] || [ "$part" = nonfinite ]; then
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+cmake --build "$cpu" -j2 --target hexic >/dev/null
+nf=$out/nonfinite
+rm -rf "$nf" && mkdir -p "$nf"
+sed -e 's/lr = 1e-3; warmup_steps = 10/lr = 1e3; warmup_steps = 0/' \
+  -e 's/global_batch = 32/global_batch = 4/' examples/models/tiny.hx >"$nf/tiny.hx"
+[ "$(grep -c "lr = 1e3\|global_batch = 4" "$nf/tiny.hx")" = 2 ] ||
+  { echo "FAIL: cannot raise tiny's learning rate and lower its batch"; exit 1; }
+sed 's/"micro_batches": 4, "micro_batch_size": 8/"micro_batches": 2, "micro_batch_size": 2/' \
+  tests/codegen/plans/tiny_pp2.json >"$nf/pp2.json"
+grep -q '"micro_batch_size": 2' "$nf/pp2.json" || { echo "FAIL: cannot shrink tiny_pp2.json"; exit 1; }
+# stops DIR KIND: every rank of DIR's KIND programs (cpu: DIR, emu: DIR/emu)
+# for 8 steps, each recording its exit status, which must be 1; prints the
+# one error line.
+stops() {
+  local app=() r bin st line
+  for r in "${ranks[@]}"; do
+    bin=$1/$r
+    [ "$2" = cpu ] || bin=$1/emu/$r
+    app+=(${app[@]:+:} -np 1 bash -c '"$0" "$@"; echo $? >"$STATUS/${0##*/}"' "$bin" --steps 8
+      --checkpoint-dir "$1/$2.ck" --checkpoint-every 1)
+  done
+  mkdir -p "$1/$2.status"
+  STATUS=$1/$2.status OMPI_MCA_orte_abort_on_non_zero_status=0 HEXIC_STAGE_BYTES=4096 HEXIC_TIMEOUT_S=30 \
+    timeout 120 mpirun --oversubscribe -x STATUS "${app[@]}" >"$1/$2.log" 2>&1
+  for r in "${ranks[@]}"; do
+    st=$(cat "$1/$2.status/$r" 2>/dev/null)
+    [ "$st" = 1 ] || { cat "$1/$2.log" >&2; echo "FAIL: $1 $2: $r exited with '$st', not 1" >&2; exit 1; }
+  done
+  line=$(grep "error: step [0-9]*: the gradient of" "$1/$2.log")
+  [ "$(grep -c . <<<"$line")" = 1 ] || { cat "$1/$2.log" >&2; echo "FAIL: $1 $2: want one error line" >&2; exit 1; }
+  echo "$line"
+}
+for p in one pp2; do
+  if [ $p = one ]; then
+    "$cpu/hexic" "$nf/tiny.hx" examples/clusters/cpu1.hx -o "$nf/$p" >/dev/null
+  else
+    "$cpu/hexic" "$nf/tiny.hx" examples/clusters/cpu8.hx --plan="$nf/pp2.json" -o "$nf/$p" >/dev/null
+  fi
+  make -s -C "$nf/$p" -j2 >/dev/null
+  mkdir -p "$nf/$p/emu"
+  ranks=()
+  for src in "$nf/$p"/rank_*.c; do
+    r=$(basename "$src" .c)
+    mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$nf/$p/emu/$r"
+    ranks+=("$r")
+  done
+  want=$(stops "$nf/$p" cpu) || exit 1
+  got=$(stops "$nf/$p" emu) || exit 1
+  grep -q "transport: mpi-staged" "$nf/$p/emu.log" || { echo "FAIL: $p: not the staged transport"; exit 1; }
+  [ "$want" = "$got" ] || { cat "$nf/$p/emu.log"; printf 'FAIL: %s: emulated cuda said\n  %s\nthe cpu\n  %s\n' \
+    "$p" "$got" "$want"; exit 1; }
+  step=$(sed -n 's/.*error: step \([0-9]*\):.*/\1/p' <<<"$want")
+  grep -q "^step $((step - 1))/8 " "$nf/$p/emu.log" && ! grep -q "^step $step/8 " "$nf/$p/emu.log" ||
+    { cat "$nf/$p/emu.log"; echo "FAIL: $p: the step lines do not end at step $((step - 1))"; exit 1; }
+  [ -f "$nf/$p/emu.ck/$(printf 'step_%08d' $((step - 1)))/MANIFEST" ] &&
+    [ -z "$(find "$nf/$p/emu.ck" -name "$(printf 'step_%08d*' "$step")")" ] ||
+    { ls -R "$nf/$p/emu.ck"; echo "FAIL: $p: the checkpoints do not end at step $((step - 1))"; exit 1; }
+  echo "emulate_backend: nonfinite $p stops as the CPU programs do: ${got%%: training stops*}"
+done
+fi
+[ "$part" = nonfinite ] && exit 0
 
 
 # 2. TP 2 + PP 2 and an uneven second pipeline, five ranks, staged transport

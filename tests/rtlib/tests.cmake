@@ -122,3 +122,22 @@ add_executable(test_ckpt_readers ${HX_RT_TESTS}/test_ckpt_readers.c)
 target_link_libraries(test_ckpt_readers PRIVATE hexic_rt)
 add_test(NAME rtlib.ckpt_readers COMMAND test_ckpt_readers)
 set_tests_properties(rtlib.ckpt_readers PROPERTIES LABELS rtlib TIMEOUT 90)
+
+# A blown-up run stops on the CUDA backend at the CPU's step (issue 24,
+# item 6): emulate_backend.sh nonfinite runs tiny at lr 1e3 (one rank and
+# PP 2) on the host emulator against the CPU programs, the same error line
+# and exit 1 (~45 s). It shares gpu.emulated.backend_frozen's emulator
+# build, so the two take one lock rather than build it twice at once.
+if(HEXIC_CUDA AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND NOT HEXIC_SANITIZE
+   AND NOT HEXIC_FUZZ)
+  add_test(NAME gpu.emulated.nonfinite
+    COMMAND env HEXIC_EMU_BACKEND_BUILD=${CMAKE_CURRENT_BINARY_DIR}/emu-backend
+            HEXIC_CPU_BUILD=${CMAKE_BINARY_DIR}
+            bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh nonfinite)
+  set_tests_properties(gpu.emulated.nonfinite PROPERTIES
+    LABELS "gpu-emulated;mpi" TIMEOUT 600 PROCESSORS 2 RESOURCE_LOCK hexic-emu-backend)
+  if(TEST gpu.emulated.backend_frozen)
+    set_tests_properties(gpu.emulated.backend_frozen PROPERTIES
+      RESOURCE_LOCK hexic-emu-backend)
+  endif()
+endif()
