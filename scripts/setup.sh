@@ -15,6 +15,7 @@ packages=(
   python3                          # bench and test helpers
   python3-pip                      # PyPI's safetensors and numpy for tests/ckpt (below)
   procps                           # pgrep: the fault tests find a rank's process
+  strace                           # tests/ckpt counts a tool's file reads and fsyncs
 )
 
 SUDO=""

@@ -554,16 +554,18 @@ export_many)
   rm -rf ck && train many many --checkpoint-dir ck --checkpoint-every 1
   [ "$(grep -c '^tensor ' ck/step_00000001/MANIFEST)" = 1029 ] || fail "not a checkpoint of 1029 tensors"
   # linear, not timed: the MANIFEST opened a fixed number of times (strace
-  # counts them; it was opened once per tensor, 1031 times)
-  if command -v strace >/dev/null; then
-    strace -f -e trace=open,openat -o export.trace "$ck_tool" export ck -o many.safetensors >export.out 2>&1 ||
-      { cat export.out; fail "export of 1029 tensors"; }
-    opened=$(grep -c '/MANIFEST"' export.trace)
-    [ "$opened" -le 4 ] || fail "export opened the MANIFEST $opened times for 1029 tensors (once per tensor?)"
-  else
-    echo "  (no strace here: the count of MANIFEST reads is not checked)"
+  # counts them; it was opened once per tensor, 1031 times); and the file is
+  # fsync'ed before it is renamed into place (it was renamed unsynced: a crash
+  # could leave an empty many.safetensors)
+  command -v strace >/dev/null || fail "strace is missing (scripts/setup.sh installs it)"
+  # (LeakSanitizer cannot run under ptrace)
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+    strace -f -e trace=openat,fsync,fdatasync,rename,renameat,renameat2 -o export.trace \
     "$ck_tool" export ck -o many.safetensors >export.out 2>&1 || { cat export.out; fail "export of 1029 tensors"; }
-  fi
+  opened=$(grep -c '/MANIFEST"' export.trace)
+  [ "$opened" -le 4 ] || fail "export opened the MANIFEST $opened times for 1029 tensors (once per tensor?)"
+  awk '/fsync\(|fdatasync\(/ { synced = 1 } /rename.*many\.safetensors\.tmp/ { print (synced ? "ok" : "unsynced"); exit }' \
+    export.trace | grep -qx ok || fail "export renamed many.safetensors.tmp into place before any fsync"
   "$ck_tool" info many.safetensors >info.out || fail "hexic-ckpt info of the export"
   grep -q "^many.safetensors: safetensors, 1029 tensors" info.out || { head -n 1 info.out; fail "the export lacks tensors"; }
   echo "  $(cut -c1-100 export.out)...; the MANIFEST read ${opened:-?} times"
