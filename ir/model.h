@@ -44,6 +44,7 @@ struct hx_train {
   struct location loc;
   int64_t global_batch;   /* sequences per optimizer step */
   int64_t micro_batch;    /* 0: the planner chooses */
+  struct location micro_batch_loc; /* where the train block sets it (warnings) */
   enum hx_precision precision;
   enum hx_recompute recompute;
   enum hx_optimizer optimizer;

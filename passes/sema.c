@@ -501,6 +501,8 @@ static void build_train(struct sema *s, const struct hx_block *b) {
   t->loc = b->loc;
   get_int(s, f[TR_GLOBAL_BATCH], &sp[TR_GLOBAL_BATCH], 0, &t->global_batch);
   get_int(s, f[TR_MICRO_BATCH], &sp[TR_MICRO_BATCH], 0, &t->micro_batch);
+  if (f[TR_MICRO_BATCH])
+    t->micro_batch_loc = f[TR_MICRO_BATCH]->value.loc;
   t->precision = (enum hx_precision)get_choice(s, f[TR_PRECISION], &sp[TR_PRECISION], HX_PREC_BF16);
   t->recompute = (enum hx_recompute)get_choice(s, f[TR_RECOMPUTE], &sp[TR_RECOMPUTE], HX_RECOMPUTE_NONE);
   t->optimizer = (enum hx_optimizer)get_choice(s, f[TR_OPTIMIZER], &sp[TR_OPTIMIZER], HX_OPT_ADAMW);

@@ -489,7 +489,7 @@ static void attach_baselines(struct hx_ctx *ctx, struct hx_plan *plan, struct hx
   ctx->baseline = best;
 }
 
-struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
+struct hx_plan *hx_hexiseq_try(struct hx_ctx *ctx) {
   struct search s;
   memset(&s, 0, sizeof s);
   s.ctx = ctx;
@@ -522,18 +522,40 @@ struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
         (won == KIND_HEXISEQ && t == kinds[won]->sim.iteration_s))
       won = k;
   }
-  struct hx_plan *plan = NULL;
-  if (won >= 0)
-    plan = won == KIND_HEXISEQ ? kinds[won] : hx_seq_plan_copy(&ctx->arena, kinds[won]);
-  if (!plan) {
+  if (won < 0)
+    return NULL;
+  struct hx_plan *plan =
+      won == KIND_HEXISEQ ? kinds[won] : hx_seq_plan_copy(&ctx->arena, kinds[won]);
+  plan->strategy = kind_names[won];
+  attach_baselines(ctx, plan, kinds);
+  return plan;
+}
+
+struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
+  struct hx_plan *plan = hx_hexiseq_try(ctx);
+  if (!plan)
     /* full recompute was tried already unless the train block rules it out */
     hx_error_plain("no context x head parallel layout fits in memory over %d devices for "
                    "%lld-token sequences; try %smore devices",
                    ctx->cluster.ndevices, (long long)ctx->model.seq_len,
                    hx_sched_recompute_allowed(ctx, true) ? "" : "recompute = full or ");
-    return NULL;
-  }
-  plan->strategy = kind_names[won];
-  attach_baselines(ctx, plan, kinds);
   return plan;
+}
+
+static bool splits_sequences(const struct hx_plan *plan) {
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int j = 0; j < plan->pipelines[i].nstages; j++)
+      if (plan->pipelines[i].stages[j].seq_layout)
+        return true;
+  return false;
+}
+
+void hx_hexiseq_warn_micro_batch(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  int64_t asked = ctx->train.micro_batch;
+  if (!plan || asked <= 1 || !splits_sequences(plan))
+    return;
+  hx_warning(ctx->train.micro_batch_loc,
+             "'micro_batch' (%lld) is not used: the plan splits sequences over devices "
+             "(context x head parallel), one sequence per micro-batch",
+             (long long)asked);
 }

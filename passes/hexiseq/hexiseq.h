@@ -40,6 +40,13 @@ bool hx_hexiseq_no_symmetric_shape(const struct hx_ctx *ctx);
  * report compare against. NULL after reporting an error when no layout fits
  * memory. */
 struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx);
+/* hx_hexiseq_schedule without the error: NULL when no layout fits (the
+ * `auto` strategy's fallback, whose caller reports its own shortfall). */
+struct hx_plan *hx_hexiseq_try(struct hx_ctx *ctx);
+/* A HexiSeq plan carries one sequence per micro-batch (a sequence is what
+ * its units split): warns, at the train block's micro_batch, when that asks
+ * for more, so the setting is not dropped silently. */
+void hx_hexiseq_warn_micro_batch(const struct hx_ctx *ctx, const struct hx_plan *plan);
 
 /* ---- frames and plans (hexiseq_plan.c) ---------------------------------- */
 
