@@ -326,6 +326,30 @@ bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, d
 bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
                     double *shortfall, int *worst_rank);
 
+/* ---- memory by kind (issue 25, item 1; passes/cost/cost_memory.c) ------
+ * What rank r's device holds at its peak, in bytes, by the kinds the runtime
+ * counts (rtlib/rt_memory.h, the same order and names): priced from the
+ * buffers the runtime allocates for the plan, exactly (its TP shard's heads
+ * and ffn columns, the slots in flight, the gradient-sync packs, ZeRO-1's
+ * shards), as the CPU backend runs it (fp32 whatever the precision) under
+ * --target=cpu. tests/exec/run_memory.sh holds every exec plan to these
+ * figures within 5% per rank and kind. HexiSeq stages' hooks are not
+ * priced (their ring and all-to-all buffers live in rtlib/seq/). */
+enum hx_mem_kind {
+  HX_MEM_WEIGHTS,
+  HX_MEM_GRADIENTS,
+  HX_MEM_OPTIMIZER,
+  HX_MEM_ACTIVATIONS,
+  HX_MEM_RECOMPUTE,
+  HX_MEM_COMM,
+  HX_MEM_WORKSPACE,
+  HX_MEM_NKINDS
+};
+extern const char *const hx_mem_kind_names[HX_MEM_NKINDS];
+/* bytes[HX_MEM_NKINDS]; all 0 for an unused rank. */
+void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan, int r,
+                            double *bytes);
+
 /* Closed-form iteration estimate for searches: per pipeline the 1F1B (or
  * GPipe) makespan (m - 1) * max_s(f_s + b_s) + sum_s(f_s + b_s + 2 hop_s);
  * then, per stage, when its gradient all-reduces end (they start as the last
@@ -555,6 +579,9 @@ struct hx_sim_options {
   /* Outputs. */
   struct hx_sim_event *events; /* sorted by rank, then start time */
   int nevents;
+  /* Events of an extrapolated simulation's omitted steps that are not in
+   * `events` (past the first 2^18 events of the iteration); 0 otherwise. */
+  int64_t events_left_out;
   double memory_shortfall; /* max over used devices of needed - capacity */
   int worst_rank;          /* that device, -1 when the plan uses none */
 };
@@ -567,6 +594,17 @@ struct hx_sim_options {
  * may be NULL. Allocates nothing that outlives the call except the recorded
  * events. */
 bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_options *opt);
+
+/* A 1F1B pipeline of more micro-batches than this is simulated over a few
+ * hundred of them until its steady state is found (every task of a step
+ * starting one period, within 1e-9 of it, after its twin of the step
+ * before); the steps up to the full count's cool-down are then counted in
+ * closed form (times shifted by a multiple of the period), so the cost does
+ * not grow with the batch. Figures may then differ in the last bits from a
+ * step-by-step run. A pipeline that does not settle is simulated whole.
+ * hx_sim_set_extrapolation changes the threshold (tests; <= 0 restores it). */
+enum { HX_SIM_EXTRAPOLATE_ABOVE = 4096 };
+void hx_sim_set_extrapolation(int64_t above);
 
 /* The most tasks one simulation builds (about 100 bytes each with their
  * dependencies: some 1.6 GB); a plan that needs more (a huge global batch in

@@ -23,6 +23,31 @@ struct task {
   int from, to; /* hop: sending and receiving leader */
   int gstage;   /* flat stage index of compute tasks, -1 otherwise */
   int group;    /* grad task: index into the member lists, -1 otherwise */
+  /* Pipeline tasks: the 1F1B step (stage s runs forward j + warm-up(s) and
+   * backward j in step j; hops take their sender's step). Extrapolated
+   * pipelines: after_cut marks the tasks of steps >= the cut, whose times
+   * are those of the full run (struct extrapolation). */
+  int step;
+  bool after_cut;
+  double ready; /* the latest end of its predecessors (plus any shift) */
+};
+
+/* A pipeline of many identical micro-batches (1F1B, more than
+ * extrapolate_above) is simulated with built_m of them: once every task of
+ * its last steady steps starts `period` after its twin of the step before
+ * (checked, not assumed), the steps between the cut and the cool-down of
+ * the full run repeat the step before the cut; the `omitted` of them are
+ * not built, and every task from the cut on runs `omitted` periods later
+ * (the shift on each edge into the cut). Exact in max-plus arithmetic: a
+ * task's start is the max of its predecessors' ends, so a state that moves
+ * by one period per step keeps doing so. */
+struct extrapolation {
+  bool on;
+  int built_m;     /* micro-batches built (the full count when off) */
+  int cut;         /* first step run shifted */
+  int64_t omitted; /* steps not built: copies of step cut - 1 */
+  double period;
+  double shift; /* omitted x period */
 };
 
 /* A growable list of int pairs (CSR input). */
@@ -36,6 +61,8 @@ struct resource {
   int n, next;
   bool busy;
 };
+
+struct pipe_tasks;
 
 struct heap_item {
   double time;
@@ -69,6 +96,8 @@ struct sim {
   int **piece;            /* per flat stage: task id of each layer's backward piece */
   int *last_task;         /* per flat stage: the last compute task before the optimizer */
   int *last_hop;          /* per flat stage: the last gradient hop into it, -1 if none */
+  struct extrapolation *ex; /* per pipeline, NULL when none is extrapolated */
+  struct pipe_tasks *pipe;  /* per pipeline: its tasks by stage and micro-batch */
   /* run time */
   struct resource *res;
   int *succ_start, *succ;
@@ -112,6 +141,7 @@ static int new_task(struct sim *s, enum hx_sim_event_kind kind, double dur, int 
   t->pipeline = pipeline;
   t->stage = stage;
   t->micro_batch = t->layer = t->from = t->to = t->gstage = t->group = -1;
+  t->step = INT_MIN;
   return s->ntasks++;
 }
 
@@ -180,13 +210,31 @@ static struct stage_times stage_times(const struct sim *s, const struct hx_pipel
   return t;
 }
 
+/* The micro-batches built for pipeline i. */
+static int pipe_m(const struct sim *s, int i) {
+  return s->ex ? s->ex[i].built_m : (int)s->plan->pipelines[i].micro_batches;
+}
+
+/* Tasks [from, s->ntasks) belong to `step` of pipeline i. */
+static void mark_step(struct sim *s, int i, int from, int step) {
+  bool after = s->ex && s->ex[i].on && step >= s->ex[i].cut;
+  for (int id = from; id < s->ntasks; id++) {
+    s->tasks[id].step = step;
+    s->tasks[id].after_cut = after;
+  }
+}
+
+static int warm_up(enum hx_pp_schedule sched, int si, int nst, int m) {
+  return sched == HX_PP_GPIPE ? m : (nst - si - 1 < m ? nst - si - 1 : m);
+}
+
 /* The order a stage runs its micro-batches: +j+1 is forward j, -(j+1)
  * backward j. 1F1B: p-s-1 warm-up forwards, then one forward one backward,
  * then the remaining backwards; GPipe: every forward, then every backward. */
 static int *stage_order(struct sim *s, enum hx_pp_schedule sched, int si, int nst, int m) {
   int *order = HX_NEW_ARRAY(&s->scratch, int, 2 * m);
   int n = 0;
-  int warm = sched == HX_PP_GPIPE ? m : (nst - si - 1 < m ? nst - si - 1 : m);
+  int warm = warm_up(sched, si, nst, m);
   for (int j = 0; j < warm; j++)
     order[n++] = j + 1;
   for (int j = 0; j < m - warm; j++) {
@@ -245,7 +293,7 @@ static int broadcast_task(struct sim *s, int i, int si, int gs, int step, struct
 }
 
 static int compute_task(struct sim *s, int i, int si, int gs, int step, struct stage_times t) {
-  int m = (int)s->plan->pipelines[i].micro_batches;
+  int m = pipe_m(s, i);
   int j = step > 0 ? step - 1 : -step - 1;
   if (step < 0 && j == m - 1)
     return backward_pieces(s, i, si, gs, j, t);
@@ -270,20 +318,24 @@ static int hop_task(struct sim *s, int i, int from_si, int to_si, int j, double 
 
 static void build_pipeline(struct sim *s, int i) {
   const struct hx_pipeline *p = &s->plan->pipelines[i];
-  int m = (int)p->micro_batches, nst = p->nstages;
+  int m = pipe_m(s, i), nst = p->nstages;
   struct pipe_tasks pt;
   /* stages x micro-batches in 64 bits: it is the product that grows */
   pt.fwd = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
   pt.bwd = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
   pt.in_f = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
   pt.in_b = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
+  pt.send_f = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
+  pt.send_b = HX_NEW_ARRAY(&s->scratch, int, (int64_t)nst * m);
   struct stage_times *times = HX_NEW_ARRAY(&s->scratch, struct stage_times, nst);
   for (int si = 0; si < nst; si++) {
     int gs = s->stage_base[i] + si;
     times[si] = stage_times(s, p, si);
     int *order = stage_order(s, s->plan->schedule, si, nst, m);
+    int warm = warm_up(s->plan->schedule, si, nst, m);
     for (int k = 0; k < 2 * m; k++) {
       int step = order[k];
+      int begin = s->ntasks;
       int bc = broadcast_task(s, i, si, gs, step, times[si]);
       int first = s->ntasks; /* the op's task, or its first backward piece */
       int id = compute_task(s, i, si, gs, step, times[si]);
@@ -296,21 +348,29 @@ static void build_pipeline(struct sim *s, int i) {
         pt.bwd[at] = id;
         pt.in_b[at] = bc >= 0 ? bc : first;
       }
+      mark_step(s, i, begin, step > 0 ? step - 1 - warm : -step - 1);
       s->last_task[gs] = id;
     }
   }
   /* Hops: forward s -> s+1 after F(s, j); backward s+1 -> s after B(s+1, j);
    * each into the receiving stage's broadcast, else its op. */
-  for (int si = 0; si + 1 < nst; si++)
+  for (int si = 0; si + 1 < nst; si++) {
+    int warm = warm_up(s->plan->schedule, si, nst, m);
     for (int j = 0; j < m; j++) {
       int f = hop_task(s, i, si, si + 1, j, times[si].link_fwd);
+      mark_step(s, i, f, j - warm);
+      pt.send_f[(int64_t)si * m + j] = f;
       depend(s, pt.fwd[(int64_t)si * m + j], f);
       depend(s, f, pt.in_f[(int64_t)(si + 1) * m + j]);
       int b = hop_task(s, i, si + 1, si, j, times[si].link_bwd);
+      mark_step(s, i, b, j);
+      pt.send_b[(int64_t)si * m + j] = b;
       depend(s, pt.bwd[(int64_t)(si + 1) * m + j], b);
       depend(s, b, pt.in_b[(int64_t)si * m + j]);
       s->last_hop[s->stage_base[i] + si + 1] = b; /* the runtime waits for its sends */
     }
+  }
+  s->pipe[i] = pt;
 }
 
 /* The backward piece of `layer` on the stage that device `rank` serves, or -1. */
@@ -591,7 +651,10 @@ static struct heap_item heap_pop(struct sim *s) {
   return top;
 }
 
-static void try_start(struct sim *s, int id, double now) {
+/* A task starts at its `ready` time: the latest end of its dependencies and
+ * of its resources' previous tasks, which is the time of the event that let
+ * it start (so it is bit for bit the event time when nothing is shifted). */
+static void try_start(struct sim *s, int id) {
   struct task *t = &s->tasks[id];
   if (t->started || t->ndeps > 0)
     return;
@@ -603,24 +666,38 @@ static void try_start(struct sim *s, int id, double now) {
   for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++)
     s->res[s->tres[k]].busy = true;
   t->started = true;
-  t->start = now;
-  t->end = now + t->dur;
+  t->start = t->ready;
+  t->end = t->ready + t->dur;
   heap_push(s, t->end, id);
 }
 
-static void finish(struct sim *s, int id, double now) {
+/* What `before` ending holds `after` to: its end, plus the extrapolated
+ * pipeline's shift on an edge into the cut. */
+static void hold_until(struct sim *s, const struct task *before, int after) {
+  struct task *a = &s->tasks[after];
+  double at = before->end;
+  if (a->after_cut && !before->after_cut)
+    at += s->ex[a->pipeline].shift;
+  if (at > a->ready)
+    a->ready = at;
+}
+
+static void finish(struct sim *s, int id) {
   struct task *t = &s->tasks[id];
   t->done = true;
   for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++) {
     struct resource *r = &s->res[s->tres[k]];
     r->busy = false;
     r->next++;
-    if (r->next < r->n)
-      try_start(s, r->queue[r->next], now);
+    if (r->next < r->n) {
+      hold_until(s, t, r->queue[r->next]);
+      try_start(s, r->queue[r->next]);
+    }
   }
   for (int k = s->succ_start[id]; k < s->succ_start[id + 1]; k++) {
     s->tasks[s->succ[k]].ndeps--;
-    try_start(s, s->succ[k], now);
+    hold_until(s, t, s->succ[k]);
+    try_start(s, s->succ[k]);
   }
 }
 
@@ -639,17 +716,23 @@ static bool run(struct sim *s) {
     s->tasks[s->deps.b[e]].ndeps++;
   s->heap = HX_NEW_ARRAY(&s->scratch, struct heap_item, s->ntasks + 1);
   for (int id = 0; id < s->ntasks; id++)
-    try_start(s, id, 0.0);
+    try_start(s, id);
   int done = 0;
   while (s->nheap > 0) {
     struct heap_item e = heap_pop(s);
-    finish(s, e.task, e.time);
+    finish(s, e.task);
     done++;
   }
   return done == s->ntasks;
 }
 
 /* ---- results ----------------------------------------------------------- */
+
+/* A task of the step an extrapolated pipeline repeats (the one before its cut). */
+static bool is_template(const struct sim *s, const struct task *t) {
+  return s->ex && t->pipeline >= 0 && t->step != INT_MIN && s->ex[t->pipeline].on &&
+         t->step == s->ex[t->pipeline].cut - 1;
+}
 
 static void add_busy(struct hx_plan *plan, const struct hx_stage *st, double dur) {
   for (int k = 0; k < st->ndevices; k++)
@@ -669,16 +752,20 @@ static void fill_figures(struct sim *s, struct hx_plan *plan) {
     const struct task *t = &s->tasks[id];
     if (t->end > end)
       end = t->end;
+    /* an extrapolated pipeline's step before the cut stands for itself and
+     * the omitted copies of it: its durations count that many times more */
+    int64_t copies = is_template(s, t) ? s->ex[t->pipeline].omitted : 0;
+    double dur = copies ? t->dur + (double)copies * t->dur : t->dur;
     if (t->kind == HX_EV_FORWARD || t->kind == HX_EV_BACKWARD) {
       if (t->end > pipe_end)
         pipe_end = t->end;
-      stage_busy[t->gstage] += t->dur;
-      phase_busy += t->dur * plan->pipelines[t->pipeline].stages[t->stage].ndevices;
+      stage_busy[t->gstage] += dur;
+      phase_busy += dur * plan->pipelines[t->pipeline].stages[t->stage].ndevices;
     } else if ((t->kind == HX_EV_ALLREDUCE || t->kind == HX_EV_LOSS_NORM) && t->end > grad_end) {
       grad_end = t->end;
     }
     if (t->gstage >= 0)
-      add_busy(plan, &plan->pipelines[t->pipeline].stages[t->stage], t->dur);
+      add_busy(plan, &plan->pipelines[t->pipeline].stages[t->stage], dur);
   }
   /* compute_s: the busiest stage's forward + backward time */
   for (int gs = 0; gs < s->nstages; gs++)
@@ -704,8 +791,16 @@ struct event_list {
   int n, cap;
 };
 
-static void emit(struct event_list *l, const struct task *t, enum hx_sim_event_kind kind,
-                 int rank, int peer) {
+/* Where and under which micro-batch a task's events go: an extrapolated
+ * pipeline's copy `copy` (1..omitted) of its template step runs copy
+ * periods later; its tasks from the cut on carry the full run's numbers. */
+struct placement {
+  double dt;
+  int dmb;
+};
+
+static void emit(struct event_list *l, const struct task *t, struct placement at,
+                 enum hx_sim_event_kind kind, int rank, int peer) {
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 256;
     l->ev = realloc(l->ev, sizeof *l->ev * (size_t)l->cap);
@@ -715,11 +810,11 @@ static void emit(struct event_list *l, const struct task *t, enum hx_sim_event_k
   struct hx_sim_event *e = &l->ev[l->n++];
   e->kind = kind;
   e->rank = rank;
-  e->start_s = t->start;
-  e->end_s = t->end;
+  e->start_s = t->start + at.dt;
+  e->end_s = t->end + at.dt;
   e->pipeline = t->pipeline;
   e->stage = t->stage;
-  e->micro_batch = t->micro_batch;
+  e->micro_batch = t->micro_batch >= 0 ? t->micro_batch + at.dmb : t->micro_batch;
   e->layer = kind == HX_EV_ALLREDUCE || kind == HX_EV_BACKWARD ? t->layer : -1;
   if (e->layer == HEAD_LAYER)
     e->layer = -1;
@@ -737,24 +832,119 @@ static int event_cmp(const void *x, const void *y) {
   return (int)a->kind - (int)b->kind;
 }
 
+/* A task's events, one per device it occupies. */
+static void emit_task(struct sim *s, struct event_list *l, const struct task *t,
+                      struct placement at) {
+  if (t->kind == HX_EV_SEND) {
+    emit(l, t, at, HX_EV_SEND, t->from, t->to);
+    emit(l, t, at, HX_EV_RECV, t->to, t->from);
+  } else if (t->kind == HX_EV_ALLREDUCE || t->kind == HX_EV_LOSS_NORM ||
+             t->kind == HX_EV_ALLGATHER) {
+    for (int e = 0; e < s->members.n; e++)
+      if (s->members.a[e] == t->group)
+        emit(l, t, at, t->kind, s->members.b[e], -1);
+  } else if (t->dur > 0 || t->kind != HX_EV_BACKWARD) {
+    const struct hx_stage *st = &s->plan->pipelines[t->pipeline].stages[t->stage];
+    for (int k = 0; k < st->ndevices; k++)
+      emit(l, t, at, t->kind, st->devices[k], -1);
+  }
+}
+
+/* The events one copy of a template task stands for (pipeline tasks only). */
+static int task_events(const struct sim *s, const struct task *t) {
+  if (t->kind == HX_EV_SEND)
+    return 2;
+  if (t->dur <= 0 && t->kind == HX_EV_BACKWARD)
+    return 0;
+  return s->plan->pipelines[t->pipeline].stages[t->stage].ndevices;
+}
+
+/* How many of the copies c = 1..omitted of something starting at `start`
+ * (copy c starts c periods later) start before `h`. */
+static int64_t copies_before(const struct extrapolation *x, double start, double h) {
+  if (!(h > start))
+    return 0;
+  double n = ceil((h - start) / x->period) - 1;
+  if (!(n > 0))
+    return 0;
+  return n >= (double)x->omitted ? x->omitted : (int64_t)n;
+}
+
+/* Events an extrapolated simulation lists: the omitted steps' events are
+ * synthesized up to a time before which at least this many events start,
+ * so any prefix of the iteration of up to this many events (trace.json keeps
+ * 200000) is the full simulation's; later copies are left out (counted in
+ * events_left_out). */
+enum { HX_SIM_LISTED_EVENTS = 1 << 18 };
+
+static int64_t events_before(const struct sim *s, double h) {
+  int64_t n = 0;
+  for (int id = 0; id < s->ntasks; id++) {
+    const struct task *t = &s->tasks[id];
+    if (is_template(s, t))
+      n += copies_before(&s->ex[t->pipeline], t->start, h) * task_events(s, t);
+  }
+  return n;
+}
+
+/* The time up to which omitted steps are listed: past the iteration's end
+ * when every copy fits under HX_SIM_LISTED_EVENTS, else the earliest
+ * (bisected) time before which that many copied events start. */
+static double listing_horizon(const struct sim *s) {
+  double hi = 2 * s->plan->sim.iteration_s + 1, lo = 0;
+  if (events_before(s, hi) <= HX_SIM_LISTED_EVENTS)
+    return hi;
+  for (int k = 0; k < 200 && lo < hi; k++) {
+    double mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi)
+      break;
+    if (events_before(s, mid) >= HX_SIM_LISTED_EVENTS)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return hi;
+}
+
+/* The omitted copies of extrapolated pipelines' template steps, up to the
+ * listing horizon; returns how many events were left out. */
+static int64_t emit_copies(struct sim *s, struct event_list *l) {
+  double h = listing_horizon(s);
+  int64_t left_out = 0;
+  int *tmpl = HX_NEW_ARRAY(&s->scratch, int, s->ntasks + 1);
+  for (int i = 0; i < s->plan->npipelines; i++) {
+    if (!s->ex[i].on)
+      continue;
+    double first = INFINITY;
+    int64_t per_step = 0;
+    int ntmpl = 0;
+    for (int id = 0; id < s->ntasks; id++)
+      if (s->tasks[id].pipeline == i && is_template(s, &s->tasks[id])) {
+        first = fmin(first, s->tasks[id].start);
+        per_step += task_events(s, &s->tasks[id]);
+        tmpl[ntmpl++] = id;
+      }
+    /* every copy whose first task starts before h */
+    int64_t n = copies_before(&s->ex[i], first, h);
+    left_out += (s->ex[i].omitted - n) * per_step;
+    for (int64_t c = 1; c <= n; c++)
+      for (int k = 0; k < ntmpl; k++) {
+        struct placement at = {(double)c * s->ex[i].period, (int)c};
+        emit_task(s, l, &s->tasks[tmpl[k]], at);
+      }
+  }
+  return left_out;
+}
+
 static void record_events(struct sim *s, struct hx_sim_options *opt) {
   struct event_list l = {0};
   for (int id = 0; id < s->ntasks; id++) {
     const struct task *t = &s->tasks[id];
-    if (t->kind == HX_EV_SEND) {
-      emit(&l, t, HX_EV_SEND, t->from, t->to);
-      emit(&l, t, HX_EV_RECV, t->to, t->from);
-    } else if (t->kind == HX_EV_ALLREDUCE || t->kind == HX_EV_LOSS_NORM ||
-               t->kind == HX_EV_ALLGATHER) {
-      for (int e = 0; e < s->members.n; e++)
-        if (s->members.a[e] == t->group)
-          emit(&l, t, t->kind, s->members.b[e], -1);
-    } else if (t->dur > 0 || t->kind != HX_EV_BACKWARD) {
-      const struct hx_stage *st = &s->plan->pipelines[t->pipeline].stages[t->stage];
-      for (int k = 0; k < st->ndevices; k++)
-        emit(&l, t, t->kind, st->devices[k], -1);
-    }
+    bool shifted = t->after_cut && s->ex[t->pipeline].on;
+    struct placement at = {0, shifted ? (int)s->ex[t->pipeline].omitted : 0};
+    emit_task(s, &l, t, at);
   }
+  opt->events_left_out = s->ex ? emit_copies(s, &l) : 0;
   qsort(l.ev, (size_t)l.n, sizeof *l.ev, event_cmp);
   opt->events = HX_NEW_ARRAY(opt->arena, struct hx_sim_event, l.n);
   if (l.n)
@@ -812,6 +1002,7 @@ static void build(struct sim *s) {
   set_opt_params(s);
   s->last_task = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
   s->last_hop = HX_NEW_ARRAY(&s->scratch, int, s->nstages);
+  s->pipe = HX_NEW_ARRAY(&s->scratch, struct pipe_tasks, plan->npipelines);
   for (int gs = 0; gs < s->nstages; gs++)
     s->last_hop[gs] = -1;
   for (int i = 0; i < plan->npipelines; i++)
@@ -859,6 +1050,156 @@ static bool plan_is_priceable(const struct hx_plan *plan) {
   return true;
 }
 
+/* ---- extrapolation ----------------------------------------------------- */
+
+static int64_t extrapolate_above = HX_SIM_EXTRAPOLATE_ABOVE;
+
+void hx_sim_set_extrapolation(int64_t above) {
+  extrapolate_above = above > 0 ? above : HX_SIM_EXTRAPOLATE_ABOVE;
+}
+
+static void sim_init(struct sim *s, const struct hx_ctx *ctx, const struct hx_plan *plan,
+                     bool zero_comm) {
+  memset(s, 0, sizeof *s);
+  s->ctx = ctx;
+  s->plan = plan;
+  s->zero_comm = zero_comm;
+  hx_arena_init(&s->scratch);
+}
+
+static void sim_free(struct sim *s) {
+  pairs_free(&s->deps);
+  pairs_free(&s->uses);
+  pairs_free(&s->members);
+  pairs_free(&s->group_task);
+  free(s->tasks);
+  hx_arena_free(&s->scratch);
+}
+
+/* Steps whose every task must follow its twin of the step before by one
+ * period before a pipeline is extrapolated; and the relative difference
+ * allowed (rounding of times up to built_m periods is some 1e-12). */
+enum { PERIODIC_STEPS = 16 };
+static const double PERIOD_TOLERANCE = 1e-9;
+
+/* The micro-batches a pipeline of m is first simulated with. */
+static int first_built_m(int nst) { return 4 * nst + 256; }
+
+/* The pipelines to extrapolate (1F1B, more micro-batches than the
+ * threshold), NULL when none. */
+static struct extrapolation *plan_extrapolation(const struct sim *s) {
+  const struct hx_plan *plan = s->plan;
+  struct extrapolation *ex = calloc((size_t)plan->npipelines, sizeof *ex);
+  if (!ex)
+    hx_internal_error("out of memory in the simulator");
+  bool any = false;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *p = &plan->pipelines[i];
+    ex[i].built_m = (int)p->micro_batches;
+    int k = first_built_m(p->nstages);
+    if (plan->schedule == HX_PP_1F1B && p->micro_batches > extrapolate_above &&
+        p->micro_batches > 2 * (int64_t)k) {
+      ex[i].on = any = true;
+      ex[i].built_m = k;
+    }
+  }
+  if (!any) {
+    free(ex);
+    return NULL;
+  }
+  return ex;
+}
+
+static bool same_increment(double later, double earlier, double period) {
+  return fabs((later - earlier) - period) <= PERIOD_TOLERANCE * period;
+}
+
+/* Whether every task of steady step t of pipeline i (forwards, backwards,
+ * their broadcasts and hops on every stage) starts one period after its twin
+ * of step t - 1. */
+static bool step_follows(const struct sim *s, int i, int t, double period) {
+  const struct hx_pipeline *p = &s->plan->pipelines[i];
+  const struct pipe_tasks *pt = &s->pipe[i];
+  int m = s->ex[i].built_m, nst = p->nstages;
+  for (int si = 0; si < nst; si++) {
+    /* this step's forward and backward slots on si; the step before's are
+     * one less */
+    int64_t f = (int64_t)si * m + t + warm_up(s->plan->schedule, si, nst, m);
+    int64_t b = (int64_t)si * m + t;
+    const int *by_fwd[3] = {pt->fwd, pt->in_f, si + 1 < nst ? pt->send_f : NULL};
+    const int *by_bwd[3] = {pt->bwd, pt->in_b, si + 1 < nst ? pt->send_b : NULL};
+    for (int k = 0; k < 3; k++) {
+      if (by_fwd[k] &&
+          !same_increment(s->tasks[by_fwd[k][f]].start, s->tasks[by_fwd[k][f - 1]].start, period))
+        return false;
+      if (by_bwd[k] &&
+          !same_increment(s->tasks[by_bwd[k][b]].start, s->tasks[by_bwd[k][b - 1]].start, period))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* After a run of the built micro-batches: whether pipeline i's last
+ * PERIODIC_STEPS steady steps move by one period each; if so, sets its cut
+ * (the last steady step), period and shift. */
+static bool detect_period(struct sim *s, int i) {
+  const struct hx_pipeline *p = &s->plan->pipelines[i];
+  struct extrapolation *x = &s->ex[i];
+  int m = x->built_m, nst = p->nstages;
+  /* the last step with a forward and a backward on every stage, before the
+   * split backward of the last micro-batch */
+  int last = m - nst - 1;
+  if (last - PERIODIC_STEPS < 1)
+    return false;
+  const struct pipe_tasks *pt = &s->pipe[i];
+  double period = s->tasks[pt->bwd[last]].start - s->tasks[pt->bwd[last - 1]].start;
+  if (!(period > 0))
+    return false;
+  for (int t = last - PERIODIC_STEPS + 1; t <= last; t++)
+    if (!step_follows(s, i, t, period))
+      return false;
+  x->cut = last;
+  x->period = period;
+  x->omitted = p->micro_batches - m;
+  x->shift = (double)x->omitted * period;
+  return true;
+}
+
+/* Runs each extrapolated pipeline's built micro-batches (the whole plan,
+ * nothing shifted) until its steady state is found, building more
+ * micro-batches while it is not; a pipeline that never settles is simulated
+ * whole. False on a cycle (a builder bug). */
+static bool find_periods(struct sim *s) {
+  for (int attempt = 0;; attempt++) {
+    bool pending = false;
+    for (int i = 0; i < s->plan->npipelines; i++)
+      s->ex[i].cut = INT_MAX; /* nothing after the cut while searching */
+    build(s);
+    if (!run(s))
+      return false;
+    for (int i = 0; i < s->plan->npipelines; i++) {
+      struct extrapolation *x = &s->ex[i];
+      if (!x->on || detect_period(s, i))
+        continue;
+      int64_t full = s->plan->pipelines[i].micro_batches;
+      if (attempt < 4 && 4 * (int64_t)x->built_m < full) {
+        x->built_m *= 2;
+        pending = true;
+      } else {
+        x->on = false;
+        x->built_m = (int)full;
+      }
+    }
+    struct extrapolation *ex = s->ex;
+    sim_free(s);
+    sim_init(s, s->ctx, s->plan, s->zero_comm);
+    s->ex = ex;
+    if (!pending)
+      return true;
+  }
+}
+
 bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_options *opt) {
   struct hx_sim_options local;
   if (!opt) {
@@ -867,6 +1208,7 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
   }
   opt->events = NULL;
   opt->nevents = 0;
+  opt->events_left_out = 0;
   plan->sim.valid = false;
   if (!plan_is_priceable(plan) || hx_sim_task_bound(ctx, plan) > HX_SIM_MAX_TASKS) {
     opt->memory_shortfall = INFINITY;
@@ -874,13 +1216,13 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
     return false;
   }
   struct sim s;
-  memset(&s, 0, sizeof s);
-  s.ctx = ctx;
-  s.plan = plan;
-  s.zero_comm = opt->zero_comm;
-  hx_arena_init(&s.scratch);
-  build(&s);
-  bool ran = run(&s);
+  sim_init(&s, ctx, plan, opt->zero_comm);
+  s.ex = plan_extrapolation(&s);
+  bool ran = s.ex ? find_periods(&s) : true;
+  if (ran) {
+    build(&s);
+    ran = run(&s);
+  }
   if (ran) {
     plan->sim.valid = true;
     fill_figures(&s, plan);
@@ -888,12 +1230,8 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
       record_events(&s, opt);
   }
   hx_plan_memory(ctx, plan, plan->sim.peak_memory, &opt->memory_shortfall, &opt->worst_rank);
-  pairs_free(&s.deps);
-  pairs_free(&s.uses);
-  pairs_free(&s.members);
-  pairs_free(&s.group_task);
-  free(s.tasks);
-  hx_arena_free(&s.scratch);
+  sim_free(&s);
+  free(s.ex);
   if (!ran)
     hx_internal_error("simulator: the task graph of plan '%s' has a cycle",
                       plan->description ? plan->description : "?");

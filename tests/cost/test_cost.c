@@ -592,6 +592,131 @@ static void test_sim_lower_bound_sound(void) {
   }
 }
 
+/* Issue 24 item 9: a 1F1B pipeline of more micro-batches than the
+ * threshold is simulated over a few hundred and extrapolated once its steps
+ * repeat. Random plans (one or two pipelines of one to three stages, TP 1
+ * or 2, devices of two speeds, slow and fast links) of 560 to 1060
+ * micro-batches: with the threshold at 16 every figure and every event
+ * (kind, device, micro-batch, times) is the step-by-step run's within 1e-9
+ * relative; and 800000 micro-batches are simulated with a bounded event list. */
+static bool near_rel(double a, double b, double rel) {
+  return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-300;
+}
+
+static struct hx_plan *random_big_plan(struct hx_ctx *ctx, uint64_t *rng) {
+  fx_model(ctx, "t", 6, 256, 704, 4, 4, 1000, 64);
+  fx_train(ctx, fx_below(rng, 2) ? HX_RECOMPUTE_FULL : HX_RECOMPUTE_NONE, 12);
+  int types[6] = {0, 1, 0, 1, 1, 0};
+  double tflops[] = {1e-3, 3e-4}, mem[] = {1e6, 1e6};
+  double net = fx_below(rng, 2) ? 1e4 * (1 + fx_below(rng, 100)) : 1e7 * (1 + fx_below(rng, 50));
+  fx_cluster(ctx, 6, 2, types, tflops, mem, 2, 1e9 * (1 + fx_below(rng, 2)) / 1e4, net, 2e-5);
+  int npipes = 1 + fx_below(rng, 2), next = 0;
+  struct hx_plan *p = hx_plan_new(&ctx->arena, 12, npipes);
+  for (int i = 0; i < npipes; i++) {
+    int nst = 1 + fx_below(rng, 3), begin = 0;
+    hx_pipeline_init(&ctx->arena, &p->pipelines[i], nst);
+    p->pipelines[i].micro_batch_size = 1;
+    p->pipelines[i].micro_batches = 560 + fx_below(rng, 500);
+    for (int st = 0; st < nst; st++) {
+      int tp = next % 2 == 0 && fx_below(rng, 2) ? 2 : 1;
+      int ranks[2] = {next, next + 1};
+      int end = st == nst - 1 ? 6 : begin + 1 + fx_below(rng, 6 - begin - (nst - st));
+      hx_stage_init(&ctx->arena, &p->pipelines[i].stages[st], ranks, tp, begin, end,
+                    ctx->train.recompute == HX_RECOMPUTE_FULL);
+      next += tp;
+      begin = end;
+    }
+  }
+  hx_plan_fill_devices(&ctx->arena, p, &ctx->model);
+  return p;
+}
+
+static bool same_figures(const struct hx_sim_result *a, const struct hx_sim_result *b, int ndev) {
+  const double rel = 1e-9;
+  bool same = a->valid && b->valid && near_rel(a->iteration_s, b->iteration_s, rel) &&
+              near_rel(a->pipeline_s, b->pipeline_s, rel) &&
+              near_rel(a->compute_s, b->compute_s, rel) &&
+              /* differences of two ends: within 1e-9 of the iteration */
+              fabs(a->grad_sync_s - b->grad_sync_s) <= rel * a->iteration_s &&
+              fabs(a->optimizer_s - b->optimizer_s) <= rel * a->iteration_s &&
+              fabs(a->bubble - b->bubble) <= 1e-9 && near_rel(a->mfu, b->mfu, rel);
+  for (int r = 0; r < ndev; r++)
+    same = same && near_rel(a->busy_s[r], b->busy_s[r], rel);
+  return same;
+}
+
+/* Events by what they are (times last): equal starts may list in either
+ * order when rounding differs. */
+static int event_identity_cmp(const void *x, const void *y) {
+  const struct hx_sim_event *a = x, *b = y;
+  int ka[7] = {a->rank, (int)a->kind, a->pipeline, a->stage, a->micro_batch, a->layer, a->peer};
+  int kb[7] = {b->rank, (int)b->kind, b->pipeline, b->stage, b->micro_batch, b->layer, b->peer};
+  for (int k = 0; k < 7; k++)
+    if (ka[k] != kb[k])
+      return ka[k] < kb[k] ? -1 : 1;
+  return (a->start_s > b->start_s) - (a->start_s < b->start_s);
+}
+
+static bool same_events(const struct hx_sim_options *a, const struct hx_sim_options *b, double t) {
+  if (a->nevents != b->nevents || b->events_left_out != 0)
+    return false;
+  qsort(a->events, (size_t)a->nevents, sizeof *a->events, event_identity_cmp);
+  qsort(b->events, (size_t)b->nevents, sizeof *b->events, event_identity_cmp);
+  for (int e = 0; e < a->nevents; e++) {
+    const struct hx_sim_event *x = &a->events[e], *y = &b->events[e];
+    struct hx_sim_event x0 = *x, y0 = *y; /* the identity alone */
+    x0.start_s = y0.start_s = 0;
+    if (event_identity_cmp(&x0, &y0) != 0 || fabs(x->start_s - y->start_s) > 1e-9 * t ||
+        fabs(x->end_s - y->end_s) > 1e-9 * t) {
+      fprintf(stderr, "event %d: %s rank %d mb %d at %.17g / %s rank %d mb %d at %.17g\n", e,
+              hx_sim_event_name(x->kind), x->rank, x->micro_batch, x->start_s,
+              hx_sim_event_name(y->kind), y->rank, y->micro_batch, y->start_s);
+      return false;
+    }
+  }
+  return true;
+}
+
+static void test_sim_extrapolation(void) {
+  uint64_t rng = 0xe7a9;
+  for (int trial = 0; trial < 12; trial++) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    struct hx_plan *p = random_big_plan(&ctx, &rng);
+    struct hx_sim_options full = {.record_events = true, .arena = &ctx.arena};
+    hx_simulate(&ctx, p, &full);
+    struct hx_sim_result step = p->sim;
+    step.busy_s = HX_NEW_ARRAY(&ctx.arena, double, p->ndevices);
+    memcpy(step.busy_s, p->sim.busy_s, sizeof(double) * (size_t)p->ndevices);
+    hx_sim_set_extrapolation(16);
+    struct hx_sim_options fast = {.record_events = true, .arena = &ctx.arena};
+    hx_simulate(&ctx, p, &fast);
+    hx_sim_set_extrapolation(0);
+    bool figures = same_figures(&step, &p->sim, p->ndevices);
+    bool events = same_events(&full, &fast, step.iteration_s);
+    if (!figures || !events)
+      fprintf(stderr, "trial %d: extrapolated %.17g s, step by step %.17g s (%s differ)\n", trial,
+              p->sim.iteration_s, step.iteration_s, figures ? "events" : "figures");
+    CHECK(figures && events);
+    hx_arena_free(&ctx.arena);
+  }
+  /* 800000 micro-batches over 3 stages (14M tasks step by step): extrapolated
+   * at the default threshold, in far fewer events than the iteration has */
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  set_model(&ctx, 6, 64, 176, 8, 2, 100, 32);
+  set_cluster(&ctx, 3, 1e-3, 1e6, 1e9, 1e-5);
+  struct hx_plan *p = simple_plan(&ctx, 1, 3, 800000);
+  struct hx_sim_options o = {.record_events = true, .arena = &ctx.arena};
+  hx_simulate(&ctx, p, &o);
+  struct hx_stage_times t;
+  hx_stage_times(&ctx, &p->pipelines[0].stages[1], false, false, 1, true, &t);
+  CHECK(p->sim.valid && o.nevents < (1 << 19) && o.events_left_out > 800000);
+  /* the middle stage is busy fwd + bwd per micro-batch */
+  CHECK(near_rel(p->sim.busy_s[1], 800000.0 * (t.fwd + t.bwd), 1e-9));
+  hx_arena_free(&ctx.arena);
+}
+
 int main(void) {
   test_llama_params();
   test_flops_and_activations();
@@ -610,6 +735,7 @@ int main(void) {
   test_sim_loss_norm_barrier();
   test_sim_leader_broadcast();
   test_sim_lower_bound_sound();
+  test_sim_extrapolation();
   test_sim_task_limit();
   test_node_classes();
   if (failures) {
