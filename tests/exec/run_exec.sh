@@ -338,7 +338,8 @@ open(sys.argv[3], "w").write(t.replace(sys.argv[2], sys.argv[4]))' \
     echo "  $name: refused, $(head -n 1 <<<"$out")"
   }
   r7='{"rank": 7, "seq": [[50, 100]]'
-  refuse_edit dropped "$r7" '{"rank": 7, "seq": []' "cp ring of rank 6 misses a token"
+  # (rank 7 keeps tokens: a rank holding none is refused earlier, at its "seq")
+  refuse_edit dropped "$r7" '{"rank": 7, "seq": [[51, 100]]' "cp ring of rank 6 misses a token"
   refuse_edit duplicated "$r7" '{"rank": 7, "seq": [[40, 100]]' "cp ring of rank 6 repeats a token"
   refuse_edit head_twice '{"rank": 2, "seq": [[20, 37], [95, 115]], "heads": [1, 2]}' \
     '{"rank": 2, "seq": [[20, 37], [95, 115]], "heads": [0, 1]}' "hp group of rank 0 repeats a head"
