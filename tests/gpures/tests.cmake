@@ -41,21 +41,6 @@ if(HEXIC_CUDA)
   set_tests_properties(gpu.resources PROPERTIES LABELS gpu-resources TIMEOUT 60)
 endif()
 
-# Scratch reserved once (issue 23, defect 3): the one-rank run of the CUDA
-# backend on the host emulator (tests/rtlib/emulate_backend.sh one: 3 steps
-# in fp32 and bf16 against the CPU backend) with HEXIC_EMU_FREEZE_AFTER set,
-# so any cudaMalloc, cudaFree or cudaDeviceSynchronize after step 1's first
-# kernel ends the rank (tests/gpu/emulate/emu_runtime.cpp): everything the
-# kernels need is allocated at start (rtlib/cuda/device_cuda.c reserves the
-# context's scratch for the plan's shapes). The emulator is x86-64 only and
-# its objects are not built with the sanitizers.
-if(HEXIC_CUDA AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND NOT HEXIC_SANITIZE
-   AND NOT HEXIC_FUZZ)
-  add_test(NAME gpu.emulated.backend_frozen
-    COMMAND env HEXIC_EMU_FREEZE_AFTER=embedding_forward_kernel
-            HEXIC_EMU_BACKEND_BUILD=${CMAKE_CURRENT_BINARY_DIR}/emu-backend
-            HEXIC_CPU_BUILD=${CMAKE_BINARY_DIR}
-            bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh one)
-  set_tests_properties(gpu.emulated.backend_frozen PROPERTIES
-    LABELS "gpu-emulated;mpi" TIMEOUT 600 PROCESSORS 2)
-endif()
+# Scratch reserved once (issue 23, defect 3): gpu.emulated.backend_frozen,
+# registered in tests/rtlib/tests.cmake with the other runs of the CUDA
+# backend on the host emulator, which share one build of it.

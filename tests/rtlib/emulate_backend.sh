@@ -23,7 +23,7 @@
 #
 #   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1|nonfinite|build]   (all by default;
 #   builds into build-emu-backend/; HEXIC_CPU_BUILD=DIR takes the CPU side
-#   from an existing build)
+#   from an existing build, sanitized or not)
 set -euo pipefail
 part=${1:-all}
 cd "$(dirname "$0")/../.."
@@ -34,16 +34,23 @@ emu=$root/tests/gpu/emulate
 blas=-I/usr/include/x86_64-linux-gnu/openblas-pthread
 mkdir -p "$out/obj"
 
-# The CPU side (reference programs, weights_cmp, emit_fixture): a build
-# without nvcc, or the one HEXIC_CPU_BUILD names.
+# The CPU side (hexic, reference programs, weights_cmp, emit_fixture): a
+# build without nvcc, or the one HEXIC_CPU_BUILD names, which may be built
+# with the sanitizers (scripts/test.sh's): nothing of it is linked into the
+# emulated programs.
 cpu=${HEXIC_CPU_BUILD:-$out/cpu}
 [ -n "${HEXIC_CPU_BUILD:-}" ] ||
   cmake -S . -B "$cpu" -DCMAKE_BUILD_TYPE=Release -DHEXIC_CUDA=OFF >/dev/null
-cmake --build "$cpu" -j2 --target hexic_kernels rt_backend_cpu weights_cmp emit_fixture >/dev/null
+cmake --build "$cpu" -j2 --target rt_backend_cpu weights_cmp emit_fixture >/dev/null
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} # hexic and the tools of an ASan build
 
-# kernels/cuda/ on the emulator, then the runtime and the CUDA backend as C.
+# kernels/cuda/ on the emulator, then the runtime and the CUDA backend as C,
+# and kernels/cpu/ (which the runtime links) as the generated Makefile
+# builds it (-O2): all without the sanitizers, so the emulated programs link
+# with plain mpicc whether HEXIC_CPU_BUILD is sanitized or not.
 cxx() { g++ -std=c++17 -O2 -g -include "$emu/cuda_emu.h" -I"$root" -I"$cuda/include" -w -c "$1" -o "$2"; }
 cc() { mpicc -std=gnu11 -O1 -g -Wall -Wextra -Werror -I"$root" -I"$root/rtlib" -I"$cuda/include" $blas -c "$1" -o "$2"; }
+kc() { mpicc -std=gnu11 -O2 -Wall -Wextra -Werror -I"$root" -I"$root/rtlib" $blas -c "$1" -o "$2"; }
 # An object is rebuilt when it is older than its source or any header.
 headers=$(ls -t kernels/cuda/*.h kernels/cuda/*.cuh kernels/cpu/*.h rtlib/*.h rtlib/cuda/*.h rtlib/seq/*.h \
   "$emu/cuda_emu.h" | head -n 1)
@@ -63,16 +70,23 @@ add cxx "$root/tests/rtlib/emu_backend_extra.cpp" "$out/obj/emu_extra.o"
 for c in rtlib/*.c rtlib/seq/*.c rtlib/ckpt/*.c rtlib/cuda/*.c; do
   add cc "$root/$c" "$out/obj/rt_$(basename "$c" .c).o"
 done
+mkdir -p "$out/kernels-cpu"
+kernel_objects=()
+for c in kernels/cpu/*.c; do
+  kernel_objects+=("$out/kernels-cpu/$(basename "$c" .c).o")
+  add kc "$root/$c" "${kernel_objects[-1]}"
+done
 for o in "$out"/obj/rt_*.o; do # objects of sources that are gone
   [ -e "$o" ] || continue
   n=$(basename "$o" .o); n=${n#rt_}
   [ -e "rtlib/$n.c" ] || [ -e "rtlib/seq/$n.c" ] || [ -e "rtlib/ckpt/$n.c" ] || [ -e "rtlib/cuda/$n.c" ] || rm -f "$o"
 done
 [ ${#jobs[@]} -eq 0 ] || printf '%s\n' "${jobs[@]}" |
-  xargs -P 2 -I{} bash -c "$(declare -f cxx cc); emu=$emu root=$root cuda=$cuda blas=$blas {}"
-rm -f "$out/libhexic_emu.a"
+  xargs -P 2 -I{} bash -c "$(declare -f cxx cc kc); emu=$emu root=$root cuda=$cuda blas=$blas {}"
+rm -f "$out/libhexic_emu.a" "$out/libhexic_kernels_cpu.a"
 ar rcs "$out/libhexic_emu.a" "$out"/obj/*.o
-libs=("$out/libhexic_emu.a" "$cpu/libhexic_kernels.a" -lopenblas -lstdc++ -lm -lpthread)
+ar rcs "$out/libhexic_kernels_cpu.a" "${kernel_objects[@]}"
+libs=("$out/libhexic_emu.a" "$out/libhexic_kernels_cpu.a" -lopenblas -lstdc++ -lm -lpthread)
 [ "$part" = build ] && exit 0 # the library alone (tests/rtlib/emulate_nccl.sh)
 
 # 1. one rank

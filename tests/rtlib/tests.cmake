@@ -123,21 +123,45 @@ target_link_libraries(test_ckpt_readers PRIVATE hexic_rt)
 add_test(NAME rtlib.ckpt_readers COMMAND test_ckpt_readers)
 set_tests_properties(rtlib.ckpt_readers PROPERTIES LABELS rtlib TIMEOUT 90)
 
-# A blown-up run stops on the CUDA backend at the CPU's step (issue 24,
-# item 6): emulate_backend.sh nonfinite runs tiny at lr 1e3 (one rank and
-# PP 2) on the host emulator against the CPU programs, the same error line
-# and exit 1 (~45 s). It shares gpu.emulated.backend_frozen's emulator
-# build, so the two take one lock rather than build it twice at once.
-if(HEXIC_CUDA AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND NOT HEXIC_SANITIZE
-   AND NOT HEXIC_FUZZ)
-  add_test(NAME gpu.emulated.nonfinite
-    COMMAND env HEXIC_EMU_BACKEND_BUILD=${CMAKE_CURRENT_BINARY_DIR}/emu-backend
-            HEXIC_CPU_BUILD=${CMAKE_BINARY_DIR}
-            bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh nonfinite)
-  set_tests_properties(gpu.emulated.nonfinite PROPERTIES
-    LABELS "gpu-emulated;mpi" TIMEOUT 600 PROCESSORS 2 RESOURCE_LOCK hexic-emu-backend)
-  if(TEST gpu.emulated.backend_frozen)
-    set_tests_properties(gpu.emulated.backend_frozen PROPERTIES
-      RESOURCE_LOCK hexic-emu-backend)
+# The CUDA backend on the host emulator (tests/rtlib/emulate_backend.sh), in
+# every build with CUDA on x86-64, scripts/test.sh's sanitized one included:
+# the script builds the emulator's objects, the CPU kernels it links and the
+# plans' programs without the sanitizers; hexic, rt_backend_cpu and
+# weights_cmp come from this build. The emulator's library is built once, by
+# tests/nccl's nccl.emu.build where it is registered (its nccl-emu folder is
+# emulate_backend.sh's build plus an NCCL variant), else by
+# gpu.emulated.build; the runs take that fixture's lock, one at a time.
+#   gpu.emulated.backend_frozen  scratch reserved once (issue 23, defect 3):
+#     emulate_backend.sh one (3 steps in fp32 and bf16 against the CPU
+#     backend) with HEXIC_EMU_FREEZE_AFTER set, so any cudaMalloc, cudaFree
+#     or cudaDeviceSynchronize after step 1's first kernel ends the rank
+#     (tests/gpu/emulate/emu_runtime.cpp): everything the kernels need is
+#     allocated at start (rtlib/cuda/device_cuda.c reserves the context's
+#     scratch for the plan's shapes).
+#   gpu.emulated.nonfinite  a blown-up run stops on the CUDA backend at the
+#     CPU's step (issue 24, item 6): emulate_backend.sh nonfinite runs tiny
+#     at lr 1e3 (one rank and PP 2) against the CPU programs, the same error
+#     line and exit 1.
+if(HEXIC_CUDA AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  if(TEST nccl.emu.build)
+    set(emu_backend_dir ${CMAKE_CURRENT_BINARY_DIR}/nccl-emu)
+    set(emu_backend_fixture nccl_emu)
+  else()
+    set(emu_backend_dir ${CMAKE_CURRENT_BINARY_DIR}/emu-backend)
+    set(emu_backend_fixture hexic_emu_backend)
+    add_test(NAME gpu.emulated.build
+      COMMAND env HEXIC_EMU_BACKEND_BUILD=${emu_backend_dir} HEXIC_CPU_BUILD=${CMAKE_BINARY_DIR}
+              bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh build)
+    set_tests_properties(gpu.emulated.build PROPERTIES FIXTURES_SETUP hexic_emu_backend
+      LABELS "gpu-emulated" TIMEOUT 1200 RESOURCE_LOCK hexic_emu_backend PROCESSORS 2)
   endif()
+  set(emu_backend_env HEXIC_EMU_BACKEND_BUILD=${emu_backend_dir} HEXIC_CPU_BUILD=${CMAKE_BINARY_DIR})
+  add_test(NAME gpu.emulated.backend_frozen
+    COMMAND env ${emu_backend_env} HEXIC_EMU_FREEZE_AFTER=embedding_forward_kernel
+            bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh one)
+  add_test(NAME gpu.emulated.nonfinite
+    COMMAND env ${emu_backend_env} bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh nonfinite)
+  set_tests_properties(gpu.emulated.backend_frozen gpu.emulated.nonfinite PROPERTIES
+    FIXTURES_REQUIRED ${emu_backend_fixture} RESOURCE_LOCK ${emu_backend_fixture}
+    LABELS "gpu-emulated;mpi" TIMEOUT 300 PROCESSORS 2)
 endif()
