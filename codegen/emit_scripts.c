@@ -155,6 +155,7 @@ static const struct rank_option {
     {"--resume", NULL},          {"--checkpoint-overwrite", NULL},
     {"--reschedule", NULL},      {"--emulate", NULL},
     {"--dump-weights", "FILE"},  {"--init-from", "FILE.safetensors"},
+    {"--memory-report", "FILE"},
 };
 enum { N_RANK_OPTIONS = sizeof rank_options / sizeof rank_options[0] };
 

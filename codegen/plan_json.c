@@ -6,6 +6,7 @@
 #include "ir/text/json.h"
 #include "ir/plan_util.h"
 #include "codegen.h"
+#include "passes/cost/cost.h"
 
 static void write_ints(FILE *f, const int *v, int n) {
   fputc('[', f);
@@ -121,6 +122,24 @@ static void write_figures(const struct hx_plan *p, FILE *f, const char *in) {
   fputs("]\n", f);
 }
 
+/* "memory_by_kind": per rank, the bytes its device holds at its peak by
+ * the runtime's kinds (hx_rank_memory_by_kind), which a run's
+ * --memory-report gives measured in the same shape. */
+static void write_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *f) {
+  fputs("  \"memory_by_kind\": [", f);
+  for (int r = 0; r < p->ndevices; r++) {
+    double bytes[HX_MEM_NKINDS];
+    hx_rank_memory_by_kind(ctx, p, r, bytes);
+    fputs(r ? ",\n    {" : "\n    {", f);
+    for (int k = 0; k < HX_MEM_NKINDS; k++) {
+      fprintf(f, "%s\"%s\": ", k ? ", " : "", hx_mem_kind_names[k]);
+      hx_json_number(f, floor(bytes[k]));
+    }
+    fputc('}', f);
+  }
+  fputs(p->ndevices ? "\n  ],\n" : "],\n", f);
+}
+
 /* A symmetric baseline as `key`: its config, the ranks it uses (the subset
  * one only: the all-device one uses every rank) and its figures; null when
  * none fits. */
@@ -194,6 +213,7 @@ bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f) {
   fputs("  \"simulated\": {\n", f);
   write_figures(p, f, "    ");
   fputs("  },\n", f);
+  write_memory_by_kind(ctx, p, f);
   write_baselines(p, f);
   write_baseline(ctx->baseline, "baseline", false, f);
   fputs(",\n", f);

@@ -23,6 +23,7 @@
 
 #include "hexic_rt.h"
 #include "kernels/cpu/llama.h"
+#include "rt_memory.h"
 
 /* Element type of activations, of their gradients and of the weights the
  * forward reads (the numbers of hx_rt_precision and of the CUDA kernels'
@@ -107,7 +108,10 @@ struct rt_device {
   enum rt_dtype dtype;
 
   /* Memory. Pointers are device memory unless named host. Every call either
-   * succeeds or ends the run (hx_rt_fatal): callers check nothing. */
+   * succeeds or ends the run (hx_rt_fatal): callers check nothing. Every
+   * byte a backend allocates is counted by kind (rt_memory.h): what alloc
+   * returns as RT_MEM_WORKSPACE until the executor retags it, what setup
+   * allocates under its own kind (weights, gradients, optimizer state). */
   void *(*alloc)(size_t bytes); /* zeroed */
   void (*free)(void *p);
   void (*zero)(void *p, size_t bytes);
@@ -133,6 +137,10 @@ struct rt_device {
    * scratch that layers and head share. */
   size_t (*acts_bytes)(void);
   size_t (*scratch_bytes)(void);
+  /* The front of the scratch that holds one layer's full activations when
+   * the backward recomputes them (model->recompute; else 0): what the
+   * executor counts as RT_MEM_RECOMPUTE. */
+  size_t (*recompute_bytes)(void);
 
   /* The kernel table: one micro-batch of model->nseq sequences (n tokens),
    * activations of dtype. Token arrays are device memory. */

@@ -29,12 +29,13 @@ struct rt_args {
   const char *init_from;    /* --init-from FILE.safetensors: initial weights; NULL: the spec's */
   int checkpoint_overwrite; /* --checkpoint-overwrite: write over another run's checkpoints */
   int64_t resumed_step;     /* the step resumed from; -1: none */
+  const char *memory_report; /* --memory-report FILE or $HEXIC_MEMORY: JSON by rank and kind */
 };
 
 static const char usage_text[] =
     "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
     "--checkpoint-overwrite  --reschedule  --emulate  --dump-weights FILE  "
-    "--init-from FILE.safetensors";
+    "--init-from FILE.safetensors  --memory-report FILE";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -47,7 +48,10 @@ static int64_t parse_count(const char *opt, const char *text) {
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
   *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL, 0, -1};
+                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL, 0, -1,
+                        getenv("HEXIC_MEMORY")};
+  if (a->memory_report && !*a->memory_report)
+    a->memory_report = NULL;
   if (!a->checkpoint_dir)
     a->checkpoint_dir = "checkpoints";
   for (int i = 1; i < argc; i++) {
@@ -71,6 +75,8 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
       a->dump_weights = argv[++i];
     } else if (!strcmp(opt, "--init-from") && has_value) {
       a->init_from = argv[++i];
+    } else if (!strcmp(opt, "--memory-report") && has_value) {
+      a->memory_report = argv[++i];
     } else if (!strcmp(opt, "--checkpoint-every") && has_value) {
       a->checkpoint_every = parse_count(opt, argv[++i]);
     } else {
@@ -456,6 +462,104 @@ static void report_state_bytes(const struct rt_exec *e) {
   fflush(stderr);
 }
 
+/* The executor's device buffers by what they hold (rt_memory.h): the
+ * device counted what rt_slots_init allocated as communication buffers (so
+ * that its hop receive buffers, which this file does not see, count as
+ * such) and the rest as workspace. A stage's boundary buffers (its output,
+ * the gradient it receives and the one it sends back, per slot) are
+ * communication buffers when the stage has a neighbour, else the layers'
+ * workspace. */
+static void tag_buffers(const struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  bool hops = c->prev_leader >= 0 || c->next_leader >= 0;
+  enum rt_mem_kind boundary = hops ? RT_MEM_COMM : RT_MEM_WORKSPACE;
+  for (int i = 0; i < c->activation_slots; i++) {
+    const struct rt_slot *s = &e->slots[i];
+    rt_mem_retag(s->tokens, SIZE_MAX, RT_MEM_WORKSPACE);
+    rt_mem_retag(s->acts, SIZE_MAX, RT_MEM_ACTIVATIONS);
+    rt_mem_retag(s->out_act, SIZE_MAX, boundary);
+    rt_mem_retag(s->dout, SIZE_MAX, boundary);
+    rt_mem_retag(s->din, SIZE_MAX, boundary);
+  }
+  rt_mem_retag(e->x0, SIZE_MAX, RT_MEM_WORKSPACE);
+  rt_mem_retag(e->x1, SIZE_MAX, RT_MEM_WORKSPACE);
+  rt_mem_retag(e->scratch, SIZE_MAX, RT_MEM_WORKSPACE);
+  rt_mem_retag(e->scratch, e->dev->recompute_bytes(), RT_MEM_RECOMPUTE);
+  if (e->hs.whole) { /* a HexiSeq leader's gather and scatter */
+    rt_mem_retag(e->hs.whole, SIZE_MAX, RT_MEM_COMM);
+    rt_mem_retag(e->hs.pack, SIZE_MAX, RT_MEM_COMM);
+  }
+  rt_mem_retag(e->pack, SIZE_MAX, RT_MEM_COMM);
+  if (e->sync.recv)
+    rt_mem_retag(e->sync.recv, SIZE_MAX, RT_MEM_COMM);
+  rt_mem_reset_peaks();
+}
+
+/* {"rank": R, "peak": {...}, "current": {...}, "peak_total": B} */
+static void write_rank_json(FILE *f, int rank, const int64_t *v) {
+  fprintf(f, "    {\"rank\": %d, \"peak\": {", rank);
+  for (int k = 0; k < RT_MEM_NKINDS; k++)
+    fprintf(f, "%s\"%s\": %lld", k ? ", " : "", rt_mem_kind_name((enum rt_mem_kind)k),
+            (long long)v[k]);
+  fputs("}, \"current\": {", f);
+  for (int k = 0; k < RT_MEM_NKINDS; k++)
+    fprintf(f, "%s\"%s\": %lld", k ? ", " : "", rt_mem_kind_name((enum rt_mem_kind)k),
+            (long long)v[RT_MEM_NKINDS + k]);
+  fprintf(f, "}, \"peak_total\": %lld}", (long long)v[2 * RT_MEM_NKINDS]);
+}
+
+/* Every rank's figures, gathered on rank 0, into path (written whole, then
+ * renamed over it, so a reader never sees half a report). */
+static void write_memory_json(const struct rt_exec *e, const char *path,
+                              const struct rt_mem_figures *f) {
+  enum { N = 2 * RT_MEM_NKINDS + 1 };
+  int64_t mine[N], *all = NULL;
+  for (int k = 0; k < RT_MEM_NKINDS; k++) {
+    mine[k] = f->peak[k];
+    mine[RT_MEM_NKINDS + k] = f->current[k];
+  }
+  mine[2 * RT_MEM_NKINDS] = f->peak_total;
+  int world = e->cfg->world_size;
+  if (e->cfg->rank == 0)
+    all = hx_rt_calloc((size_t)world * N, sizeof *all);
+  hx_rt_mpi_check(MPI_Gather(mine, N, MPI_INT64_T, all, N, MPI_INT64_T, 0, MPI_COMM_WORLD),
+                  "gather the memory report");
+  if (e->cfg->rank != 0)
+    return;
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--memory-report: the path is too long: %.64s...", path);
+  FILE *out = fopen(tmp, "w");
+  if (!out)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--memory-report: cannot write %s", tmp);
+  fprintf(out, "{\n  \"backend\": \"%s\",\n  \"ranks\": [\n", e->dev->backend);
+  for (int r = 0; r < world; r++) {
+    write_rank_json(out, r, all + (size_t)r * N);
+    fputs(r + 1 < world ? ",\n" : "\n", out);
+  }
+  fputs("  ]\n}\n", out);
+  bool ok = !ferror(out);
+  if (fclose(out) != 0 || !ok || rename(tmp, path) != 0) {
+    remove(tmp);
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--memory-report: cannot write %s", path);
+  }
+  free(all);
+  hx_rt_log_banner("memory by rank and kind written to %s", path);
+}
+
+/* One line per rank of its peak device memory by kind; with a path, the
+ * JSON report too (collective). */
+static void report_memory(const struct rt_exec *e, const char *path) {
+  struct rt_mem_figures f;
+  rt_mem_figures(&f);
+  char line[512];
+  rt_mem_format_line(line, sizeof line, &f);
+  printf("hexic: rank %d %s\n", e->cfg->rank, line);
+  fflush(stdout);
+  if (path)
+    write_memory_json(e, path, &f);
+}
+
 static void print_banner(const struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   if (c->rank != 0)
@@ -477,8 +581,11 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   e.tr = rt_transport_open(cfg, e.dev);
   rt_hexiseq_init(&e);
   rt_params_init(&e);
+  rt_mem_set_default_kind(RT_MEM_COMM); /* what tag_buffers does not name: hop buffers */
   rt_slots_init(&e);
+  rt_mem_set_default_kind(RT_MEM_WORKSPACE);
   rt_sync_init(&e);
+  tag_buffers(&e);
   report_state_bytes(&e);
   open_data(&e, &args);
   check_checkpoint_dir(&e, &args);
@@ -495,6 +602,7 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   rt_emu_stop(&e);
   if (args.dump_weights)
     rt_dump_weights(&e, args.dump_weights);
+  report_memory(&e, args.memory_report);
   hx_rt_data_close(&e.data);
   hx_rt_finalize();
   return HX_RT_EXIT_OK;

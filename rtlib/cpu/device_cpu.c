@@ -14,16 +14,25 @@ static struct {
   float *rope;
   int *kv_of;
   struct rt_weights p;
-  uint8_t *decay;                   /* AdamW decay per element, from the layout's tensors */
   struct hxk_layer_params *lw, *lg; /* per local layer, into p.w and p.g */
   struct hxk_head_params hw, hg;
   long tokens; /* per micro-batch */
   double loss; /* counted since take_loss */
 } cpu;
 
-static void *cpu_alloc(size_t bytes) { return hx_rt_calloc(1, bytes); }
+/* Counted as kind (rt_memory.h); hx_rt_calloc never returns NULL. */
+static void *alloc_as(size_t bytes, enum rt_mem_kind kind) {
+  void *p = hx_rt_calloc(1, bytes);
+  rt_mem_count(p, bytes, kind);
+  return p;
+}
 
-static void cpu_free(void *p) { free(p); }
+static void *cpu_alloc(size_t bytes) { return alloc_as(bytes, rt_mem_default_kind()); }
+
+static void cpu_free(void *p) {
+  rt_mem_uncount(p);
+  free(p);
+}
 static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
@@ -49,9 +58,9 @@ static void tp_hook(float *buf, long n, void *arg) {
 
 static void set_up_layers(const struct rt_model *m) {
   const struct hxk_dims *d = m->dims;
-  cpu.rope = cpu_alloc((size_t)hxk_rope_table_floats(d) * sizeof(float));
+  cpu.rope = alloc_as((size_t)hxk_rope_table_floats(d) * sizeof(float), RT_MEM_WORKSPACE);
   hxk_rope_table(cpu.rope, d);
-  cpu.kv_of = cpu_alloc((size_t)d->heads * sizeof(int));
+  cpu.kv_of = alloc_as((size_t)d->heads * sizeof(int), RT_MEM_WORKSPACE);
   hxk_kv_map(cpu.kv_of, d, m->shard);
   cpu.ctx = (struct hxk_layer_ctx){.dims = d,
                                    .shard = m->shard,
@@ -65,18 +74,27 @@ static void set_up_layers(const struct rt_model *m) {
                                    .attention = m->attention};
 }
 
+/* AdamW's decay per element, as hxk_adamw_step reads it, for chunks of
+ * up to DECAY_CHUNK elements of one tensor: every element of a tensor decays
+ * alike (rt_tensor.decay), so a chunk's mask is all ones or all zeros and no
+ * per-parameter mask is kept (it cost one byte per parameter, optimizer
+ * memory the plan does not price and the CUDA backend does not hold). */
+enum { DECAY_CHUNK = 4096 };
+static uint8_t decay_ones[DECAY_CHUNK];
+static const uint8_t decay_zeros[DECAY_CHUNK];
+
 static void bind_params(const struct rt_model *m) {
   const struct rt_layout *lay = m->layout;
   size_t bytes = (size_t)lay->n * sizeof(float);
   size_t moments = (size_t)(lay->moments > 0 ? lay->moments : 1) * sizeof(float);
-  cpu.p = (struct rt_weights){cpu_alloc(bytes), cpu_alloc(bytes), cpu_alloc(moments),
-                              cpu_alloc(moments)}; /* ZeRO-1: moments of the own shards only */
-  cpu.decay = cpu_alloc((size_t)lay->n);
-  for (int i = 0; i < lay->ntensors; i++)
-    if (lay->tensors[i].decay)
-      memset(cpu.decay + lay->tensors[i].off, 1, (size_t)lay->tensors[i].n);
-  cpu.lw = cpu_alloc((size_t)lay->nlayers * sizeof *cpu.lw);
-  cpu.lg = cpu_alloc((size_t)lay->nlayers * sizeof *cpu.lg);
+  /* ZeRO-1: moments of the own shards only */
+  cpu.p = (struct rt_weights){alloc_as(bytes, RT_MEM_WEIGHTS), alloc_as(bytes, RT_MEM_GRADIENTS),
+                              alloc_as(moments, RT_MEM_OPTIMIZER),
+                              alloc_as(moments, RT_MEM_OPTIMIZER)};
+  memset(decay_ones, 1, sizeof decay_ones);
+  /* host tables of pointers, not buffers: not counted */
+  cpu.lw = hx_rt_calloc((size_t)(lay->nlayers > 0 ? lay->nlayers : 1), sizeof *cpu.lw);
+  cpu.lg = hx_rt_calloc((size_t)(lay->nlayers > 0 ? lay->nlayers : 1), sizeof *cpu.lg);
   for (int l = 0; l < lay->nlayers; l++) {
     long off = lay->layers + l * lay->layer_floats;
     hxk_layer_bind(&cpu.lw[l], cpu.p.w + off, m->dims, m->shard);
@@ -106,6 +124,16 @@ static size_t cpu_scratch_bytes(void) {
   long layer = hxk_layer_scratch_floats(&cpu.ctx, cpu.model->nseq);
   long head = hxk_head_scratch_floats(cpu.model->dims, cpu.tokens);
   return (size_t)(layer > head ? layer : head) * sizeof(float);
+}
+
+/* The scratch starts with the recomputed layer's full activations
+ * (kernels/cpu/layer.c's carve_scratch). */
+static size_t cpu_recompute_bytes(void) {
+  if (!cpu.model->recompute)
+    return 0;
+  struct hxk_layer_ctx full = cpu.ctx;
+  full.recompute = false;
+  return (size_t)hxk_layer_acts_floats(&full, cpu.model->nseq) * sizeof(float);
 }
 
 static void cpu_embed_forward(void *x, const int32_t *tokens) {
@@ -159,8 +187,13 @@ static void cpu_optimizer_step(double global_sumsq, double grad_clip, const stru
     /* only what AdamW reads: a ZeRO-1 rank's own shards, not the whole buffer */
     if (factor != 1.0)
       hxk_scale(cpu.p.g + t->off, t->n, (float)factor);
-    hxk_adamw_step(cpu.p.w + t->off, cpu.p.g + t->off, cpu.p.m + t->moff, cpu.p.v + t->moff,
-                   cpu.decay + t->off, t->n, hp, step, lr);
+    /* element-wise, so chunks give the same bits as one call */
+    for (long at = 0; at < t->n; at += DECAY_CHUNK) {
+      long n = t->n - at < DECAY_CHUNK ? t->n - at : DECAY_CHUNK;
+      hxk_adamw_step(cpu.p.w + t->off + at, cpu.p.g + t->off + at, cpu.p.m + t->moff + at,
+                     cpu.p.v + t->moff + at, t->decay ? decay_ones : decay_zeros, n, hp, step,
+                     lr);
+    }
   }
 }
 
@@ -179,6 +212,7 @@ static const struct rt_device cpu_device = {
     .weights_changed = cpu_weights_changed,
     .acts_bytes = cpu_acts_bytes,
     .scratch_bytes = cpu_scratch_bytes,
+    .recompute_bytes = cpu_recompute_bytes,
     .embed_forward = cpu_embed_forward,
     .embed_backward = cpu_embed_backward,
     .layer_forward = cpu_layer_forward,

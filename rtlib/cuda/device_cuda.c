@@ -86,14 +86,21 @@ static void on_cuda_error(const char *message, void *arg) {
 
 /* ---- memory ---- */
 
-static void *cu_alloc(size_t bytes) {
+/* Counted as kind (rt_memory.h), as the CPU backend counts. */
+static void *alloc_as(size_t bytes, enum rt_mem_kind kind) {
   void *p = NULL;
   HXC_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
   HXC_CHECK(cudaMemsetAsync(p, 0, bytes, cu.stream));
+  rt_mem_count(p, bytes, kind);
   return p;
 }
 
-static void cu_free(void *p) { HXC_CHECK(cudaFree(p)); }
+static void *cu_alloc(size_t bytes) { return alloc_as(bytes, rt_mem_default_kind()); }
+
+static void cu_free(void *p) {
+  rt_mem_uncount(p);
+  HXC_CHECK(cudaFree(p));
+}
 
 static void cu_zero(void *p, size_t bytes) { HXC_CHECK(cudaMemsetAsync(p, 0, bytes, cu.stream)); }
 
@@ -165,7 +172,7 @@ static void *forward_weight(long off) {
 static void set_up_sequence_split(const struct rt_model *m) {
   if (m->positions && m->local_len > 0) {
     size_t bytes = (size_t)m->local_len * sizeof(int);
-    cu.positions = cu_alloc(bytes);
+    cu.positions = alloc_as(bytes, RT_MEM_WORKSPACE);
     cu_upload(cu.positions, m->positions, bytes);
   }
   if (!m->attention)
@@ -178,7 +185,7 @@ static void set_up_sequence_split(const struct rt_model *m) {
 }
 
 static void set_up_layers(const struct rt_model *m) {
-  cu.rope = cu_alloc((size_t)hxk_rope_table_floats(m->dims) * sizeof(float));
+  cu.rope = alloc_as((size_t)hxk_rope_table_floats(m->dims) * sizeof(float), RT_MEM_WORKSPACE);
   hxc_rope_table(cu.rope, m->dims, cu.stream);
   set_up_sequence_split(m);
   cu.ctx = (struct hxc_layer_ctx){.dims = m->dims,
@@ -199,9 +206,13 @@ static void bind_params(const struct rt_model *m) {
   const struct rt_layout *lay = m->layout;
   size_t bytes = (size_t)lay->n * sizeof(float);
   size_t moments = (size_t)lay->moments * sizeof(float); /* ZeRO-1: the own shards' only */
-  cu.p = (struct rt_weights){cu_alloc(bytes), cu_alloc(bytes), cu_alloc(moments),
-                             cu_alloc(moments)};
-  cu.wf = cu.dt == HXC_BF16 ? cu_alloc((size_t)lay->n * hxc_dtype_bytes(HXC_BF16)) : cu.p.w;
+  cu.p = (struct rt_weights){alloc_as(bytes, RT_MEM_WEIGHTS), alloc_as(bytes, RT_MEM_GRADIENTS),
+                             alloc_as(moments, RT_MEM_OPTIMIZER),
+                             alloc_as(moments, RT_MEM_OPTIMIZER)};
+  /* what the forward reads: weights too */
+  cu.wf = cu.dt == HXC_BF16
+              ? alloc_as((size_t)lay->n * hxc_dtype_bytes(HXC_BF16), RT_MEM_WEIGHTS)
+              : cu.p.w;
   cu.lw = hx_rt_calloc((size_t)lay->nlayers, sizeof *cu.lw);
   cu.lg = hx_rt_calloc((size_t)lay->nlayers, sizeof *cu.lg);
   for (int l = 0; l < lay->nlayers; l++) {
@@ -268,9 +279,11 @@ static void cu_setup(const struct rt_model *m, struct rt_weights *out) {
   size_t layer = hxc_layer_ctx_scratch_bytes(&cu.ctx, m->nseq);
   size_t head = hxc_head_ctx_scratch_bytes(m->dims, cu.tokens);
   hxc_ctx_reserve(cu.gpu, layer > head ? layer : head);
+  /* counted under a key of ours: the kernels' context owns the pointer */
+  rt_mem_count(&cu.gpu, layer > head ? layer : head, RT_MEM_WORKSPACE);
   bind_params(m);
   make_groups(m->layout);
-  cu.scalars = cu_alloc(NSCALARS * sizeof(double));
+  cu.scalars = alloc_as(NSCALARS * sizeof(double), RT_MEM_WORKSPACE);
   *out = cu.p;
 }
 
@@ -285,6 +298,16 @@ static size_t cu_scratch_bytes(void) {
   size_t layer = hxc_layer_scratch_bytes(&cu.ctx, cu.model->nseq);
   size_t head = hxc_head_scratch_bytes(cu.model->dims, cu.tokens, 0, cu.dt);
   return layer > head ? layer : head;
+}
+
+/* The scratch's front holds the recomputed layer's full activations (as
+ * the CPU kernels' carve_scratch: kernels/cuda's layer scratch). */
+static size_t cu_recompute_bytes(void) {
+  if (!cu.model->recompute)
+    return 0;
+  struct hxc_layer_ctx full = cu.ctx;
+  full.recompute = false;
+  return hxc_layer_acts_bytes(&full, cu.model->nseq);
 }
 
 static void cu_embed_forward(void *x, const int32_t *tokens) {
@@ -353,6 +376,7 @@ static struct rt_device cuda_device = {
     .weights_changed = cu_weights_changed,
     .acts_bytes = cu_acts_bytes,
     .scratch_bytes = cu_scratch_bytes,
+    .recompute_bytes = cu_recompute_bytes,
     .embed_forward = cu_embed_forward,
     .embed_backward = cu_embed_backward,
     .layer_forward = cu_layer_forward,

@@ -44,3 +44,10 @@ add_test(NAME exec.nonfinite
   COMMAND bash ${HX_EXEC_TESTS}/run_nonfinite.sh ${CMAKE_CURRENT_BINARY_DIR}/exec-nonfinite
           ${CMAKE_SOURCE_DIR} ${HX_BIN})
 set_tests_properties(exec.nonfinite PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
+
+# Memory by kind (issue 25, item 1): every exec plan shape's measured peak
+# per rank and kind (--memory-report) within 5% of plan.json's memory_by_kind.
+add_test(NAME exec.memory
+  COMMAND bash ${HX_EXEC_TESTS}/run_memory.sh ${CMAKE_CURRENT_BINARY_DIR}/exec-memory
+          ${CMAKE_SOURCE_DIR} ${HX_BIN})
+set_tests_properties(exec.memory PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
