@@ -197,6 +197,11 @@ struct hx_sched_grouping {
   int norders;
   int *orders;   /* norders x k group indices, best first */
   long order_scans; /* groups the order search looked at: its work */
+  /* TP groups may span machines whatever links join them: each group is
+   * one island, cut along its link-ordered chain. The search's last resort
+   * when no plan fits with TP inside islands (tiny-long on cpu8-long fits
+   * only with TP 4 over two machines); false from hx_sched_grouping. */
+  bool tp_any_link;
 };
 struct hx_sched_grouping *hx_sched_grouping(struct hx_ctx *ctx, struct hx_arena *a,
                                             const int *devices, int n, int k, int tau,

@@ -574,12 +574,13 @@ static struct island_layout *pack_in_machines(const struct hx_cluster *c, struct
  * tie. A chain that follows bandwidth alone pairs GPUs across nodes whose
  * link is faster but of higher latency, which every TP all-reduce pays. */
 static void add_island(const struct hx_ctx *ctx, struct hx_arena *a, const int *members, int n,
-                       enum hx_tp_layout layout, int *laid, int base, struct stage_list *list) {
+                       enum hx_tp_layout layout, bool chain_only, int *laid, int base,
+                       struct stage_list *list) {
   const struct hx_cluster *c = &ctx->cluster;
   struct island_layout *best = new_island_layout(a, members, n);
   order_by_links(c, a, best->order, n);
   add_island_stages(ctx, best->order, n, layout, &best->stages, 0);
-  if (c->devices[members[0]].node != c->devices[members[n - 1]].node) {
+  if (!chain_only && c->devices[members[0]].node != c->devices[members[n - 1]].node) {
     double best_score = island_score(ctx, best->order, &best->stages);
     struct island_layout *local[2] = {machine_by_machine(ctx, a, members, n, layout),
                                       pack_in_machines(c, a, members, n, best)};
@@ -680,7 +681,10 @@ bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
     for (int i = 0; i < n; i++)
       if (g->group[i] == order[oi])
         members[m++] = devices[i];
-    make_islands(c, a, members, m, island);
+    if (g->tp_any_link) /* the whole group is one island: TP over any link */
+      memset(island, 0, sizeof(int) * (size_t)m);
+    else
+      make_islands(c, a, members, m, island);
     for (int root = 0; root < m; root++) {
       if (island[root] != root)
         continue;
@@ -688,7 +692,8 @@ bool hx_sched_stages(struct hx_ctx *ctx, struct hx_arena *a, const int *devices,
       for (int i = root; i < m; i++)
         if (island[i] == root)
           isl_members[im++] = members[i];
-      add_island(ctx, a, isl_members, im, layout, laid, nlaid, &list);
+      /* with TP over any link, node-local layouts are what did not fit */
+      add_island(ctx, a, isl_members, im, layout, g->tp_any_link, laid, nlaid, &list);
       nlaid += im;
     }
   }

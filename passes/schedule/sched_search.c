@@ -202,6 +202,7 @@ struct search {
   long evaluated;              /* candidates considered (progress lines) */
   struct hx_search_limit limit;
   bool first_phase;             /* first_plan runs regardless of the limit */
+  bool tp_any_link;             /* groupings let TP span any link (last resort) */
   struct memo groupings;      /* (kmode, devices) -> struct hx_sched_grouping */
   struct memo skeletons;      /* stage lists -> completed plan (or none) */
   struct memo scores;         /* stage lists -> simulated time (local search) */
@@ -362,12 +363,14 @@ static int k_for(int mode) { return KS[mode]; }
 
 static const struct hx_sched_grouping *grouping(struct search *s, const int *devices, int n,
                                                 int kmode) {
-  s->keybuf[0] = kmode;
+  s->keybuf[0] = s->tp_any_link ? NKS + kmode : kmode;
   memcpy(s->keybuf + 1, devices, sizeof(int) * (size_t)n);
   struct memo_entry *e = memo_get(s->a, &s->groupings, s->keybuf, n + 1);
   if (!e->set) {
-    e->value = hx_sched_grouping(s->ctx, s->a, devices, n, k_for(kmode), s->tau,
-                                 0x9a0u + (uint64_t)kmode);
+    struct hx_sched_grouping *g = hx_sched_grouping(s->ctx, s->a, devices, n, k_for(kmode),
+                                                    s->tau, 0x9a0u + (uint64_t)kmode);
+    g->tp_any_link = s->tp_any_link;
+    e->value = g;
     e->set = true;
   }
   return e->value;
@@ -1293,6 +1296,17 @@ static struct hx_plan *finish(struct search *s) {
   return best;
 }
 
+/* The first plan (regardless of the limits), then the exploration of every
+ * pool while the limits allow. */
+static void explore_pools(struct search *s, const struct pool *pools, int npools) {
+  s->first_phase = true;
+  for (int i = 0; i < npools && s->ntop == 0; i++)
+    first_plan(s, &pools[i]);
+  s->first_phase = false;
+  for (int i = 0; i < npools && !stopped(s); i++)
+    explore_pool(s, &pools[i]);
+}
+
 /* Memo keys: a skeleton's is one marker per pipeline and per stage plus its
  * devices; a grouping's the devices plus one. */
 static int longest_key(const struct hx_ctx *ctx) { return 3 * ctx->cluster.ndevices + 16; }
@@ -1311,12 +1325,12 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   s.progress_start = s.last_progress = hx_search_now_s();
   struct pool *pools = HX_NEW_ARRAY(&scratch, struct pool, s.b.pools);
   int npools = make_pools(&s, pools, s.b.pools);
-  s.first_phase = true;
-  for (int i = 0; i < npools && s.ntop == 0; i++)
-    first_plan(&s, &pools[i]);
-  s.first_phase = false;
-  for (int i = 0; i < npools && !stopped(&s); i++)
-    explore_pool(&s, &pools[i]);
+  explore_pools(&s, pools, npools);
+  if (s.ntop == 0) {
+    /* nothing fits with TP inside islands: let TP span slower links */
+    s.tp_any_link = true;
+    explore_pools(&s, pools, npools);
+  }
   refine(&s);
   struct recipe *recipes[TOP];
   int nrecipes = 0;
