@@ -47,3 +47,44 @@ profile_figures() {
 
 # profile_value SED-SCRIPT FILE: the first line the script prints
 profile_value() { sed -n "$1" "$2" | head -n 1; }
+
+# kind_table SIMULATED MEASURED [SKIP]: per kind of event (forward,
+# backward, recv, all-reduce, ...), the seconds of one step summed over the
+# ranks, simulated (hexic's trace.json) against measured (the program's
+# HEXIC_TRACE file: the mean over its steps after the first SKIP (3), a
+# rank's step ending with its optimizer event). A measured recv spans the
+# receive's post to its data's arrival (posted ahead: under the compute
+# before it) where the simulated one is the link's time; a measured send is
+# the sender's time to start it.
+kind_table() {
+  python3 - "$1" "$2" "${3:-3}" <<'PY'
+import json, sys
+from collections import defaultdict
+def spans(path):
+    return [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+sim = defaultdict(float)
+for e in spans(sys.argv[1]):
+    sim[e["cat"]] += e["dur"] * 1e-6
+skip = int(sys.argv[3])
+per_rank = defaultdict(list)
+for e in spans(sys.argv[2]):
+    per_rank[e["tid"]].append(e)
+meas, kept = defaultdict(float), None
+for tid, evs in per_rank.items():
+    ends = sorted(e["ts"] + e["dur"] for e in evs if e["cat"] == "optimizer")
+    steps = [s for s in range(len(ends)) if s >= skip]
+    kept = len(steps) if kept is None else min(kept, len(steps))
+    for e in evs:
+        step = sum(1 for t in ends if t < e["ts"] + e["dur"])  # optimizer ends before it
+        if step >= skip and step < len(ends):
+            meas[e["cat"]] += e["dur"] * 1e-6
+if not kept:
+    print("          per kind: no step after the first %d in %s" % (skip, sys.argv[2]))
+    sys.exit(0)
+print("          per kind, one step over every rank:  simulated s   measured s   error")
+for kind in sorted(set(sim) | set(meas)):
+    s, m = sim.get(kind, 0.0), meas.get(kind, 0.0) / kept
+    err = "%+6.1f%%" % (100 * (s - m) / m) if m > 0 else "     -"
+    print("          %-36s %11.4f  %11.4f  %s" % (kind, s, m, err))
+PY
+}

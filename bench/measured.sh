@@ -24,7 +24,9 @@
 #      and keeps the ranks' compute, FAST_DEVICES / FAST + SLOW_DEVICES /
 #      (FAST SLOW) = 1 core by default, inside the 2 cores here;
 #   3. each plan trained STEPS steps with --emulate (its first 3 steps
-#      calibrate, the median is over the steps after them).
+#      calibrate, the median is over the steps after them), traced
+#      (HEXIC_TRACE): per kind of event, one step's seconds over every rank,
+#      simulated (trace.json) against measured (kind_table in measure_lib.sh).
 #   usage: bench/measured.sh    env: STEPS (default 12), FAST (2), SLOW (3),
 #          FAST_DEVICES (1), SLOW_DEVICES (3),
 #          BUILD (default build-bench: a Release build of hexic and hexic-profile)
@@ -87,7 +89,8 @@ run() {
   [ "$rc" = 3 ] && return 0
   [ "$rc" = 0 ] || { cat "$dir.plan.txt" >&2; exit 1; }
   build_plan "$dir"
-  "$dir/launch.sh" --steps "$steps" --emulate >"$dir.out" 2>&1 || { cat "$dir.out"; exit 1; }
+  HEXIC_TRACE=$dir.measured.json "$dir/launch.sh" --steps "$steps" --emulate >"$dir.out" 2>&1 ||
+    { cat "$dir.out"; exit 1; }
   sim_and_median "$dir" "$dir.out" 3 # the first 3 steps calibrate (rtlib/rt_emulate.c)
 }
 
@@ -113,6 +116,7 @@ plan() {
   if [ -n "$2" ]; then
     report "$1" "$2" "$(head -n 1 "$work/$1.plan.txt")"
     ranks "$1"
+    kind_table "$work/$1/trace.json" "$work/$1.measured.json" 3
   else
     printf '%-9s no plan: %s\n' "$1" "$(grep -m 1 'error:' "$work/$1.plan.txt")"
   fi

@@ -185,6 +185,9 @@ struct rt_send;
 /* A gradient all-reduce in flight (group_allreduce_start). */
 struct rt_request;
 
+/* A receive posted ahead of the op that needs it (recv_start). */
+struct rt_recv;
+
 struct rt_transport {
   const char *name;
 
@@ -198,6 +201,18 @@ struct rt_transport {
   void (*send_wait)(struct rt_send *s, const char *what);
   void (*recv)(void *buf, long n, enum rt_dtype dt, int peer, int tag, int micro_batch,
                const char *what);
+  /* The same receive posted ahead (rt_exec_ops.c: before the compute that
+   * precedes the op that needs it, so the hop runs under that compute, as
+   * passes/cost/sim.c charges it). A handle carries one receive of at most
+   * max_n elements at a time. start posts it into buf after the work queued
+   * on the device so far (buf's earlier readers) and returns at once; buf
+   * belongs to the transport until wait returns, and the work the device
+   * queues after wait sees the message. Posted in the same order as recv
+   * would be called, so messages match as they did. */
+  struct rt_recv *(*recv_new)(long max_n, enum rt_dtype dt);
+  void (*recv_start)(struct rt_recv *r, void *buf, long n, int peer, int tag, int micro_batch,
+                     const char *what);
+  void (*recv_wait)(struct rt_recv *r, const char *what);
 
   /* The stage's TP group (cfg->tp_group), set up by rt_transport_open: the
    * leader's buf to every member, and an element-wise sum in place. */

@@ -31,7 +31,14 @@
  *     device's time (rt_emu_clock), and a rank's buckets queue on one link.
  * Sleeping ranks leave their cores to the others, so a mixed cluster of a
  * few ranks fits a machine of fewer cores as long as the sum of 1/slowdown
- * over the ranks leaves cores idle. The CUDA backend ignores it. */
+ * over the ranks leaves cores idle. The CUDA backend ignores it.
+ *
+ * The runtime trace (HEXIC_TRACE=FILE, either backend, with or without
+ * --emulate) lives here too, as it times the same ops: each rank keeps its
+ * events in memory (at most RT_TRACE_MAX_EVENTS), and at the end rank 0
+ * writes FILE in trace.json's format (codegen/trace.c: Chrome trace events,
+ * microseconds, one track per rank, the simulator's event names), so the
+ * measured and the simulated iteration open side by side in Perfetto. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -172,10 +179,220 @@ static void wait_leave(void *arg) {
   u->waited.cpu_s += now.cpu_s - u->wait_start.cpu_s;
 }
 
+/* ---- the runtime trace ---- */
+
+/* The most events a rank keeps (32 bytes each, some 250 written): past it
+ * the rest of the run is left out, and the trace ends with a note saying
+ * so, as trace.json does past its own limit. */
+enum { RT_TRACE_MAX_EVENTS = 200000 };
+
+struct trace_event {
+  double start_s, end_s;
+  int32_t kind, micro_batch, layer, peer;
+};
+
+/* What a rank sends rank 0 before its events. */
+struct trace_head {
+  int32_t n, pipeline, stage;
+  int64_t dropped;
+  char device[64];
+};
+
+/* One rank per process: the trace is the process's, like a backend's state. */
+static struct {
+  bool on;          /* this rank records */
+  bool any;         /* some rank does: the start and the write are collective */
+  const char *path; /* rank 0: FILE */
+  MPI_Comm comm;    /* the events' way to rank 0 */
+  double zero_s;    /* a barrier's end: time 0 of the trace on every rank */
+  double op_start_s;
+  int op_index;
+  struct trace_event *ev;
+  int n, cap;
+  int64_t dropped;
+} tr;
+
+double rt_trace_now(void) { return tr.on ? hx_rt_now_s() : 0; }
+
+void rt_trace_event(const struct rt_exec *e, enum rt_trace_kind kind, int micro_batch, int layer,
+                    int peer, double start_s, double end_s) {
+  (void)e;
+  if (!tr.on)
+    return;
+  if (tr.n == RT_TRACE_MAX_EVENTS) {
+    tr.dropped++;
+    return;
+  }
+  if (tr.n == tr.cap) {
+    int cap = tr.cap ? 2 * tr.cap : 4096;
+    cap = cap < RT_TRACE_MAX_EVENTS ? cap : RT_TRACE_MAX_EVENTS;
+    struct trace_event *grown = hx_rt_calloc((size_t)cap, sizeof *grown);
+    if (tr.n)
+      memcpy(grown, tr.ev, (size_t)tr.n * sizeof *grown);
+    free(tr.ev);
+    tr.ev = grown;
+    tr.cap = cap;
+  }
+  tr.ev[tr.n++] = (struct trace_event){start_s, end_s, kind, micro_batch, layer, peer};
+}
+
+/* Collective: whether any rank traces; rank 0 refuses a FILE that exists
+ * (nothing the user wrote is overwritten) before the first step. */
+static void trace_init(struct rt_exec *e) {
+  const char *path = getenv("HEXIC_TRACE");
+  int mine = path && *path, any = 0;
+  hx_rt_mpi_check(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "HEXIC_TRACE");
+  if (!any)
+    return;
+  if (e->cfg->rank == 0) {
+    if (!mine)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "HEXIC_TRACE is set on some ranks but not on rank 0, which "
+                                    "writes the trace: set it for every rank");
+    if (access(path, F_OK) == 0)
+      hx_rt_fatal(HX_RT_EXIT_ERROR,
+                  "HEXIC_TRACE='%s' exists: the runtime trace does not write over a file; remove "
+                  "it or name another",
+                  path);
+    tr.path = path;
+  }
+  tr.any = true;
+  tr.on = mine;
+  hx_rt_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &tr.comm), "HEXIC_TRACE");
+  hx_rt_mpi_check(MPI_Barrier(tr.comm), "HEXIC_TRACE");
+  tr.zero_s = hx_rt_now_s();
+}
+
+static const char *trace_kind_name(int kind) {
+  static const char *const names[] = {
+      "forward",    "backward",  "send",      "recv",
+      "all-reduce", "optimizer", "broadcast", "loss and norm all-reduce",
+      "all-gather"};
+  return kind >= 0 && kind <= RT_TRACE_ALLGATHER ? names[kind] : "?";
+}
+
+/* One event as codegen/trace.c writes a simulated one. */
+static void write_trace_event(FILE *f, int rank, const struct trace_head *h,
+                              const struct trace_event *v) {
+  const char *kind = trace_kind_name(v->kind);
+  fputs(",\n  {\"name\": \"", f);
+  if (v->kind == RT_TRACE_ALLREDUCE && v->layer < 0)
+    fputs("all-reduce emb/head", f);
+  else if (v->kind == RT_TRACE_ALLREDUCE)
+    fprintf(f, "all-reduce layer %d", v->layer);
+  else if (v->micro_batch >= 0)
+    fprintf(f, "%s mb%d", kind, v->micro_batch);
+  else
+    fputs(kind, f);
+  fprintf(f,
+          "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, "
+          "\"dur\": %.3f, \"args\": {\"pipeline\": %d, \"stage\": %d, \"micro_batch\": %d, "
+          "\"layer\": %d, \"peer\": %d}}",
+          kind, rank, (v->start_s - tr.zero_s) * 1e6, (v->end_s - v->start_s) * 1e6, h->pipeline,
+          h->stage, v->micro_batch, v->layer < -1 ? -1 : v->layer, v->peer);
+}
+
+/* The device name as a JSON string's inside: printable ASCII, no quotes. */
+static void write_name(FILE *f, const char *s) {
+  for (; *s; s++)
+    fputc(*s >= 32 && *s < 127 && *s != '"' && *s != '\\' ? *s : '?', f);
+}
+
+static void write_rank(FILE *f, int rank, const struct trace_head *h,
+                       const struct trace_event *ev) {
+  fprintf(f,
+          ",\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %d, "
+          "\"args\": {\"name\": \"%d ",
+          rank, rank);
+  write_name(f, h->device);
+  fputs("\"}}", f);
+  fprintf(f,
+          ",\n  {\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 0, \"tid\": %d, "
+          "\"args\": {\"sort_index\": %d}}",
+          rank, rank);
+  double last = 0;
+  for (int k = 0; k < h->n; k++) {
+    write_trace_event(f, rank, h, &ev[k]);
+    last = ev[k].start_s > last ? ev[k].start_s : last;
+  }
+  if (h->dropped > 0)
+    fprintf(f,
+            ",\n  {\"name\": \"trace cut: %lld events of rank %d left out (the limit is %d)\", "
+            "\"cat\": \"cut\", \"ph\": \"i\", \"s\": \"t\", \"pid\": 0, \"tid\": %d, "
+            "\"ts\": %.3f}",
+            (long long)h->dropped, rank, (int)RT_TRACE_MAX_EVENTS, rank, (last - tr.zero_s) * 1e6);
+}
+
+/* Rank 0 writes FILE.tmp, rank by rank as the events arrive (its memory
+ * holds one rank's at a time), then renames it to FILE. */
+static void trace_write(struct rt_exec *e) {
+  if (!tr.any)
+    return;
+  tr.any = false;
+  struct trace_head mine = {tr.n, e->cfg->pipeline, e->cfg->stage, tr.dropped, ""};
+  snprintf(mine.device, sizeof mine.device, "%s", e->cfg->device_type ? e->cfg->device_type : "");
+  if (e->cfg->rank != 0) {
+    hx_rt_mpi_check(MPI_Send(&mine, (int)sizeof mine, MPI_BYTE, 0, 0, tr.comm), "HEXIC_TRACE");
+    hx_rt_mpi_check(MPI_Send(tr.ev, (int)(tr.n * sizeof *tr.ev), MPI_BYTE, 0, 1, tr.comm),
+                    "HEXIC_TRACE");
+  } else {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", tr.path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "HEXIC_TRACE: cannot write %s: %s", tmp, strerror(errno));
+    fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
+    fputs("  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": {\"name\": "
+          "\"measured (HEXIC_TRACE)\"}}",
+          f);
+    write_rank(f, 0, &mine, tr.ev);
+    struct trace_event *theirs = hx_rt_calloc(RT_TRACE_MAX_EVENTS, sizeof *theirs);
+    for (int r = 1; r < e->cfg->world_size; r++) {
+      struct trace_head h;
+      hx_rt_mpi_check(MPI_Recv(&h, (int)sizeof h, MPI_BYTE, r, 0, tr.comm, MPI_STATUS_IGNORE),
+                      "HEXIC_TRACE");
+      if (h.n < 0 || h.n > RT_TRACE_MAX_EVENTS)
+        hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: rank %d sent %d trace events", r, (int)h.n);
+      h.device[sizeof h.device - 1] = '\0';
+      hx_rt_mpi_check(
+          MPI_Recv(theirs, (int)(h.n * sizeof *theirs), MPI_BYTE, r, 1, tr.comm, MPI_STATUS_IGNORE),
+          "HEXIC_TRACE");
+      write_rank(f, r, &h, theirs);
+    }
+    free(theirs);
+    fputs("\n]}\n", f);
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0; /* closed either way */
+    if (bad || rename(tmp, tr.path) != 0)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "HEXIC_TRACE: cannot write %s: %s", tr.path, strerror(errno));
+  }
+  free(tr.ev);
+  tr.ev = NULL;
+  tr.n = tr.cap = 0;
+  tr.on = false;
+  hx_rt_mpi_check(MPI_Comm_free(&tr.comm), "HEXIC_TRACE");
+}
+
+static void trace_op_begin(int op_index) {
+  tr.op_index = op_index;
+  tr.op_start_s = rt_trace_now();
+}
+
+static void trace_op_end(struct rt_exec *e) {
+  if (!tr.on)
+    return;
+  const struct hx_rt_op *op = &e->cfg->schedule[tr.op_index];
+  enum rt_trace_kind kind = op->kind == HX_RT_FORWARD    ? RT_TRACE_FORWARD
+                            : op->kind == HX_RT_BACKWARD ? RT_TRACE_BACKWARD
+                                                         : RT_TRACE_OPTIMIZER;
+  int mb = kind == RT_TRACE_OPTIMIZER ? -1 : op->micro_batch;
+  rt_trace_event(e, kind, mb, -2, -1, tr.op_start_s, hx_rt_now_s());
+}
+
 /* ---- the hooks ---- */
 
 void rt_emu_init(struct rt_exec *e, bool requested) {
   struct rt_emu *u = &e->emu;
+  trace_init(e);
   memset(u, 0, sizeof *u);
   u->lock_fd = -1;
   if (!requested)
@@ -247,6 +464,7 @@ static void report_compute(struct rt_exec *e) {
 
 void rt_emu_stop(struct rt_exec *e) {
   struct rt_emu *u = &e->emu;
+  trace_write(e);
   if (!u->on)
     return;
   /* before the gather: a run that ends in a calibration step leaves the
@@ -271,6 +489,7 @@ void rt_emu_stop(struct rt_exec *e) {
 
 void rt_emu_op_begin(struct rt_exec *e, int op_index) {
   struct rt_emu *u = &e->emu;
+  trace_op_begin(op_index);
   if (!u->on)
     return;
   if (u->first_step < 0)
@@ -287,7 +506,15 @@ void rt_emu_op_begin(struct rt_exec *e, int op_index) {
   u->op_start = mark_now();
 }
 
+static void emu_op_end(struct rt_exec *e);
+
+/* The op's end at the emulated device's speed (after the sleep), traced. */
 void rt_emu_op_end(struct rt_exec *e) {
+  emu_op_end(e);
+  trace_op_end(e);
+}
+
+static void emu_op_end(struct rt_exec *e) {
   struct rt_emu *u = &e->emu;
   if (!u->on || !u->in_op)
     return;

@@ -160,6 +160,7 @@ struct rt_exec {
   struct rt_runs in_norm;    /* what this rank adds to the global norm: rt_for_each_owned */
   struct rt_emu emu;
   struct rt_hexiseq hs; /* on: a HexiSeq stage */
+  struct rt_hops *hops; /* receives posted ahead and their buffers (rt_exec_ops.c) */
 };
 
 /* Host copies of the parameters and moments, for checkpoints and the weight
@@ -290,5 +291,28 @@ void rt_emu_arrive(struct rt_exec *e, int peer, int tag, double bytes);
 void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, double bytes,
                            double start_s);
 void rt_emu_finish(struct rt_exec *e);
+
+/* rt_emulate.c, HEXIC_TRACE=FILE: the measured timeline in trace.json's
+ * format (codegen/trace.c's event names and fields, one track per rank).
+ * Started in rt_emu_init and written by rank 0 in rt_emu_stop (both
+ * collective); the compute ops are traced by rt_emu_op_begin/end, the rest
+ * by these calls. rt_trace_now is 0 when tracing is off, and an event of a
+ * kind is then dropped at one branch. Kinds: passes/cost's event names. */
+enum rt_trace_kind {
+  RT_TRACE_FORWARD,
+  RT_TRACE_BACKWARD,
+  RT_TRACE_SEND,
+  RT_TRACE_RECV,
+  RT_TRACE_ALLREDUCE,
+  RT_TRACE_OPTIMIZER,
+  RT_TRACE_BROADCAST,
+  RT_TRACE_LOSS_NORM,
+  RT_TRACE_ALLGATHER,
+};
+double rt_trace_now(void);
+/* layer: a gradient bucket's global layer (-1 emb/head, else -2); peer: the
+ * other leader of a hop, else -1. */
+void rt_trace_event(const struct rt_exec *e, enum rt_trace_kind kind, int micro_batch, int layer,
+                    int peer, double start_s, double end_s);
 
 #endif

@@ -10,7 +10,24 @@
  * stages' leaders, and broadcasts what it received inside its TP group. Every
  * TP rank computes the (unsplit) embedding and head itself, identically, so
  * no gradient of the stage boundary or of those tensors needs a broadcast;
- * the loss is counted on TP rank 0 only. */
+ * the loss is counted on TP rank 0 only.
+ *
+ * Receives posted ahead (what passes/cost/sim.c charges: a hop's transfer
+ * starts when its sender's op ends and runs under the receiver's compute;
+ * only what is left of it when the op that needs it comes is waited for).
+ * The leader posts the receive of a RECV op at the start of the compute op
+ * before it, and waits for it at the RECV op. It cannot land where the
+ * compute still reads or writes (x0, x1, a slot's dout): receives land in
+ * buffers of their own, hops->bufs, which the op after the RECV op takes as
+ * its input (and ping-pongs through). A receive takes the buffer of the one
+ * before it unless it is posted at that one's consumer, then the other.
+ * Two suffice: a RECV op is followed by its op, so receive k is posted no
+ * earlier than the op that consumes receive k - 1, after the one that
+ * consumed receive k - 2 has ended; a last stage, whose every receive is
+ * posted at a backward, needs one. On the CPU, MPI moves a posted receive
+ * on inside the MPI calls the compute makes (TP all-reduces, bucket tests)
+ * and at the wait. A HexiSeq leader's hop (gathered and scattered through
+ * hs.whole) is received at its RECV op, as before. */
 
 #include <string.h>
 
@@ -49,6 +66,146 @@ static bool has_hops(const struct rt_exec *e) {
   return e->cfg->prev_leader >= 0 || e->cfg->next_leader >= 0;
 }
 
+/* ---- receives posted ahead (the comment at the top) ---- */
+
+static void scatter_units(struct rt_exec *e, const void *whole, void *local, const char *what);
+
+struct rt_hops {
+  void *bufs[2];        /* activation-sized; what receives land in */
+  struct rt_recv *recv; /* the one receive posted ahead at a time */
+  /* per op of the schedule: the RECV op whose receive is posted at the
+   * start of this compute op (-1: none), and each RECV op's buffer */
+  int *post_at, *buf_of;
+  bool *ahead;        /* per RECV op: posted ahead (else at the op) */
+  double posted_s;    /* when the receive in flight was posted (trace) */
+  void *in;           /* the last RECV op's buffer, for the op after it */
+  int in_kind, in_mb; /* that op's kind and micro-batch (-1: none) */
+};
+
+static bool is_compute(enum hx_rt_op_kind k) { return k == HX_RT_FORWARD || k == HX_RT_BACKWARD; }
+
+static bool is_send(enum hx_rt_op_kind k) { return k == HX_RT_SEND_ACT || k == HX_RT_SEND_GRAD; }
+
+/* Op i's receive may be posted at op p (the compute op before it, with only
+ * sends between) when the op after it is its own consumer: then nothing
+ * else reads the buffer in between (the top comment's two-buffer rule). */
+static int post_point(const struct hx_rt_rank_config *c, int i) {
+  const struct hx_rt_op *op = &c->schedule[i];
+  enum hx_rt_op_kind use = op->kind == HX_RT_RECV_ACT ? HX_RT_FORWARD : HX_RT_BACKWARD;
+  if (i + 1 >= c->nops || c->schedule[i + 1].kind != use ||
+      c->schedule[i + 1].micro_batch != op->micro_batch)
+    return -1;
+  for (int p = i - 1; p >= 0; p--) {
+    if (is_compute(c->schedule[p].kind))
+      return p;
+    if (!is_send(c->schedule[p].kind))
+      return -1;
+  }
+  return -1;
+}
+
+static void hops_init(struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  struct rt_hops *h = hx_rt_calloc(1, sizeof *h);
+  e->hops = h;
+  h->in_kind = h->in_mb = -1;
+  if (!has_hops(e))
+    return;
+  h->post_at = hx_rt_calloc((size_t)c->nops, sizeof *h->post_at);
+  h->buf_of = hx_rt_calloc((size_t)c->nops, sizeof *h->buf_of);
+  h->ahead = hx_rt_calloc((size_t)c->nops, sizeof *h->ahead);
+  for (int i = 0; i < c->nops; i++)
+    h->post_at[i] = -1;
+  /* Whether any receive is posted before the previous one's consumer ends:
+   * TP ranks that post nothing still take the leader's buffers (the
+   * broadcast), so the layout follows the leader's rule on every rank. */
+  bool post = !e->hs.on, two = false;
+  int last = -1; /* the previous RECV op */
+  for (int i = 0; i < c->nops; i++) {
+    enum hx_rt_op_kind k = c->schedule[i].kind;
+    if (k != HX_RT_RECV_ACT && k != HX_RT_RECV_GRAD)
+      continue;
+    int p = post ? post_point(c, i) : -1;
+    bool overlaps = last >= 0 && p >= 0 && p == last + 1; /* posted at last's consumer */
+    h->buf_of[i] = last < 0 ? 0 : overlaps ? 1 - h->buf_of[last] : h->buf_of[last];
+    two |= overlaps;
+    if (p >= 0 && is_leader(e)) {
+      h->post_at[p] = i;
+      h->ahead[i] = true;
+    }
+    last = i;
+  }
+  h->bufs[0] = e->dev->alloc(e->act_bytes);
+  h->bufs[1] = two ? e->dev->alloc(e->act_bytes) : h->bufs[0];
+  if (post && is_leader(e))
+    h->recv = e->tr->recv_new(hop_elements(e), e->dev->dtype);
+}
+
+static int peer_of(const struct rt_exec *e, enum hx_rt_op_kind k) {
+  return k == HX_RT_RECV_ACT ? e->cfg->prev_leader : e->cfg->next_leader;
+}
+
+static int kind_tag(enum hx_rt_op_kind k) { return k == HX_RT_RECV_ACT ? TAG_ACT : TAG_GRAD; }
+
+static const char *recv_what(enum hx_rt_op_kind k) {
+  return k == HX_RT_RECV_ACT ? "receive an activation" : "receive a gradient";
+}
+
+/* Before compute op `at` runs: the receive of the RECV op after it. */
+static void post_ahead(struct rt_exec *e, int at) {
+  struct rt_hops *h = e->hops;
+  if (!h->post_at || h->post_at[at] < 0)
+    return;
+  const struct hx_rt_op *op = &e->cfg->schedule[h->post_at[at]];
+  h->posted_s = rt_trace_now();
+  e->tr->recv_start(h->recv, h->bufs[h->buf_of[h->post_at[at]]], hop_elements(e),
+                    peer_of(e, op->kind), tag_of(op->micro_batch, kind_tag(op->kind)),
+                    op->micro_batch, recv_what(op->kind));
+}
+
+/* The buffer the op after RECV op i reads: the received message, there once
+ * this returns (the TP group's broadcast included). */
+static void *receive(struct rt_exec *e, int i) {
+  const struct hx_rt_op *op = &e->cfg->schedule[i];
+  struct rt_hops *h = e->hops;
+  int m = op->micro_batch, peer = peer_of(e, op->kind), tag = tag_of(m, kind_tag(op->kind));
+  enum rt_dtype dt = e->dev->dtype;
+  void *buf = h->bufs[h->buf_of[i]];
+  void *into = e->hs.on ? e->hs.whole : buf;
+  if (is_leader(e)) {
+    double t0 = h->ahead[i] ? h->posted_s : rt_trace_now();
+    if (h->ahead[i])
+      e->tr->recv_wait(h->recv, recv_what(op->kind));
+    else
+      e->tr->recv(into, hop_elements(e), dt, peer, tag, m, recv_what(op->kind));
+    rt_emu_arrive(e, peer, tag, (double)hop_elements(e) * rt_dtype_bytes(dt));
+    rt_trace_event(e, RT_TRACE_RECV, m, -2, peer, t0, rt_trace_now());
+  }
+  double t1 = rt_trace_now();
+  if (e->hs.on)
+    scatter_units(e, into, buf,
+                  op->kind == HX_RT_RECV_ACT ? "scatter an activation to the units"
+                                             : "scatter a gradient to the units");
+  e->tr->tp_broadcast(buf, e->tokens * e->dims.dim, dt, m,
+                      op->kind == HX_RT_RECV_ACT ? "broadcast an activation in the TP group"
+                                                 : "broadcast a gradient in the TP group");
+  if (e->cfg->tp > 1 || e->hs.on)
+    rt_trace_event(e, RT_TRACE_BROADCAST, m, -2, -1, t1, rt_trace_now());
+  h->in = buf;
+  h->in_kind = op->kind == HX_RT_RECV_ACT ? HX_RT_FORWARD : HX_RT_BACKWARD;
+  h->in_mb = m;
+  return buf;
+}
+
+/* What compute op (kind, m) reads from a RECV op just before it, if any. */
+static void *hop_input(struct rt_exec *e, enum hx_rt_op_kind kind, int m) {
+  struct rt_hops *h = e->hops;
+  void *in = h->in_kind == (int)kind && h->in_mb == m ? h->in : NULL;
+  h->in = NULL;
+  h->in_kind = h->in_mb = -1;
+  return in;
+}
+
 void rt_slots_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   const struct rt_device *d = e->dev;
@@ -66,7 +223,7 @@ void rt_slots_init(struct rt_exec *e) {
     size_t hop_bytes = (size_t)hop_elements(e) * rt_dtype_bytes(d->dtype);
     bool whole = is_leader(e) && has_hops(e);
     s->out_act = d->alloc(whole ? hop_bytes : e->act_bytes);
-    s->dout = d->alloc(e->act_bytes);
+    s->dout = d->alloc(e->act_bytes); /* read by the backward on the last stage only */
     s->din = d->alloc(whole ? hop_bytes : e->act_bytes);
     s->act_send = e->tr->send_new(hop_elements(e), d->dtype);
     s->grad_send = e->tr->send_new(hop_elements(e), d->dtype);
@@ -74,6 +231,7 @@ void rt_slots_init(struct rt_exec *e) {
   e->x0 = d->alloc(e->act_bytes);
   e->x1 = d->alloc(e->act_bytes);
   e->scratch = d->alloc(d->scratch_bytes());
+  hops_init(e);
 }
 
 /* ---------------------------------------------------------------------------
@@ -205,9 +363,15 @@ static void forward(struct rt_exec *e, int m) {
   const struct rt_device *d = e->dev;
   struct rt_slot *s = slot_of(e, m);
   load_batch(e, m, s);
-  if (c->has_embedding)
-    d->embed_forward(e->x0, s->tokens);
-  void *x = e->x0, *y = e->x1;
+  void *x = hop_input(e, HX_RT_FORWARD, m), *y = e->x1;
+  if (!x) {
+    if (!c->has_embedding)
+      hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: forward %d of a stage past the first has no "
+                                    "received activation",
+                  m);
+    x = e->x0;
+    d->embed_forward(x, s->tokens);
+  }
   for (int l = 0; l < e->p.lay.nlayers; l++) {
     d->layer_forward(l, x, y, acts_of(e, s, l), e->scratch);
     void *t = x;
@@ -235,7 +399,10 @@ static void backward(struct rt_exec *e, int m) {
   const struct hx_rt_rank_config *c = e->cfg;
   const struct rt_device *d = e->dev;
   struct rt_slot *s = slot_of(e, m);
-  const void *dout = s->dout;
+  const void *dout = c->has_head ? s->dout : hop_input(e, HX_RT_BACKWARD, m);
+  if (!dout)
+    hx_rt_fatal(HX_RT_EXIT_ERROR,
+                "internal: backward %d of a stage before the last has no received gradient", m);
   void *dx = e->x0, *spare = e->x1;
   for (int l = e->p.lay.nlayers - 1; l >= 0; l--) {
     d->layer_backward(l, dout, dx, acts_of(e, s, l), e->scratch);
@@ -261,53 +428,26 @@ static void backward(struct rt_exec *e, int m) {
   d->copy(s->din, dout, e->act_bytes);
 }
 
-static void recv_act(struct rt_exec *e, int m) {
-  long n = e->tokens * e->dims.dim;
-  enum rt_dtype dt = e->dev->dtype;
-  void *into = e->hs.on ? e->hs.whole : e->x0;
-  if (is_leader(e)) {
-    e->tr->recv(into, hop_elements(e), dt, e->cfg->prev_leader, tag_of(m, TAG_ACT), m,
-                "receive an activation");
-    rt_emu_arrive(e, e->cfg->prev_leader, tag_of(m, TAG_ACT),
-                  (double)hop_elements(e) * rt_dtype_bytes(dt));
-  }
-  if (e->hs.on)
-    scatter_units(e, into, e->x0, "scatter an activation to the units");
-  e->tr->tp_broadcast(e->x0, n, dt, m, "broadcast an activation in the TP group");
-}
-
 static void send_act(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
+  double t0 = rt_trace_now();
   e->tr->send_start(s->act_send, s->out_act, hop_elements(e), e->cfg->next_leader,
                     tag_of(m, TAG_ACT), m, "send an activation");
   rt_emu_stamp_send(e, 0, m, e->cfg->next_leader, tag_of(m, TAG_ACT));
-}
-
-static void recv_grad(struct rt_exec *e, int m) {
-  long n = e->tokens * e->dims.dim;
-  enum rt_dtype dt = e->dev->dtype;
-  void *dout = slot_of(e, m)->dout;
-  void *into = e->hs.on ? e->hs.whole : dout;
-  if (is_leader(e)) {
-    e->tr->recv(into, hop_elements(e), dt, e->cfg->next_leader, tag_of(m, TAG_GRAD), m,
-                "receive a gradient");
-    rt_emu_arrive(e, e->cfg->next_leader, tag_of(m, TAG_GRAD),
-                  (double)hop_elements(e) * rt_dtype_bytes(dt));
-  }
-  if (e->hs.on)
-    scatter_units(e, into, dout, "scatter a gradient to the units");
-  e->tr->tp_broadcast(dout, n, dt, m, "broadcast a gradient in the TP group");
+  rt_trace_event(e, RT_TRACE_SEND, m, -2, e->cfg->next_leader, t0, rt_trace_now());
 }
 
 static void send_grad(struct rt_exec *e, int m) {
   if (!is_leader(e))
     return;
   struct rt_slot *s = slot_of(e, m);
+  double t0 = rt_trace_now();
   e->tr->send_start(s->grad_send, s->din, hop_elements(e), e->cfg->prev_leader,
                     tag_of(m, TAG_GRAD), m, "send a gradient");
   rt_emu_stamp_send(e, 1, m, e->cfg->prev_leader, tag_of(m, TAG_GRAD));
+  rt_trace_event(e, RT_TRACE_SEND, m, -2, e->cfg->prev_leader, t0, rt_trace_now());
 }
 
 void rt_wait_sends(struct rt_exec *e) {
@@ -319,23 +459,24 @@ void rt_wait_sends(struct rt_exec *e) {
 }
 
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op) {
+  int at = (int)(op - e->cfg->schedule);
+  if (is_compute(op->kind))
+    post_ahead(e, at);
   switch (op->kind) {
   case HX_RT_RECV_ACT:
-    recv_act(e, op->micro_batch);
+  case HX_RT_RECV_GRAD:
+    receive(e, at);
     break;
   case HX_RT_FORWARD:
-    rt_emu_op_begin(e, (int)(op - e->cfg->schedule));
+    rt_emu_op_begin(e, at);
     forward(e, op->micro_batch);
     rt_emu_op_end(e);
     break;
   case HX_RT_SEND_ACT:
     send_act(e, op->micro_batch);
     break;
-  case HX_RT_RECV_GRAD:
-    recv_grad(e, op->micro_batch);
-    break;
   case HX_RT_BACKWARD:
-    rt_emu_op_begin(e, (int)(op - e->cfg->schedule));
+    rt_emu_op_begin(e, at);
     backward(e, op->micro_batch);
     rt_emu_op_end(e);
     break;

@@ -603,6 +603,9 @@ static void finish_bucket(struct rt_exec *e, struct rt_bucket *b) {
     e->dev->unpack(e->p.dev.g, e->sync.recv + b->recv_off, b->own.items, b->own.n);
   else
     e->dev->unpack(e->p.dev.g, e->pack + b->pack_off, b->runs.items, b->runs.n);
+  /* from its start (on the emulated device's clock) to its sum's unpack */
+  rt_trace_event(e, RT_TRACE_ALLREDUCE, -1, b->key == HEAD_KEY || b->key == EMB_KEY ? -1 : b->key,
+                 -1, b->start_s, rt_trace_now());
   hx_rt_progress();
 }
 
@@ -650,6 +653,7 @@ void rt_sync_gather_weights(struct rt_exec *e) {
   struct rt_sync_state *s = &e->sync;
   if (!s->sharded)
     return;
+  double t0 = rt_trace_now();
   for (int i = 0; i < s->nbuckets; i++) {
     struct rt_bucket *b = &s->buckets[i];
     if (!b->counts)
@@ -667,6 +671,7 @@ void rt_sync_gather_weights(struct rt_exec *e) {
     e->dev->unpack(e->p.dev.w, e->pack + b->pack_off, b->runs.items, b->runs.n);
     hx_rt_progress();
   }
+  rt_trace_event(e, RT_TRACE_ALLGATHER, -1, -2, -1, t0, rt_trace_now());
   e->dev->weights_changed();
 }
 

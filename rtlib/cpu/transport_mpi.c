@@ -53,6 +53,36 @@ static void mpi_recv(void *buf, long n, enum rt_dtype dt, int peer, int tag, int
   hx_rt_recv_chunks(buf, n, mpi_type(dt), peer, tag, MPI_COMM_WORLD, &w);
 }
 
+/* A receive posted ahead: MPI_Irecv chunk by chunk straight into the
+ * device's buffer (host memory), waited on by name. */
+struct rt_recv {
+  MPI_Request *reqs; /* one per chunk of the largest message */
+  int nreqs;
+  enum rt_dtype dt;
+  int peer, micro_batch; /* of the receive posted, for the stall report */
+};
+
+static struct rt_recv *mpi_recv_new(long max_n, enum rt_dtype dt) {
+  struct rt_recv *r = hx_rt_calloc(1, sizeof *r);
+  r->reqs = hx_rt_send_requests(max_n, &r->nreqs);
+  r->dt = dt;
+  r->peer = r->micro_batch = -1;
+  return r;
+}
+
+static void mpi_recv_start(struct rt_recv *r, void *buf, long n, int peer, int tag,
+                           int micro_batch, const char *what) {
+  hx_rt_send_check_ready(r->reqs, r->nreqs, n, what);
+  hx_rt_post_chunks(buf, n, mpi_type(r->dt), peer, tag, false, MPI_COMM_WORLD, r->reqs, what);
+  r->peer = peer;
+  r->micro_batch = micro_batch;
+}
+
+static void mpi_recv_wait(struct rt_recv *r, const char *what) {
+  struct hx_rt_wait w = {what, r->micro_batch, r->peer, 0, NULL};
+  hx_rt_wait_all(r->nreqs, r->reqs, &w);
+}
+
 static void mpi_tp_broadcast(void *buf, long n, enum rt_dtype dt, int micro_batch,
                              const char *what) {
   const struct hx_rt_rank_config *c = mpi.cfg;
@@ -164,6 +194,9 @@ static const struct rt_transport mpi_transport = {
     .send_start = mpi_send_start,
     .send_wait = mpi_send_wait,
     .recv = mpi_recv,
+    .recv_new = mpi_recv_new,
+    .recv_start = mpi_recv_start,
+    .recv_wait = mpi_recv_wait,
     .tp_broadcast = mpi_tp_broadcast,
     .tp_allreduce = mpi_tp_allreduce,
     .group_open = mpi_group_open,

@@ -109,6 +109,45 @@ static void staged_recv(void *buf, long n, enum rt_dtype dt, int peer, int tag, 
   to_device(buf, host, bytes_of(n, dt));
 }
 
+/* A receive posted ahead lands in its handle's own pinned buffer (the
+ * staging buffer is the blocking calls'), and is copied up once waited. */
+struct rt_recv {
+  void *host;
+  MPI_Request *reqs;
+  int nreqs;
+  enum rt_dtype dt;
+  void *dev; /* where the message goes */
+  long n;
+  int peer, micro_batch;
+};
+
+static struct rt_recv *staged_recv_new(long max_n, enum rt_dtype dt) {
+  struct rt_recv *r = hx_rt_calloc(1, sizeof *r);
+  r->host = pinned(bytes_of(max_n, dt));
+  r->reqs = hx_rt_send_requests(max_n, &r->nreqs);
+  r->dt = dt;
+  r->peer = r->micro_batch = -1;
+  return r;
+}
+
+static void staged_recv_start(struct rt_recv *r, void *buf, long n, int peer, int tag,
+                              int micro_batch, const char *what) {
+  hx_rt_send_check_ready(r->reqs, r->nreqs, n, what); /* before the pinned copy is rewritten */
+  hx_rt_post_chunks(r->host, n, mpi_type(r->dt), peer, tag, false, MPI_COMM_WORLD, r->reqs, what);
+  r->dev = buf;
+  r->n = n;
+  r->peer = peer;
+  r->micro_batch = micro_batch;
+}
+
+/* The copy up is queued after the work before it on the device's stream:
+ * buf's earlier readers are done by then. */
+static void staged_recv_wait(struct rt_recv *r, const char *what) {
+  struct hx_rt_wait w = {what, r->micro_batch, r->peer, 0, NULL};
+  hx_rt_wait_all(r->nreqs, r->reqs, &w);
+  to_device(r->dev, r->host, bytes_of(r->n, r->dt));
+}
+
 /* ---- collectives ---- */
 
 static void staged_tp_broadcast(void *buf, long n, enum rt_dtype dt, int micro_batch,
@@ -311,6 +350,9 @@ static const struct rt_transport staged_transport = {
     .send_start = staged_send_start,
     .send_wait = staged_send_wait,
     .recv = staged_recv,
+    .recv_new = staged_recv_new,
+    .recv_start = staged_recv_start,
+    .recv_wait = staged_recv_wait,
     .tp_broadcast = staged_tp_broadcast,
     .tp_allreduce = staged_tp_allreduce,
     .group_open = staged_group_open,

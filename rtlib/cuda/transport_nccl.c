@@ -239,6 +239,47 @@ static void nccl_recv(void *buf, long n, enum rt_dtype dt, int peer, int tag, in
   HXC_CHECK(cudaStreamWaitEvent(compute(), nc.recv_done, 0));
 }
 
+/* A receive posted ahead: on its link's stream after the compute stream's
+ * work so far (buf's earlier readers; not the compute queued after it,
+ * which it overlaps), its completion an event. The wait makes the compute
+ * stream wait for that event only; the host waits too, through
+ * hx_rt_wait_until naming the peer, so a stall is traced as on CPU, but the
+ * compute queued before the wait keeps running on the device meanwhile. */
+struct rt_recv {
+  cudaEvent_t ready, done;
+  enum rt_dtype dt;
+  long max_n;
+  int peer, micro_batch;
+};
+
+static struct rt_recv *nccl_recv_new(long max_n, enum rt_dtype dt) {
+  struct rt_recv *r = hx_rt_calloc(1, sizeof *r);
+  r->ready = new_event();
+  r->done = new_event();
+  r->dt = dt;
+  r->max_n = max_n;
+  r->peer = r->micro_batch = -1;
+  return r;
+}
+
+static void nccl_recv_start(struct rt_recv *r, void *buf, long n, int peer, int tag,
+                            int micro_batch, const char *what) {
+  (void)tag; /* one direction per communicator: order is the match */
+  if (n > r->max_n)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: %s of %ld elements exceeds its handle", what, n);
+  const struct link *l = link_to(peer, false, what);
+  order_after(l->stream, compute(), r->ready);
+  HXC_CHECK(ncclRecv(buf, bytes_of(n, r->dt), ncclUint8, l->peer, l->comm, l->stream));
+  HXC_CHECK(cudaEventRecord(r->done, l->stream));
+  r->peer = peer;
+  r->micro_batch = micro_batch;
+}
+
+static void nccl_recv_wait(struct rt_recv *r, const char *what) {
+  wait_event(r->done, &(struct hx_rt_wait){what, r->micro_batch, r->peer, 0, NULL});
+  HXC_CHECK(cudaStreamWaitEvent(compute(), r->done, 0));
+}
+
 /* ---- the TP group, on the compute stream ---- */
 
 static void nccl_tp_broadcast(void *buf, long n, enum rt_dtype dt, int micro_batch,
@@ -420,6 +461,9 @@ static const struct rt_transport nccl_transport = {
     .send_start = nccl_send_start,
     .send_wait = nccl_send_wait,
     .recv = nccl_recv,
+    .recv_new = nccl_recv_new,
+    .recv_start = nccl_recv_start,
+    .recv_wait = nccl_recv_wait,
     .tp_broadcast = nccl_tp_broadcast,
     .tp_allreduce = nccl_tp_allreduce,
     .group_open = nccl_group_open,

@@ -45,6 +45,15 @@ add_test(NAME exec.nonfinite
           ${CMAKE_SOURCE_DIR} ${HX_BIN})
 set_tests_properties(exec.nonfinite PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
 
+# Pipeline hops posted ahead as the simulator charges them, and the runtime
+# trace HEXIC_TRACE (issue 25, item 4): PP 2 and an uneven PP 3 with TP train
+# as one rank, and their traces show each receive posted under the compute
+# before it.
+add_test(NAME exec.trace
+  COMMAND bash ${HX_EXEC_TESTS}/run_trace.sh ${CMAKE_CURRENT_BINARY_DIR}/exec-trace
+          ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:emit_fixture> $<TARGET_FILE:weights_cmp>)
+set_tests_properties(exec.trace PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
+
 # Memory by kind (issue 25, item 1): every exec plan shape's measured peak
 # per rank and kind (--memory-report) within 5% of plan.json's memory_by_kind.
 add_test(NAME exec.memory
