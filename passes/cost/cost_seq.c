@@ -81,12 +81,16 @@ static int unit_device(const int *stage_devices, const struct hx_seq_layout *l, 
   return stage_devices[u * l->tp];
 }
 
+/* A unit's rate is its slowest device's at the unit's TP degree: FLOP/s x
+ * its type's tp_efficiency curve, as HexiScale prices a TP stage's layer
+ * (cost.c, layer_compute): TP t does not run t times faster. */
 static void unit_links(const struct hx_ctx *ctx, const int *devs, struct hx_seq_layout *l, int u) {
   const struct hx_cluster *c = &ctx->cluster;
   double flops = INFINITY, mem = INFINITY;
   for (int k = 0; k < l->tp; k++) {
     int r = devs[u * l->tp + k];
-    double f = hx_device_flops(c, r), m = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
+    const struct hx_gpu_type *g = &c->gpus[c->devices[r].gpu_type];
+    double f = hx_device_flops(c, r) * hx_tp_efficiency(g, l->tp), m = (double)g->memory_bytes;
     flops = f < flops ? f : flops;
     mem = m < mem ? m : mem;
   }

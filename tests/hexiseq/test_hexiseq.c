@@ -86,6 +86,44 @@ static void test_ring_closed_form(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* A unit of TP t computes its layer at its type's TP efficiency, as a
+ * HexiScale stage of the same devices does (issue 25 item 6): one unit
+ * holding the whole sequence does the layer's FLOPs exactly (the other
+ * pieces plus every causal pair), so its forward without communication must
+ * equal hx_layer_compute_s of the plain TP stage. It was priced at t times
+ * the device rate (TP scaling perfectly), 1 / e(t) faster. With
+ * communication both add the same two TP all-reduces. */
+static void test_tp_efficiency(void) {
+  for (int tp = 2; tp <= 4; tp *= 2) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    set_model(&ctx, 2, 512, 8, 8, 2048);
+    int types[] = {0};
+    double tf[] = {100}, mem[] = {80};
+    fx_cluster(&ctx, 1, 4, types, tf, mem, 1, 100e9, 10e9, 1e-6);
+    const double curve[] = {1.0, 0.8, 0.6};
+    memcpy(ctx.cluster.gpus[0].tp_efficiency, curve, sizeof curve);
+    ctx.cluster.gpus[0].ntp_efficiency = 3;
+    int ranks[] = {0, 1, 2, 3};
+    struct hx_seq_layout *l = hx_seq_symmetric_layout(&ctx.arena, &ctx, ranks, tp, 1, 1);
+    CHECK(l && l->nunits == 1 && l->tokens[0] == 2048);
+    struct hx_stage seq = seq_stage(&ctx, l, ranks, tp, 2), plain;
+    hx_stage_init(&ctx.arena, &plain, ranks, tp, 0, 2, false);
+    plain.tp = tp;
+    struct hx_seq_stage_cost c, cc;
+    hx_seq_stage_cost(&ctx, &seq, 1, false, &c);
+    double want = hx_layer_compute_s(&ctx, &plain, 1);
+    if (fabs(c.layer_fwd - want) > 1e-9 * want) {
+      fprintf(stderr, "FAIL: TP %d unit's layer %.6g s, the HexiScale stage's %.6g s\n", tp,
+              c.layer_fwd, want);
+      failures++;
+    }
+    hx_seq_stage_cost(&ctx, &seq, 1, true, &cc);
+    NEAR(cc.layer_fwd - c.layer_fwd, hx_layer_tp_comm_s(&ctx, &plain, 1));
+    hx_arena_free(&ctx.arena);
+  }
+}
+
 /* Per-step ring: 4 single-GPU groups on 2 nodes of 2, ring 0 -> 1 -> 2 -> 3
  * -> 0, so hops into 1 and 3 are NVLink and hops into 2 and 0 cross the
  * network. Uneven blocks (400, 200, 200, 200 tokens): each step is paced by
@@ -357,6 +395,7 @@ int main(void) {
   test_alltoall_closed_form();
   test_ring_closed_form();
   test_ring_per_step();
+  test_tp_efficiency();
   test_random_coverage();
   test_partition_balanced();
   test_needed();
