@@ -14,9 +14,23 @@ const char *const hx_mem_kind_names[HX_MEM_NKINDS] = {
     "weights", "gradients", "optimizer", "activations", "recompute", "comm", "workspace"};
 
 /* Buffers a stage with a neighbour receives its hops into besides the
- * slots: none today; receives posted ahead into buffers of their own
- * (issue 25, item 4) are priced here, as communication buffers. */
-#define HOP_RECV_BUFFERS 0.0
+ * slots (rtlib/rt_exec_ops.c's hops_init): one, and a second where a
+ * receive is posted ahead at the op that consumes the previous one (its
+ * two-buffer rule): a middle stage's gradient posted under the forward that
+ * reads the activation just received; a first stage's cool-down backwards,
+ * and a GPipe last stage's forwards, back to back, when there are two or
+ * more micro-batches. HexiSeq stages post nothing ahead: one. */
+static double hop_receive_buffers(const struct hx_plan *plan, const struct hx_pipeline *pl, int si,
+                                  const struct hx_stage *st) {
+  bool first = si == 0, last = si == pl->nstages - 1;
+  if (st->seq_layout)
+    return 1;
+  if (!first && !last)
+    return 2;
+  if (pl->micro_batches < 2)
+    return 1;
+  return first || plan->schedule == HX_PP_GPIPE ? 2 : 1;
+}
 
 /* One TP rank's share of a decoder layer (kernels/cpu/params.c's shard:
  * query heads [k H / t, (k+1) H / t), the kv heads they read, ffn columns
@@ -232,7 +246,7 @@ void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan
   bytes[HX_MEM_RECOMPUTE] = recompute;
 
   double boundary = slots * 3 * n * D * e; /* out_act, dout, din per slot */
-  double receive = HOP_RECV_BUFFERS * n * D * e;
+  double receive = hops ? hop_receive_buffers(plan, pl, si, st) * n * D * e : 0.0;
   bytes[HX_MEM_COMM] = (hops ? boundary + receive : 0.0) + (pack + recv) * 4.0;
   double layer_scratch = recompute + layer_scratch_floats(&s, n, (double)m->seq_len) * e;
   double scratch = fmax(layer_scratch, head_scratch_floats(m, n) * e);
