@@ -367,8 +367,8 @@ static const struct hx_sched_grouping *grouping(struct search *s, const int *dev
   memcpy(s->keybuf + 1, devices, sizeof(int) * (size_t)n);
   struct memo_entry *e = memo_get(s->a, &s->groupings, s->keybuf, n + 1);
   if (!e->set) {
-    struct hx_sched_grouping *g = hx_sched_grouping(s->ctx, s->a, devices, n, k_for(kmode),
-                                                    s->tau, 0x9a0u + (uint64_t)kmode);
+    struct hx_sched_grouping *g =
+        hx_sched_grouping(s->ctx, s->a, devices, n, k_for(kmode), s->tau, 0x9a0u + (uint64_t)kmode);
     g->tp_any_link = s->tp_any_link;
     e->value = g;
     e->set = true;
