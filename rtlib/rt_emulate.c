@@ -51,7 +51,6 @@
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
-#include "rt_log.h"
 
 /* ---- the pure rules ---- */
 

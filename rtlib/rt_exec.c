@@ -14,7 +14,6 @@
 #include "ckpt/hf_llama.h"
 #include "rt_exec_internal.h"
 #include "rt_init.h"
-#include "rt_log.h"
 #include "seq/rt_seq.h"
 
 struct rt_args {
@@ -462,7 +461,7 @@ static void report_state_bytes(const struct rt_exec *e) {
   fflush(stderr);
 }
 
-/* The executor's device buffers by what they hold (rt_memory.h): the
+/* The executor's device buffers by what they hold (rt_backend.h): the
  * device counted what rt_slots_init allocated as communication buffers (so
  * that its hop receive buffers, which this file does not see, count as
  * such) and the rest as workspace. A stage's boundary buffers (its output,

@@ -33,7 +33,6 @@
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
-#include "rt_log.h"
 #include "seq/rt_seq.h"
 
 enum { TAG_ACT = 1, TAG_GRAD = 2 }; /* message kinds: hx_rt_message_tag */

@@ -12,7 +12,6 @@
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
-#include "rt_log.h"
 #include "seq/rt_seq.h"
 
 /* tok_emb lives on a first stage, and with tied embeddings also on a last

@@ -30,7 +30,6 @@
 
 #include "rt_exec_internal.h"
 #include "rt_init.h"
-#include "rt_log.h"
 
 void rt_runs_add(struct rt_runs *r, long off, long n) {
   if (n <= 0)

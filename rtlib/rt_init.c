@@ -1,7 +1,6 @@
 /* Start-up, world check, fatal errors and the fault watchdog (see rt_init.h
- * for the design), and the console output of rt_log.h at the end. */
+ * for the design), and the console output declared at the end of rt_init.h. */
 #include "rt_init.h"
-#include "rt_log.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -969,7 +968,7 @@ void hx_rt_check_world(int compiled_rank, int plan_ranks, const char *fingerprin
   exit(HX_RT_EXIT_WORLD);
 }
 
-/* ---- console output (rt_log.h) ---- */
+/* ---- console output (rt_init.h) ---- */
 
 int hx_rt_log_format_step(char *buf, size_t size, const struct hx_rt_step_stats *s) {
   return snprintf(buf, size, "step %lld/%lld | loss %.6f | lr %.4e | %.1f ms | %.0f tok/s",

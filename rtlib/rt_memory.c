@@ -1,8 +1,8 @@
-/* Device memory by kind: see rt_memory.h. A rank holds few device buffers
+/* Device memory by kind: see rt_backend.h. A rank holds few device buffers
  * (tens: parameters, slots, packs, scratch), so a list searched from the end
  * is enough; each entry keeps its bytes per kind, so a buffer can be split
  * between kinds (the scratch whose front holds a recomputed layer). */
-#include "rt_memory.h"
+#include "rt_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

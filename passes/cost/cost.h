@@ -328,7 +328,7 @@ bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double
 
 /* ---- memory by kind (issue 25, item 1; passes/cost/cost_memory.c) ------
  * What rank r's device holds at its peak, in bytes, by the kinds the runtime
- * counts (rtlib/rt_memory.h, the same order and names): priced from the
+ * counts (rtlib/rt_backend.h, the same order and names): priced from the
  * buffers the runtime allocates for the plan, exactly (its TP shard's heads
  * and ffn columns, the slots in flight, the gradient-sync packs, ZeRO-1's
  * shards), as the CPU backend runs it (fp32 whatever the precision) under

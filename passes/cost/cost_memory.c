@@ -1,5 +1,5 @@
 /* A rank's device memory by kind, as the runtime allocates it (issue 25,
- * item 1): rtlib/rt_memory.h's kinds, each priced from the buffers
+ * item 1): rtlib/rt_backend.h's kinds, each priced from the buffers
  * rtlib/rt_exec_ops.c, rtlib/rt_exec_sync.c and the CPU kernels
  * (kernels/cpu/layer.c's carve_acts and carve_scratch, head.c) size, so
  * that tests/exec/run_memory.sh can hold every exec plan's measured peaks to

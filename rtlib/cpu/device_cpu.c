@@ -6,7 +6,6 @@
 
 #include "rtlib/rt_backend.h"
 #include "rtlib/rt_init.h"
-#include "rtlib/rt_log.h"
 
 static struct {
   const struct rt_model *model;
@@ -20,7 +19,7 @@ static struct {
   double loss; /* counted since take_loss */
 } cpu;
 
-/* Counted as kind (rt_memory.h); hx_rt_calloc never returns NULL. */
+/* Counted as kind (rt_backend.h); hx_rt_calloc never returns NULL. */
 static void *alloc_as(size_t bytes, enum rt_mem_kind kind) {
   void *p = hx_rt_calloc(1, bytes);
   rt_mem_count(p, bytes, kind);

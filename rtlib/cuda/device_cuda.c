@@ -31,7 +31,6 @@
 #include "kernels/cuda/llama_cuda.h"
 #include "rtlib/cuda/cuda_backend.h"
 #include "rtlib/rt_init.h"
-#include "rtlib/rt_log.h"
 #include "rtlib/seq/rt_seq.h"
 
 /* Device scalars: losses, the rank's norm partial, the global sum of squares. */
@@ -86,7 +85,7 @@ static void on_cuda_error(const char *message, void *arg) {
 
 /* ---- memory ---- */
 
-/* Counted as kind (rt_memory.h), as the CPU backend counts. */
+/* Counted as kind (rt_backend.h), as the CPU backend counts. */
 static void *alloc_as(size_t bytes, enum rt_mem_kind kind) {
   void *p = NULL;
   HXC_CHECK(cudaMalloc(&p, bytes ? bytes : 1));

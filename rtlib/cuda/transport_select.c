@@ -16,7 +16,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "rtlib/cuda/cuda_backend.h"
 #include "rtlib/rt_init.h"
-#include "rtlib/rt_log.h"
 
 #ifdef HEXIC_HAVE_NCCL
 #define HAVE_NCCL true

@@ -2,7 +2,7 @@
 # Memory by kind (issue 25, item 1): every exec-suite plan shape (one rank,
 # DP even and uneven, TP 2 and uneven TP 3 x TP 2, PP with DP, full and no
 # recompute, ZeRO-1) trains 2 steps with --memory-report;
-# each rank's measured peak of each kind (rtlib/rt_memory.h) must be within
+# each rank's measured peak of each kind (rtlib/rt_backend.h) must be within
 # 5% of what plan.json's memory_by_kind predicts (passes/cost/cost_memory.c),
 # or within 256 bytes where the plan predicts (almost) nothing: the runtime
 # allocates one float for an empty buffer. A miss names the plan, the rank

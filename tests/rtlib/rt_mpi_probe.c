@@ -15,7 +15,6 @@
 
 #include "rtlib/rt_ckpt.h"
 #include "rtlib/rt_init.h"
-#include "rtlib/rt_log.h"
 
 static int run_world(int argc, char **argv) {
   if (argc != 5)

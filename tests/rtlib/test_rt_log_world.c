@@ -5,7 +5,6 @@
 
 #include "rt_test.h"
 #include "rtlib/rt_init.h"
-#include "rtlib/rt_log.h"
 
 static void test_step_line(void) {
   char line[256];
