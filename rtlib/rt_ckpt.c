@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt/safetensors.h"
+#include "ckpt/user_file.h"
 #include "rt_init.h"
 
 /* Floats are stored as the host's bytes; the format is little-endian. */
@@ -90,22 +91,6 @@ static void sink_put(struct sink *s, const void *p, size_t n) {
 static void sink_u32(struct sink *s, uint32_t v) { sink_put(s, &v, sizeof v); }
 static void sink_u64(struct sink *s, uint64_t v) { sink_put(s, &v, sizeof v); }
 
-static bool fsync_dir_of(const char *path) {
-  char dir[PATH_SIZE];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    *slash = '\0';
-  else
-    snprintf(dir, sizeof dir, ".");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0)
-    return false;
-  bool ok = fsync(fd) == 0;
-  close(fd);
-  return ok;
-}
-
 typedef void (*write_body_fn)(struct sink *s, const void *ctx);
 
 /* path.tmp, written, flushed, fsync'ed, renamed over path, directory
@@ -128,7 +113,7 @@ static bool write_atomically(const char *path, write_body_fn body, const void *c
     error = errno;
   if (!error && rename(tmp, path) != 0)
     error = errno;
-  if (!error && !fsync_dir_of(path))
+  if (!error && !hx_rt_fsync_folder_of(path))
     error = errno ? errno : EIO;
   bool ok = !error;
   if (!ok) {
@@ -173,7 +158,7 @@ bool hx_rt_ckpt_prepare(const char *dir, int64_t step, char *err, size_t err_siz
     set_error(err, err_size, "%s: cannot remove the stale manifest: %s", path, strerror(errno));
     return false;
   }
-  return fsync_dir_of(path) || (set_error(err, err_size, "%s: fsync failed", dir), false);
+  return hx_rt_fsync_folder_of(path) || (set_error(err, err_size, "%s: fsync failed", dir), false);
 }
 
 bool hx_rt_ckpt_probe_dir(const char *dir, int rank, bool create, char *err, size_t err_size) {

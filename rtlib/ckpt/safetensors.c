@@ -466,23 +466,6 @@ static bool write_tensor(FILE *out, const struct hx_st_out *t, int index, bool b
   return ok;
 }
 
-/* The rename itself made durable (best effort: a folder that cannot be
- * opened or synced leaves the file complete, only its name not yet on disk). */
-static void sync_folder_of(const char *path) {
-  char dir[4200];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    *(slash == dir ? slash + 1 : slash) = '\0';
-  else
-    snprintf(dir, sizeof dir, ".");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    (void)fsync(fd);
-    close(fd);
-  }
-}
-
 bool hx_st_write(const char *path, const struct hx_st_out *t, int n, bool bf16,
                  const char *metadata_key, const char *metadata_value, char *err, size_t err_size) {
   struct text h = make_header(t, n, bf16, metadata_key, metadata_value);
@@ -506,7 +489,7 @@ bool hx_st_write(const char *path, const struct hx_st_out *t, int n, bool bf16,
   if (ok && rename(tmp, path) != 0)
     ok = fail(err, err_size, "%s: cannot rename into place: %s", path, strerror(errno));
   if (ok)
-    sync_folder_of(path);
+    (void)hx_rt_fsync_folder_of(path); /* best effort: the file is complete either way */
   if (!ok && out)
     unlink(tmp);
   free(h.s);

@@ -87,3 +87,19 @@ const char *hx_rt_printable(const char *s, char *buf, size_t size) {
   buf[n] = '\0';
   return buf;
 }
+
+bool hx_rt_fsync_folder_of(const char *path) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = '\0';
+  else
+    snprintf(dir, sizeof dir, ".");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    return false;
+  bool ok = fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
