@@ -3,6 +3,7 @@
  * program was linked with), parameters, data, then per optimizer step the
  * rank's schedule table, the gradient sync, clipping by the global norm,
  * AdamW, one log line and the checkpoints. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt/hf_llama.h"
 #include "rt_exec_internal.h"
@@ -548,6 +550,32 @@ static void write_memory_json(const struct rt_exec *e, const char *path,
 
 /* One line per rank of its peak device memory by kind; with a path, the
  * JSON report too (collective). */
+/* Rank 0, before step 1: the report never replaces a file (nothing the user
+ * wrote is overwritten, as HEXIC_TRACE), and a folder it cannot write into
+ * is said now, not after the whole run. */
+static void check_memory_report(const struct rt_exec *e, const char *path) {
+  if (!path || e->cfg->rank != 0)
+    return;
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--memory-report: the path is too long: %.64s...", path);
+  if (access(path, F_OK) == 0 || access(tmp, F_OK) == 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR,
+                "--memory-report '%s' exists: the report does not write over a file; remove it "
+                "or name another",
+                access(path, F_OK) == 0 ? path : tmp);
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = '\0';
+  else
+    snprintf(dir, sizeof dir, ".");
+  if (access(dir, W_OK) != 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--memory-report '%s': cannot write into %s: %s", path, dir,
+                strerror(errno));
+}
+
 static void report_memory(const struct rt_exec *e, const char *path) {
   struct rt_mem_figures f;
   rt_mem_figures(&f);
@@ -588,6 +616,7 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   report_state_bytes(&e);
   open_data(&e, &args);
   check_checkpoint_dir(&e, &args);
+  check_memory_report(&e, args.memory_report);
   maybe_init_from(&e, &args);
   maybe_resume(&e, &args);
   args.resumed_step = args.resume ? e.step : -1;

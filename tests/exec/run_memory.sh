@@ -77,4 +77,18 @@ check recompute "$PWD/tiny8-recompute.hx" "$here/clusters/four.hx" --plan="$PWD/
 check zero1 "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/zero1_tp2_dp_pp.json"
 # HexiSeq (CP x HP) stages are not priced by kind yet (cost.h): their
 # hooks' ring and all-to-all buffers and local token counts; not checked.
+# The report never replaces a file, and an unwritable folder is said before
+# step 1 (it was found only after the whole run, and a file was replaced).
+if [ "$only" = "  " ] || [[ $only == *" one "* ]]; then
+  cp one.mem.json kept.json
+  one/launch.sh --steps 2 --memory-report "$PWD/one.mem.json" >again.out 2>&1 &&
+    fail "--memory-report wrote over an existing file"
+  grep -q "one.mem.json' exists: the report does not write over a file" again.out ||
+    { cat again.out; fail "--memory-report over a file: wrong message"; }
+  cmp -s kept.json one.mem.json || fail "--memory-report changed an existing file"
+  one/launch.sh --steps 2 --memory-report "$PWD/no-such-folder/m.json" >nodir.out 2>&1 &&
+    fail "--memory-report into a missing folder succeeded"
+  grep -q "cannot write into $PWD/no-such-folder" nodir.out || { cat nodir.out; fail "missing folder: wrong message"; }
+  ! grep -q "^step 1/" again.out nodir.out || fail "--memory-report was refused only after training"
+fi
 echo "exec.memory: ok"
