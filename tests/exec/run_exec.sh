@@ -32,27 +32,6 @@ run() {
   [ "$(wc -l <"$dir.losses")" -eq $steps ] || fail "$dir printed $(wc -l <"$dir.losses") step lines"
 }
 
-# same REF DIR WHAT: losses within 1e-5 relative, weights within 1e-5.
-same() {
-  local ref=$1 dir=$2 what=$3
-  awk 'NR == FNR { a[$1] = $2; next } ($1 in a) { n++; r = (a[$1] - $2) / a[$1]; if (r < 0) r = -r
-         if (r > 1e-5) bad++ } END { exit bad > 0 || n != '$steps' }' "$ref.losses" "$dir.losses" ||
-    { paste "$ref.losses" "$dir.losses"; fail "$what: losses differ from one rank"; }
-  local cmp
-  cmp=$("$wcmp" "$ref.w" "$dir.w" 1e-5) || { echo "$cmp"; fail "$what: weights differ from one rank"; }
-  echo "  $what: $steps losses within 1e-5; ${cmp#weights_cmp: }"
-}
-
-# fixture NAME PLAN [flags]: emit_fixture's hand-built plan, trained.
-fixture() {
-  local dir=$1
-  shift
-  rm -rf "$dir"
-  "$fixture" "$dir" "$@" || fail "emit_fixture $*"
-  build "$dir"
-  run "$dir"
-}
-
 # compile NAME ARGS...: hexic ARGS -o NAME, trained.
 compile() {
   local dir=$1

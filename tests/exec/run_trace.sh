@@ -35,26 +35,6 @@ run() {
   [ -s "$dir.trace.json" ] || fail "$dir wrote no trace to HEXIC_TRACE=$PWD/$dir.trace.json"
 }
 
-# same REF DIR WHAT: losses within 1e-5 relative, weights within 1e-5.
-same() {
-  local ref=$1 dir=$2 what=$3
-  awk 'NR == FNR { a[$1] = $2; next } ($1 in a) { n++; r = (a[$1] - $2) / a[$1]; if (r < 0) r = -r
-         if (r > 1e-5) bad++ } END { exit bad > 0 || n != '$steps' }' "$ref.losses" "$dir.losses" ||
-    { paste "$ref.losses" "$dir.losses"; fail "$what: losses differ from one rank"; }
-  local cmp
-  cmp=$("$wcmp" "$ref.w" "$dir.w" 1e-5) || { echo "$cmp"; fail "$what: weights differ from one rank"; }
-  echo "  $what: $steps losses within 1e-5; ${cmp#weights_cmp: }"
-}
-
-# fixture NAME PLAN: emit_fixture's hand-built plan, built and trained.
-fixture() {
-  local dir=$1
-  rm -rf "$dir"
-  "$fixture" "$dir" "$2" || fail "emit_fixture $2"
-  build "$dir"
-  run "$dir"
-}
-
 fixture one "8x1@4"
 fixture pp2 "2x4@2,4"
 same one pp2 "PP 2 (2x4@2,4)"
