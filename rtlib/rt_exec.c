@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ckpt/hf_llama.h"
+#include "ckpt/user_file.h"
 #include "rt_exec_internal.h"
 #include "rt_init.h"
 #include "seq/rt_seq.h"
@@ -565,12 +566,7 @@ static void check_memory_report(const struct rt_exec *e, const char *path) {
                 "or name another",
                 access(path, F_OK) == 0 ? path : tmp);
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    *(slash == dir ? slash + 1 : slash) = '\0';
-  else
-    snprintf(dir, sizeof dir, ".");
+  hx_rt_folder_of(path, dir, sizeof dir);
   if (access(dir, W_OK) != 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "--memory-report '%s': cannot write into %s: %s", path, dir,
                 strerror(errno));

@@ -88,14 +88,18 @@ const char *hx_rt_printable(const char *s, char *buf, size_t size) {
   return buf;
 }
 
+void hx_rt_folder_of(const char *path, char *buf, size_t size) {
+  snprintf(buf, size, "%s", path);
+  char *slash = strrchr(buf, '/');
+  if (slash)
+    *(slash == buf ? slash + 1 : slash) = '\0';
+  else
+    snprintf(buf, size, ".");
+}
+
 bool hx_rt_fsync_folder_of(const char *path) {
   char dir[4200];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    *(slash == dir ? slash + 1 : slash) = '\0';
-  else
-    snprintf(dir, sizeof dir, ".");
+  hx_rt_folder_of(path, dir, sizeof dir);
   int fd = open(dir, O_RDONLY | O_DIRECTORY);
   if (fd < 0)
     return false;

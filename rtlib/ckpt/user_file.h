@@ -28,6 +28,10 @@ FILE *hx_rt_fopen_regular(const char *path, char *err, size_t err_size);
  * \\; truncated (ending "...") to fit size. Returns buf. */
 const char *hx_rt_printable(const char *s, char *buf, size_t size);
 
+/* The folder that holds path, into buf: "." for a bare name, "/" for a
+ * file at the root. */
+void hx_rt_folder_of(const char *path, char *buf, size_t size);
+
 /* fsync of the folder that holds path ("." for a bare name, "/" for a file
  * at the root): what makes a rename into that folder durable. False when
  * the folder cannot be opened or synced. */
