@@ -134,6 +134,15 @@ struct rt_layout {
  * stage's TP group in place; the executor's hook into the transport. */
 typedef void (*rt_tp_reduce_fn)(void *buf, long n, void *arg);
 
+/* Sequence parallelism: the executor's hooks into the transport (rows as
+ * hxk_sp_rows of n over the TP group, width elements a row, elements of the
+ * device's dtype, device memory). reduce_scatter sums send[n, width] over
+ * the group into this member's rows recv[rows, width]; allgather fills
+ * buf[n, width] from every member's rows (this member's already in place). */
+typedef void (*rt_tp_reduce_scatter_fn)(const void *send, void *recv, long n, int width,
+                                        void *arg);
+typedef void (*rt_tp_allgather_fn)(void *buf, long n, int width, void *arg);
+
 /* What the kernels need to run this rank's part of the model. */
 struct rt_model {
   const struct hxk_dims *dims;
@@ -143,6 +152,12 @@ struct rt_model {
   const struct rt_layout *layout;
   rt_tp_reduce_fn tp_reduce; /* NULL: TP degree 1 */
   void *tp_arg;
+  /* Sequence parallelism (sp_size > 1; set by the executor with both hooks,
+   * which take tp_arg too): the layers' inputs and outputs are this member's
+   * rows (hxk_sp_rows), sp_rank its index in the TP group. */
+  int sp_size, sp_rank;
+  rt_tp_reduce_scatter_fn tp_reduce_scatter;
+  rt_tp_allgather_fn tp_allgather;
   /* HexiSeq stages: each sequence is local_len tokens here (0: seq_len) at
    * these global positions (NULL: 0..seq_len-1; embedding, RoPE and the head
    * follow them), and attention runs through this hook (rtlib/seq's ring and
@@ -272,6 +287,15 @@ struct rt_transport {
    * leader's buf to every member, and an element-wise sum in place. */
   void (*tp_broadcast)(void *buf, long n, enum rt_dtype dt, int micro_batch, const char *what);
   void (*tp_allreduce)(void *buf, long n, enum rt_dtype dt, const char *what);
+  /* Sequence parallelism over the same group, blocking like tp_allreduce
+   * and ordered after the device's queued work: counts[i] elements belong
+   * to TP member i, back to back in TP-rank order (uneven, zeros allowed).
+   * reduce_scatter: recv gets this member's block of send summed over the
+   * group (send and recv must not overlap); allgather: in place, buf holds
+   * every block and this member's is sent to the others. */
+  void (*tp_reduce_scatter)(const void *send, void *recv, const long *counts, enum rt_dtype dt,
+                            const char *what);
+  void (*tp_allgather)(void *buf, const long *counts, enum rt_dtype dt, const char *what);
 
   /* Gradient-sync groups: every member opens its groups in increasing id
    * order (collective over the group); the handle names it afterwards. The

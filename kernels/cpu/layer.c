@@ -309,3 +309,9 @@ void hxk_layer_backward(const struct hxk_layer_ctx *ctx,
   backward_mlp(ctx, w, g, &sh, &a, &s);
   backward_attention(ctx, w, g, &sh, &a, &s, dx);
 }
+
+void hxk_sp_rows(long n, int p, int r, long *begin, long *end) {
+  long base = n / p, extra = n % p;
+  *begin = r * base + (r < extra ? r : extra);
+  *end = *begin + base + (r < extra ? 1 : 0);
+}

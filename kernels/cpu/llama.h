@@ -415,6 +415,19 @@ struct hxk_attention_hook {
   void *arg;
 };
 
+/* Sequence parallelism (Megatron's): sum the TP partials send[n, width] over
+ * the group and keep this member's rows in recv[rows, width]; and fill
+ * buf[n, width] from every member's rows (this member's are already in place
+ * at its offset). Rows as hxk_sp_rows. */
+typedef void (*hxk_sp_reduce_scatter_fn)(const float *send, float *recv, long n, int width,
+                                         void *arg);
+typedef void (*hxk_sp_allgather_fn)(float *buf, long n, int width, void *arg);
+
+/* The rows [*begin, *end) of n token rows that member r of a TP group of p
+ * holds under sequence parallelism: p contiguous blocks, the first n % p
+ * members one row more. */
+void hxk_sp_rows(long n, int p, int r, long *begin, long *end);
+
 struct hxk_layer_ctx {
   const struct hxk_dims *dims;
   const struct hxk_shard *shard;
@@ -426,6 +439,16 @@ struct hxk_layer_ctx {
   const int *positions;    /* [local_len] global positions; NULL: 0..T-1 */
   long local_len;          /* tokens per sequence held here; 0: seq_len */
   const struct hxk_attention_hook *attention; /* NULL: local attention */
+  /* Sequence parallelism (sp_size > 1; 0 or 1: off): x, out, dout and dx
+   * are this member's rows only (hxk_sp_rows of n over sp_size); the layer
+   * all-gathers the normed rows before the column-parallel products and
+   * reduce-scatters the row-parallel outputs instead of all-reducing them.
+   * The norm gains' gradients then hold this member's rows' contribution
+   * only: the caller sums them over the TP group. */
+  int sp_size, sp_rank;
+  hxk_sp_reduce_scatter_fn reduce_scatter;
+  hxk_sp_allgather_fn allgather;
+  void *sp_arg;
 };
 
 /* The local hook: hxk_attention_block_* over the local tokens only (queries

@@ -100,6 +100,32 @@ static void mpi_tp_allreduce(void *buf, long n, enum rt_dtype dt, const char *wh
   hx_rt_allreduce_floats(buf, n, mpi.tp, &w);
 }
 
+/* Sequence parallelism: the ZeRO-1 helpers' uneven collectives (one call, or
+ * block by block past MPI's int counts), waited on at once. */
+static void mpi_tp_reduce_scatter(const void *send, void *recv, const long *counts,
+                                  enum rt_dtype dt, const char *what) {
+  const struct hx_rt_rank_config *c = mpi.cfg;
+  if (dt != RT_FP32)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: the MPI transport sums fp32 only");
+  struct hx_rt_wait w = {what, -1, -1, c->tp, c->tp_group};
+  int nreqs = 0;
+  MPI_Request *reqs =
+      hx_rt_reduce_scatter_floats_start(send, recv, counts, c->tp, mpi.tp, &nreqs, what);
+  hx_rt_wait_all(nreqs, reqs, &w);
+  free(reqs);
+}
+
+static void mpi_tp_allgather(void *buf, const long *counts, enum rt_dtype dt, const char *what) {
+  const struct hx_rt_rank_config *c = mpi.cfg;
+  if (dt != RT_FP32)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: the MPI transport gathers fp32 only");
+  struct hx_rt_wait w = {what, -1, -1, c->tp, c->tp_group};
+  int nreqs = 0;
+  MPI_Request *reqs = hx_rt_allgather_floats_start(buf, counts, c->tp, mpi.tp, &nreqs, what);
+  hx_rt_wait_all(nreqs, reqs, &w);
+  free(reqs);
+}
+
 /* Collective over the group; every member opens its groups in increasing
  * id order (rt_exec_sync.c), which makes overlapping groups safe. */
 static int mpi_group_open(const struct hx_rt_group *g) {
@@ -199,6 +225,8 @@ static const struct rt_transport mpi_transport = {
     .recv_wait = mpi_recv_wait,
     .tp_broadcast = mpi_tp_broadcast,
     .tp_allreduce = mpi_tp_allreduce,
+    .tp_reduce_scatter = mpi_tp_reduce_scatter,
+    .tp_allgather = mpi_tp_allgather,
     .group_open = mpi_group_open,
     .group_allreduce = mpi_group_allreduce,
     .group_allreduce_start = mpi_group_allreduce_start,
