@@ -8,6 +8,10 @@
 /* Shapes of one call: tokens and the shard's widths. */
 struct layer_shape {
   long n;       /* tokens = nseq * local_len */
+  /* Sequence parallelism: the rows [row0, row0 + rows) of the n held here
+   * (what the norms and residuals run on); off: 0 and n. */
+  bool sp;
+  long row0, rows;
   long nseq;
   int dim, hd;  /* D, head_dim */
   int nq, nkv;  /* local query / kv heads */
@@ -51,6 +55,14 @@ static void shape_of(struct layer_shape *out, const struct hxk_layer_ctx *ctx,
   sh.positions = ctx->positions;
   sh.nseq = nseq;
   sh.n = nseq * sh.local_len;
+  sh.sp = ctx->sp_size > 1;
+  sh.row0 = 0;
+  sh.rows = sh.n;
+  if (sh.sp) {
+    long end = 0;
+    hxk_sp_rows(sh.n, ctx->sp_size, ctx->sp_rank, &sh.row0, &end);
+    sh.rows = end - sh.row0;
+  }
   sh.dim = d->dim;
   sh.hd = d->head_dim;
   sh.nq = s->q_end - s->q_begin;
@@ -77,7 +89,9 @@ static float *take(struct cursor *c, long n) {
 }
 
 /* Everything the backward reads, in forward order; lse is the whole-head
- * kernel's, `saved` the hook's (one or the other is empty). */
+ * kernel's, `saved` the hook's (one or the other is empty). Under sequence
+ * parallelism x, rstd1, a, x1, rstd2 and m hold this member's rows only (a
+ * and m are all-gathered again in the backward, as Megatron does). */
 struct layer_acts {
   float *x, *rstd1, *a, *q, *k, *v, *lse, *o;
   float *x1, *rstd2, *m, *gate, *up, *h;
@@ -87,18 +101,18 @@ struct layer_acts {
 static struct layer_acts carve_acts(struct cursor *c,
                                     const struct layer_shape *sh) {
   struct layer_acts a;
-  long n = sh->n;
-  a.x = take(c, n * sh->dim);
-  a.rstd1 = take(c, n);
-  a.a = take(c, n * sh->dim);
+  long n = sh->n, nr = sh->rows;
+  a.x = take(c, nr * sh->dim);
+  a.rstd1 = take(c, nr);
+  a.a = take(c, nr * sh->dim);
   a.q = take(c, n * sh->qw);
   a.k = take(c, n * sh->kvw);
   a.v = take(c, n * sh->kvw);
   a.lse = take(c, sh->hook ? 0 : n * sh->nq);
   a.o = take(c, n * sh->qw);
-  a.x1 = take(c, n * sh->dim);
-  a.rstd2 = take(c, n);
-  a.m = take(c, n * sh->dim);
+  a.x1 = take(c, nr * sh->dim);
+  a.rstd2 = take(c, nr);
+  a.m = take(c, nr * sh->dim);
   a.gate = take(c, n * sh->nf);
   a.up = take(c, n * sh->nf);
   a.h = take(c, n * sh->nf);
@@ -112,9 +126,13 @@ static struct layer_acts carve_acts(struct cursor *c,
  * run the forward without clobbering its own buffers. */
 struct layer_scratch {
   struct layer_acts full;  /* recompute mode only */
-  float *partial;          /* [n, D]: a row-parallel output before all-reduce */
+  float *partial;          /* [n, D]: a row-parallel output before all-reduce;
+                              SP backward: the gathered output gradient */
+  float *gathered;         /* SP: [n, D], the all-gathered a or m; else empty */
   float *attn;             /* the attention's (kernel's or hook's) */
-  float *dx1, *dm, *da;    /* [n, D] */
+  float *dx1;              /* [rows, D] */
+  float *dm, *da;          /* [n, D] */
+  float *drows;            /* SP: [rows, D], dm or da reduce-scattered */
   float *dh, *dgate, *dup; /* [n, nf] */
   float *dout_attn, *dq;   /* [n, nq*hd] */
   float *dk, *dv;          /* [n, nkv*hd] */
@@ -127,13 +145,15 @@ static struct layer_scratch carve_scratch(struct cursor *c,
   memset(&s.full, 0, sizeof s.full);
   if (ctx->recompute)
     s.full = carve_acts(c, sh);
-  long n = sh->n;
+  long n = sh->n, nr = sh->rows;
   s.partial = take(c, n * sh->dim);
+  s.gathered = take(c, sh->sp ? n * sh->dim : 0);
   s.attn = take(c, sh->hook ? sh->hook->scratch_floats(sh->nseq, sh->hook->arg)
                             : hxk_attention_scratch_floats(sh->seq_len));
-  s.dx1 = take(c, n * sh->dim);
+  s.dx1 = take(c, nr * sh->dim);
   s.dm = take(c, n * sh->dim);
   s.da = take(c, n * sh->dim);
+  s.drows = take(c, sh->sp ? nr * sh->dim : 0);
   s.dh = take(c, n * sh->nf);
   s.dgate = take(c, n * sh->nf);
   s.dup = take(c, n * sh->nf);
@@ -148,7 +168,7 @@ long hxk_layer_acts_floats(const struct hxk_layer_ctx *ctx, long nseq) {
   struct layer_shape sh;
   shape_of(&sh, ctx, nseq);
   if (ctx->recompute)
-    return sh.n * sh.dim;
+    return sh.rows * sh.dim;
   struct cursor c = {NULL, 0};
   carve_acts(&c, &sh);
   return c.used;
@@ -169,19 +189,45 @@ static void allreduce(const struct hxk_layer_ctx *ctx, float *buf, long n) {
 
 static void zero(float *buf, long n) { memset(buf, 0, (size_t)n * sizeof *buf); }
 
+/* SP: full[n, D] from every member's rows, this member's copied from rows
+ * to their offset first; returns full. Off: rows themselves (already the
+ * whole [n, D]). */
+static const float *gather_rows(const struct hxk_layer_ctx *ctx, const struct layer_shape *sh,
+                                float *full, const float *rows) {
+  if (!sh->sp)
+    return rows;
+  memcpy(full + sh->row0 * sh->dim, rows, (size_t)(sh->rows * sh->dim) * sizeof *rows);
+  ctx->allgather(full, sh->n, sh->dim, ctx->sp_arg);
+  return full;
+}
+
+/* A row-parallel output partial[n, D] summed over the TP group: in place
+ * (all-reduce), or (SP) this member's rows into rows_out; returns where the
+ * sum of this member's rows is. */
+static const float *sum_partials(const struct hxk_layer_ctx *ctx, const struct layer_shape *sh,
+                                 float *partial, float *rows_out) {
+  if (!sh->sp) {
+    allreduce(ctx, partial, sh->n * sh->dim);
+    return partial;
+  }
+  ctx->reduce_scatter(partial, rows_out, sh->n, sh->dim, ctx->sp_arg);
+  return rows_out;
+}
+
 /* The forward into a full activation set `a` (a->x already holds the input). */
 static void forward_full(const struct hxk_layer_ctx *ctx,
                          const struct hxk_layer_params *w,
                          const struct layer_shape *sh, struct layer_acts *a,
                          float *out, const struct layer_scratch *s) {
   const struct hxk_dims *d = ctx->dims;
-  long n = sh->n, nd = n * sh->dim;
+  long n = sh->n, nr = sh->rows, nrd = nr * sh->dim;
   /* attention block */
-  hxk_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, n, sh->dim,
+  hxk_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, nr, sh->dim,
                       d->norm_eps);
-  hxk_linear_forward(a->q, a->a, w->wq, n, sh->dim, sh->qw, 0.0f);
-  hxk_linear_forward(a->k, a->a, w->wk, n, sh->dim, sh->kvw, 0.0f);
-  hxk_linear_forward(a->v, a->a, w->wv, n, sh->dim, sh->kvw, 0.0f);
+  const float *an = gather_rows(ctx, sh, s->gathered, a->a);
+  hxk_linear_forward(a->q, an, w->wq, n, sh->dim, sh->qw, 0.0f);
+  hxk_linear_forward(a->k, an, w->wk, n, sh->dim, sh->kvw, 0.0f);
+  hxk_linear_forward(a->v, an, w->wv, n, sh->dim, sh->kvw, 0.0f);
   hxk_rope_forward_pos(a->q, ctx->rope, n, sh->nq, sh->hd, sh->positions,
                        sh->local_len);
   hxk_rope_forward_pos(a->k, ctx->rope, n, sh->nkv, sh->hd, sh->positions,
@@ -194,17 +240,19 @@ static void forward_full(const struct hxk_layer_ctx *ctx,
                           sh->nseq, sh->seq_len, sh->nq, sh->nkv, sh->hd,
                           s->attn);
   hxk_linear_forward(s->partial, a->o, w->wo, n, sh->qw, sh->dim, 0.0f);
-  allreduce(ctx, s->partial, nd); /* row-parallel wo: sum the TP partials */
-  hxk_residual_forward(a->x1, a->x, s->partial, nd);
+  /* row-parallel wo: sum the TP partials */
+  const float *attn_out = sum_partials(ctx, sh, s->partial, a->x1);
+  hxk_residual_forward(a->x1, a->x, attn_out, nrd);
   /* MLP block */
-  hxk_rmsnorm_forward(a->m, a->rstd2, a->x1, w->mlp_norm, n, sh->dim,
+  hxk_rmsnorm_forward(a->m, a->rstd2, a->x1, w->mlp_norm, nr, sh->dim,
                       d->norm_eps);
-  hxk_linear_forward(a->gate, a->m, w->w_gate, n, sh->dim, sh->nf, 0.0f);
-  hxk_linear_forward(a->up, a->m, w->w_up, n, sh->dim, sh->nf, 0.0f);
+  const float *mn = gather_rows(ctx, sh, s->gathered, a->m);
+  hxk_linear_forward(a->gate, mn, w->w_gate, n, sh->dim, sh->nf, 0.0f);
+  hxk_linear_forward(a->up, mn, w->w_up, n, sh->dim, sh->nf, 0.0f);
   hxk_swiglu_forward(a->h, a->gate, a->up, n * sh->nf);
   hxk_linear_forward(s->partial, a->h, w->w_down, n, sh->nf, sh->dim, 0.0f);
-  allreduce(ctx, s->partial, nd); /* row-parallel w_down */
-  hxk_residual_forward(out, a->x1, s->partial, nd);
+  const float *mlp_out = sum_partials(ctx, sh, s->partial, out); /* row-parallel w_down */
+  hxk_residual_forward(out, a->x1, mlp_out, nrd);
 }
 
 void hxk_layer_forward(const struct hxk_layer_ctx *ctx,
@@ -217,12 +265,12 @@ void hxk_layer_forward(const struct hxk_layer_ctx *ctx,
   struct layer_acts a;
   if (ctx->recompute) {
     a = s.full; /* kept: the input only; the rest is thrown away */
-    memcpy(acts, x, (size_t)(sh.n * sh.dim) * sizeof *x);
+    memcpy(acts, x, (size_t)(sh.rows * sh.dim) * sizeof *x);
   } else {
     struct cursor ac = {acts, 0};
     a = carve_acts(&ac, &sh);
   }
-  memcpy(a.x, x, (size_t)(sh.n * sh.dim) * sizeof *x);
+  memcpy(a.x, x, (size_t)(sh.rows * sh.dim) * sizeof *x);
   forward_full(ctx, w, &sh, &a, out, &s);
 }
 
@@ -238,16 +286,20 @@ static void backward_mlp(const struct hxk_layer_ctx *ctx,
   zero(s->dgate, nf_all);
   zero(s->dup, nf_all);
   zero(s->dm, n * sh->dim);
-  hxk_linear_backward(s->dh, g->w_down, s->dx1, a->h, w->w_down, n, sh->nf,
+  /* SP: the gradient of the forward's reduce-scatter is an all-gather */
+  const float *dy = gather_rows(ctx, sh, s->partial, s->dx1);
+  hxk_linear_backward(s->dh, g->w_down, dy, a->h, w->w_down, n, sh->nf,
                       sh->dim);
   hxk_swiglu_backward(s->dgate, s->dup, s->dh, a->gate, a->up, nf_all);
-  hxk_linear_backward(s->dm, g->w_gate, s->dgate, a->m, w->w_gate, n, sh->dim,
+  const float *mn = gather_rows(ctx, sh, s->gathered, a->m);
+  hxk_linear_backward(s->dm, g->w_gate, s->dgate, mn, w->w_gate, n, sh->dim,
                       sh->nf);
-  hxk_linear_backward(s->dm, g->w_up, s->dup, a->m, w->w_up, n, sh->dim,
+  hxk_linear_backward(s->dm, g->w_up, s->dup, mn, w->w_up, n, sh->dim,
                       sh->nf);
-  allreduce(ctx, s->dm, n * sh->dim); /* column-parallel input gradient */
-  hxk_rmsnorm_backward(s->dx1, g->mlp_norm, s->dm, a->x1, w->mlp_norm,
-                       a->rstd2, n, sh->dim);
+  /* column-parallel input gradient (SP: of an all-gather, a reduce-scatter) */
+  const float *dm = sum_partials(ctx, sh, s->dm, s->drows);
+  hxk_rmsnorm_backward(s->dx1, g->mlp_norm, dm, a->x1, w->mlp_norm,
+                       a->rstd2, sh->rows, sh->dim);
 }
 
 /* Attention half: from dx1 to dx (written). */
@@ -263,7 +315,8 @@ static void backward_attention(const struct hxk_layer_ctx *ctx,
   zero(s->dk, n * sh->kvw);
   zero(s->dv, n * sh->kvw);
   zero(s->da, nd);
-  hxk_linear_backward(s->dout_attn, g->wo, s->dx1, a->o, w->wo, n, sh->qw,
+  const float *dy = gather_rows(ctx, sh, s->partial, s->dx1);
+  hxk_linear_backward(s->dout_attn, g->wo, dy, a->o, w->wo, n, sh->qw,
                       sh->dim);
   if (sh->hook)
     sh->hook->backward(s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k, a->v,
@@ -276,13 +329,16 @@ static void backward_attention(const struct hxk_layer_ctx *ctx,
                                 sh->positions, sh->local_len);
   hxk_rope_backward_pos_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd,
                                 sh->positions, sh->local_len);
-  hxk_linear_backward(s->da, g->wq, s->dq, a->a, w->wq, n, sh->dim, sh->qw);
-  hxk_linear_backward(s->da, g->wk, s->dk, a->a, w->wk, n, sh->dim, sh->kvw);
-  hxk_linear_backward(s->da, g->wv, s->dv, a->a, w->wv, n, sh->dim, sh->kvw);
-  allreduce(ctx, s->da, nd); /* column-parallel input gradient */
-  memcpy(dx, s->dx1, (size_t)nd * sizeof *dx); /* residual path */
-  hxk_rmsnorm_backward(dx, g->attn_norm, s->da, a->x, w->attn_norm, a->rstd1,
-                       n, sh->dim);
+  const float *an = gather_rows(ctx, sh, s->gathered, a->a);
+  hxk_linear_backward(s->da, g->wq, s->dq, an, w->wq, n, sh->dim, sh->qw);
+  hxk_linear_backward(s->da, g->wk, s->dk, an, w->wk, n, sh->dim, sh->kvw);
+  hxk_linear_backward(s->da, g->wv, s->dv, an, w->wv, n, sh->dim, sh->kvw);
+  /* column-parallel input gradient */
+  const float *da = sum_partials(ctx, sh, s->da, s->drows);
+  long nrd = sh->rows * sh->dim;
+  memcpy(dx, s->dx1, (size_t)nrd * sizeof *dx); /* residual path */
+  hxk_rmsnorm_backward(dx, g->attn_norm, da, a->x, w->attn_norm, a->rstd1,
+                       sh->rows, sh->dim);
 }
 
 void hxk_layer_backward(const struct hxk_layer_ctx *ctx,
@@ -297,7 +353,7 @@ void hxk_layer_backward(const struct hxk_layer_ctx *ctx,
   struct layer_acts a;
   if (ctx->recompute) {
     a = s.full;
-    memcpy(a.x, acts, (size_t)(sh.n * sh.dim) * sizeof *acts);
+    memcpy(a.x, acts, (size_t)(sh.rows * sh.dim) * sizeof *acts);
     /* The recomputed output is not needed: park it in dx, written below. */
     forward_full(ctx, w, &sh, &a, dx, &s);
   } else {
@@ -305,7 +361,7 @@ void hxk_layer_backward(const struct hxk_layer_ctx *ctx,
     struct cursor ac = {(float *)acts, 0};
     a = carve_acts(&ac, &sh);
   }
-  memcpy(s.dx1, dout, (size_t)(sh.n * sh.dim) * sizeof *dout);
+  memcpy(s.dx1, dout, (size_t)(sh.rows * sh.dim) * sizeof *dout);
   backward_mlp(ctx, w, g, &sh, &a, &s);
   backward_attention(ctx, w, g, &sh, &a, &s, dx);
 }

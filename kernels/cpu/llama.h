@@ -385,6 +385,13 @@ double hxk_lr_at(long step, double lr, long warmup_steps, long steps);
  * first re-runs the forward, so it calls the hook for the forward's two
  * all-reduces too (in forward order), then the backward's two.
  *
+ * Sequence parallelism (ctx->sp_size > 1): x, out, dout and dx are the
+ * member's rows; rmsnorm and the residuals run on them; the normed rows are
+ * all-gathered before q/k/v and before gate/up, and the two all-reduces
+ * become reduce-scatters. The backward all-gathers dout's rows and the kept
+ * a / m rows, and reduce-scatters da and dm (recompute: the forward's
+ * collectives first, as above).
+ *
  * Sequence splits (context / head parallelism): a rank may hold only some
  * tokens of each sequence, local_len of them at global positions
  * positions[0..local_len) (RoPE and the causal mask use these), n =

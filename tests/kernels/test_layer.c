@@ -7,7 +7,13 @@
  *     with the all-reduce done by hand in rank order, gives the unsplit
  *     layer's output, input gradient and weight gradients within 1e-5
  *     (relative to max(1, |ref|)); the splits cut GQA groups, so replicated
- *     kv heads are exercised, and one split runs in recompute mode. */
+ *     kv heads are exercised, and one split runs in recompute mode;
+ *  4. the same with sequence parallelism over 2, 3 and 4 ranks (14 token
+ *     rows: uneven for 3 and 4), with the reduce-scatter and all-gather
+ *     done by hand: each rank's output and input gradient equal the unsplit
+ *     layer's on its rows, the norm gains' gradients summed over the ranks
+ *     equal the unsplit layer's, both recompute modes, and the activations
+ *     kept per rank are fewer than without SP. */
 /* pthread barriers are POSIX, outside strict C11 */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -20,7 +26,7 @@ static struct hxk_dims dims = {.dim = 24, .ffn = 20, .heads = 6,
                                .kv_heads = 2, .vocab = 8, .seq_len = 7,
                                .layers = 2, .norm_eps = 1e-5f,
                                .rope_theta = 500.0};
-enum { NSEQ = 2, MAX_TP = 3 };
+enum { NSEQ = 2, MAX_TP = 4 };
 
 static long ntok(void) { return NSEQ * (long)dims.seq_len; }
 static long nact(void) { return ntok() * dims.dim; }
@@ -239,7 +245,8 @@ struct tp_group {
 struct tp_rank {
   struct tp_group *group;
   int rank;
-  bool recompute;
+  bool recompute, sp;
+  long row0, rows; /* SP: the rank's token rows; else 0 and ntok() */
   struct reference *ref;
   struct hxk_shard shard;
   int kv_of[16];
@@ -266,6 +273,40 @@ static void hand_allreduce(float *buf, long n, void *arg) {
   pthread_barrier_wait(&grp->barrier);
 }
 
+/* Sequence parallelism by hand: every rank posts its buffer; for the
+ * reduce-scatter each rank sums its own rows over the ranks in rank order,
+ * for the all-gather each copies every other rank's rows out of that rank's
+ * buffer. */
+static void hand_reduce_scatter(const float *send, float *recv, long n, int width, void *arg) {
+  struct tp_rank *me = arg;
+  struct tp_group *grp = me->group;
+  grp->bufs[me->rank] = (float *)send;
+  pthread_barrier_wait(&grp->barrier);
+  long b = 0, e = 0;
+  hxk_sp_rows(n, grp->size, me->rank, &b, &e);
+  for (long i = b * width; i < e * width; i++) {
+    float sum = 0.0f;
+    for (int r = 0; r < grp->size; r++)
+      sum += grp->bufs[r][i];
+    recv[i - b * width] = sum;
+  }
+  pthread_barrier_wait(&grp->barrier);
+}
+
+static void hand_allgather(float *buf, long n, int width, void *arg) {
+  struct tp_rank *me = arg;
+  struct tp_group *grp = me->group;
+  grp->bufs[me->rank] = buf;
+  pthread_barrier_wait(&grp->barrier);
+  for (int r = 0; r < grp->size; r++) {
+    long b = 0, e = 0;
+    hxk_sp_rows(n, grp->size, r, &b, &e);
+    if (r != me->rank)
+      memcpy(buf + b * width, grp->bufs[r] + b * width, (size_t)((e - b) * width) * sizeof *buf);
+  }
+  pthread_barrier_wait(&grp->barrier);
+}
+
 /* Copies the shard's slice of every tensor out of the full layer. */
 static void slice_layer(float *dst, const float *full,
                         const struct hxk_shard *full_shard,
@@ -287,9 +328,17 @@ static void *tp_rank_main(void *arg) {
                                      me->recompute);
   ctx.allreduce = hand_allreduce;
   ctx.allreduce_arg = me;
+  if (me->sp) {
+    ctx.sp_size = me->group->size;
+    ctx.sp_rank = me->rank;
+    ctx.reduce_scatter = hand_reduce_scatter;
+    ctx.allgather = hand_allgather;
+    ctx.sp_arg = me;
+  }
   struct hxk_layer_params w;
   hxk_layer_bind(&w, me->wbuf, &dims, &me->shard);
-  run_layer(&ctx, &w, me->gbuf, me->ref->x, me->ref->dout, me->out, me->dx);
+  long at = me->row0 * dims.dim;
+  run_layer(&ctx, &w, me->gbuf, me->ref->x + at, me->ref->dout + at, me->out, me->dx);
   return NULL;
 }
 
@@ -315,8 +364,22 @@ static void gather_grads(float *full, const struct hxk_shard *full_shard,
   }
 }
 
+/* The activations a layer keeps with and without SP, for one shard. */
+static void check_sp_acts(const struct tp_rank *rk, const struct reference *ref, int degree) {
+  struct hxk_layer_ctx ctx = ctx_for(&rk->shard, ref->rope, rk->kv_of, rk->recompute);
+  long off = hxk_layer_acts_floats(&ctx, NSEQ);
+  ctx.sp_size = degree;
+  ctx.sp_rank = rk->rank;
+  long on = hxk_layer_acts_floats(&ctx, NSEQ);
+  /* x (or, recomputing, x alone), rstd1, a, x1, rstd2, m: six per-row
+   * tensors, of which recompute keeps x only */
+  long per_row = rk->recompute ? dims.dim : 4L * dims.dim + 2;
+  KC_CHECK(off - on == (ntok() - rk->rows) * per_row,
+           "tp=%d rank %d: SP keeps %ld floats, without %ld", degree, rk->rank, on, off);
+}
+
 static void check_tp_split(struct reference *ref, const int *q_bounds,
-                           const int *f_bounds, int degree, bool recompute) {
+                           const int *f_bounds, int degree, bool recompute, bool sp) {
   struct tp_group grp = {.size = degree};
   struct tp_rank ranks[MAX_TP];
   pthread_t threads[MAX_TP];
@@ -325,16 +388,23 @@ static void check_tp_split(struct reference *ref, const int *q_bounds,
   pthread_barrier_init(&grp.barrier, NULL, (unsigned)degree);
   for (int p = 0; p < degree; p++) {
     struct tp_rank *rk = &ranks[p];
-    *rk = (struct tp_rank){.group = &grp, .rank = p, .recompute = recompute,
-                           .ref = ref};
+    *rk = (struct tp_rank){.group = &grp, .rank = p, .recompute = recompute, .sp = sp,
+                           .ref = ref, .row0 = 0, .rows = ntok()};
+    if (sp) {
+      long end = 0;
+      hxk_sp_rows(ntok(), degree, p, &rk->row0, &end);
+      rk->rows = end - rk->row0;
+    }
     KC_CHECK(hxk_shard_make(&dims, q_bounds[p], q_bounds[p + 1], f_bounds[p],
                             f_bounds[p + 1], &rk->shard),
              "shard %d", p);
     hxk_kv_map(rk->kv_of, &dims, &rk->shard);
     long np = hxk_layer_floats(&dims, &rk->shard);
     rk->wbuf = kc_alloc(np), rk->gbuf = kc_alloc(np);
-    rk->out = kc_alloc(nact()), rk->dx = kc_alloc(nact());
+    rk->out = kc_alloc(rk->rows * dims.dim), rk->dx = kc_alloc(rk->rows * dims.dim);
     slice_layer(rk->wbuf, ref->wbuf, &ref->shard, &rk->shard);
+    if (sp)
+      check_sp_acts(rk, ref, degree);
   }
   for (int p = 0; p < degree; p++)
     pthread_create(&threads[p], NULL, tp_rank_main, &ranks[p]);
@@ -345,24 +415,36 @@ static void check_tp_split(struct reference *ref, const int *q_bounds,
   long D = dims.dim;
   struct hxk_layer_params gref;
   hxk_layer_bind(&gref, ref->gbuf, &dims, &ref->shard);
+  /* SP: each rank's norm gains' gradients hold its rows' part only */
+  float *norm_sum = kc_alloc(2 * D);
   for (int p = 0; p < degree; p++) {
     struct hxk_layer_params g;
     hxk_layer_bind(&g, ranks[p].gbuf, &dims, &ranks[p].shard);
-    worst = fmax(worst, kc_max_err(ranks[p].out, ref->out, nact()));
-    worst = fmax(worst, kc_max_err(ranks[p].dx, ref->dx, nact()));
-    worst = fmax(worst, kc_max_err(g.attn_norm, gref.attn_norm, D));
-    worst = fmax(worst, kc_max_err(g.mlp_norm, gref.mlp_norm, D));
+    long at = ranks[p].row0 * D, nrd = ranks[p].rows * D;
+    worst = fmax(worst, kc_max_err(ranks[p].out, ref->out + at, nrd));
+    worst = fmax(worst, kc_max_err(ranks[p].dx, ref->dx + at, nrd));
+    for (long i = 0; i < D; i++)
+      norm_sum[i] += g.attn_norm[i], norm_sum[D + i] += g.mlp_norm[i];
+    if (!sp) {
+      worst = fmax(worst, kc_max_err(g.attn_norm, gref.attn_norm, D));
+      worst = fmax(worst, kc_max_err(g.mlp_norm, gref.mlp_norm, D));
+    }
   }
+  if (sp) {
+    worst = fmax(worst, kc_max_err(norm_sum, gref.attn_norm, D));
+    worst = fmax(worst, kc_max_err(norm_sum + D, gref.mlp_norm, D));
+  }
+  free(norm_sum);
   float *gathered = kc_alloc(np_full);
   gather_grads(gathered, &ref->shard, ranks, degree);
   memcpy(gathered, gref.attn_norm, (size_t)D * sizeof *gathered);
   memcpy(gathered + (gref.mlp_norm - ref->gbuf), gref.mlp_norm,
          (size_t)D * sizeof *gathered);
   worst = fmax(worst, kc_max_err(gathered, ref->gbuf, np_full));
-  printf("  tp=%d%s: worst error %.2e\n", degree,
+  printf("  tp=%d%s%s: worst error %.2e\n", degree, sp ? " sp" : "",
          recompute ? " (recompute)" : "", worst);
-  KC_CHECK(worst < 1e-5, "tp=%d differs from the unsplit layer by %.3g",
-           degree, worst);
+  KC_CHECK(worst < 1e-5, "tp=%d%s differs from the unsplit layer by %.3g",
+           degree, sp ? " sp" : "", worst);
 
   pthread_barrier_destroy(&grp.barrier);
   free(grp.sum), free(gathered);
@@ -381,9 +463,17 @@ static void test_tp(struct reference *ref) {
   KC_CHECK(hxk_kv_owner_count(&dims, q3, 3, 0) == 2 &&
                hxk_kv_owner_count(&dims, q3, 3, 1) == 2,
            "kv owners of the 3-way split");
-  check_tp_split(ref, q2, f2, 2, false);
-  check_tp_split(ref, q3, f3, 3, false);
-  check_tp_split(ref, q3, f3, 3, true);
+  check_tp_split(ref, q2, f2, 2, false, false);
+  check_tp_split(ref, q3, f3, 3, false, false);
+  check_tp_split(ref, q3, f3, 3, true, false);
+  /* Sequence parallelism: 14 token rows over 2, 3 (5+5+4) and 4 (4+4+3+3)
+   * ranks, both recompute modes. */
+  const int q4[] = {0, 1, 3, 5, 6}, f4[] = {0, 5, 9, 15, 20};
+  check_tp_split(ref, q2, f2, 2, false, true);
+  check_tp_split(ref, q3, f3, 3, false, true);
+  check_tp_split(ref, q3, f3, 3, true, true);
+  check_tp_split(ref, q4, f4, 4, false, true);
+  check_tp_split(ref, q4, f4, 4, true, true);
 }
 
 int main(void) {
