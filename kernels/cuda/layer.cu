@@ -15,7 +15,19 @@
  * Sequence splits (llama_cuda.h, struct hxc_layer_ctx): with positions or a
  * part of the sequence, RoPE rotates by the global positions and attention
  * runs through a hook (the caller's, or the local one at the end of this
- * file) on fp32 device buffers, as kernels/cpu/layer.c does. */
+ * file) on fp32 device buffers, as kernels/cpu/layer.c does.
+ *
+ * Sequence parallelism (sp_size > 1): the layer's input, output and the
+ * residual stream are this member's rows; the two all-reduces become
+ * all-gather (of the normed rows, before the column-parallel products) and
+ * reduce-scatter (of the row-parallel partials, into the rows):
+ *
+ *   a = rmsnorm(x); af = allgather(a); ... x1 = x + reduce_scatter(o wo^T);
+ *   m = rmsnorm(x1); mf = allgather(m); ... out = x1 + reduce_scatter(...)
+ *
+ * and the backward mirrors it (the gradient of an all-gather is a
+ * reduce-scatter and the other way round), gathering a and m again, as
+ * Megatron does, instead of keeping them whole. */
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
@@ -29,6 +41,10 @@ struct layer_shape {
   int nf;      /* local ffn columns */
   int seq_len;
   size_t es;   /* bytes of one dt element */
+  /* The rows of the residual stream held here: [row_begin, row_begin +
+   * rows) of n with sequence parallelism (sp), else all n. */
+  bool sp;
+  long row_begin, rows;
   long local_len;       /* tokens per sequence held here */
   const int *positions; /* their global positions (device); NULL: 0.. */
   /* The attention: NULL for the whole-head kernel, else the caller's hook
@@ -79,6 +95,17 @@ static void shape_of(struct layer_shape *out, const struct hxc_layer_ctx *ctx,
   sh.nf = s->ffn_end - s->ffn_begin;
   sh.seq_len = d->seq_len;
   sh.es = hxc_dtype_bytes(ctx->dt);
+  sh.sp = ctx->sp_size > 1;
+  sh.rows = sh.n;
+  if (sh.sp) {
+    if (!ctx->reduce_scatter || !ctx->allgather || ctx->sp_rank < 0 ||
+        ctx->sp_rank >= ctx->sp_size)
+      hxc_fail("hxc_layer", "sequence parallel without both hooks or with a "
+               "rank outside the group", __FILE__, __LINE__);
+    long end = 0;
+    hxk_sp_rows(sh.n, ctx->sp_size, ctx->sp_rank, &sh.row_begin, &end);
+    sh.rows = end - sh.row_begin;
+  }
   *out = sh;
   choose_attention(out, ctx);
 }
@@ -104,7 +131,9 @@ static float *take_f(struct cursor *c, long n) {
 }
 
 /* Everything the backward reads, in forward order; lse is the whole-head
- * kernel's, saved the hook's (one or the other is empty). */
+ * kernel's, saved the hook's (one or the other is empty). x, rstd1, a, x1,
+ * rstd2 and m are the residual stream's rows (sh->rows); the rest every
+ * token's (a TP shard of heads or ffn columns). */
 struct layer_acts {
   void *x, *a, *q, *k, *v, *o, *x1, *m, *gate, *up, *h;
   float *rstd1, *lse, *rstd2, *saved;
@@ -113,18 +142,18 @@ struct layer_acts {
 static struct layer_acts carve_acts(struct cursor *c,
                                     const struct layer_shape *sh) {
   struct layer_acts a;
-  long n = sh->n;
-  a.x = take_el(c, sh, n * sh->dim);
-  a.rstd1 = take_f(c, n);
-  a.a = take_el(c, sh, n * sh->dim);
+  long n = sh->n, rows = sh->rows;
+  a.x = take_el(c, sh, rows * sh->dim);
+  a.rstd1 = take_f(c, rows);
+  a.a = take_el(c, sh, rows * sh->dim);
   a.q = take_el(c, sh, n * sh->qw);
   a.k = take_el(c, sh, n * sh->kvw);
   a.v = take_el(c, sh, n * sh->kvw);
   a.lse = take_f(c, sh->hook ? 0 : n * sh->nq);
   a.o = take_el(c, sh, n * sh->qw);
-  a.x1 = take_el(c, sh, n * sh->dim);
-  a.rstd2 = take_f(c, n);
-  a.m = take_el(c, sh, n * sh->dim);
+  a.x1 = take_el(c, sh, rows * sh->dim);
+  a.rstd2 = take_f(c, rows);
+  a.m = take_el(c, sh, rows * sh->dim);
   a.gate = take_el(c, sh, n * sh->nf);
   a.up = take_el(c, sh, n * sh->nf);
   a.h = take_el(c, sh, n * sh->nf);
@@ -144,9 +173,11 @@ struct wide_bufs {
 struct layer_scratch {
   struct layer_acts full;  /* recompute mode only */
   void *partial;           /* [n, D]: a row-parallel output before all-reduce */
+  void *gathered;          /* [n, D], sequence parallel only: all-gathered rows */
   float *attn;             /* the hook's scratch */
   struct wide_bufs wide;   /* bf16 with a hook */
-  void *dx1, *dm, *da;     /* [n, D] */
+  void *dx1;               /* [rows, D]: the residual stream's gradient */
+  void *dm, *da;           /* [n, D] */
   void *dh, *dgate, *dup;  /* [n, nf] */
   void *dout_attn, *dq;    /* [n, nq*hd] */
   void *dk, *dv;           /* [n, nkv*hd] */
@@ -179,10 +210,11 @@ static struct layer_scratch carve_scratch(struct cursor *c,
     s.full = carve_acts(c, sh);
   long n = sh->n;
   s.partial = take_el(c, sh, n * sh->dim);
+  s.gathered = take_el(c, sh, sh->sp ? n * sh->dim : 0);
   s.attn = take_f(c, sh->hook ? sh->hook->scratch_floats(sh->nseq, sh->hook->arg)
                               : 0);
   s.wide = carve_wide(c, sh);
-  s.dx1 = take_el(c, sh, n * sh->dim);
+  s.dx1 = take_el(c, sh, sh->rows * sh->dim);
   s.dm = take_el(c, sh, n * sh->dim);
   s.da = take_el(c, sh, n * sh->dim);
   s.dh = take_el(c, sh, n * sh->nf);
@@ -200,7 +232,7 @@ size_t hxc_layer_acts_bytes(const struct hxc_layer_ctx *ctx, long nseq) {
   shape_of(&sh, ctx, nseq);
   struct cursor c = {NULL, 0};
   if (ctx->recompute)
-    take_el(&c, &sh, sh.n * sh.dim);
+    take_el(&c, &sh, sh.rows * sh.dim);
   else
     carve_acts(&c, &sh);
   return c.used;
@@ -218,7 +250,7 @@ size_t hxc_layer_ctx_scratch_bytes(const struct hxc_layer_ctx *ctx,
                                    long nseq) {
   struct layer_shape sh;
   shape_of(&sh, ctx, nseq);
-  size_t norm = hxc_rmsnorm_backward_scratch(sh.n, sh.dim);
+  size_t norm = hxc_rmsnorm_backward_scratch(sh.rows, sh.dim);
   size_t attn = sh.hook ? 0
                         : hxc_attention_backward_scratch(sh.nseq, sh.seq_len,
                                                          sh.nq);
@@ -256,6 +288,38 @@ void hxc_layer_grads_bind(struct hxc_layer_grads *g, float *base,
 static void allreduce(const struct hxc_layer_ctx *ctx, void *buf, long n) {
   if (ctx->allreduce)
     ctx->allreduce(buf, n, ctx->dt, ctx->stream, ctx->allreduce_arg);
+}
+
+/* The [n, D] input of a column-parallel product from this member's rows of
+ * it: with sequence parallelism the rows placed at their offset in `full`
+ * and all-gathered there; else the rows themselves (every row). */
+static const void *gather_rows(const struct hxc_layer_ctx *ctx,
+                               const struct layer_shape *sh, void *full,
+                               const void *rows) {
+  if (!sh->sp)
+    return rows;
+  size_t row_bytes = (size_t)sh->dim * sh->es;
+  HXC_CHECK(cudaMemcpyAsync((char *)full + (size_t)sh->row_begin * row_bytes,
+                            rows, (size_t)sh->rows * row_bytes,
+                            cudaMemcpyDeviceToDevice, ctx->stream));
+  ctx->allgather(full, sh->n, sh->dim, ctx->dt, ctx->stream, ctx->sp_arg);
+  return full;
+}
+
+/* A row-parallel product's partial [n, D] summed over the TP group, as this
+ * member holds the sum: its rows, reduce-scattered into `rows_out` (which
+ * must not overlap `partial`), with sequence parallelism; else every row,
+ * all-reduced in place. */
+static const void *sum_partials(const struct hxc_layer_ctx *ctx,
+                                const struct layer_shape *sh, void *partial,
+                                void *rows_out) {
+  if (!sh->sp) {
+    allreduce(ctx, partial, sh->n * sh->dim);
+    return partial;
+  }
+  ctx->reduce_scatter(partial, rows_out, sh->n, sh->dim, ctx->dt, ctx->stream,
+                      ctx->sp_arg);
+  return rows_out;
 }
 
 static void zero(const struct hxc_layer_ctx *ctx, void *buf, size_t bytes) {
@@ -324,13 +388,14 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
   enum hxc_dtype dt = ctx->dt;
   cudaStream_t st = ctx->stream;
   struct hxc_ctx *gpu = ctx->gpu;
-  long n = sh->n, nd = n * sh->dim, nseq = sh->nseq;
+  long n = sh->n, nseq = sh->nseq, rows = sh->rows, rd = rows * sh->dim;
   /* attention block */
-  hxc_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, n, sh->dim,
+  hxc_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, rows, sh->dim,
                       d->norm_eps, dt, st);
-  hxc_linear_forward(gpu, a->q, a->a, w->wq, n, sh->dim, sh->qw, 0.0f, dt, st);
-  hxc_linear_forward(gpu, a->k, a->a, w->wk, n, sh->dim, sh->kvw, 0.0f, dt, st);
-  hxc_linear_forward(gpu, a->v, a->a, w->wv, n, sh->dim, sh->kvw, 0.0f, dt, st);
+  const void *af = gather_rows(ctx, sh, s->gathered, a->a);
+  hxc_linear_forward(gpu, a->q, af, w->wq, n, sh->dim, sh->qw, 0.0f, dt, st);
+  hxc_linear_forward(gpu, a->k, af, w->wk, n, sh->dim, sh->kvw, 0.0f, dt, st);
+  hxc_linear_forward(gpu, a->v, af, w->wv, n, sh->dim, sh->kvw, 0.0f, dt, st);
   /* by the tokens' positions; without positions (NULL, local_len =
    * seq_len) the same kernel call as hxc_rope_forward */
   hxc_rope_forward_pos(a->q, ctx->rope, n, sh->nq, sh->hd, sh->positions,
@@ -345,20 +410,23 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
                           sh->nq, sh->nkv, sh->hd, dt, st);
   hxc_linear_forward(gpu, s->partial, a->o, w->wo, n, sh->qw, sh->dim, 0.0f,
                      dt, st);
-  allreduce(ctx, s->partial, nd); /* row-parallel wo: sum the TP partials */
-  hxc_residual_forward(a->x1, a->x, s->partial, nd, dt, st);
+  /* row-parallel wo: sum the TP partials (into x1's rows: the residual may
+   * alias its operand) */
+  const void *attn = sum_partials(ctx, sh, s->partial, a->x1);
+  hxc_residual_forward(a->x1, a->x, attn, rd, dt, st);
   /* MLP block */
-  hxc_rmsnorm_forward(a->m, a->rstd2, a->x1, w->mlp_norm, n, sh->dim,
+  hxc_rmsnorm_forward(a->m, a->rstd2, a->x1, w->mlp_norm, rows, sh->dim,
                       d->norm_eps, dt, st);
-  hxc_linear_forward(gpu, a->gate, a->m, w->w_gate, n, sh->dim, sh->nf, 0.0f,
+  const void *mf = gather_rows(ctx, sh, s->gathered, a->m);
+  hxc_linear_forward(gpu, a->gate, mf, w->w_gate, n, sh->dim, sh->nf, 0.0f,
                      dt, st);
-  hxc_linear_forward(gpu, a->up, a->m, w->w_up, n, sh->dim, sh->nf, 0.0f, dt,
+  hxc_linear_forward(gpu, a->up, mf, w->w_up, n, sh->dim, sh->nf, 0.0f, dt,
                      st);
   hxc_swiglu_forward(a->h, a->gate, a->up, n * sh->nf, dt, st);
   hxc_linear_forward(gpu, s->partial, a->h, w->w_down, n, sh->nf, sh->dim,
                      0.0f, dt, st);
-  allreduce(ctx, s->partial, nd); /* row-parallel w_down */
-  hxc_residual_forward(out, a->x1, s->partial, nd, dt, st);
+  const void *mlp = sum_partials(ctx, sh, s->partial, out); /* row-parallel w_down */
+  hxc_residual_forward(out, a->x1, mlp, rd, dt, st);
 }
 
 void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
@@ -369,7 +437,7 @@ void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
   struct cursor sc = {(char *)scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;
-  size_t xbytes = (size_t)sh.n * sh.dim * sh.es;
+  size_t xbytes = (size_t)sh.rows * sh.dim * sh.es;
   if (ctx->recompute) {
     a = s.full; /* kept: the input only; the rest is thrown away */
     HXC_CHECK(cudaMemcpyAsync(acts, x, xbytes, cudaMemcpyDeviceToDevice,
@@ -383,7 +451,10 @@ void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
   forward_full(ctx, w, &sh, &a, out, &s);
 }
 
-/* MLP half of the backward: from dx1 (= dout) to dx1 += d(mlp)/dx1. */
+/* MLP half of the backward: from dx1 (= dout) to dx1 += d(mlp)/dx1. With
+ * sequence parallelism dx1 is the rows: all-gathered for the products (the
+ * reduce-scatter's gradient), and m gathered again into the same buffer
+ * once that gradient's last reader is queued. */
 static void backward_mlp(const struct hxc_layer_ctx *ctx,
                          const struct hxc_layer_params *w,
                          const struct hxc_layer_grads *g,
@@ -398,16 +469,19 @@ static void backward_mlp(const struct hxc_layer_ctx *ctx,
   zero(ctx, s->dgate, (size_t)nf_all * sh->es);
   zero(ctx, s->dup, (size_t)nf_all * sh->es);
   zero(ctx, s->dm, (size_t)n * sh->dim * sh->es);
-  hxc_linear_backward(gpu, s->dh, g->w_down, s->dx1, a->h, w->w_down, n,
+  const void *dy = gather_rows(ctx, sh, s->gathered, s->dx1);
+  hxc_linear_backward(gpu, s->dh, g->w_down, dy, a->h, w->w_down, n,
                       sh->nf, sh->dim, dt, st);
   hxc_swiglu_backward(s->dgate, s->dup, s->dh, a->gate, a->up, nf_all, dt, st);
-  hxc_linear_backward(gpu, s->dm, g->w_gate, s->dgate, a->m, w->w_gate, n,
+  const void *mf = gather_rows(ctx, sh, s->gathered, a->m);
+  hxc_linear_backward(gpu, s->dm, g->w_gate, s->dgate, mf, w->w_gate, n,
                       sh->dim, sh->nf, dt, st);
-  hxc_linear_backward(gpu, s->dm, g->w_up, s->dup, a->m, w->w_up, n, sh->dim,
+  hxc_linear_backward(gpu, s->dm, g->w_up, s->dup, mf, w->w_up, n, sh->dim,
                       sh->nf, dt, st);
-  allreduce(ctx, s->dm, n * sh->dim); /* column-parallel input gradient */
-  hxc_rmsnorm_backward(gpu, s->dx1, g->mlp_norm, s->dm, a->x1, w->mlp_norm,
-                       a->rstd2, n, sh->dim, dt, st);
+  /* column-parallel input gradient (the free partial buffer takes the rows) */
+  const void *dm = sum_partials(ctx, sh, s->dm, s->partial);
+  hxc_rmsnorm_backward(gpu, s->dx1, g->mlp_norm, dm, a->x1, w->mlp_norm,
+                       a->rstd2, sh->rows, sh->dim, dt, st);
 }
 
 /* Attention half: from dx1 to dx (written). */
@@ -426,7 +500,8 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
   zero(ctx, s->dk, (size_t)n * sh->kvw * sh->es);
   zero(ctx, s->dv, (size_t)n * sh->kvw * sh->es);
   zero(ctx, s->da, (size_t)nd * sh->es);
-  hxc_linear_backward(gpu, s->dout_attn, g->wo, s->dx1, a->o, w->wo, n,
+  const void *dy = gather_rows(ctx, sh, s->gathered, s->dx1);
+  hxc_linear_backward(gpu, s->dout_attn, g->wo, dy, a->o, w->wo, n,
                       sh->qw, sh->dim, dt, st);
   if (sh->hook)
     hook_backward(ctx, sh, a, s);
@@ -439,17 +514,19 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
                                 sh->positions, sh->local_len, dt, st);
   hxc_rope_backward_pos_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd,
                                 sh->positions, sh->local_len, dt, st);
-  hxc_linear_backward(gpu, s->da, g->wq, s->dq, a->a, w->wq, n, sh->dim,
+  const void *af = gather_rows(ctx, sh, s->gathered, a->a);
+  hxc_linear_backward(gpu, s->da, g->wq, s->dq, af, w->wq, n, sh->dim,
                       sh->qw, dt, st);
-  hxc_linear_backward(gpu, s->da, g->wk, s->dk, a->a, w->wk, n, sh->dim,
+  hxc_linear_backward(gpu, s->da, g->wk, s->dk, af, w->wk, n, sh->dim,
                       sh->kvw, dt, st);
-  hxc_linear_backward(gpu, s->da, g->wv, s->dv, a->a, w->wv, n, sh->dim,
+  hxc_linear_backward(gpu, s->da, g->wv, s->dv, af, w->wv, n, sh->dim,
                       sh->kvw, dt, st);
-  allreduce(ctx, s->da, nd); /* column-parallel input gradient */
-  HXC_CHECK(cudaMemcpyAsync(dx, s->dx1, (size_t)nd * sh->es,
+  /* column-parallel input gradient */
+  const void *da = sum_partials(ctx, sh, s->da, s->partial);
+  HXC_CHECK(cudaMemcpyAsync(dx, s->dx1, (size_t)sh->rows * sh->dim * sh->es,
                             cudaMemcpyDeviceToDevice, st)); /* residual path */
-  hxc_rmsnorm_backward(gpu, dx, g->attn_norm, s->da, a->x, w->attn_norm,
-                       a->rstd1, n, sh->dim, dt, st);
+  hxc_rmsnorm_backward(gpu, dx, g->attn_norm, da, a->x, w->attn_norm,
+                       a->rstd1, sh->rows, sh->dim, dt, st);
 }
 
 void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
@@ -461,7 +538,7 @@ void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
   struct cursor sc = {(char *)scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;
-  size_t xbytes = (size_t)sh.n * sh.dim * sh.es;
+  size_t xbytes = (size_t)sh.rows * sh.dim * sh.es;
   if (ctx->recompute) {
     a = s.full;
     HXC_CHECK(cudaMemcpyAsync(a.x, acts, xbytes, cudaMemcpyDeviceToDevice,

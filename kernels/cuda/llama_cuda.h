@@ -374,6 +374,19 @@ void hxc_adamw_step(float *w, const float *g, float *m, float *v,
 typedef void (*hxc_allreduce_fn)(void *buf, long n, enum hxc_dtype dt,
                                  cudaStream_t stream, void *arg);
 
+/* Sequence parallelism (Megatron's), the twins of hxk_sp_reduce_scatter_fn
+ * and hxk_sp_allgather_fn on dt elements of device memory, ordered on
+ * `stream`: sum the TP partials send[n, width] over the group into this
+ * member's rows recv[rows, width]; fill buf[n, width] from every member's
+ * rows (this member's already in place at its offset). Rows as
+ * hxk_sp_rows. Called in the same order on every rank of the group. */
+typedef void (*hxc_sp_reduce_scatter_fn)(const void *send, void *recv, long n,
+                                         int width, enum hxc_dtype dt,
+                                         cudaStream_t stream, void *arg);
+typedef void (*hxc_sp_allgather_fn)(void *buf, long n, int width,
+                                    enum hxc_dtype dt, cudaStream_t stream,
+                                    void *arg);
+
 /* One layer's tensors (a TP shard), laid out as hxk_layer_bind lays them.
  * Weights in dt, gradients fp32. */
 struct hxc_layer_params {
@@ -424,6 +437,18 @@ struct hxc_layer_ctx {
   const int *positions;       /* device [local_len]; NULL: 0..seq_len-1 */
   long local_len;             /* tokens per sequence here; 0: seq_len */
   const struct hxk_attention_hook *attention; /* NULL: local attention */
+  /* Sequence parallelism (sp_size > 1; 0 or 1: off), as hxk_layer_ctx has
+   * it: x, out, dout and dx are this member's rows only (hxk_sp_rows of the
+   * n tokens over sp_size); the layer all-gathers the normed rows before the
+   * column-parallel products and reduce-scatters the row-parallel outputs
+   * instead of all-reducing them (allreduce is then unused). RMSNorm and the
+   * residuals run on the rows; x, rstd, a, x1, m are kept as rows (a and m
+   * gathered again in the backward). The norm gains' gradients hold this
+   * member's rows' contribution only: the caller sums them over the group. */
+  int sp_size, sp_rank;
+  hxc_sp_reduce_scatter_fn reduce_scatter;
+  hxc_sp_allgather_fn allgather;
+  void *sp_arg;
 };
 
 /* The local hook: hxc_attention_block_* over the local tokens only
@@ -451,14 +476,15 @@ size_t hxc_layer_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq);
  * backward, the whole-head attention's D buffer): for hxc_ctx_reserve. */
 size_t hxc_layer_ctx_scratch_bytes(const struct hxc_layer_ctx *ctx, long nseq);
 
-/* out[n, D] = layer(x[n, D]), n = nseq * local_len; fills acts. out must
- * not alias x. */
+/* out[n, D] = layer(x[n, D]), n = nseq * local_len (with sequence
+ * parallelism x and out are this member's rows); fills acts. out must not
+ * alias x. */
 void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
                        const struct hxc_layer_params *w, const void *x,
                        void *out, void *acts, void *scratch, long nseq);
 
-/* WRITES dx[n, D]; ADDS the weight gradients into g. dx must not alias
- * dout. */
+/* WRITES dx[n, D] (sequence parallel: the rows); ADDS the weight
+ * gradients into g. dx must not alias dout. */
 void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
                         const struct hxc_layer_params *w,
                         const struct hxc_layer_grads *g, const void *dout,

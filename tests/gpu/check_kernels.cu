@@ -29,6 +29,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
@@ -969,18 +972,108 @@ struct layer_case {
 static const char *param_names[HXK_LAYER_NPARAMS] = {
     "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down"};
 
+/* ---- sequence-parallel members in one process ---- */
+
+/* One TP group of p members in this process, a thread each (the layer
+ * blocks inside its collectives until every member has called them). The
+ * members share the stream and `ctx`, and the host emulator is not
+ * thread-safe, so a member runs only while it holds `turn` and lets go only
+ * inside a collective, while it waits for the others: the work on the one
+ * stream runs in the order it was queued, on a GPU as on the emulator. The
+ * last member to arrive makes the collective's result on the host. */
+struct sp_group {
+  int p = 0;
+  std::mutex turn;
+  std::condition_variable done;
+  int arrived = 0;
+  unsigned generation = 0;
+  std::vector<vec> posted; /* each member's part of the collective */
+  vec result;              /* the sum, or every member's rows */
+};
+
+struct sp_member {
+  sp_group *group;
+  int rank;
+};
+
+/* Posts this member's part; returns once `combine` (on the last member to
+ * arrive) has made g->result from every part. Called holding turn; the
+ * result stays valid until this member's next collective (no member can
+ * complete another before all have arrived at it). */
+template <typename Combine>
+static const vec &sp_rendezvous(const sp_member *m, vec part,
+                                Combine combine) {
+  sp_group *g = m->group;
+  std::unique_lock<std::mutex> lock(g->turn, std::adopt_lock);
+  g->posted[(size_t)m->rank] = std::move(part);
+  unsigned generation = g->generation;
+  if (++g->arrived == g->p) {
+    combine(g);
+    g->arrived = 0;
+    g->generation++;
+    g->done.notify_all();
+  } else {
+    g->done.wait(lock, [&] { return g->generation != generation; });
+  }
+  lock.release(); /* still held: the member runs on */
+  return g->result;
+}
+
+/* The members' partials summed in fp32 in rank order (a bf16 sum rounded
+ * once, on upload, as both transports do); this member's rows into recv. */
+static void sp_test_reduce_scatter(const void *send, void *recv, long n,
+                                   int width, enum hxc_dtype dt,
+                                   cudaStream_t st, void *arg) {
+  (void)st;
+  const sp_member *m = (const sp_member *)arg;
+  const vec &sum = sp_rendezvous(m, download(send, n * width, dt),
+                                 [](sp_group *g) {
+    g->result = g->posted[0];
+    for (int r = 1; r < g->p; r++)
+      for (size_t i = 0; i < g->result.size(); i++)
+        g->result[i] += g->posted[(size_t)r][i];
+  });
+  long begin = 0, end = 0;
+  hxk_sp_rows(n, m->group->p, m->rank, &begin, &end);
+  restore(recv, vec(sum.begin() + begin * width, sum.begin() + end * width),
+          dt);
+}
+
+/* Every member's rows, in rank order (hxk_sp_rows' blocks are in order). */
+static void sp_test_allgather(void *buf, long n, int width, enum hxc_dtype dt,
+                              cudaStream_t st, void *arg) {
+  (void)st;
+  const sp_member *m = (const sp_member *)arg;
+  long begin = 0, end = 0;
+  hxk_sp_rows(n, m->group->p, m->rank, &begin, &end);
+  const char *own = (const char *)buf + (size_t)(begin * width) * hxc_dtype_bytes(dt);
+  const vec &all = sp_rendezvous(m, download(own, (end - begin) * width, dt),
+                                 [](sp_group *g) {
+    g->result.clear();
+    for (const vec &rows : g->posted)
+      g->result.insert(g->result.end(), rows.begin(), rows.end());
+  });
+  if ((long)all.size() != n * width) {
+    report(false, "layer.sp.allgather", dt_name(dt), INFINITY, 0,
+           "the members' rows do not add up to the micro-batch");
+    exit(1);
+  }
+  restore(buf, all, dt);
+}
+
 /* Runs the GPU layer (forward + backward) and returns out, dx and the
  * weight gradients (added to g0). pos: the tokens of each sequence it holds
  * (their global positions; empty: the whole sequence), so that a layer of a
  * context-parallel rank runs RoPE by position and attention through the
- * local hook (the block kernel over fp32 views in bf16). */
+ * local hook (the block kernel over fp32 views in bf16). sp: a member of a
+ * sequence-parallel group (x, dout, out and dx are its rows); NULL: TP 1. */
 static void gpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
                       enum hxc_dtype dt, bool recompute,
                       const std::vector<int> &pos, const vec &wflat,
                       const vec &x, const vec &dout, const vec &g0, vec *out,
-                      vec *dx, vec *gflat) {
+                      vec *dx, vec *gflat, sp_member *sp = NULL) {
   long local = pos.empty() ? d->seq_len : (long)pos.size();
-  long n = (long)NSEQ * local, nd = n * d->dim;
+  long nd = (long)x.size(); /* the layer's rows of the residual stream */
   long np = hxk_layer_floats(d, s);
   float *rope = upload_f32(vec((size_t)hxk_rope_table_floats(d)));
   hxc_rope_table(rope, d, stream);
@@ -995,6 +1088,13 @@ static void gpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
   int *dpos = pos.empty() ? NULL : upload_ints(pos);
   lc.positions = dpos;
   lc.local_len = pos.empty() ? 0 : local;
+  if (sp) {
+    lc.sp_size = sp->group->p;
+    lc.sp_rank = sp->rank;
+    lc.reduce_scatter = sp_test_reduce_scatter;
+    lc.allgather = sp_test_allgather;
+    lc.sp_arg = sp;
+  }
   void *wbuf = upload(wflat, dt);
   float *gbuf = upload_f32(g0);
   struct hxc_layer_params w;
@@ -1065,11 +1165,14 @@ static void cpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
 /* out, dx and each weight gradient against the CPU's. */
 static void compare_layer(const char *case_name, const struct hxk_dims *d,
                           const struct hxk_shard *s, enum hxc_dtype dt,
-                          const vec *gpu, const vec *cpu) {
+                          const vec *gpu, const vec *cpu,
+                          double f32_tol = 1e-4,
+                          const char *f32_why =
+                              "about 20 fp32 kernels in sequence, each 1e-5") {
   bool bf = dt == HXC_BF16;
-  double tol = bf ? 8 * U : 1e-4;
+  double tol = bf ? 8 * U : f32_tol;
   const char *why = bf ? "bf16 roundings of each intermediate, in sequence (8u)"
-                       : "about 20 fp32 kernels in sequence, each 1e-5";
+                       : f32_why;
   char name[96];
   snprintf(name, sizeof name, "layer.%s.out", case_name);
   compare(name, dt, gpu[0], cpu[0], tol, why);
@@ -1128,6 +1231,131 @@ static struct hxk_dims layer_dims(int dim, int ffn, int heads, int kv,
   return test_dims(dim, ffn, heads, kv, 256, seq_len, 4);
 }
 
+/* Copies between a layer's flat tensors (hxk_layer_bind's layout) of the
+ * unsplit layer `all` and of its TP shard s: each tensor's slice
+ * (hxk_param_slice), packed row-major in the shard's. to_shard: full ->
+ * part; else part -> full, where the norm gains (every shard holds them
+ * whole) gather as full += part - base (base: what the part started as). */
+static void shard_copy(const struct hxk_dims *d, const struct hxk_shard *all,
+                       const struct hxk_shard *s, vec &full, vec &part,
+                       const vec *base, bool to_shard) {
+  long full_at = 0, part_at = 0;
+  for (int i = 0; i < HXK_LAYER_NPARAMS; i++) {
+    enum hxk_param p = (enum hxk_param)i;
+    long rows, cols, r0, r1, c0, c1;
+    hxk_param_shape(d, p, &rows, &cols);
+    hxk_param_slice(d, s, p, &r0, &r1, &c0, &c1);
+    bool gain = !hxk_param_decays(p);
+    for (long r = r0; r < r1; r++)
+      for (long c = c0; c < c1; c++) {
+        size_t f = (size_t)(full_at + r * cols + c);
+        size_t q = (size_t)(part_at + (r - r0) * (c1 - c0) + (c - c0));
+        if (to_shard)
+          part[q] = full[f];
+        else if (gain)
+          full[f] += part[q] - (*base)[q];
+        else
+          full[f] = part[q];
+      }
+    full_at += hxk_layer_param_floats(d, all, p);
+    part_at += hxk_layer_param_floats(d, s, p);
+  }
+}
+
+/* The layer over a sequence-parallel TP group of p members (a thread each,
+ * query heads and ffn columns split as hxk_sp_rows splits rows), every
+ * member holding its rows of x and dout: the members' out and dx rows in
+ * order, and their weight gradients put back into the unsplit layout (the
+ * norm gains' contributions summed, as the executor sums them). */
+static void gpu_layer_sp(const struct hxk_dims *d, const struct hxk_shard *all,
+                         int p, enum hxc_dtype dt, bool recompute,
+                         vec &wflat, const vec &x, const vec &dout, vec &g0,
+                         vec *out, vec *dx, vec *gflat) {
+  sp_group group;
+  group.p = p;
+  group.posted.resize((size_t)p);
+  std::vector<sp_member> members((size_t)p);
+  std::vector<struct hxk_shard> shards((size_t)p);
+  std::vector<vec> res((size_t)p * 5); /* w, g0, out, dx, g of each */
+  long n = (long)NSEQ * d->seq_len;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; r++) {
+    long q0, q1, f0, f1, b, e;
+    hxk_sp_rows(d->heads, p, r, &q0, &q1);
+    hxk_sp_rows(d->ffn, p, r, &f0, &f1);
+    hxk_sp_rows(n, p, r, &b, &e);
+    if (!hxk_shard_make(d, (int)q0, (int)q1, (int)f0, (int)f1, &shards[(size_t)r])) {
+      report(false, "layer.sp", dt_name(dt), INFINITY, 0, "bad test shard");
+      exit(1);
+    }
+    const struct hxk_shard *s = &shards[(size_t)r];
+    vec *mine = &res[(size_t)r * 5];
+    mine[0] = mine[1] = vec((size_t)hxk_layer_floats(d, s));
+    shard_copy(d, all, s, wflat, mine[0], NULL, true);
+    shard_copy(d, all, s, g0, mine[1], NULL, true);
+    members[(size_t)r] = sp_member{&group, r};
+    threads.emplace_back([&, s, mine, b, e, r] {
+      std::lock_guard<std::mutex> hold(group.turn);
+      vec xr(x.begin() + b * d->dim, x.begin() + e * d->dim);
+      vec dr(dout.begin() + b * d->dim, dout.begin() + e * d->dim);
+      gpu_layer(d, s, dt, recompute, {}, mine[0], xr, dr, mine[1], &mine[2],
+                &mine[3], &mine[4], &members[(size_t)r]);
+    });
+  }
+  for (auto &t : threads)
+    t.join();
+  out->clear();
+  dx->clear();
+  *gflat = g0;
+  for (int r = 0; r < p; r++) {
+    vec *mine = &res[(size_t)r * 5];
+    out->insert(out->end(), mine[2].begin(), mine[2].end());
+    dx->insert(dx->end(), mine[3].begin(), mine[3].end());
+    shard_copy(d, all, &shards[(size_t)r], *gflat, mine[4], &mine[1], false);
+  }
+}
+
+/* Sequence parallelism over p members against the unsplit CPU layer: out
+ * and dx rows, the gradients of every shard and the summed norm gains' at
+ * the layer's tolerances; recompute gives the stored path's bits. */
+struct sp_case {
+  const char *name;
+  struct hxk_dims d;
+  int p;
+};
+
+static void check_layer_sp_case(const struct sp_case *c, enum hxc_dtype dt) {
+  reseed(9);
+  struct hxk_dims d = c->d;
+  struct hxk_shard all;
+  if (!hxk_dims_check(&d) || !hxk_shard_make(&d, 0, d.heads, 0, d.ffn, &all)) {
+    report(false, c->name, dt_name(dt), INFINITY, 0, "bad test shape");
+    return;
+  }
+  long nd = (long)NSEQ * d.seq_len * d.dim;
+  vec wflat = layer_weights(&d, &all, dt);
+  vec x = representable(random_vec(nd, 1.0f), dt);
+  vec dout = representable(random_vec(nd, 1.0f), dt);
+  vec g0 = random_vec((long)wflat.size(), 0.01f);
+  vec cpu[3], gpu[3], rc[3]; /* out, dx, gradients */
+  cpu[2] = g0;
+  cpu_layer(&d, &all, {}, wflat, x, dout, &cpu[0], &cpu[1], &cpu[2]);
+  gpu_layer_sp(&d, &all, c->p, dt, false, wflat, x, dout, g0, &gpu[0], &gpu[1],
+               &gpu[2]);
+  gpu_layer_sp(&d, &all, c->p, dt, true, wflat, x, dout, g0, &rc[0], &rc[1],
+               &rc[2]);
+  compare_layer(c->name, &d, &all, dt, gpu, cpu, 1e-5,
+                "fp32: sequence parallel equals one rank (the issue's 1e-5)");
+  char name[96];
+  snprintf(name, sizeof name, "layer.%s.recompute", c->name);
+  for (int i = 1; i < 3; i++) {
+    gpu[0].insert(gpu[0].end(), gpu[i].begin(), gpu[i].end());
+    rc[0].insert(rc[0].end(), rc[i].begin(), rc[i].end());
+  }
+  check_bitwise(name, dt_name(dt), rc[0], gpu[0],
+                "recompute gives the stored path's bits");
+}
+
 static void check_layer(enum hxc_dtype dt) {
   /* the tiny model's layer (hd 16: the tiled attention), one with hd 64
    * (the tensor-core attention in bf16), and the tiny one holding 38 of 64
@@ -1141,6 +1369,17 @@ static void check_layer(enum hxc_dtype dt) {
   for (const auto &c : cases)
     if (case_selected(c.name))
       check_layer_case(&c, dt);
+  /* sequence parallel: the tiny layer over 2 (128 rows: even blocks), 6
+   * heads over 3 (128 rows: 43, 43, 42; ffn 67, 67, 66), 8 heads over 4 at
+   * 63 tokens (126 rows: 32, 32, 31, 31) */
+  const struct sp_case sp_cases[] = {
+      {"sp2", layer_dims(64, 176, 4, 2, 64), 2},
+      {"sp3", layer_dims(96, 200, 6, 3, 64), 3},
+      {"sp4", layer_dims(128, 176, 8, 4, 63), 4},
+  };
+  for (const auto &c : sp_cases)
+    if (case_selected(c.name))
+      check_layer_sp_case(&c, dt);
 }
 
 /* hxc_copy_rows (the attention hooks' strided copies and sums) against the

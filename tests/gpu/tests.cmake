@@ -23,7 +23,9 @@ if(HEXIC_CUDA)
   # strided copies of the hooks (copy_rows), the block attention by
   # positions at hd 40 on a TP shard, and the same shards split into
   # launches of one sequence (*.split: what a micro-batch past gridDim.z's
-  # 65535 sequences gets), RMSNorm at dims 8192 and 16384.
+  # 65535 sequences gets), RMSNorm at dims 8192 and 16384, and the layer
+  # sequence parallel over 2, 3 and 4 members (sp*: threads of one process,
+  # uneven rows) against the unsplit CPU layer.
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
     find_package(Python3 REQUIRED COMPONENTS Interpreter)
     set(emu_dir ${HX_TESTS_DIR}/gpu/emulate)
@@ -59,7 +61,7 @@ if(HEXIC_CUDA)
     add_test(NAME gpu.emulated COMMAND check_kernels_emu)
     set_tests_properties(gpu.emulated PROPERTIES
       LABELS "gpu-emulated;kernels" TIMEOUT 600
-      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,hd64.shard.t70.split,tiny,wide,seq,block.hd40.shard,block.hd40.shard.split")
+      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,hd64.shard.t70.split,tiny,wide,seq,sp2,sp3,sp4,block.hd40.shard,block.hd40.shard.split")
 
     # rtlib/seq's HexiSeq hook with the CUDA backend's kernel table
     # (rtlib/cuda/seq_cuda.c: the block kernels, hxc_copy_rows, positions on
