@@ -16,6 +16,12 @@
  * this device switches to its kernel table on device memory
  * (rtlib/cuda/seq_cuda.c) before the buffers are sized.
  *
+ * Sequence parallelism (model->sp_size > 1): the layers run on this TP
+ * member's rows and call the executor's reduce-scatter and all-gather
+ * (tp_reduce_scatter, tp_allgather) where they would all-reduce; the layer
+ * buffers (acts_bytes, scratch_bytes, recompute_bytes) are the kernels'
+ * sizes for the rows, so the memory by kind counts what SP keeps.
+ *
  * Binding: the rank takes GPU local_rank % count of its node, warns when its
  * name is not the plan's GPU type, and checks the free memory against what
  * the plan assumed for it before allocating anything. */
@@ -160,6 +166,19 @@ static void tp_hook(void *buf, long n, enum hxc_dtype dt, cudaStream_t stream, v
   cu.model->tp_reduce(buf, n, cu.model->tp_arg);
 }
 
+/* Sequence parallelism's hooks on the executor's, likewise. */
+static void sp_reduce_scatter_hook(const void *send, void *recv, long n, int width,
+                                   enum hxc_dtype dt, cudaStream_t stream, void *arg) {
+  (void)dt, (void)stream, (void)arg;
+  cu.model->tp_reduce_scatter(send, recv, n, width, cu.model->tp_arg);
+}
+
+static void sp_allgather_hook(void *buf, long n, int width, enum hxc_dtype dt,
+                              cudaStream_t stream, void *arg) {
+  (void)dt, (void)stream, (void)arg;
+  cu.model->tp_allgather(buf, n, width, cu.model->tp_arg);
+}
+
 /* Element off of what the forward reads, in its dtype. */
 static void *forward_weight(long off) {
   return (char *)cu.wf + (size_t)off * hxc_dtype_bytes(cu.dt);
@@ -199,6 +218,16 @@ static void set_up_layers(const struct rt_model *m) {
                                   .positions = cu.positions,
                                   .local_len = m->local_len,
                                   .attention = m->attention};
+  if (m->sp_size > 1) {
+    if (!m->tp_reduce_scatter || !m->tp_allgather)
+      device_fatal("internal: sequence parallel over %d ranks without the executor's "
+                   "reduce-scatter and all-gather",
+                   m->sp_size);
+    cu.ctx.sp_size = m->sp_size;
+    cu.ctx.sp_rank = m->sp_rank;
+    cu.ctx.reduce_scatter = sp_reduce_scatter_hook;
+    cu.ctx.allgather = sp_allgather_hook;
+  }
 }
 
 static void bind_params(const struct rt_model *m) {

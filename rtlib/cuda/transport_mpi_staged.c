@@ -201,6 +201,96 @@ static void staged_tp_allreduce(void *buf, long n, enum rt_dtype dt, const char 
   staged_allreduce(buf, n, dt, st.tp, &w);
 }
 
+/* ---- sequence parallelism: uneven row blocks in the TP group ----
+ * The whole [n, width] tensor through the staging buffer (an activation,
+ * not a gradient bucket), on rt_init's uneven MPI collectives (ZeRO-1's),
+ * in fp32 on the host: bf16 blocks widened there, this member's sum rounded
+ * once (as staged_allreduce), and a gathered bf16 block widened and
+ * narrowed back, which gives its bits back exactly. */
+
+/* counts[i] elements of TP member i, back to back: where this member's
+ * block starts, and every block's total. */
+static long tp_block_at(const long *counts, long *total) {
+  const struct hx_rt_rank_config *c = st.cfg;
+  long at = 0;
+  *total = 0;
+  for (int i = 0; i < c->tp; i++) {
+    at += i < c->tp_rank ? counts[i] : 0;
+    *total += counts[i];
+  }
+  return at;
+}
+
+/* n device elements of dt into floats on the host (narrow: n uint16s of
+ * room for bf16), and back. */
+static void floats_to_host(float *host, uint16_t *narrow, const void *dev, long n,
+                           enum rt_dtype dt) {
+  if (dt == RT_FP32) {
+    to_host(host, dev, bytes_of(n, dt));
+    return;
+  }
+  to_host(narrow, dev, bytes_of(n, dt));
+  rt_f32_from_bf16(host, narrow, n);
+}
+
+static void floats_to_device(void *dev, const float *host, uint16_t *narrow, long n,
+                             enum rt_dtype dt) {
+  if (dt == RT_FP32) {
+    to_device(dev, host, bytes_of(n, dt));
+    return;
+  }
+  rt_bf16_from_f32(narrow, host, n);
+  to_device(dev, narrow, bytes_of(n, dt));
+}
+
+/* The staging buffer as floats [total + extra] and, for bf16, uint16s
+ * [total] behind them. */
+static float *tp_stage(long total, long extra, enum rt_dtype dt, uint16_t **narrow) {
+  size_t floats = (size_t)(total + extra) * sizeof(float);
+  char *host = stage_of(floats + (dt == RT_FP32 ? 0 : (size_t)total * sizeof(uint16_t)));
+  *narrow = (uint16_t *)(host + floats);
+  return (float *)host;
+}
+
+static void staged_tp_reduce_scatter(const void *send, void *recv, const long *counts,
+                                     enum rt_dtype dt, const char *what) {
+  const struct hx_rt_rank_config *c = st.cfg;
+  long total = 0, own = counts[c->tp_rank];
+  tp_block_at(counts, &total);
+  if (c->tp == 1) {
+    HXC_CHECK(cudaMemcpyAsync(recv, send, bytes_of(own, dt), cudaMemcpyDeviceToDevice,
+                              rt_cuda_stream()));
+    return;
+  }
+  uint16_t *narrow = NULL;
+  float *host = tp_stage(total, own, dt, &narrow);
+  floats_to_host(host, narrow, send, total, dt);
+  struct hx_rt_wait w = {what, -1, -1, c->tp, c->tp_group};
+  int nreqs = 0;
+  MPI_Request *reqs = hx_rt_reduce_scatter_floats_start(host, host + total, counts, c->tp, st.tp,
+                                                        &nreqs, what);
+  hx_rt_wait_all(nreqs, reqs, &w);
+  free(reqs);
+  floats_to_device(recv, host + total, narrow, own, dt);
+}
+
+static void staged_tp_allgather(void *buf, const long *counts, enum rt_dtype dt,
+                                const char *what) {
+  const struct hx_rt_rank_config *c = st.cfg;
+  if (c->tp == 1)
+    return;
+  long total = 0, at = tp_block_at(counts, &total), own = counts[c->tp_rank];
+  uint16_t *narrow = NULL;
+  float *host = tp_stage(total, 0, dt, &narrow);
+  floats_to_host(host + at, narrow, (const char *)buf + bytes_of(at, dt), own, dt);
+  struct hx_rt_wait w = {what, -1, -1, c->tp, c->tp_group};
+  int nreqs = 0;
+  MPI_Request *reqs = hx_rt_allgather_floats_start(host, counts, c->tp, st.tp, &nreqs, what);
+  hx_rt_wait_all(nreqs, reqs, &w);
+  free(reqs);
+  floats_to_device(buf, host, narrow, total, dt);
+}
+
 /* Collective over the group; every member opens its groups in increasing
  * id order, which makes overlapping groups safe. */
 static int staged_group_open(const struct hx_rt_group *g) {
@@ -355,6 +445,8 @@ static const struct rt_transport staged_transport = {
     .recv_wait = staged_recv_wait,
     .tp_broadcast = staged_tp_broadcast,
     .tp_allreduce = staged_tp_allreduce,
+    .tp_reduce_scatter = staged_tp_reduce_scatter,
+    .tp_allgather = staged_tp_allgather,
     .group_open = staged_group_open,
     .group_allreduce = staged_group_allreduce,
     .group_allreduce_start = staged_group_allreduce_start,

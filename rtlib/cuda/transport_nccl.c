@@ -34,7 +34,9 @@
  * all-gather with per-member counts, so each is one rooted collective per
  * member's block (ncclReduce to it, ncclBroadcast from it) fused in one
  * ncclGroupStart/End on the group's communicator and the gradient stream,
- * completed like the all-reduce. Not yet run on a GPU.
+ * completed like the all-reduce. Not yet run on a GPU. Sequence
+ * parallelism's reduce-scatter and all-gather in the TP group (uneven row
+ * blocks) are built the same way, on the compute stream.
  *
  * Tested without a GPU: tests/nccl/emulate_nccl.sh runs this file over a
  * test-only NCCL on MPI (tests/nccl/nccl_shim.c, which reports what NCCL
@@ -317,6 +319,69 @@ static void nccl_tp_allreduce(void *buf, long n, enum rt_dtype dt, const char *w
   hxc_convert(buf, HXC_BF16, wide, HXC_FP32, n, compute());
 }
 
+/* ---- sequence parallelism: uneven row blocks in the TP group ---- */
+
+/* Every TP member's counts[i] elements together. */
+static long tp_total(const long *counts) {
+  long total = 0;
+  for (int i = 0; i < nc.cfg->tp; i++)
+    total += counts[i];
+  return total;
+}
+
+/* NCCL's ncclReduceScatter and ncclAllGather take equal blocks only, and
+ * the rows of a micro-batch split unevenly (hxk_sp_rows), so each is one
+ * rooted collective per member's block fused in one ncclGroupStart/End,
+ * as ZeRO-1's uneven_start, but on the compute stream in order with the
+ * layer, like tp_allreduce. Every member derives the same counts, so
+ * skipping the empty blocks leaves the same calls on every rank. The sum
+ * is fp32: bf16 blocks are widened on the device first and this member's
+ * sum rounded once, as tp_allreduce does. */
+static void nccl_tp_reduce_scatter(const void *send, void *recv, const long *counts,
+                                   enum rt_dtype dt, const char *what) {
+  (void)what;
+  const struct hx_rt_rank_config *c = nc.cfg;
+  long total = tp_total(counts), own = counts[c->tp_rank];
+  if (c->tp == 1) {
+    HXC_CHECK(cudaMemcpyAsync(recv, send, bytes_of(own, dt), cudaMemcpyDeviceToDevice,
+                              compute()));
+    return;
+  }
+  const float *from = send;
+  float *to = recv;
+  if (dt != RT_FP32) { /* [total] widened, then this member's [own] sum */
+    float *wide = wide_of(total + own);
+    hxc_convert(wide, HXC_FP32, send, HXC_BF16, total, compute());
+    from = wide;
+    to = wide + total;
+  }
+  HXC_CHECK(ncclGroupStart());
+  size_t block = 0; /* elements before member i's block */
+  for (int i = 0; i < c->tp; block += (size_t)counts[i], i++)
+    if (counts[i] > 0)
+      HXC_CHECK(ncclReduce(from + block, i == c->tp_rank ? to : NULL, (size_t)counts[i],
+                           ncclFloat, ncclSum, i, nc.tp, compute()));
+  HXC_CHECK(ncclGroupEnd());
+  if (dt != RT_FP32)
+    hxc_convert(recv, HXC_BF16, to, HXC_FP32, own, compute());
+}
+
+/* In place: member i's block goes out from it (bytes: a copy, any dtype). */
+static void nccl_tp_allgather(void *buf, const long *counts, enum rt_dtype dt, const char *what) {
+  (void)what;
+  const struct hx_rt_rank_config *c = nc.cfg;
+  if (c->tp == 1)
+    return;
+  HXC_CHECK(ncclGroupStart());
+  size_t block = 0; /* bytes before member i's block */
+  for (int i = 0; i < c->tp; block += bytes_of(counts[i], dt), i++)
+    if (counts[i] > 0) {
+      char *at = (char *)buf + block;
+      HXC_CHECK(ncclBroadcast(at, at, bytes_of(counts[i], dt), ncclUint8, i, nc.tp, compute()));
+    }
+  HXC_CHECK(ncclGroupEnd());
+}
+
 /* ---- gradient-sync groups ---- */
 
 /* Member index 0 makes the id; the group's MPI communicator carries it. */
@@ -466,6 +531,8 @@ static const struct rt_transport nccl_transport = {
     .recv_wait = nccl_recv_wait,
     .tp_broadcast = nccl_tp_broadcast,
     .tp_allreduce = nccl_tp_allreduce,
+    .tp_reduce_scatter = nccl_tp_reduce_scatter,
+    .tp_allgather = nccl_tp_allgather,
     .group_open = nccl_group_open,
     .group_allreduce = nccl_group_allreduce,
     .group_allreduce_start = nccl_group_allreduce_start,
