@@ -25,11 +25,17 @@
 #                      units: alltoallv and sendrecv over NCCL, DP 2)
 #   seq8               seqtiny.hx, tests/exec/plans/seq_pp_tp_cp_hp.json (8
 #                      ranks: TP 2 x CP x HP feeding a CP ring across a hop)
+#   sp                 test_sp_collectives.c on 3 ranks: the TP reduce-scatter
+#                      and all-gather of sequence parallelism over this NCCL
+#                      and the staged transport (uneven and empty blocks, fp32
+#                      and bf16, exact), again with MPI's counts capped at 4
+#                      (HEXIC_MPI_MAX_COUNT: the staged transport's blocks one
+#                      by one)
 # and, not in "all" (two minutes): bf16, tp2pp2's plan in bf16 (the TP sums
 # widened to fp32 on the device), its NCCL run against HEXIC_TRANSPORT=mpi
 # of the same programs (the staged transport): equal losses and weights.
 #
-#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|zero1pp|seq|seq8|bf16|all]...
+#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|zero1pp|seq|seq8|sp|bf16|all]...
 #   (builds into build-nccl-emu/, HEXIC_NCCL_EMU_BUILD overrides;
 #   HEXIC_CPU_BUILD=DIR takes the CPU side from an existing build;
 #   HEXIC_NCCL_STEPS steps per run, default 3)
@@ -176,9 +182,24 @@ bf16() {
   echo "emulate_nccl: bf16 TP 2 + PP 2 over NCCL equals the staged transport ($((SECONDS - t0)) s)"
 }
 
+# sp: the two collectives by themselves, on the emulator's library and the
+# CPU kernels emulate_backend.sh built for it.
+sp() {
+  local d=$out/sp max
+  mkdir -p "$d"
+  mpicc -std=gnu11 -O1 -g -Wall -Wextra -Werror -I"$root" -I"$root/rtlib" -I"$cuda/include" \
+    tests/nccl/test_sp_collectives.c "$lib" "$out/libhexic_kernels_cpu.a" -lopenblas -lstdc++ -lm \
+    -lpthread -o "$d/test_sp_collectives"
+  for max in 2147483647 4; do
+    HEXIC_MPI_MAX_COUNT=$max timeout 120 mpirun --oversubscribe -np 3 "$d/test_sp_collectives" ||
+      { echo "FAIL: sp: the sequence-parallel collectives (HEXIC_MPI_MAX_COUNT=$max)"; exit 1; }
+  done
+  echo "emulate_nccl: sp's reduce-scatter and all-gather agree over NCCL and the staged transport"
+}
+
 tiny=examples/models/tiny.hx
 emu_args=()
-[ "${parts[*]}" != all ] || parts=(build dp2 tp2 pp2 dp2z tp2pp2 zero1pp seq seq8)
+[ "${parts[*]}" != all ] || parts=(build dp2 tp2 pp2 dp2z tp2pp2 zero1pp seq seq8 sp)
 for part in "${parts[@]}"; do
   case $part in
   build) build ;;
@@ -187,6 +208,7 @@ for part in "${parts[@]}"; do
   seq) case_ seq tests/exec/models/seqtiny.hx tests/exec/clusters/four.hx tests/exec/plans/seq_dp_hp_uneven.json ;;
   zero1pp) zero1pp ;;
   seq8) case_ seq8 tests/exec/models/seqtiny.hx examples/clusters/cpu8.hx tests/exec/plans/seq_pp_tp_cp_hp.json ;;
+  sp) sp ;;
   bf16) bf16 ;;
   *) echo "emulate_nccl.sh: unknown part '$part'" >&2; exit 2 ;;
   esac

@@ -8,7 +8,9 @@
 #                beside a pipeline with a checkpoint resumed, and two HexiSeq
 #                plans (4 and 8 ranks), each printing "transport: nccl" and training as the
 #                same plan's CPU programs (fp32 losses and weights within
-#                1e-5; two steps here). nccl.emu.build builds the
+#                1e-5; two steps here); nccl.emu.sp: sequence parallelism's
+#                TP reduce-scatter and all-gather (uneven blocks) of this
+#                transport and the staged one against host sums, exact. nccl.emu.build builds the
 #                emulator's library once (kernels/cuda/ through g++: minutes);
 #                the runs share it, one at a time.
 # Needs nccl.h and the CUDA runtime's headers (the toolkit, no GPU); the
@@ -41,7 +43,7 @@ if(HX_SHIM_NCCL_INCLUDE AND EXISTS ${HX_SHIM_NCCL_INCLUDE}/cuda_runtime_api.h)
       COMMAND env ${nccl_emu_env} bash ${HX_NCCL_TESTS}/emulate_nccl.sh build)
     set_tests_properties(nccl.emu.build PROPERTIES FIXTURES_SETUP nccl_emu
       LABELS "gpu-emulated;mpi" TIMEOUT 1200 RESOURCE_LOCK nccl_emu PROCESSORS 2)
-    foreach(p dp2 tp2 pp2 dp2z tp2pp2 zero1pp seq seq8)
+    foreach(p dp2 tp2 pp2 dp2z tp2pp2 zero1pp seq seq8 sp)
       add_test(NAME nccl.emu.${p}
         COMMAND env ${nccl_emu_env} bash ${HX_NCCL_TESTS}/emulate_nccl.sh ${p})
       set_tests_properties(nccl.emu.${p} PROPERTIES FIXTURES_REQUIRED nccl_emu
