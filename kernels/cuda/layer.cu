@@ -173,7 +173,7 @@ struct wide_bufs {
 struct layer_scratch {
   struct layer_acts full;  /* recompute mode only */
   void *partial;           /* [n, D]: a row-parallel output before all-reduce */
-  void *gathered;          /* [n, D], sequence parallel only: all-gathered rows */
+  void *gathered;          /* sequence parallel: all-gathered rows (= partial) */
   float *attn;             /* the hook's scratch */
   struct wide_bufs wide;   /* bf16 with a hook */
   void *dx1;               /* [rows, D]: the residual stream's gradient */
@@ -210,7 +210,11 @@ static struct layer_scratch carve_scratch(struct cursor *c,
     s.full = carve_acts(c, sh);
   long n = sh->n;
   s.partial = take_el(c, sh, n * sh->dim);
-  s.gathered = take_el(c, sh, sh->sp ? n * sh->dim : 0);
+  /* The gathered rows share partial's room: on the layer's one stream each
+   * gather is read only by the products queued before the next write of
+   * partial (the wo or w_down product, or a reduce-scatter's rows), and each
+   * reduce-scatter's rows are read before the next gather. */
+  s.gathered = sh->sp ? s.partial : NULL;
   s.attn = take_f(c, sh->hook ? sh->hook->scratch_floats(sh->nseq, sh->hook->arg)
                               : 0);
   s.wide = carve_wide(c, sh);
