@@ -333,8 +333,9 @@ bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double
  * and ffn columns, the slots in flight, the gradient-sync packs, ZeRO-1's
  * shards), as the CPU backend runs it (fp32 whatever the precision) under
  * --target=cpu. tests/exec/run_memory.sh holds every exec plan to these
- * figures within 5% per rank and kind. HexiSeq stages' hooks are not
- * priced (their ring and all-to-all buffers live in rtlib/seq/). */
+ * figures within 5% per rank and kind; a HexiSeq rank's by its unit's
+ * tokens, its attention hook's scratch and its leader's whole activations
+ * (hx_seq_rank_buffers). */
 enum hx_mem_kind {
   HX_MEM_WEIGHTS,
   HX_MEM_GRADIENTS,
@@ -505,6 +506,20 @@ bool hx_seq_stage_memory_fits(const struct hx_ctx *ctx, const struct hx_stage *s
  * settings (its heads as they are); 0 when not even none fit. */
 int64_t hx_seq_unit_token_capacity(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
                                    bool first, bool last, int64_t mbs, int64_t in_flight);
+
+/* The buffers rank r of HexiSeq stage st holds beside a plain stage's
+ * (hx_rank_memory_by_kind, rtlib/seq/ and rt_exec_ops.c): *tokens of each
+ * sequence (its unit's), *attention the floats of its attention hook's
+ * scratch (rtlib/seq/rt_seq_attn.c's carve, one sequence at a time), and
+ * *gathered the floats of one whole activation when it is the stage leader
+ * that gathers and scatters them across pipeline hops (it holds its
+ * outgoing activation and gradient per slot whole, and two more), else 0. */
+void hx_seq_rank_buffers(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                         const struct hx_stage *st, int r, double *tokens, double *attention,
+                         double *gathered);
+/* The floats of unit u's attention hook scratch (the larger of its forward
+ * and backward carve). */
+double hx_seq_hook_scratch_floats(const struct hx_model *m, const struct hx_seq_layout *l, int u);
 
 /* A pipeline hop between stages where one or both have a layout: every unit
  * sends its own shard at once, so the slowest shard over the slowest pair. */

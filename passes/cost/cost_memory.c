@@ -69,10 +69,10 @@ static double acts_floats_per_token(const struct rank_shape *s) {
 }
 
 /* Floats of the layer's scratch besides a recomputed layer (carve_scratch):
- * partial, dx1, dm, da, the MLP and attention gradients, and the whole-head
- * attention's 2 T^2. */
-static double layer_scratch_floats(const struct rank_shape *s, double n, double seq_len) {
-  return n * (4 * s->dim + 3 * s->nf + 2 * s->qw + 2 * s->kvw) + 2 * seq_len * seq_len;
+ * partial, dx1, dm, da, the MLP and attention gradients, and the attention's
+ * (the whole-head kernel's 2 T^2, or a HexiSeq stage's hook's). */
+static double layer_scratch_floats(const struct rank_shape *s, double n, double attention) {
+  return n * (4 * s->dim + 3 * s->nf + 2 * s->qw + 2 * s->kvw) + attention;
 }
 
 /* The head's scratch (kernels/cpu/head.c): xn, dxn, rstd and one chunk of
@@ -177,10 +177,11 @@ static void nonlayer_shares(const struct hx_ctx *ctx, const struct hx_plan *plan
  * its ZeRO-1 groups; a plan with HexiSeq units splits evenly over the
  * replicas (hx_plan_optimizer_params). Also ZeRO-1's receive (its own
  * blocks) and the gradient-sync pack: every weight a rank holds has a
- * replica when the plan has several pipelines or HexiSeq units (codegen
- * derives the groups from the TP shards' overlaps, so each held element is
- * in exactly one), and one pipeline's tied embedding is held by its first
- * and last stages. */
+ * replica when the plan has several pipelines or its stage several
+ * HexiSeq units (codegen derives the groups from the TP shards' overlaps,
+ * so each held element is in exactly one); else a TP stage's ranks all hold
+ * the norm gains, embedding and head whole, and one pipeline's tied
+ * embedding is held by its first and last stages. */
 static void sync_floats(const struct hx_ctx *ctx, const struct hx_plan *plan, int r,
                         const struct hx_stage *st, const struct rank_shape *s, double held,
                         double *stepped, double *pack, double *recv) {
@@ -203,8 +204,11 @@ static void sync_floats(const struct hx_ctx *ctx, const struct hx_plan *plan, in
                    plan->pipelines[0].nstages > 1 &&
                    (st == &plan->pipelines[0].stages[0] ||
                     st == &plan->pipelines[0].stages[plan->pipelines[0].nstages - 1]);
-  if (plan->npipelines > 1 || hx_plan_has_units(plan))
+  double layers = st->layer_end - st->layer_begin;
+  if (plan->npipelines > 1 || (st->seq_layout && st->seq_layout->nunits > 1))
     *pack = held;
+  else if (st->tp > 1) /* its TP ranks' whole norm gains, embedding and head */
+    *pack = layers * 2 * s->dim + held - layers * layer_floats(s);
   else if (tied_pair)
     *pack = (double)ctx->model.params_embedding;
   if (zero1 && hx_plan_sharded(plan) && !hx_plan_has_units(plan) && !nonlayer_sharded(plan))
@@ -237,7 +241,11 @@ void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan
   bytes[HX_MEM_GRADIENTS] = held * 4.0;
   bytes[HX_MEM_OPTIMIZER] = stepped * 8.0; /* AdamW m and v: the runtime steps AdamW */
 
-  double n = (double)(pl->micro_batch_size * m->seq_len), D = (double)m->hidden;
+  /* a HexiSeq rank holds its unit's tokens, and its leader whole activations */
+  double tokens = (double)m->seq_len, attention = 2.0 * tokens * tokens, whole = 0;
+  if (st->seq_layout)
+    hx_seq_rank_buffers(ctx, plan, st, r, &tokens, &attention, &whole);
+  double n = (double)pl->micro_batch_size * tokens, D = (double)m->hidden;
   double slots = (double)hx_in_flight(plan->schedule, si, pl->nstages, pl->micro_batches);
   double full = n * acts_floats_per_token(&s); /* one layer's, floats */
   double kept = st->recompute ? n * D : full;  /* recompute keeps the layer input */
@@ -245,10 +253,12 @@ void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan
   double recompute = st->recompute ? full * e : 0.0;
   bytes[HX_MEM_RECOMPUTE] = recompute;
 
-  double boundary = slots * 3 * n * D * e; /* out_act, dout, din per slot */
+  /* out_act, dout and din per slot; out_act and din hold what a hop carries */
+  double sent = whole > 0 ? whole : n * D;
+  double boundary = slots * (n * D + 2 * sent) * e;
   double receive = hops ? hop_receive_buffers(plan, pl, si, st) * n * D * e : 0.0;
-  bytes[HX_MEM_COMM] = (hops ? boundary + receive : 0.0) + (pack + recv) * 4.0;
-  double layer_scratch = recompute + layer_scratch_floats(&s, n, (double)m->seq_len) * e;
+  bytes[HX_MEM_COMM] = (hops ? boundary + receive + 2 * whole * e : 0.0) + (pack + recv) * 4.0;
+  double layer_scratch = recompute + layer_scratch_floats(&s, n, attention) * e;
   double scratch = fmax(layer_scratch, head_scratch_floats(m, n) * e);
   bytes[HX_MEM_WORKSPACE] = (hops ? 0.0 : boundary) + slots * 2 * n * 4.0 /* tokens */ +
                             2 * n * D * e /* x0, x1 */ + scratch - recompute +

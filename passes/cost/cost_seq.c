@@ -581,6 +581,135 @@ int64_t hx_seq_unit_token_capacity(const struct hx_ctx *ctx, const struct hx_sta
   return cap > (double)ctx->model.seq_len ? ctx->model.seq_len : (int64_t)cap;
 }
 
+/* ---- memory by kind: the runtime's buffers ------------------------------ */
+
+/* rtlib/seq/rt_seq_attn.c's sizes, from the layout as codegen writes its
+ * table (the cp_ring in layout order, heads in group order, every TP rank's
+ * share cut alike): a unit's tokens of one sequence, its query heads
+ * [h0, h0 + nh) of the TP share and the kv heads [kv0, kv0 + nkv) they read
+ * (rt_seq.c's member_of). */
+struct seq_member {
+  double tokens;
+  int64_t h0, nh, kv0, nkv;
+};
+
+static struct seq_member member_at(const struct hx_model *m, const struct hx_seq_layout *l, int u) {
+  int64_t per_kv = m->heads / m->kv_heads;
+  struct seq_member x = {(double)l->tokens[u], head_offset(l, u), l->heads[u], 0, 0};
+  if (x.nh > 0) {
+    x.kv0 = x.h0 / per_kv;
+    x.nkv = (x.h0 + x.nh - 1) / per_kv + 1 - x.kv0;
+  }
+  return x;
+}
+
+static bool member_reads(const struct seq_member *x, int64_t k) {
+  return k >= x->kv0 && k < x->kv0 + x->nkv;
+}
+
+/* The unit of group g that first reads share kv head k (rt_seq.c's
+ * owner_of): it forwards k's K/V around the ring. */
+static int kv_owner(const struct hx_model *m, const struct hx_seq_layout *l, int g, int64_t k) {
+  for (int i = l->group_start[g]; i < l->group_start[g + 1]; i++) {
+    struct seq_member x = member_at(m, l, l->order[i]);
+    if (member_reads(&x, k))
+      return l->order[i];
+  }
+  return -1;
+}
+
+/* Kv heads on the ring link from unit w (group g - 1) to unit v (group g),
+ * K/V and dK/dV accumulators together (rt_seq.c's link_of). */
+static int64_t link_heads(const struct hx_model *m, const struct hx_seq_layout *l, int w, int v) {
+  struct seq_member mw = member_at(m, l, w), mv = member_at(m, l, v);
+  int64_t n = 0;
+  for (int64_t k = 0; k < m->kv_heads / l->tp; k++) {
+    n += member_reads(&mv, k) && kv_owner(m, l, l->group_of[w], k) == w;
+    n += member_reads(&mw, k) && kv_owner(m, l, l->group_of[v], k) == v;
+  }
+  return n;
+}
+
+/* Floats of unit u's ring send (out) or receive buffer: every link at the
+ * largest group's block (rt_seq_attn.c's ring_floats). */
+static double ring_buffer_floats(const struct hx_model *m, const struct hx_seq_layout *l, int u,
+                                 bool out) {
+  if (l->ngroups < 2)
+    return 0;
+  int g = l->group_of[u], other = (g + (out ? 1 : l->ngroups - 1)) % l->ngroups;
+  double heads = 0;
+  for (int i = l->group_start[other]; i < l->group_start[other + 1]; i++)
+    heads += (double)(out ? link_heads(m, l, u, l->order[i]) : link_heads(m, l, l->order[i], u));
+  return 2.0 * (double)max_group_tokens(l) * (double)m->head_dim * heads;
+}
+
+/* Floats unit u sends (send) or receives in the group's all-to-all of each
+ * kind (rt_seq_attn.c's a2a_total), the largest of the four: forward
+ * q/k/v in and o/lse out, backward q/k/v/dO/lse/delta in, dq/dk/dv out. */
+static double a2a_buffer_floats(const struct hx_model *m, const struct hx_seq_layout *l, int u,
+                                bool send) {
+  double hd = (double)m->head_dim, most = 0;
+  struct seq_member me = member_at(m, l, u);
+  for (int kind = 0; kind < 4; kind++) {
+    bool to_heads = kind == 0 || kind == 2, me_tokens = to_heads == send;
+    double n = 0;
+    for (int i = l->group_start[l->group_of[u]]; i < l->group_start[l->group_of[u] + 1]; i++) {
+      struct seq_member x = member_at(m, l, l->order[i]);
+      const struct seq_member *tok = me_tokens ? &me : &x, *hs = me_tokens ? &x : &me;
+      double nh = (double)hs->nh, nkv = (double)hs->nkv;
+      double per = kind == 1   ? nh * (hd + 1)
+                   : kind == 2 ? hd * (2 * nh + 2 * nkv) + 2 * nh
+                               : hd * (nh + 2 * nkv);
+      n += tok->tokens * per;
+    }
+    most = max2(most, n);
+  }
+  return most;
+}
+
+/* The CPU block kernel's scratch (kernels/cpu/attention_block.c: tiles of
+ * HXK_ATTN_TILE = 64 queries x keys, whatever the tokens). */
+static double block_scratch_floats(double hd) {
+  const double tile = 64;
+  return 2 * tile * tile + tile * hd + 2 * tile;
+}
+
+double hx_seq_hook_scratch_floats(const struct hx_model *m, const struct hx_seq_layout *l, int u) {
+  struct seq_member me = member_at(m, l, u);
+  double hd = (double)m->head_dim, rows = (double)hx_seq_group_tokens(l, l->group_of[u]);
+  double qn = rows * (double)me.nh * hd, kvn = rows * (double)me.nkv * hd,
+         hn = rows * (double)me.nh;
+  double block = (double)max_group_tokens(l) * (double)me.nkv * hd;
+  double common = a2a_buffer_floats(m, l, u, true) + a2a_buffer_floats(m, l, u, false) +
+                  ring_buffer_floats(m, l, u, true) + ring_buffer_floats(m, l, u, false) +
+                  block_scratch_floats(hd) + qn + 2 * kvn + hn;
+  bool ring = l->ngroups > 1;
+  double forward = common + (ring ? 2 * 2 * block : 0) + qn; /* two ring blocks' K/V; o */
+  /* K/V and dK/dV ring blocks; dO, delta, dq, dk, dv; hook_backward's delta of the own tokens */
+  double backward = common + (ring ? 2 * 4 * block : 0) + qn + hn + qn + 2 * kvn +
+                    me.tokens * (double)(m->heads / l->tp);
+  return max2(forward, backward);
+}
+
+void hx_seq_rank_buffers(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                         const struct hx_stage *st, int r, double *tokens, double *attention,
+                         double *gathered) {
+  const struct hx_seq_layout *l = st->seq_layout;
+  int u = 0;
+  for (int k = 0; k < st->ndevices; k++)
+    if (st->devices[k] == r)
+      u = k / l->tp;
+  *tokens = (double)l->tokens[u];
+  *attention = hx_seq_hook_scratch_floats(&ctx->model, l, u);
+  const struct hx_pipeline *pl = &plan->pipelines[plan->devices[r].pipeline];
+  /* the stage leader gathers and scatters whole activations across a hop
+   * (rtlib/rt_exec_ops.c's rt_hexiseq_init) */
+  bool hops = pl->nstages > 1;
+  *gathered = hops && st->leader == r ? (double)pl->micro_batch_size * (double)ctx->model.seq_len *
+                                            (double)ctx->model.hidden
+                                      : 0;
+}
+
 /* ---- hops -------------------------------------------------------------- */
 
 static int64_t max_unit_tokens(const struct hx_ctx *ctx, const struct hx_stage *st) {

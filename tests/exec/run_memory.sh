@@ -75,8 +75,16 @@ check tp3tp2 "$tiny6" "$cpu8" --plan="$here/plans/tp3_tp2_uneven.json"
 check pp "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/tp2_dp_pp_groups.json"
 check recompute "$PWD/tiny8-recompute.hx" "$here/clusters/four.hx" --plan="$PWD/recompute.json"
 check zero1 "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/zero1_tp2_dp_pp.json"
-# HexiSeq (CP x HP) stages are not priced by kind yet (cost.h): their
-# hooks' ring and all-to-all buffers and local token counts; not checked.
+# HexiSeq (CP x HP) stages, as run_exec.sh's seq mode trains them: PP x TP
+# x CP x HP with micro-batches of 2 sequences (a leader of TP rank 1), the
+# same HexiSeq stage feeding a plain TP 2 stage, an HP-only stage with
+# uneven heads and recompute beside a one-rank pipeline, and hexic's PP x
+# CP plan whose two rings cut the sequence differently.
+seqtiny=$here/models/seqtiny.hx
+check seq_pa "$seqtiny" "$cpu8" --plan="$here/plans/seq_pp_tp_cp_hp.json"
+check seq_pm "$seqtiny" "$cpu8" --plan="$here/plans/seq_pp_mixed.json"
+check seq_pb "$seqtiny" "$here/clusters/four.hx" --plan="$here/plans/seq_dp_hp_uneven.json"
+check seq_ppcp "$seqtiny" "$here/clusters/pp-cp.hx" --strategy=hexiseq
 # The report never replaces a file, and an unwritable folder is said before
 # step 1 (it was found only after the whole run, and a file was replaced).
 if [ "$only" = "  " ] || [[ $only == *" one "* ]]; then
