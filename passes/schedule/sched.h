@@ -319,6 +319,19 @@ struct hx_plan *hx_sched_local_search(struct hx_ctx *ctx, struct hx_arena *a,
                                       const struct hx_plan *start, int budget, int kicks,
                                       hx_sched_price_fn price, void *cookie);
 
+/* Relabelling (sched_local.c): a completed, simulated plan with two devices
+ * of one GPU type on different machines exchanged (an unused one may take a
+ * used one's place), layers and micro-batches kept, while one such exchange
+ * makes the simulated iteration faster, at most `budget` exchanges tried.
+ * The local search prices structures through a completion that re-splits
+ * the layers and the batch by the estimate, which can rate the node-local
+ * pairing of a TP group slower than the pairing across the network that the
+ * simulator rates slower still; kept splits compare the placements alone.
+ * Returns plan itself when nothing is faster (or the plan has HexiSeq
+ * stages, or the cluster more than HX_LOCAL_MAX_DEVICES devices). */
+struct hx_plan *hx_sched_relabel(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                                 int budget);
+
 /* The exact planner for clusters of at most HX_EXHAUSTIVE_MAX_DEVICES. NULL
  * when nothing fits. */
 enum { HX_EXHAUSTIVE_MAX_DEVICES = 8 };

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "ir/plan_util.h"
+#include "passes/cost/cost.h"
 #include "sched.h"
 
 enum { MAXD = HX_LOCAL_MAX_DEVICES };
@@ -417,15 +418,20 @@ static bool swap_devices(struct ls *l) {
 
 /* ---- stage moves ------------------------------------------------------------ */
 
-/* Halves of a stage: devices sorted by machine, alternately to each half, so
- * each half spans the same machines. */
-static void halves(const struct ls *l, const struct ls_stage *st, struct ls_stage *x,
-                   struct ls_stage *y) {
+/* Ways of halving a stage: devices sorted by machine, then dealt
+ * alternately (each half spans the same machines: pipelines of equal
+ * speed) or cut in the middle (each half on as few machines as it can:
+ * a TP pair inside a node rather than across the network). */
+enum halving { HALVES_ALTERNATE, HALVES_BY_MACHINE, NHALVINGS };
+
+static void halves(const struct ls *l, const struct ls_stage *st, enum halving how,
+                   struct ls_stage *x, struct ls_stage *y) {
   struct ls_stage sorted = *st;
   sort_stage(l, &sorted);
   x->n = y->n = 0;
   for (int k = 0; k < sorted.n; k++) {
-    struct ls_stage *h = k % 2 ? y : x;
+    bool second = how == HALVES_ALTERNATE ? k % 2 : k >= (sorted.n + 1) / 2;
+    struct ls_stage *h = second ? y : x;
     h->dev[h->n++] = sorted.dev[k];
   }
 }
@@ -473,10 +479,10 @@ static bool split_or_drop_stages(struct ls *l) {
   for (int i = 0; i < cur.np; i++)
     for (int s = 0; s < cur.p[i].nst; s++) {
       const struct ls_stage *st = &cur.p[i].st[s];
-      if (st->n > 1 && cur.p[i].nst < MAXD) {
+      for (int how = 0; how < NHALVINGS && st->n > 1 && cur.p[i].nst < MAXD; how++) {
         struct ls_plan nb = cur;
         struct ls_stage x, y;
-        halves(l, st, &x, &y);
+        halves(l, st, (enum halving)how, &x, &y);
         nb.p[i].st[s] = x;
         insert_stage(&nb, i, s + 1, &y);
         if (try_plan(l, &nb))
@@ -525,12 +531,12 @@ static bool split_pipelines(struct ls *l) {
     bool all_split = true; /* every stage halved: two pipelines of half width */
     for (int s = 0; s < p->nst; s++)
       all_split = all_split && p->st[s].n > 1;
-    if (all_split) {
+    for (int how = 0; how < NHALVINGS && all_split; how++) {
       struct ls_plan nb = cur;
       struct ls_pipe *x = &nb.p[i], *y = &nb.p[nb.np++];
       y->nst = p->nst;
       for (int s = 0; s < p->nst; s++)
-        halves(l, &p->st[s], &x->st[s], &y->st[s]);
+        halves(l, &p->st[s], (enum halving)how, &x->st[s], &y->st[s]);
       if (try_plan(l, &nb))
         return true;
     }
@@ -682,4 +688,77 @@ struct hx_plan *hx_sched_local_search(struct hx_ctx *ctx, struct hx_arena *a,
   if (!(best_s < start->sim.iteration_s * (1 - 1e-9)))
     return NULL;
   return to_skeleton(l, a, best);
+}
+
+/* ---- relabelling a completed plan ------------------------------------------- */
+
+/* plan with devices d and e exchanged in every stage (TP ranks in ascending
+ * order, as hx_sched_complete_mixed leaves them), leaders, devices and
+ * gradient groups rebuilt; NULL when it does not fit in memory. */
+static struct hx_plan *with_swapped(struct hx_ctx *ctx, struct hx_arena *a,
+                                    const struct hx_plan *plan, int d, int e) {
+  struct hx_plan *p = hx_plan_copy(a, plan);
+  p->groups = NULL;
+  p->ngroups = 0;
+  for (int i = 0; i < p->npipelines; i++) {
+    struct hx_pipeline *pl = &p->pipelines[i];
+    for (int s = 0; s < pl->nstages; s++) {
+      struct hx_stage *st = &pl->stages[s];
+      for (int k = 0; k < st->ndevices; k++)
+        st->devices[k] = st->devices[k] == d ? e : st->devices[k] == e ? d : st->devices[k];
+      hx_sched_sort_ranks(st->devices, st->ndevices);
+    }
+    hx_sched_set_leaders(ctx, pl);
+  }
+  hx_plan_fill_devices(a, p, &ctx->model);
+  hx_sched_build_groups(ctx, a, p);
+  return hx_plan_memory_fits(ctx, p, NULL, NULL) ? p : NULL;
+}
+
+/* Whether exchanging d and e can change the plan: the same GPU type (so
+ * every stage keeps its speed and memory, and the layer and batch splits
+ * stay as good), on different machines (devices of one machine are
+ * interchangeable), at least one of them used, and not in one stage. */
+static bool swap_matters(const struct hx_ctx *ctx, const struct hx_plan *plan, int d, int e) {
+  const struct hx_device *dd = &ctx->cluster.devices[d], *de = &ctx->cluster.devices[e];
+  if (dd->gpu_type != de->gpu_type || dd->node == de->node)
+    return false;
+  const struct hx_device_plan *pd = &plan->devices[d], *pe = &plan->devices[e];
+  if (pd->pipeline < 0 && pe->pipeline < 0)
+    return false;
+  return pd->pipeline != pe->pipeline || pd->stage != pe->stage;
+}
+
+static bool has_seq_layout(const struct hx_plan *plan) {
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int s = 0; s < plan->pipelines[i].nstages; s++)
+      if (plan->pipelines[i].stages[s].seq_layout)
+        return true;
+  return false;
+}
+
+struct hx_plan *hx_sched_relabel(struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *plan,
+                                 int budget) {
+  if (!plan || !plan->sim.valid || has_seq_layout(plan) || ctx->cluster.ndevices > MAXD)
+    return plan;
+  int n = ctx->cluster.ndevices;
+  bool improved = true;
+  while (improved && budget > 0) {
+    improved = false;
+    for (int d = 0; d < n && !improved && budget > 0; d++)
+      for (int e = d + 1; e < n && !improved && budget > 0; e++) {
+        if (!swap_matters(ctx, plan, d, e))
+          continue;
+        struct hx_plan *p = with_swapped(ctx, a, plan, d, e);
+        budget--;
+        if (!p || hx_sim_lower_bound(ctx, p) >= plan->sim.iteration_s)
+          continue;
+        hx_simulate(ctx, p, NULL);
+        if (p->sim.valid && p->sim.iteration_s < plan->sim.iteration_s * (1 - 1e-9)) {
+          plan = p;
+          improved = true;
+        }
+      }
+  }
+  return plan;
 }

@@ -73,6 +73,9 @@ enum { TOP = 4, FINAL = 16, FINAL_TASKS = 1 << 21, MAX_MERGE = 8, MAX_STAGES = 2
  * of 16M sequences on 8 devices took 40 s and 1.4 GB for 5 candidates.
  * Under the batch limit a simulation has at most 6 x 16 x 1024 tasks. */
 enum { SIM_SCORE_MAX = 16, SIM_SCORE_MAX_BATCH = 1024, SMALL_CLUSTER = 64 };
+/* Device exchanges hx_sched_relabel tries on the chosen plan (16 devices
+ * have at most 120 pairs; each try is one simulation). */
+enum { RELABEL_TRIES = 480 };
 
 /* Budgets (candidates), by cluster size. */
 struct budgets {
@@ -1287,6 +1290,11 @@ static struct hx_plan *finish(struct search *s) {
   int best_at = hx_simulate_fastest(ctx, plans, nplans);
   if (best_at >= 0)
     best = plans[best_at];
+  /* placements the completions could not compare; not where the exact
+   * planner runs, whose space (completions of skeletons) relabelled splits
+   * leave, so that it stays a bound on what hexic returns */
+  if (best && s->sim_score && ctx->cluster.ndevices > HX_EXHAUSTIVE_MAX_DEVICES)
+    best = hx_sched_relabel(ctx, &ctx->arena, best, RELABEL_TRIES);
   /* the faster symmetric baseline (all devices or a subset) is a candidate */
   struct hx_plan *base = hx_sched_baseline_seed(ctx);
   if (base && (!best || base->sim.iteration_s <= best->sim.iteration_s)) {

@@ -6,11 +6,17 @@
 #             planner fits TP 4 x PP 2: only TP over two machines (joined by a
 #             link slower than their own) holds a sequence's activations. It
 #             must now plan it, no slower than the exhaustive plan.
+#  local_tp   GPT-Neo-2.7B's shape at 8192-token sequences, 128 a step, on
+#             gh200-a100-v100 (two V100 nodes joined by 5.8 GB/s): hexiscale
+#             paired v100a:0 with v100b:1 for TP (8.031 s) where exchanging
+#             v100a:0 and v100b:3 (same GPU, layers and micro-batches kept)
+#             pairs them inside v100b (7.922 s). No exchange of two devices
+#             of one GPU type on different machines may make its plan faster.
 #   misses.sh HEXIC SOURCE_DIR WORK_DIR [CASE...]
 set -u
 hexic=$1 src=$2 work=$3
 shift 3
-cases=${*:-hexiscale}
+cases=${*:-hexiscale local_tp}
 rm -rf "$work"
 mkdir -p "$work"
 fail=0
@@ -44,6 +50,66 @@ case_hexiscale() {
   [ -n "$exact" ] && [ -n "$got" ] || { cat "$work/sim.err"; bad "hexic simulate gave no iteration"; return; }
   at_most "$got" "$exact" || bad "hexiscale's plan simulates $got s, the exhaustive one $exact s"
   echo "ok: hexiscale plans tiny-long on cpu8-long: $got s (exhaustive: $exact s)"
+}
+
+# Writes DIR/swap-D-E.json for every two devices D, E of PLAN of one GPU
+# type on different machines, not both unused nor in one stage: PLAN with D
+# and E exchanged everywhere (stages, leaders, groups, per-rank fields), a
+# placement with the same layers and micro-batches. Prints the file names.
+exchanges() { # PLAN DIR
+  python3 - "$1" "$2" <<'EOF'
+import copy, itertools, json, sys
+plan = json.load(open(sys.argv[1]))
+devs = {d["rank"]: d for d in plan["devices"]}
+def where(d):
+    return (d.get("pipeline", -1), d.get("stage", -1))
+for a, b in itertools.combinations(sorted(devs), 2):
+    da, db = devs[a], devs[b]
+    if da["gpu"] != db["gpu"] or da["node"] == db["node"]:
+        continue
+    if where(da) == where(db):  # one stage (or both unused): nothing changes
+        continue
+    swap = lambda r: b if r == a else a if r == b else r
+    p = copy.deepcopy(plan)
+    for pl in p["pipelines"]:
+        for st in pl["stages"]:
+            st["ranks"] = [swap(r) for r in st["ranks"]]
+            st["leader"] = swap(st["leader"])
+    for g in p["groups"]:
+        g["ranks"] = [swap(r) for r in g["ranks"]]
+    by_rank = {d["rank"]: d for d in p["devices"]}
+    for key in ("pipeline", "stage", "tp_rank", "seq", "heads"):
+        va, vb = by_rank[a].get(key), by_rank[b].get(key)
+        by_rank[a][key], by_rank[b][key] = vb, va
+    mem = p.get("memory_by_kind")
+    if isinstance(mem, list):
+        mem[a], mem[b] = mem[b], mem[a]
+    out = "%s/swap-%d-%d.json" % (sys.argv[2], a, b)
+    json.dump(p, open(out, "w"))
+    print(out)
+EOF
+}
+
+case_local_tp() {
+  model=$work/neo-8k.hx cluster=$src/examples/clusters/gh200-a100-v100.hx
+  sed -e 's/seq_len = [0-9]*/seq_len = 8192/' -e 's/global_batch = [0-9]*/global_batch = 128/' \
+    "$src/examples/models/gpt-neo-2.7b.hx" >"$model"
+  plan_with hexiscale "$work/local_tp" "$model" "$cluster" || { bad "hexiscale found no plan"; return; }
+  plan=$work/local_tp/plan.json
+  t=$(simulated "$plan" "$model" "$cluster")
+  [ -n "$t" ] || { cat "$work/sim.err"; bad "hexic simulate gave no iteration"; return; }
+  mkdir -p "$work/swaps"
+  n=0 before=$fail fail=0
+  for f in $(exchanges "$plan" "$work/swaps"); do
+    n=$((n + 1))
+    s=$(simulated "$f" "$model" "$cluster")
+    [ -n "$s" ] || { cat "$work/sim.err"; bad "hexic simulate refused $f"; continue; }
+    at_most "$t" "$s" ||
+      bad "$(basename "$f" .json): exchanging two devices of one GPU type makes hexiscale's plan $s s, not $t s"
+  done
+  [ "$n" -gt 0 ] || bad "no exchange of same-type devices was tried"
+  [ "$fail" = 0 ] && echo "ok: local_tp: hexiscale's plan $t s; none of $n exchanges of same-type devices is faster"
+  [ "$before" = 0 ] || fail=1
 }
 
 for c in $cases; do
