@@ -8,6 +8,7 @@
 
 #include "passes/cost/cost.h"
 #include "ir/plan_util.h"
+#include "ir/units.h"
 #include "passes/schedule/sched.h"
 
 /* ---- is the sequence too long? ----------------------------------------- */
@@ -85,12 +86,23 @@ static const char *const kind_names[] = {"ring", "ulysses", "usp", "hexiseq"};
 /* The best few plans of each kind by the closed-form estimate, kept as deep
  * copies in `keep` (frames are built in arenas freed after each frame). */
 enum { KEEP = 3 };
+
+/* How far a layout, a cell or a frame is from fitting: the bytes the
+ * binding device lacks (its unit's largest need over its memory) and that
+ * device; bytes INFINITY, rank -1 when nothing was measured. */
+struct miss {
+  double bytes;
+  int rank;
+  const char *frame; /* the closest frame's shape (search level only) */
+};
+
 struct search {
   struct hx_ctx *ctx;
   struct hx_search_limit limit; /* the clock cuts refinement short */
   struct hx_arena keep;
   struct hx_plan *best[NKINDS][KEEP];
   double est[NKINDS][KEEP];
+  struct miss closest; /* of the frames refined, the one nearest to fitting */
 };
 
 static double evaluate(const struct hx_ctx *ctx, const struct hx_plan *p) {
@@ -157,7 +169,32 @@ struct cell_search {
    * layer split how many layers this cell could take instead. */
   const struct hx_seq_layout *any;
   double any_s;
+  struct miss miss; /* the least any layout that does not fit lacks */
 };
+
+/* The layout's binding device and the bytes it lacks: over the units, the
+ * largest need over the unit's memory (its smallest device's, named). */
+static struct miss layout_miss(const struct cell_search *cs) {
+  const struct hx_seq_layout *l = cs->st.seq_layout;
+  const struct hx_cluster *c = &cs->ctx->cluster;
+  struct miss m = {-INFINITY, -1, NULL};
+  for (int u = 0; u < l->nunits; u++) {
+    double over = hx_seq_unit_memory_bytes(cs->ctx, &cs->st, u, cs->first, cs->last, 1,
+                                           cs->in_flight) -
+                  l->unit_memory[u];
+    if (over <= m.bytes)
+      continue;
+    m.bytes = over;
+    for (int k = 0; k < l->tp; k++) {
+      int r = cs->st.devices[u * l->tp + k];
+      if ((double)c->gpus[c->devices[r].gpu_type].memory_bytes == l->unit_memory[u]) {
+        m.rank = r;
+        break;
+      }
+    }
+  }
+  return m;
+}
 
 static void consider(struct cell_search *cs, struct hx_seq_layout *l) {
   if (!l)
@@ -166,6 +203,11 @@ static void consider(struct cell_search *cs, struct hx_seq_layout *l) {
   double t = hx_seq_refine(cs->ctx, &cs->st, cs->first, cs->last, 1, cs->in_flight);
   bool fits =
       hx_seq_stage_memory_fits(cs->ctx, &cs->st, cs->first, cs->last, 1, cs->in_flight, NULL);
+  if (!fits) {
+    struct miss m = layout_miss(cs);
+    if (m.rank >= 0 && m.bytes < cs->miss.bytes)
+      cs->miss = m;
+  }
   if (fits && t < cs->best_s) {
     cs->best_s = t;
     cs->best = l;
@@ -234,15 +276,18 @@ static void cell_init(struct cell_search *cs, const struct hx_ctx *ctx, struct h
   cs->last = s == f->pp - 1;
   cs->in_flight = hx_in_flight(ctx->train.schedule, s, f->pp, ctx->train.global_batch / f->dp);
   cs->best_s = cs->any_s = INFINITY;
+  cs->miss = (struct miss){INFINITY, -1, NULL};
 }
 
 /* The best layout of cell c under the frame's layer bounds; `earlier` (may
  * be NULL) is the cell's layout under other bounds, refined again here. On
- * return *any is the fastest layout whether it fits memory or not. */
+ * return *any is the fastest layout whether it fits memory or not, and
+ * *miss what the closest of those that do not fit lacks. */
 static const struct hx_seq_layout *cell_layout(const struct hx_ctx *ctx, struct hx_arena *a,
                                                const struct hx_seq_frame *f, int c,
                                                const struct hx_seq_layout *earlier,
-                                               const struct hx_seq_layout **any) {
+                                               const struct hx_seq_layout **any,
+                                               struct miss *miss) {
   struct cell_search cs;
   cell_init(&cs, ctx, a, f, c);
   /* the baselines' layouts, refined: HexiSeq starts from them too */
@@ -253,6 +298,7 @@ static const struct hx_seq_layout *cell_layout(const struct hx_ctx *ctx, struct 
   if (earlier)
     consider(&cs, hx_seq_layout_copy(a, earlier));
   *any = cs.any;
+  *miss = cs.miss;
   return cs.best;
 }
 
@@ -314,18 +360,32 @@ static const char *layers_text(struct hx_arena *a, const struct hx_seq_frame *f)
 
 /* Layouts of every cell under the frame's bounds (earlier: the cells'
  * layouts under other bounds, or NULL). False when some cell fits nothing;
- * `any` gets each cell's fastest layout all the same. */
+ * `any` gets each cell's fastest layout all the same, and *miss the largest
+ * of the cells' least shortfalls (what the frame lacks at the least). */
 static bool frame_layouts(const struct hx_ctx *ctx, struct hx_arena *a, const struct hx_seq_frame *f,
                           const struct hx_seq_layout **earlier, const struct hx_seq_layout **out,
-                          const struct hx_seq_layout **any) {
+                          const struct hx_seq_layout **any, struct miss *miss) {
   bool ok = true;
+  *miss = (struct miss){-INFINITY, -1, NULL};
   for (int c = 0; c < f->dp * f->pp; c++) {
-    out[c] = cell_layout(ctx, a, f, c, earlier ? earlier[c] : NULL, &any[c]);
+    struct miss m;
+    out[c] = cell_layout(ctx, a, f, c, earlier ? earlier[c] : NULL, &any[c], &m);
+    if (!out[c] && (m.rank < 0 || m.bytes > miss->bytes))
+      *miss = m;
     if (!any[c])
       return false;
     ok &= out[c] != NULL;
   }
   return ok;
+}
+
+/* Keeps the frame's miss when it is the closest yet (the frame fits nothing). */
+static void note_miss(struct search *s, struct hx_arena *a, const struct hx_seq_frame *f,
+                      struct miss m) {
+  if (m.rank < 0 || !(m.bytes < s->closest.bytes))
+    return;
+  m.frame = hx_sprintf(&s->ctx->arena, "%s%s", frame_text(a, f), layers_text(a, f));
+  s->closest = m;
 }
 
 static void offer_frame(struct search *s, struct hx_arena *a, const struct hx_seq_frame *f,
@@ -342,9 +402,12 @@ static void hexiseq_of(struct search *s, struct hx_arena *a, struct hx_seq_frame
   int ncells = f->dp * f->pp;
   const struct hx_seq_layout **even = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
   const struct hx_seq_layout **any = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
-  bool fits = frame_layouts(s->ctx, a, f, NULL, even, any);
+  struct miss miss;
+  bool fits = frame_layouts(s->ctx, a, f, NULL, even, any, &miss);
   if (fits)
     offer_frame(s, a, f, even);
+  else
+    note_miss(s, a, f, miss);
   if (f->pp == 1 || !any[0])
     return;
   for (int c = 0; c < ncells; c++)
@@ -353,8 +416,10 @@ static void hexiseq_of(struct search *s, struct hx_arena *a, struct hx_seq_frame
   if (!split_layers_by_cost(s->ctx, a, f, even))
     return;
   const struct hx_seq_layout **uneven = HX_NEW_ARRAY(a, const struct hx_seq_layout *, ncells);
-  if (frame_layouts(s->ctx, a, f, even, uneven, any))
+  if (frame_layouts(s->ctx, a, f, even, uneven, any, &miss))
     offer_frame(s, a, f, uneven);
+  else
+    note_miss(s, a, f, miss);
 }
 
 /* ---- frames ------------------------------------------------------------ */
@@ -489,10 +554,13 @@ static void attach_baselines(struct hx_ctx *ctx, struct hx_plan *plan, struct hx
   ctx->baseline = best;
 }
 
-struct hx_plan *hx_hexiseq_try(struct hx_ctx *ctx) {
+/* The search; *closest (may be NULL) gets the refined frame nearest to
+ * fitting when no layout fits. */
+static struct hx_plan *search_plan(struct hx_ctx *ctx, struct miss *closest) {
   struct search s;
   memset(&s, 0, sizeof s);
   s.ctx = ctx;
+  s.closest = (struct miss){INFINITY, -1, NULL};
   hx_search_limit_init(&s.limit, &ctx->opt);
   hx_arena_init(&s.keep);
   for (int k = 0; k < NKINDS; k++)
@@ -507,6 +575,8 @@ struct hx_plan *hx_hexiseq_try(struct hx_ctx *ctx) {
   for (int k = 0; k < NKINDS; k++)
     kinds[k] = fastest_of(&s, k);
   hx_arena_free(&s.keep);
+  if (closest)
+    *closest = s.closest;
   if (ctx->baseline && !ctx->baseline->sim.valid)
     hx_simulate(ctx, ctx->baseline, NULL);
   /* The baselines' layouts are candidates: hexic is never slower than them.
@@ -531,15 +601,27 @@ struct hx_plan *hx_hexiseq_try(struct hx_ctx *ctx) {
   return plan;
 }
 
+struct hx_plan *hx_hexiseq_try(struct hx_ctx *ctx) { return search_plan(ctx, NULL); }
+
 struct hx_plan *hx_hexiseq_schedule(struct hx_ctx *ctx) {
-  struct hx_plan *plan = hx_hexiseq_try(ctx);
-  if (!plan)
-    /* full recompute was tried already unless the train block rules it out */
-    hx_error_plain("no context x head parallel layout fits in memory over %d devices for "
-                   "%lld-token sequences; try %smore devices",
-                   ctx->cluster.ndevices, (long long)ctx->model.seq_len,
-                   hx_sched_recompute_allowed(ctx, true) ? "" : "recompute = full or ");
-  return plan;
+  struct miss closest;
+  struct hx_plan *plan = search_plan(ctx, &closest);
+  if (plan)
+    return plan;
+  /* the binding device of the frame nearest to fitting, as HexiScale's
+   * report names one: what the cluster lacks, not only that it lacks */
+  const char *where =
+      closest.rank < 0
+          ? ""
+          : hx_sprintf(&ctx->arena, ": the closest layout (%s) needs %s more on %s", closest.frame,
+                       hx_bytes_text(&ctx->arena, closest.bytes),
+                       ctx->cluster.devices[closest.rank].name);
+  /* full recompute was tried already unless the train block rules it out */
+  hx_error_plain("no context x head parallel layout fits in memory over %d devices for "
+                 "%lld-token sequences%s; try %smore devices",
+                 ctx->cluster.ndevices, (long long)ctx->model.seq_len, where,
+                 hx_sched_recompute_allowed(ctx, true) ? "" : "recompute = full or ");
+  return NULL;
 }
 
 static bool splits_sequences(const struct hx_plan *plan) {

@@ -12,11 +12,14 @@
 #             v100a:0 and v100b:3 (same GPU, layers and micro-batches kept)
 #             pairs them inside v100b (7.922 s). No exchange of two devices
 #             of one GPU type on different machines may make its plan faster.
+#  hexiseq_shortfall  --strategy=hexiseq said only 'no context x head
+#             parallel layout fits'; it must name the binding device and the
+#             bytes it lacks, and that much more memory must let it plan.
 #   misses.sh HEXIC SOURCE_DIR WORK_DIR [CASE...]
 set -u
 hexic=$1 src=$2 work=$3
 shift 3
-cases=${*:-hexiscale local_tp}
+cases=${*:-hexiscale local_tp hexiseq_shortfall}
 rm -rf "$work"
 mkdir -p "$work"
 fail=0
@@ -110,6 +113,27 @@ case_local_tp() {
   [ "$n" -gt 0 ] || bad "no exchange of same-type devices was tried"
   [ "$fail" = 0 ] && echo "ok: local_tp: hexiscale's plan $t s; none of $n exchanges of same-type devices is faster"
   [ "$before" = 0 ] || fail=1
+}
+
+# HexiSeq's refusal names the binding device and the bytes it lacks, as
+# HexiScale's does, and the figure means something: tiny-long at 65536-token
+# sequences on cpu8-long fits no layout; with every GPU that much (and 1 MiB)
+# larger, one fits.
+case_hexiseq_shortfall() {
+  model=$work/tiny-64k.hx cluster=$src/examples/clusters/cpu8-long.hx
+  sed 's/seq_len = [0-9]*/seq_len = 65536/' "$src/examples/models/tiny-long.hx" >"$model"
+  "$hexic" --strategy=hexiseq -o "$work/seq64k" "$model" "$cluster" >"$work/seq64k.log" 2>&1
+  rc=$?
+  [ "$rc" = 3 ] || { cat "$work/seq64k.log"; bad "hexiseq on tiny-long at 65536 tokens exited $rc, not 3"; return; }
+  line=$(grep "no context x head parallel layout fits" "$work/seq64k.log")
+  mib=$(echo "$line" | sed -n 's/.*: the closest layout (.*) needs \([0-9.]*\) MiB more on [a-z]*:[0-9]*;.*/\1/p')
+  [ -n "$mib" ] || { echo "$line"; bad "HexiSeq's refusal names no device and bytes"; return; }
+  more=$(awk -v m="$mib" 'BEGIN { printf "%d", 1542 + m + 1.999 }')
+  sed "s/memory = 1542 MiB/memory = $more MiB/g" "$cluster" >"$work/cpu8-long-more.hx"
+  "$hexic" --strategy=hexiseq -o "$work/seq64k-more" "$model" "$work/cpu8-long-more.hx" \
+    >"$work/seq64k-more.log" 2>&1 ||
+    { cat "$work/seq64k-more.log"; bad "with $more MiB a GPU (the refusal's $mib MiB more) HexiSeq still plans nothing"; return; }
+  echo "ok: hexiseq_shortfall: '$(echo "$line" | sed 's/^hexic: error: //')'; with $more MiB it plans"
 }
 
 for c in $cases; do
