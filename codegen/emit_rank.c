@@ -7,6 +7,7 @@
 
 #include "emit_programs.h"
 #include "escape.h"
+#include "passes/cost/cost.h"
 
 enum { COMMENT_WIDTH = 96 }; /* stay clear of ColumnLimit 100 so clang-format never reflows */
 
@@ -220,6 +221,8 @@ static void emit_role_comment(const struct program_set *set, FILE *f, int w) {
           set->plan->schedule == HX_PP_1F1B ? "1F1B" : "GPipe", r->activation_slots,
           r->activation_slots == 1 ? "" : "s", precision_text(set),
           r->st->recompute ? ", full activation recompute" : "");
+  if (hx_stage_sequence_parallel(set->ctx, r->st))
+    fputs(" *   sequence parallel: norms and residuals on this TP rank's rows\n", f);
   if (set->ctx->opt.target == HX_TARGET_CUDA)
     emit_gpu_comment(set, f, w);
   fputs(" */\n#include <stddef.h>\n\n#include \"hexic_rt.h\"\n", f);
@@ -611,6 +614,8 @@ static void emit_config(const struct program_set *set, FILE *f, int w, int ngrou
           r->st->tp);
   fprintf(f, "    .leader_tp_rank = %d,\n    .head_bounds = head_bounds,\n", r->leader_tp_rank);
   fprintf(f, "    .ffn_bounds = ffn_bounds,\n    .recompute = %d,\n", r->st->recompute ? 1 : 0);
+  fprintf(f, "    .sequence_parallel = %s,\n",
+          hx_stage_sequence_parallel(set->ctx, r->st) ? "true" : "false");
   fprintf(f, "    .layer_begin = %d,\n    .layer_end = %d,\n", r->st->layer_begin,
           r->st->layer_end);
   fprintf(f, "    .has_embedding = %d,\n    .has_head = %d,\n", r->stage == 0,

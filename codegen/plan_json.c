@@ -199,10 +199,13 @@ bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f) {
   hx_json_string(f, p->strategy);
   fputs(",\n  \"description\": ", f);
   hx_json_string(f, p->description);
-  fprintf(f, ",\n  \"schedule\": \"%s\",\n  \"train\": {\"optimizer_sharding\": \"%s\"},\n"
-             "  \"devices\": [\n",
+  fprintf(f,
+          ",\n  \"schedule\": \"%s\",\n  \"train\": {\"optimizer_sharding\": \"%s\", "
+          "\"sequence_parallel\": %s},\n"
+          "  \"devices\": [\n",
           p->schedule == HX_PP_GPIPE ? "gpipe" : "1f1b",
-          p->optimizer_sharding == HX_SHARD_ZERO1 ? "zero1" : "none");
+          p->optimizer_sharding == HX_SHARD_ZERO1 ? "zero1" : "none",
+          ctx->train.sequence_parallel ? "true" : "false");
   for (int r = 0; r < p->ndevices; r++) {
     write_device(ctx, p, r, f);
     fputs(r + 1 < p->ndevices ? ",\n" : "\n", f);

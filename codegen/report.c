@@ -37,12 +37,17 @@ static void stage_rows(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *
         need = fmax(need, p->sim.peak_memory[st->devices[k]]);
       fprintf(f, "| %d | %d | ", i, s);
       stage_gpus(ctx, st, f);
-      fprintf(f, " | %d | [%d, %d)%s | %lld x %lld | %.3f | %.1f / %.1f |\n", st->tp,
-              st->layer_begin, st->layer_end, st->recompute ? " recompute" : "",
+      fprintf(f, " | %d%s | [%d, %d)%s | %lld x %lld | %.3f | %.1f / %.1f |\n", st->tp,
+              hx_stage_sequence_parallel(ctx, st) ? " SP" : "", st->layer_begin, st->layer_end,
+              st->recompute ? " recompute" : "",
               (long long)pl->micro_batches, (long long)pl->micro_batch_size, t,
               need / GIB, cap / GIB);
     }
   }
+  if (ctx->train.sequence_parallel)
+    fputs("\nTP `SP`: sequence parallel (norms and residuals on each TP rank's rows; "
+          "context x head stages keep the TP all-reduces).\n",
+          f);
 }
 
 /* HexiSeq plans: tokens and heads of every device (context x head layout). */

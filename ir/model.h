@@ -50,6 +50,10 @@ struct hx_train {
   enum hx_optimizer optimizer;
   enum hx_pp_schedule schedule; /* train field `schedule = 1f1b | gpipe` */
   enum hx_opt_sharding optimizer_sharding; /* default zero1 (parser) */
+  /* train field `sequence_parallel` (default true): Megatron's sequence
+   * parallelism on TP stages of whole sequences (HexiSeq stages keep the
+   * all-reduces); a --plan file's "train" may set it instead. */
+  bool sequence_parallel;
   double lr, beta1, beta2, weight_decay, grad_clip, eps;
   int64_t warmup_steps, steps, seed;
   const char *data;       /* NULL: synthetic tokens */

@@ -64,7 +64,7 @@ static const struct field_spec model_fields[M_COUNT] = {
 
 enum { TR_GLOBAL_BATCH, TR_MICRO_BATCH, TR_PRECISION, TR_RECOMPUTE, TR_OPTIMIZER, TR_SCHEDULE, TR_SHARDING, TR_LR,
        TR_BETA1, TR_BETA2, TR_EPS, TR_WEIGHT_DECAY, TR_GRAD_CLIP, TR_WARMUP, TR_STEPS, TR_SEED, TR_DATA,
-       TR_CKPT_EVERY, TR_CKPT_DIR, TR_COUNT };
+       TR_CKPT_EVERY, TR_CKPT_DIR, TR_SEQ_PARALLEL, TR_COUNT };
 static const struct field_spec train_fields[TR_COUNT] = {
     {"global_batch", T_INT, true, 1, MAX_BATCH, false, NULL},
     {"micro_batch", T_INT, false, 0, MAX_BATCH, false, NULL},
@@ -85,6 +85,7 @@ static const struct field_spec train_fields[TR_COUNT] = {
     {"data", T_STRING, false, 0, 0, false, NULL},
     {"checkpoint_every", T_INT, false, 0, MAX_STEPS, false, NULL},
     {"checkpoint_dir", T_STRING, false, 0, 0, false, NULL},
+    {"sequence_parallel", T_BOOL, false, 0, 0, false, NULL},
 };
 
 enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_CUDA_ARCH, G_TP_EFFICIENCY, G_LAYER_OVERHEAD,
@@ -522,6 +523,7 @@ static void build_train(struct sema *s, const struct hx_block *b) {
   t->data = get_string(s, f[TR_DATA], &sp[TR_DATA], NULL);
   get_int(s, f[TR_CKPT_EVERY], &sp[TR_CKPT_EVERY], 0, &t->checkpoint_every);
   t->checkpoint_dir = get_string(s, f[TR_CKPT_DIR], &sp[TR_CKPT_DIR], "checkpoints");
+  t->sequence_parallel = get_choice(s, f[TR_SEQ_PARALLEL], &sp[TR_SEQ_PARALLEL], 1) == 1;
   if (t->global_batch > 0 && t->micro_batch > t->global_batch)
     hx_error(f[TR_MICRO_BATCH]->value.loc, "'micro_batch' (%lld) is larger than 'global_batch' (%lld)",
              (long long)t->micro_batch, (long long)t->global_batch);

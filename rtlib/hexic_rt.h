@@ -7,6 +7,7 @@
 #ifndef HEXIC_RT_H
 #define HEXIC_RT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The model, exactly as docs/model-spec.md names its dimensions. */
@@ -137,6 +138,10 @@ struct hx_rt_rank_config {
   const int *head_bounds;     /* tp+1 query-head boundaries: TP rank r holds [b[r], b[r+1]) */
   const int *ffn_bounds;      /* tp+1 ffn-column boundaries, likewise */
   int recompute;              /* full activation recompute in backward */
+  /* Megatron's sequence parallelism on a TP stage of whole sequences: norms
+   * and residuals on this TP rank's rows, the TP all-reduces become a
+   * reduce-scatter and an all-gather (a HexiSeq stage ignores it). */
+  bool sequence_parallel;
   int layer_begin, layer_end; /* decoder layers [begin, end) */
   int has_embedding;          /* first stage: token embedding */
   int has_head;               /* last stage: final norm, LM head, loss */

@@ -485,6 +485,8 @@ static void tag_buffers(const struct rt_exec *e) {
   }
   rt_mem_retag(e->x0, SIZE_MAX, RT_MEM_WORKSPACE);
   rt_mem_retag(e->x1, SIZE_MAX, RT_MEM_WORKSPACE);
+  if (e->sp_full) /* SP: the whole activation beside the embedding and the head */
+    rt_mem_retag(e->sp_full, SIZE_MAX, RT_MEM_WORKSPACE);
   rt_mem_retag(e->scratch, SIZE_MAX, RT_MEM_WORKSPACE);
   rt_mem_retag(e->scratch, e->dev->recompute_bytes(), RT_MEM_RECOMPUTE);
   if (e->hs.whole) { /* a HexiSeq leader's gather and scatter */

@@ -78,6 +78,7 @@ struct rt_sync_state {
   struct rt_bucket *buckets; /* in the one order every rank starts and waits them */
   int started;               /* buckets[0..started) are in flight or done */
   int last_backward_mb;      /* the micro-batch of the step's last backward; -1: none */
+  int norm_sum_mb;           /* SP: the backward that sums the norm gains; -1: GRAD_SYNC */
   bool overlap;              /* HEXIC_SYNC_OVERLAP: start during the backward (default) */
   bool trace;                /* HEXIC_SYNC_TRACE: one line per step of starts and backwards */
   struct rt_runs leftover;   /* replicated ranges in no bucket: zeroed off TP rank 0 */
@@ -160,6 +161,16 @@ struct rt_exec {
   struct rt_runs in_norm;    /* what this rank adds to the global norm: rt_for_each_owned */
   struct rt_emu emu;
   struct rt_hexiseq hs; /* on: a HexiSeq stage */
+  /* Sequence parallelism (model.sp_size > 1: a TP stage of whole sequences
+   * with cfg->sequence_parallel): the layers' inputs and outputs are this TP
+   * rank's rows (hxk_sp_rows of tokens), which start sp_off_bytes into a
+   * whole [tokens, D] activation and fill rows_bytes (act_bytes when off);
+   * sp_full holds a whole one on stages with the embedding or the head (its
+   * output, the head's input, the embedding's gradient); sp_counts: per TP
+   * rank, its elements of a collective (rt_tp_reduce_scatter). */
+  size_t rows_bytes, sp_off_bytes;
+  void *sp_full;
+  long *sp_counts;
   struct rt_hops *hops; /* receives posted ahead and their buffers (rt_exec_ops.c) */
 };
 
@@ -231,6 +242,10 @@ void rt_sync_backward_point(struct rt_exec *e, int m, int done);
 /* The GRAD_SYNC op: starts what is left, waits for every bucket. */
 void rt_sync_gradients(struct rt_exec *e);
 void rt_tp_allreduce(void *buf, long n, void *arg); /* the device's rt_tp_reduce_fn */
+/* Sequence parallelism's hooks (rt_tp_reduce_scatter_fn, rt_tp_allgather_fn):
+ * rows as hxk_sp_rows of n over the TP group, on the transport. */
+void rt_tp_reduce_scatter(const void *send, void *recv, long n, int width, void *arg);
+void rt_tp_allgather(void *buf, long n, int width, void *arg);
 
 /* The first gradient element of this rank that is not finite, in the
  * order the backward produces them (the spec's tensor order reversed: where

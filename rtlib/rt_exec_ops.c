@@ -27,7 +27,15 @@
  * posted at a backward, needs one. On the CPU, MPI moves a posted receive
  * on inside the MPI calls the compute makes (TP all-reduces, bucket tests)
  * and at the wait. A HexiSeq leader's hop (gathered and scattered through
- * hs.whole) is received at its RECV op, as before. */
+ * hs.whole) is received at its RECV op, as before.
+ *
+ * Sequence parallelism (e->model.sp_size > 1): the layers run on this TP
+ * rank's rows, so what lies between them (x0, x1) is rows; everything
+ * outside them stays whole and device-agnostic: the embedding's whole output
+ * gives its rows to the first layer, the last layer's rows are all-gathered
+ * before the head (whose whole input gradient gives its rows back) and
+ * before a hop's send, and a received hop, broadcast as before, gives each
+ * TP rank its rows. */
 
 #include <string.h>
 
@@ -205,12 +213,39 @@ static void *hop_input(struct rt_exec *e, enum hx_rt_op_kind kind, int m) {
   return in;
 }
 
+static bool sp_on(const struct rt_exec *e) { return e->model.sp_size > 1; }
+
+/* This TP rank's rows of a whole activation (SP). */
+static void *own_rows(const struct rt_exec *e, const void *whole) {
+  return (char *)whole + e->sp_off_bytes;
+}
+
+/* SP: whole from every TP rank's rows, this rank's copied in from rows. */
+static void gather_rows(struct rt_exec *e, const void *rows, void *whole) {
+  e->dev->copy(own_rows(e, whole), rows, e->rows_bytes);
+  rt_tp_allgather(whole, e->tokens, e->dims.dim, e);
+}
+
+/* The rows the layers run on: all, or this TP rank's under SP. */
+static void rows_init(struct rt_exec *e) {
+  size_t elem = rt_dtype_bytes(e->dev->dtype);
+  e->rows_bytes = e->act_bytes;
+  e->sp_off_bytes = 0;
+  if (!sp_on(e))
+    return;
+  long begin = 0, end = 0;
+  hxk_sp_rows(e->tokens, e->model.sp_size, e->model.sp_rank, &begin, &end);
+  e->rows_bytes = (size_t)((end - begin) * e->dims.dim) * elem;
+  e->sp_off_bytes = (size_t)(begin * e->dims.dim) * elem;
+}
+
 void rt_slots_init(struct rt_exec *e) {
   const struct hx_rt_rank_config *c = e->cfg;
   const struct rt_device *d = e->dev;
   long xd = e->tokens * e->dims.dim;
   int nlayers = e->p.lay.nlayers > 0 ? e->p.lay.nlayers : 1;
   e->act_bytes = (size_t)xd * rt_dtype_bytes(d->dtype);
+  rows_init(e);
   e->acts_bytes = d->acts_bytes();
   e->slots = hx_rt_calloc((size_t)c->activation_slots, sizeof *e->slots);
   for (int i = 0; i < c->activation_slots; i++) {
@@ -227,8 +262,10 @@ void rt_slots_init(struct rt_exec *e) {
     s->act_send = e->tr->send_new(hop_elements(e), d->dtype);
     s->grad_send = e->tr->send_new(hop_elements(e), d->dtype);
   }
-  e->x0 = d->alloc(e->act_bytes);
-  e->x1 = d->alloc(e->act_bytes);
+  e->x0 = d->alloc(e->rows_bytes);
+  e->x1 = d->alloc(e->rows_bytes);
+  if (sp_on(e) && (c->has_embedding || c->has_head))
+    e->sp_full = d->alloc(e->act_bytes);
   e->scratch = d->alloc(d->scratch_bytes());
   hops_init(e);
 }
@@ -363,13 +400,20 @@ static void forward(struct rt_exec *e, int m) {
   struct rt_slot *s = slot_of(e, m);
   load_batch(e, m, s);
   void *x = hop_input(e, HX_RT_FORWARD, m), *y = e->x1;
+  if (x && sp_on(e))
+    x = own_rows(e, x);
   if (!x) {
     if (!c->has_embedding)
       hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: forward %d of a stage past the first has no "
                                     "received activation",
                   m);
     x = e->x0;
-    d->embed_forward(x, s->tokens);
+    if (sp_on(e)) {
+      d->embed_forward(e->sp_full, s->tokens);
+      d->copy(x, own_rows(e, e->sp_full), e->rows_bytes);
+    } else {
+      d->embed_forward(x, s->tokens);
+    }
   }
   for (int l = 0; l < e->p.lay.nlayers; l++) {
     d->layer_forward(l, x, y, acts_of(e, s, l), e->scratch);
@@ -379,8 +423,16 @@ static void forward(struct rt_exec *e, int m) {
   }
   if (c->has_head) {
     double scale = 1.0 / ((double)c->train->global_batch * e->dims.seq_len);
+    if (sp_on(e)) { /* the head runs on whole sequences */
+      gather_rows(e, x, e->sp_full);
+      x = e->sp_full;
+    }
     d->zero(s->dout, e->act_bytes);
     d->head(x, s->tokens + e->tokens, scale, s->dout, e->scratch, c->tp_rank == 0);
+  } else if (sp_on(e)) { /* every TP rank gathers; the leader sends */
+    if (is_leader(e))
+      e->tr->send_wait(s->act_send, "finish an earlier activation send");
+    gather_rows(e, x, s->out_act);
   } else if (e->hs.on) {
     if (is_leader(e))
       e->tr->send_wait(s->act_send, "finish an earlier activation send");
@@ -402,6 +454,8 @@ static void backward(struct rt_exec *e, int m) {
   if (!dout)
     hx_rt_fatal(HX_RT_EXIT_ERROR,
                 "internal: backward %d of a stage before the last has no received gradient", m);
+  if (sp_on(e)) /* the head's, or the received, whole gradient: this rank's rows */
+    dout = own_rows(e, dout);
   void *dx = e->x0, *spare = e->x1;
   for (int l = e->p.lay.nlayers - 1; l >= 0; l--) {
     d->layer_backward(l, dout, dx, acts_of(e, s, l), e->scratch);
@@ -411,8 +465,19 @@ static void backward(struct rt_exec *e, int m) {
     spare = (void *)dout;
   }
   /* dout now holds the gradient of the stage input */
+  if (c->has_embedding && sp_on(e)) {
+    gather_rows(e, dout, e->sp_full);
+    d->embed_backward(s->tokens, e->sp_full);
+    return;
+  }
   if (c->has_embedding) {
     d->embed_backward(s->tokens, dout);
+    return;
+  }
+  if (sp_on(e)) {
+    if (is_leader(e))
+      e->tr->send_wait(s->grad_send, "finish an earlier gradient send");
+    gather_rows(e, dout, s->din);
     return;
   }
   if (e->hs.on) {

@@ -155,6 +155,21 @@ static void add_to_norm(void *arg, const struct rt_piece *piece) {
   rt_runs_add(arg, piece->off, (piece->r1 - piece->r0) * (piece->c1 - piece->c0));
 }
 
+/* Sequence parallelism runs on TP stages of whole sequences when the plan
+ * asks for it; a HexiSeq stage keeps the all-reduces (its rows are already
+ * a part of each sequence). Also this rank's rows and the collectives'
+ * counts. */
+static void sp_init(struct rt_exec *e) {
+  const struct hx_rt_rank_config *c = e->cfg;
+  bool sp = c->sequence_parallel && c->tp > 1 && !e->hs.on && c->layer_end > c->layer_begin;
+  e->model.sp_size = sp ? c->tp : 0;
+  e->model.sp_rank = e->model.sp_size > 1 ? c->tp_rank : 0;
+  e->model.tp_reduce_scatter = e->model.sp_size > 1 ? rt_tp_reduce_scatter : NULL;
+  e->model.tp_allgather = e->model.sp_size > 1 ? rt_tp_allgather : NULL;
+  if (e->model.sp_size > 1)
+    e->sp_counts = hx_rt_calloc((size_t)c->tp, sizeof *e->sp_counts);
+}
+
 /* The device's view of the model; the TP hook only when TP splits it. */
 static void describe_model(struct rt_exec *e) {
   bool split = e->cfg->tp > 1;
@@ -168,6 +183,7 @@ static void describe_model(struct rt_exec *e) {
                                .local_len = e->hs.on ? e->hs.local_len : 0,
                                .positions = e->hs.on ? e->hs.positions : NULL,
                                .attention = e->hs.on ? rt_seq_attention_hook(e->hs.hook) : NULL};
+  sp_init(e);
 }
 
 void rt_params_init(struct rt_exec *e) {

@@ -500,6 +500,7 @@ void rt_sync_init(struct rt_exec *e) {
   s->overlap = flag_from_env("HEXIC_SYNC_OVERLAP", true);
   s->trace = flag_from_env("HEXIC_SYNC_TRACE", false);
   s->last_backward_mb = s->overlap ? last_backward(c) : -1;
+  s->norm_sum_mb = e->model.sp_size > 1 ? last_backward(c) : -1;
 }
 
 int64_t rt_model_state_bytes(const struct rt_exec *e) {
@@ -573,8 +574,24 @@ static void start_ready(struct rt_exec *e, int done) {
     start_bucket(e, &s->buckets[s->started++]);
 }
 
+/* Sequence parallelism: a layer's two norm gains' gradients hold this TP
+ * rank's rows' part only (kernels/cpu/llama.h); summed over the TP group
+ * once per step, before any bucket packs them, they are whole and the same
+ * on every TP rank again, as without SP (the replicated tensors' rule). */
+static void sum_norm_gains(struct rt_exec *e, int l) {
+  static const enum hxk_param gains[2] = {HXK_ATTN_NORM, HXK_MLP_NORM};
+  for (int k = 0; k < 2; k++) {
+    double t0 = hx_rt_now_s();
+    e->tr->tp_allreduce(e->p.dev.g + rt_layer_tensor(e, l, gains[k]), e->dims.dim, RT_FP32,
+                        "sum a norm gain's gradient over the TP group");
+    rt_emu_allreduce_done(e, -1, e->cfg->tp, (double)e->dims.dim * sizeof(float), t0);
+  }
+}
+
 void rt_sync_backward_point(struct rt_exec *e, int m, int done) {
   struct rt_sync_state *s = &e->sync;
+  if (m == s->norm_sum_mb && m >= 0 && done >= 0 && done < e->p.lay.nlayers)
+    sum_norm_gains(e, done);
   if (m != s->last_backward_mb || m < 0)
     return;
   if (done == e->p.lay.nlayers)
@@ -624,6 +641,9 @@ static void print_trace(struct rt_exec *e) {
  * them once. */
 void rt_sync_gradients(struct rt_exec *e) {
   struct rt_sync_state *s = &e->sync;
+  if (e->model.sp_size > 1 && s->norm_sum_mb < 0)
+    for (int l = 0; l < e->p.lay.nlayers; l++)
+      sum_norm_gains(e, l);
   if (e->cfg->tp_rank != 0)
     for (int k = 0; k < s->leftover.n; k++)
       e->dev->zero(e->p.dev.g + s->leftover.items[k].off,
@@ -641,6 +661,37 @@ void rt_tp_allreduce(void *buf, long n, void *arg) {
   double t0 = hx_rt_now_s();
   e->tr->tp_allreduce(buf, n, e->dev->dtype, "tensor-parallel all-reduce");
   rt_emu_allreduce_done(e, -1, e->cfg->tp, (double)n * rt_dtype_bytes(e->dev->dtype), t0);
+  hx_rt_progress();
+}
+
+/* The elements of each TP rank in a collective of n rows of width. */
+static const long *sp_counts(const struct rt_exec *e, long n, int width) {
+  for (int i = 0; i < e->cfg->tp; i++) {
+    long begin = 0, end = 0;
+    hxk_sp_rows(n, e->cfg->tp, i, &begin, &end);
+    e->sp_counts[i] = (end - begin) * width;
+  }
+  return e->sp_counts;
+}
+
+/* A reduce-scatter or an all-gather moves half an all-reduce's bytes: the
+ * emulated link is charged for a ring all-reduce of half the elements. */
+void rt_tp_reduce_scatter(const void *send, void *recv, long n, int width, void *arg) {
+  struct rt_exec *e = arg;
+  double t0 = hx_rt_now_s();
+  e->tr->tp_reduce_scatter(send, recv, sp_counts(e, n, width), e->dev->dtype,
+                           "sequence-parallel reduce-scatter");
+  rt_emu_allreduce_done(e, -1, e->cfg->tp, 0.5 * (double)n * width * rt_dtype_bytes(e->dev->dtype),
+                        t0);
+  hx_rt_progress();
+}
+
+void rt_tp_allgather(void *buf, long n, int width, void *arg) {
+  struct rt_exec *e = arg;
+  double t0 = hx_rt_now_s();
+  e->tr->tp_allgather(buf, sp_counts(e, n, width), e->dev->dtype, "sequence-parallel all-gather");
+  rt_emu_allreduce_done(e, -1, e->cfg->tp, 0.5 * (double)n * width * rt_dtype_bytes(e->dev->dtype),
+                        t0);
   hx_rt_progress();
 }
 

@@ -39,6 +39,7 @@ static inline void fx_train(struct hx_ctx *ctx, enum hx_recompute recompute, int
   ctx->train.optimizer = HX_OPT_ADAMW;
   ctx->train.recompute = recompute;
   ctx->train.global_batch = global_batch;
+  ctx->train.sequence_parallel = true; /* the train block's default */
   CHECK(hx_pass_model_stats(ctx));
 }
 

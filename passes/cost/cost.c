@@ -236,12 +236,32 @@ static void layer_compute(const struct hx_ctx *ctx, const struct hx_stage *st, i
   }
 }
 
+/* The model's activation bytes per token of one layer on one TP rank: all
+ * of them / tp under sequence parallelism; without it the four [T, D]
+ * tensors kept by rows (x, the normed a, x1, the normed m: 4 D elements,
+ * model_stats.c's count) stay whole on every TP rank and only the rest is
+ * split. The element size is what recompute keeps per token / D. */
+static double layer_act_bytes_per_token(const struct hx_ctx *ctx, const struct hx_stage *st) {
+  const struct hx_model *m = &ctx->model;
+  if (st->tp <= 1 || hx_stage_sequence_parallel(ctx, st))
+    return m->act_bytes_layer / st->tp;
+  double rows = 4.0 * m->act_bytes_layer_recompute; /* 4 D elements */
+  return rows + (m->act_bytes_layer - rows) / st->tp;
+}
+
+/* What full recompute keeps per token of one layer: its input, by rows
+ * under sequence parallelism, else whole on every TP rank. */
+static double layer_recompute_bytes_per_token(const struct hx_ctx *ctx, const struct hx_stage *st) {
+  double tp = hx_stage_sequence_parallel(ctx, st) ? st->tp : 1;
+  return ctx->model.act_bytes_layer_recompute / tp;
+}
+
 /* Bytes one device of the stage keeps for one decoder layer's full
  * activations of one micro-batch: its type's profile when it gives them,
- * else the model's (sequence parallel: / tp); the largest over members. */
+ * else the model's (layer_act_bytes_per_token); the largest over members. */
 static double layer_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   const struct hx_cluster *c = &ctx->cluster;
-  double model = (double)tokens_of(ctx, mbs) * ctx->model.act_bytes_layer / st->tp, most = 0;
+  double model = (double)tokens_of(ctx, mbs) * layer_act_bytes_per_token(ctx, st), most = 0;
   for (int i = 0; i < st->ndevices; i++) {
     int type = c->devices[st->devices[i]].gpu_type;
     const struct hx_profile *p = c->gpus[type].nprofiles > 0 ? hx_gpu_profile(c, type, st->tp) : NULL;
@@ -269,6 +289,11 @@ double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, i
   return fwd;
 }
 
+bool hx_stage_sequence_parallel(const struct hx_ctx *ctx, const struct hx_stage *st) {
+  return ctx->train.sequence_parallel && st->tp > 1 && !st->seq_layout &&
+         st->layer_end > st->layer_begin;
+}
+
 /* One TP all-reduce of a micro-batch's activations (mbs x T x D elements). */
 static double tp_allreduce_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   if (st->tp <= 1)
@@ -276,9 +301,22 @@ static double tp_allreduce_s(const struct hx_ctx *ctx, const struct hx_stage *st
   return hx_allreduce_s(&ctx->cluster, st->devices, st->tp, hx_hop_bytes(ctx, mbs));
 }
 
+/* One sequence-parallel reduce-scatter or all-gather of a micro-batch's
+ * activations: a ring of tp - 1 steps, each moving the largest TP rank's
+ * rows (ceil(n / tp) of hxk_sp_rows' split). */
+static double sp_collective_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
+  if (st->tp <= 1)
+    return 0;
+  int64_t n = tokens_of(ctx, mbs), rows = (n + st->tp - 1) / st->tp;
+  double row_bytes = hx_hop_bytes(ctx, mbs) / (double)n;
+  return hx_reduce_scatter_s(&ctx->cluster, st->devices, st->tp, rows * row_bytes * st->tp, NULL);
+}
+
 double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   if (st->seq_layout) /* all of the layer's communication: TP, all-to-all, exposed ring */
     return seq_cost(ctx, st, mbs, true).layer_fwd - seq_cost(ctx, st, mbs, false).layer_fwd;
+  if (hx_stage_sequence_parallel(ctx, st)) /* 2 reduce-scatters, 2 all-gathers */
+    return 4 * sp_collective_s(ctx, st, mbs);
   return 2 * tp_allreduce_s(ctx, st, mbs);
 }
 
@@ -290,6 +328,35 @@ double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_
   return 2 * unsplit_compute_s(ctx, st, ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs));
 }
 
+/* A TP stage's communication per micro-batch, as the runtime runs it.
+ * Without sequence parallelism: per layer 2 all-reduces forward, 2 backward
+ * (of da and dm). With it (rtlib/rt_exec_ops.c, kernels/cpu/layer.c): per
+ * layer forward 2 all-gathers (the normed rows) and 2 reduce-scatters;
+ * backward 4 all-gathers (the output gradient twice, a and m again) and 2
+ * reduce-scatters; and per stage one all-gather each way (the last layer's
+ * rows before the head or the send; the input gradient's before the
+ * embedding or the send). */
+struct tp_comm {
+  double layer_fwd, layer_bwd, stage_fwd, stage_bwd;
+};
+
+static struct tp_comm tp_comm(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs,
+                              bool with_comm) {
+  struct tp_comm c = {0, 0, 0, 0};
+  if (!with_comm)
+    return c;
+  if (!hx_stage_sequence_parallel(ctx, st)) {
+    double ar = tp_allreduce_s(ctx, st, mbs);
+    c.layer_fwd = c.layer_bwd = 2 * ar;
+    return c;
+  }
+  double one = sp_collective_s(ctx, st, mbs);
+  c.layer_fwd = 4 * one;
+  c.layer_bwd = 6 * one;
+  c.stage_fwd = c.stage_bwd = one;
+  return c;
+}
+
 void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                     int64_t mbs, bool with_comm, struct hx_stage_times *out) {
   int nl = nlayers(st);
@@ -299,17 +366,18 @@ void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool fi
     out->layer_bwd = c.layer_bwd;
     out->head_bwd = last ? c.head_bwd : 0;
   } else {
-    double ar = with_comm ? tp_allreduce_s(ctx, st, mbs) : 0; /* one TP all-reduce */
     double lf, lb; /* one decoder layer's compute */
     layer_compute(ctx, st, mbs, &lf, &lb);
     double ends = hx_stage_fwd_flops(&ctx->model, 0, 0, first, last, tokens_of(ctx, mbs));
-    /* 2 all-reduces per layer; the embedding and the head run whole on
-     * every TP rank (no vocab parallelism in hexic's runtime) */
-    out->fwd = nl * lf + unsplit_compute_s(ctx, st, ends) + 2 * nl * ar;
+    struct tp_comm comm = tp_comm(ctx, st, mbs, with_comm);
+    /* the embedding and the head run whole on every TP rank (no vocab
+     * parallelism in hexic's runtime) */
+    out->fwd = nl * (lf + comm.layer_fwd) + unsplit_compute_s(ctx, st, ends) + comm.stage_fwd;
     /* The embedding's backward is a scatter-add: no FLOPs counted, like its
-     * forward. */
-    out->layer_bwd = lb + 2 * ar + (st->recompute ? lf + 2 * ar : 0);
-    out->head_bwd = last ? hx_head_bwd_s(ctx, st, mbs) : 0;
+     * forward. The stage's own backward gather is spread over its layers. */
+    out->layer_bwd = lb + comm.layer_bwd + (st->recompute ? lf + comm.layer_fwd : 0) +
+                     (nl > 0 ? comm.stage_bwd / nl : 0);
+    out->head_bwd = (last ? hx_head_bwd_s(ctx, st, mbs) : 0) + (nl > 0 ? 0 : comm.stage_bwd);
   }
   out->bwd = nl * out->layer_bwd + out->head_bwd;
 }
@@ -386,7 +454,7 @@ double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, b
   double layer = layer_act_bytes(ctx, st, mbs); /* per device: already / tp */
   double per_mb;
   if (st->recompute)
-    per_mb = tokens * nlayers(st) * m->act_bytes_layer_recompute / st->tp;
+    per_mb = tokens * nlayers(st) * layer_recompute_bytes_per_token(ctx, st);
   else
     per_mb = nlayers(st) * layer;
   double bytes = per_mb * (double)in_flight;
@@ -748,9 +816,25 @@ bool hx_plan_replicates_weights(const struct hx_plan *plan) {
   return plan->npipelines > 1 || hx_plan_has_units(plan);
 }
 
+/* Sequence parallelism: once per step each TP group that holds the layer
+ * sums its two norm gains' gradients (2 all-reduces of D fp32,
+ * rtlib/rt_exec_sync.c) before the layer's gradient sync; the slowest. */
+static double norm_gain_sum_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer) {
+  double most = 0;
+  for (int i = 0; i < plan->npipelines; i++)
+    for (int s = 0; s < plan->pipelines[i].nstages; s++) {
+      const struct hx_stage *st = &plan->pipelines[i].stages[s];
+      if (layer >= st->layer_begin && layer < st->layer_end && hx_stage_sequence_parallel(ctx, st))
+        most = fmax(most, 2 * hx_allreduce_s(&ctx->cluster, st->devices, st->tp,
+                                             4.0 * (double)ctx->model.hidden));
+    }
+  return most;
+}
+
 double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer) {
+  double norms = layer >= 0 ? norm_gain_sum_s(ctx, plan, layer) : 0;
   if (!hx_plan_replicates_weights(plan) || plan->ndevices <= 0)
-    return 0;
+    return norms;
   enum { STACK_RANKS = 1024 };
   double stack[STACK_RANKS] = {0};
   double *per_rank = stack;
@@ -765,7 +849,7 @@ double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan
     if (per_rank[r] > busiest)
       busiest = per_rank[r];
   hx_arena_free(&scratch);
-  return busiest;
+  return busiest + norms;
 }
 
 /* ---- whole plans ------------------------------------------------------- */

@@ -122,6 +122,10 @@ bool hx_tp_calibrate(const struct hx_model *m, const struct hx_profile *profiles
  * mbs sequences on this stage: the slowest member's, by its profile at the
  * stage's TP degree or else FLOPs / (tp x rate x e(tp)) + layer_overhead. */
 double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
+/* Whether a stage runs Megatron's sequence parallelism: the train block's
+ * sequence_parallel, a TP degree above 1, decoder layers and whole
+ * sequences (a HexiSeq stage, st->seq_layout, keeps the TP all-reduces). */
+bool hx_stage_sequence_parallel(const struct hx_ctx *ctx, const struct hx_stage *st);
 /* Time of the 2 (forward) TP all-reduces of one decoder layer's activations. */
 double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 /* One micro-batch forward of the whole stage: compute + TP all-reduces
@@ -266,7 +270,9 @@ void hx_grad_slice_ranks(const struct hx_plan *plan, int layer, int64_t nslices,
  * t_1..t_k, nslices = lcm(t_i), slice j is all-reduced among the TP rank
  * j*t_i/nslices of every pipeline. Members of several slices do them one
  * after another, so the time is the busiest member's sum. layer -1 means the
- * embedding and LM head weights. 0 with one pipeline. */
+ * embedding and LM head weights. 0 with one pipeline. Under sequence
+ * parallelism a decoder layer's also holds its TP groups' sum of the two
+ * norm gains' gradients (once per step), with one pipeline too. */
 double hx_grad_sync_layer_s(const struct hx_ctx *ctx, const struct hx_plan *plan, int layer);
 
 /* Weight replicas a stage holds: its units with a context x head layout

@@ -82,6 +82,37 @@ static double head_scratch_floats(const struct hx_model *m, double n) {
   return 2 * n * (double)m->hidden + n + chunk * (double)m->vocab;
 }
 
+/* Sequence parallelism (hx_stage_sequence_parallel, whole sequences of n
+ * tokens): what changes from the whole-row figures, as kernels/cpu/layer.c
+ * and rtlib/rt_exec_ops.c size it with the rank's `rows` of hxk_sp_rows
+ * (the first n % tp TP ranks one row more). A layer keeps x, a, x1, m and
+ * the two rstd by rows (recompute: the input by rows, and the rebuilt
+ * layer's those by rows too); its scratch holds dx1 by rows plus the
+ * gathered [n, D] and the reduce-scattered rows; x0 and x1 are rows; a
+ * stage with the embedding or the head holds one whole activation more. */
+struct sp_shape {
+  double n, rows, D, e, slots, nlayers;
+  bool recompute, ends;
+};
+
+static void sp_adjust(const struct hx_model *m, const struct rank_shape *s,
+                      const struct sp_shape *p, double *bytes) {
+  double D = p->D, e = p->e, n = p->n, rows = p->rows;
+  double per_row = 4 * D + 2, full = n * (4 * D + 2 + 2 * s->qw + 2 * s->kvw + s->nq + 3 * s->nf);
+  double full_sp = full - (n - rows) * per_row;
+  double kept_fewer = p->recompute ? (n - rows) * D : (n - rows) * per_row;
+  bytes[HX_MEM_ACTIVATIONS] -= p->slots * (p->nlayers > 0 ? p->nlayers : 1) * kept_fewer * e;
+  double rc = p->recompute ? full * e : 0, rc_sp = p->recompute ? full_sp * e : 0;
+  bytes[HX_MEM_RECOMPUTE] += rc_sp - rc;
+  double layer = (n * (4 * D + 3 * s->nf + 2 * s->qw + 2 * s->kvw) +
+                  2.0 * (double)m->seq_len * (double)m->seq_len) * e;
+  double layer_sp = layer + (n * D + 2 * rows * D - n * D) * e; /* gathered, drows; dx1 by rows */
+  double head = head_scratch_floats(m, n) * e;
+  double scratch = fmax(rc + layer, head) - rc, scratch_sp = fmax(rc_sp + layer_sp, head) - rc_sp;
+  bytes[HX_MEM_WORKSPACE] += scratch_sp - scratch - 2 * (n - rows) * D * e /* x0, x1 */ +
+                             (p->ends ? n * D * e : 0);
+}
+
 /* Where rank r runs: its stage and TP rank; false when unused. */
 static bool place_of(const struct hx_plan *plan, int r, const struct hx_pipeline **pl, int *s,
                      int *tp_rank) {
@@ -263,4 +294,16 @@ void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan
   bytes[HX_MEM_WORKSPACE] = (hops ? 0.0 : boundary) + slots * 2 * n * 4.0 /* tokens */ +
                             2 * n * D * e /* x0, x1 */ + scratch - recompute +
                             (double)m->seq_len * s.hd * 4.0 /* RoPE */ + (double)m->heads * 4.0;
+  if (hx_stage_sequence_parallel(ctx, st)) {
+    int64_t tokens_mb = pl->micro_batch_size * m->seq_len;
+    struct sp_shape sp = {(double)tokens_mb,
+                          (double)(tokens_mb / st->tp + (tp_rank < tokens_mb % st->tp ? 1 : 0)),
+                          (double)m->hidden,
+                          e,
+                          (double)hx_in_flight(plan->schedule, si, pl->nstages, pl->micro_batches),
+                          nlayers,
+                          st->recompute,
+                          first || last};
+    sp_adjust(m, &s, &sp, bytes);
+  }
 }

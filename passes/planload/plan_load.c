@@ -395,6 +395,22 @@ static bool load_sharding(const struct hx_ctx *ctx, const struct hx_json *root,
   return true;
 }
 
+/* "train": {"sequence_parallel": true | false}: the file's choice over the
+ * train block's (absent: the train block's); load_sharding checked the
+ * object. */
+static bool load_sequence_parallel(struct hx_ctx *ctx, const struct hx_json *root) {
+  const struct hx_json *train = hx_json_get(root, "train");
+  const struct hx_json *v = train ? hx_json_get(train, "sequence_parallel") : NULL;
+  if (!v)
+    return true;
+  if (v->kind != HX_JSON_BOOL) {
+    hx_error(v->loc, "'sequence_parallel' must be true or false");
+    return false;
+  }
+  ctx->train.sequence_parallel = v->boolean;
+  return true;
+}
+
 /* Shards on a plan that does not shard are a contradiction, not a no-op. */
 static bool shards_agree(const struct hx_plan_loader *l) {
   if (l->plan->optimizer_sharding == HX_SHARD_ZERO1)
@@ -427,8 +443,8 @@ static struct hx_plan *load_plan(struct hx_ctx *ctx, const struct hx_json *root)
                          ? HX_PP_GPIPE
                          : HX_PP_1F1B;
   /* groups first: they say which stages are HexiSeq stages */
-  if (!check_devices(ctx, root) || !load_sharding(ctx, root, l.plan) || !load_groups(&l, root) ||
-      !shards_agree(&l))
+  if (!check_devices(ctx, root) || !load_sharding(ctx, root, l.plan) ||
+      !load_sequence_parallel(ctx, root) || !load_groups(&l, root) || !shards_agree(&l))
     return NULL;
   for (int i = 0; i < pipes->nitems; i++)
     if (!load_pipeline(&l, &pipes->items[i], &l.plan->pipelines[i]))

@@ -55,6 +55,17 @@ static void tp_hook(float *buf, long n, void *arg) {
   cpu.model->tp_reduce(buf, n, cpu.model->tp_arg);
 }
 
+/* Sequence parallelism's hooks (hxk_sp_*_fn) on the executor's. */
+static void sp_reduce_scatter_hook(const float *send, float *recv, long n, int width, void *arg) {
+  (void)arg;
+  cpu.model->tp_reduce_scatter(send, recv, n, width, cpu.model->tp_arg);
+}
+
+static void sp_allgather_hook(float *buf, long n, int width, void *arg) {
+  (void)arg;
+  cpu.model->tp_allgather(buf, n, width, cpu.model->tp_arg);
+}
+
 static void set_up_layers(const struct rt_model *m) {
   const struct hxk_dims *d = m->dims;
   cpu.rope = alloc_as((size_t)hxk_rope_table_floats(d) * sizeof(float), RT_MEM_WORKSPACE);
@@ -70,7 +81,12 @@ static void set_up_layers(const struct rt_model *m) {
                                    .allreduce_arg = NULL,
                                    .positions = m->positions,
                                    .local_len = m->local_len,
-                                   .attention = m->attention};
+                                   .attention = m->attention,
+                                   .sp_size = m->sp_size,
+                                   .sp_rank = m->sp_rank,
+                                   .reduce_scatter = m->sp_size > 1 ? sp_reduce_scatter_hook : NULL,
+                                   .allgather = m->sp_size > 1 ? sp_allgather_hook : NULL,
+                                   .sp_arg = NULL};
 }
 
 /* AdamW's decay per element, as hxk_adamw_step reads it, for chunks of

@@ -2,7 +2,7 @@
  * executor can be tested on plan shapes chosen exactly (uneven batches,
  * uneven layer splits, several stages) whatever the planner would pick.
  *
- *   emit_fixture OUTDIR PLAN [--tied] [--cuda] [--cp] [--heads6]
+ *   emit_fixture OUTDIR PLAN [--tied] [--cuda] [--cp] [--heads6] [--no-sp]
  *
  * PLAN lists pipelines separated by ';', each "MBSxM@S1,S2,..." — micro-batch
  * size, micro-batch count, and one item per stage: "END[:TP][l][r]", the end
@@ -14,7 +14,8 @@
  * examples/models/tiny.hx (--heads6: hidden 96 with 6 heads over 2 kv heads,
  * so TP 3 and 4 replicate kv heads); devices are numbered in pipeline order,
  * TP ranks consecutive. --cp gives the first stage cp = 2 (a shape the emitter
- * must refuse). */
+ * must refuse). Sequence parallelism is on (the train block's default), off
+ * with --no-sp. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,13 +127,17 @@ static bool build_plan(struct hx_ctx *ctx, const char *spec) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: emit_fixture OUTDIR PLAN [--tied] [--cuda] [--cp] [--heads6]\n");
+    fprintf(stderr,
+            "usage: emit_fixture OUTDIR PLAN [--tied] [--cuda] [--cp] [--heads6] [--no-sp]\n");
     return 2;
   }
   struct hx_ctx ctx;
   fx_init(&ctx);
   bool tied = false, cp = false, heads6 = false;
+  ctx.train.sequence_parallel = true; /* the train block's default; --no-sp turns it off */
   for (int i = 3; i < argc; i++) {
+    if (!strcmp(argv[i], "--no-sp"))
+      ctx.train.sequence_parallel = false;
     tied |= !strcmp(argv[i], "--tied");
     cp |= !strcmp(argv[i], "--cp");
     heads6 |= !strcmp(argv[i], "--heads6");

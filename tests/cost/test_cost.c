@@ -110,6 +110,16 @@ static void test_memory(void) {
   st.recompute = true;
   NEAR(hx_stage_act_bytes(&ctx, &st, true, false, 2, 3),
        (64.0 * 2 * m->act_bytes_layer_recompute * 3 + 64.0 * m->act_bytes_layer) / 2);
+  /* without sequence parallelism x, a, x1 and m (4 D elements a token) stay
+   * whole on each TP rank, and recompute keeps the whole layer input */
+  ctx.train.sequence_parallel = false;
+  double whole = 4.0 * m->act_bytes_layer_recompute, rest = m->act_bytes_layer - whole;
+  NEAR(hx_stage_act_bytes(&ctx, &st, true, false, 2, 3),
+       64.0 * 2 * m->act_bytes_layer_recompute * 3 + 64.0 * (whole + rest / 2));
+  st.recompute = false;
+  NEAR(hx_stage_act_bytes(&ctx, &st, true, false, 2, 3), 64.0 * 2 * (whole + rest / 2) * 3);
+  st.recompute = true;
+  ctx.train.sequence_parallel = true;
   NEAR(hx_stage_memory_bytes(&ctx, &st, true, false, 2, 3),
        hx_stage_static_bytes(&ctx, &st, true, false) +
            hx_stage_act_bytes(&ctx, &st, true, false, 2, 3) + 1.5 * 1073741824.0);
@@ -385,7 +395,10 @@ static void test_sim_events(void) {
  * forward and backward equal hx_stage_fwd_s / hx_stage_bwd_s, the backward
  * is layers x layer + head, and with_comm false drops exactly the TP
  * all-reduces (2 per layer forward and backward, 2 more per recomputed
- * layer; none for the embedding, which every TP rank runs whole). */
+ * layer; none for the embedding, which every TP rank runs whole); under
+ * sequence parallelism the reduce-scatters and all-gathers instead (per
+ * layer 4 forward, 6 backward, 4 more recomputing, and one each way per
+ * stage, the backward's spread over the layers). */
 static void test_stage_times(void) {
   struct hx_ctx ctx;
   fx_init(&ctx);
@@ -395,8 +408,13 @@ static void test_stage_times(void) {
   struct hx_stage st;
   hx_stage_init(&ctx.arena, &st, ranks, 2, 0, 3, false);
   double ar = hx_allreduce_s(&ctx.cluster, ranks, 2, hx_hop_bytes(&ctx, 2));
-  CHECK(ar > 0);
-  for (int rc = 0; rc < 2; rc++) {
+  double one = hx_reduce_scatter_s(&ctx.cluster, ranks, 2, hx_hop_bytes(&ctx, 2), NULL);
+  CHECK(ar > 0 && one > 0);
+  for (int k = 0; k < 4; k++) {
+    int rc = k % 2;
+    bool sp = k >= 2;
+    ctx.train.sequence_parallel = sp;
+    CHECK(hx_stage_sequence_parallel(&ctx, &st) == sp);
     st.recompute = rc == 1;
     struct hx_stage_times t, c;
     hx_stage_times(&ctx, &st, true, true, 2, true, &t);
@@ -406,8 +424,8 @@ static void test_stage_times(void) {
     CHECK(t.layer_bwd == hx_layer_bwd_s(&ctx, &st, 2));
     CHECK(t.head_bwd == hx_head_bwd_s(&ctx, &st, 2));
     NEAR(t.bwd, 3 * t.layer_bwd + t.head_bwd);
-    NEAR(t.fwd - c.fwd, 2 * 3 * ar);
-    NEAR(t.layer_bwd - c.layer_bwd, (rc ? 4 : 2) * ar);
+    NEAR(t.fwd - c.fwd, sp ? 4 * 3 * one + one : 2 * 3 * ar);
+    NEAR(t.layer_bwd - c.layer_bwd, sp ? (rc ? 10 : 6) * one + one / 3 : (rc ? 4 : 2) * ar);
     NEAR(c.layer_bwd, (rc ? 3 : 2) * hx_layer_compute_s(&ctx, &st, 2));
     hx_stage_times(&ctx, &st, false, false, 2, true, &t);
     CHECK(t.head_bwd == 0);

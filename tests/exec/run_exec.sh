@@ -12,7 +12,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export HEXIC_TIMEOUT_S=${HEXIC_TIMEOUT_S:-20}
 here=$src/tests/exec
 tiny=$src/examples/models/tiny.hx tiny6=$here/models/tiny6.hx tiny8=$here/models/tiny8.hx
-seqtiny=$here/models/seqtiny.hx
+seqtiny=$here/models/seqtiny.hx tiny12odd=$here/models/tiny12odd.hx
 mkdir -p "$work"
 cd "$work" || exit 1
 steps=5
@@ -156,6 +156,19 @@ planfile)
   same one6 pa "tp3_tp2_uneven.json"
   compile pb "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/tp2_dp_pp_groups.json"
   same one8 pb "tp2_dp_pp_groups.json"
+  # Sequence parallelism (on by default, so every TP plan above runs it):
+  # TP 4 and TP 3 stages whose 31 token rows split unevenly, recompute on
+  # one, beside a pipeline of another micro-batch size, under ZeRO-1; and
+  # the TP all-reduces kept checked: tp3_tp2_uneven.json with it off.
+  compile one12 "$tiny12odd" "$src/examples/clusters/cpu1.hx"
+  compile spz "$tiny12odd" "$src/examples/clusters/cpu8.hx" --plan="$here/plans/sp_tp4_tp3_zero1.json"
+  grep -q "^    .sequence_parallel = true," spz/rank_0000.c || fail "spz: sequence parallelism is off"
+  same one12 spz "sp_tp4_tp3_zero1.json"
+  sed 's/seed = 1/seed = 1; sequence_parallel = false/' "$tiny6" >tiny6-nosp.hx
+  compile pa_nosp "$PWD/tiny6-nosp.hx" "$src/examples/clusters/cpu8.hx" \
+    --plan="$here/plans/tp3_tp2_uneven.json"
+  ! grep -q "^    .sequence_parallel = true," pa_nosp/rank_000*.c || fail "pa_nosp: sequence parallelism is on"
+  same one6 pa_nosp "tp3_tp2_uneven.json with sequence_parallel = false"
   out=$("$hexic" "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/bad_groups.json" -o bad 2>&1)
   [ $? -eq 1 ] || fail "a plan whose gradient groups contradict its stages should exit 1"
   grep -q "bad_groups.json:20:5: error: this grad group (layers \[1, 4), slice 1 of 2) does not match the stages: they put it on ranks \[1, 3\], not \[0, 3\]" <<<"$out" ||

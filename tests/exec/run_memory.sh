@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Memory by kind (issue 25, item 1): every exec-suite plan shape (one rank,
-# DP even and uneven, TP 2 and uneven TP 3 x TP 2, PP with DP, full and no
-# recompute, ZeRO-1) trains 2 steps with --memory-report;
+# DP even and uneven, TP 2 and uneven TP 3 x TP 2 with sequence parallelism
+# and without, PP with DP, full and no recompute, ZeRO-1) trains 2 steps with --memory-report;
 # each rank's measured peak of each kind (rtlib/rt_backend.h) must be within
 # 5% of what plan.json's memory_by_kind predicts (passes/cost/cost_memory.c),
 # or within 256 bytes where the plan predicts (almost) nothing: the runtime
@@ -61,6 +61,7 @@ sed 's/seed = 1/seed = 1; optimizer_sharding = none/' "$tiny" >tiny-unsharded.hx
 sed 's/"recompute": false/"recompute": true/' "$here/plans/tp2_dp_pp_groups.json" >recompute.json
 grep -q '"recompute": true' recompute.json || fail "cannot turn recompute on in tp2_dp_pp_groups.json"
 sed 's/seed = 1/seed = 1; recompute = full/' "$tiny8" >tiny8-recompute.hx
+sed 's/seed = 1/seed = 1; sequence_parallel = false/' "$tiny6" >tiny6-nosp.hx
 grep -q "recompute = full" tiny8-recompute.hx || fail "cannot turn tiny8's recompute on"
 
 # one rank; DP over 8 (hexic's plan, ZeRO-1 as tiny asks); hexic's TP 2
@@ -72,6 +73,7 @@ check one "$tiny" "$cpu1"
 check dp8 "$tiny" "$cpu8" --strategy=symmetric
 check tp2 "$PWD/tiny-unsharded.hx" "$here/clusters/mixed4.hx"
 check tp3tp2 "$tiny6" "$cpu8" --plan="$here/plans/tp3_tp2_uneven.json"
+check tp3tp2_nosp "$PWD/tiny6-nosp.hx" "$cpu8" --plan="$here/plans/tp3_tp2_uneven.json"
 check pp "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/tp2_dp_pp_groups.json"
 check recompute "$PWD/tiny8-recompute.hx" "$here/clusters/four.hx" --plan="$PWD/recompute.json"
 check zero1 "$tiny8" "$here/clusters/four.hx" --plan="$here/plans/zero1_tp2_dp_pp.json"

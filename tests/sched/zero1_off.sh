@@ -1,10 +1,13 @@
 #!/bin/sh
 # optimizer_sharding = none reproduces the plans of hexic before ZeRO-1 (issue
-# 16) byte for byte: each golden zero1_off.MODEL.CLUSTER.json is the plan.json
-# hexic wrote before the sharding existed (commit bc3a906), with the one line
-# plan.json gained since, "train": {"optimizer_sharding": "none"}. UPDATE=1
-# rewrites them from the current hexic (check the diff: only that line may
-# differ from the old ones).
+# 16): each golden zero1_off.MODEL.CLUSTER.json is the plan.json hexic wrote
+# before the sharding existed (commit bc3a906), with the line plan.json gained
+# since, "train": {"optimizer_sharding": "none", "sequence_parallel": false}.
+# Sequence parallelism is off here because hexic then ran none: the same
+# plans, and only the TP ranks' peak_memory_bytes higher, as those plans
+# priced TP activations divided by the degree although the runtime kept
+# x, a, x1 and m whole. UPDATE=1 rewrites them from the current hexic (check
+# the diff: only those lines may differ from the old ones).
 # usage: zero1_off.sh HEXIC SOURCE_DIR WORK_DIR
 set -u
 hexic=$1; src=$2; work=$3
@@ -14,7 +17,8 @@ rm -rf "$work"; mkdir -p "$work"
 for golden in "$here"/zero1_off.*.json; do
   name=${golden#"$here"/zero1_off.}; name=${name%.json}
   model=${name%%.*}; cluster=${name#*.}
-  sed 's/^train {/train {\n  optimizer_sharding = none/' "$src/examples/models/$model.hx" > "$work/$model.hx"
+  sed 's/^train {/train {\n  optimizer_sharding = none\n  sequence_parallel = false/' \
+    "$src/examples/models/$model.hx" > "$work/$model.hx"
   if ! "$hexic" "$work/$model.hx" "$src/examples/clusters/$cluster.hx" -o "$work/$name" \
        > /dev/null 2> "$work/$name.err"; then
     echo "FAIL: $name: hexic failed:"; cat "$work/$name.err"; fail=1; continue
