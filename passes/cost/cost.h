@@ -596,6 +596,10 @@ struct hx_sim_options {
   bool zero_comm;
   /* Keep the events; they are copied into `arena` (required then). */
   bool record_events;
+  /* Plan searches: extrapolate every 1F1B pipeline of more than 128
+   * micro-batches (from a run of 2 x stages + 24, not only those above
+   * HX_SIM_EXTRAPOLATE_ABOVE), so a pricing costs the same at any batch. */
+  bool steady_all;
   struct hx_arena *arena;
   /* Outputs. */
   struct hx_sim_event *events; /* sorted by rank, then start time */
@@ -603,6 +607,9 @@ struct hx_sim_options {
   /* Events of an extrapolated simulation's omitted steps that are not in
    * `events` (past the first 2^18 events of the iteration); 0 otherwise. */
   int64_t events_left_out;
+  /* Pipelines whose steady state was found and extrapolated (the others
+   * were simulated step by step). */
+  int extrapolated;
   double memory_shortfall; /* max over used devices of needed - capacity */
   int worst_rank;          /* that device, -1 when the plan uses none */
 };

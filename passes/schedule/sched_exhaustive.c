@@ -604,7 +604,10 @@ static void price(struct ex *e, const struct structure *st) {
       continue;
     if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1)
       hx_sched_build_groups(ctx, &tmp, p);
-    hx_simulate(ctx, p, NULL);
+    /* long pipelines' steady states extrapolated, as the search prices its
+     * candidates (the winner is simulated step by step below) */
+    struct hx_sim_options o = {.steady_all = true};
+    hx_simulate(ctx, p, &o);
     e->simulated++;
     if (!p->sim.valid)
       continue;

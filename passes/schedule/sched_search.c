@@ -26,11 +26,12 @@
  * best by score, the plans kept before those refinements and the
  * faster of the two symmetric baselines (all devices, best subset).
  *
- * Scores: on small clusters (<= SIM_SCORE_MAX devices) with batches of at
- * most SIM_SCORE_MAX_BATCH sequences every candidate is ranked by the event
- * simulator itself (cheap there); otherwise by the closed-form estimate,
- * which is what keeps 1024 GPUs under a few seconds and does not grow with
- * the batch.
+ * Scores: on small clusters (<= SIM_SCORE_MAX devices) every candidate is
+ * ranked by the event simulator itself, each long 1F1B pipeline's steady
+ * state extrapolated (hx_sim_options.steady_all: the cost does not grow
+ * with the batch, the figures are the step-by-step run's within 1e-9);
+ * otherwise by the closed-form estimate, which is what keeps 1024 GPUs
+ * under a few seconds.
  *
  * Objectives: both are tried for the first D_dp values of a pool; after
  * that the one whose results have been better (an exponential moving average
@@ -65,14 +66,14 @@
  * while their simulations total at most FINAL_TASKS tasks (large batches
  * make each one long). */
 enum { TOP = 4, FINAL = 16, FINAL_TASKS = 1 << 21, MAX_MERGE = 8, MAX_STAGES = 256 };
-/* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation
- * when the global batch is at most SIM_SCORE_MAX_BATCH sequences, others by
- * the estimate; up to SMALL_CLUSTER they get the full budgets, beyond it
- * smaller ones. A simulation's tasks grow with the micro-batches, the
- * estimate's work does not: with every candidate simulated, a global batch
- * of 16M sequences on 8 devices took 40 s and 1.4 GB for 5 candidates.
- * Under the batch limit a simulation has at most 6 x 16 x 1024 tasks. */
-enum { SIM_SCORE_MAX = 16, SIM_SCORE_MAX_BATCH = 1024, SMALL_CLUSTER = 64 };
+/* Clusters of up to SIM_SCORE_MAX devices rank candidates by simulation,
+ * others by the estimate; up to SMALL_CLUSTER they get the full budgets,
+ * beyond it smaller ones. A step-by-step simulation's tasks grow with the
+ * micro-batches (a global batch of 16M sequences on 8 devices took 40 s and
+ * 1.4 GB for 5 candidates); the search's, extrapolated, do not (the estimate
+ * it replaced there misranked: at a global batch of 2048 on 16 GPUs its plan
+ * was 9% slower than the simulator's choice). */
+enum { SIM_SCORE_MAX = 16, SMALL_CLUSTER = 64 };
 /* Device exchanges hx_sched_relabel tries on the chosen plan (16 devices
  * have at most 120 pairs; each try is one simulation). */
 enum { RELABEL_TRIES = 480 };
@@ -224,6 +225,14 @@ static bool stopped(struct search *s) {
   return !s->first_phase && hx_search_limit_stop(&s->limit);
 }
 
+/* A candidate's score by the simulator: every 1F1B pipeline's steady state
+ * extrapolated once found (hx_sim_options.steady_all), so the cost does not
+ * grow with the batch; finish() judges the finalists step by step. */
+static void simulate_candidate(const struct hx_ctx *ctx, struct hx_plan *p) {
+  struct hx_sim_options o = {.steady_all = true};
+  hx_simulate(ctx, p, &o);
+}
+
 static void progress(struct search *s) {
   double t = hx_search_now_s();
   if (t - s->progress_start < 1.0 || t - s->last_progress < 1.0)
@@ -233,25 +242,55 @@ static void progress(struct search *s) {
           s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->progress_start);
 }
 
+/* A completed setting and the simulator's lower bound on it. */
+struct bounded {
+  struct hx_plan *plan;
+  double bound;
+  int index; /* in hx_sched_settings' order: ties go to the earlier */
+};
+
+static int by_bound(const void *x, const void *y) {
+  const struct bounded *a = x, *b = y;
+  if (a->bound != b->bound)
+    return a->bound < b->bound ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
 /* Small clusters: every (micro-batch size, recompute) setting completed and
  * simulated unless its lower bound cannot beat the best so far; the fastest
- * simulated one. The estimate that hx_sched_complete ranks settings by can
- * prefer a setting the simulator does not (it ignores the overlap of the
- * gradient sync), and the simulator is what the plan is judged by. Settings
- * that cannot beat `beat` are not simulated: NULL when none does. */
+ * simulated one (ties: the earlier setting). The estimate that
+ * hx_sched_complete ranks settings by can prefer a setting the simulator
+ * does not (it ignores the overlap of the gradient sync), and the simulator
+ * is what the plan is judged by. Settings are simulated in the order of
+ * their bounds, so the best is found early and the rest are cut by it (a
+ * large batch has a dozen micro-batch sizes); the choice is the one of
+ * simulating them all. Settings that cannot beat `beat` are not
+ * simulated: NULL when none does. */
 static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena *a,
                                               const struct hx_plan *sk, double beat) {
-  struct hx_plan *best = NULL;
-  double best_s = beat;
+  struct bounded done[HX_SCHED_MAX_SETTINGS];
+  int ndone = 0;
   for (int k = 0; k < s->nsettings; k++) {
     struct hx_plan *p = hx_sched_complete_setting(s->ctx, a, sk, s->mbs[k], s->recompute[k]);
-    if (!p || hx_sim_lower_bound(s->ctx, p) >= best_s)
+    if (p)
+      done[ndone++] = (struct bounded){p, hx_sim_lower_bound(s->ctx, p), k};
+  }
+  qsort(done, (size_t)ndone, sizeof done[0], by_bound);
+  struct hx_plan *best = NULL;
+  double best_s = beat;
+  int best_index = -1;
+  for (int i = 0; i < ndone && !(done[i].bound > best_s); i++) {
+    bool may_tie = best && done[i].index < best_index;
+    if (done[i].bound == best_s && !may_tie)
       continue;
+    struct hx_plan *p = done[i].plan;
     hx_sched_build_groups(s->ctx, a, p);
-    hx_simulate(s->ctx, p, NULL);
-    if (p->sim.valid && p->sim.iteration_s < best_s) {
+    simulate_candidate(s->ctx, p);
+    double t = p->sim.iteration_s;
+    if (p->sim.valid && (t < best_s || (t == best_s && may_tie))) {
       best = p;
-      best_s = p->sim.iteration_s;
+      best_s = t;
+      best_index = done[i].index;
     }
   }
   return best;
@@ -910,7 +949,7 @@ static struct hx_plan *with_sizes(struct search *s, const struct hx_plan *plan,
     return NULL;
   if (s->sim_score) {
     hx_sched_build_groups(s->ctx, s->a, p);
-    hx_simulate(s->ctx, p, NULL);
+    simulate_candidate(s->ctx, p);
     return p->sim.valid ? p : NULL;
   }
   p->sim.iteration_s = hx_estimate_iteration_s(s->ctx, p);
@@ -1325,8 +1364,7 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   struct search s = {.ctx = ctx, .a = &scratch, .tau = hx_sched_tau(&ctx->opt)};
   s.b = budgets_for(ctx->cluster.ndevices);
   s.nsettings = hx_sched_settings(ctx, s.mbs, s.recompute);
-  s.sim_score =
-      ctx->cluster.ndevices <= SIM_SCORE_MAX && ctx->train.global_batch <= SIM_SCORE_MAX_BATCH;
+  s.sim_score = ctx->cluster.ndevices <= SIM_SCORE_MAX;
   s.rng.state = 0x4865786953636c65ull; /* fixed: same inputs, same plan */
   s.keybuf = HX_NEW_ARRAY(&scratch, int, longest_key(ctx));
   hx_search_limit_init(&s.limit, &ctx->opt);

@@ -66,3 +66,12 @@ set_tests_properties(sched_clock PROPERTIES TIMEOUT 300 LABELS sched
 add_test(NAME sched_misses COMMAND sh ${HX_TESTS_DIR}/sched/misses.sh ${HX_BIN}
   ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/sched_misses)
 set_tests_properties(sched_misses PROPERTIES TIMEOUT 120 LABELS sched)
+
+# Issue 25 item 5: the searches' pricing (every long 1F1B pipeline's steady
+# state extrapolated, cycles of several steps included) gives the
+# step-by-step simulation's figures within 1e-9 on random plans (stages,
+# uneven costs, hops, several pipelines, ZeRO-1, recompute).
+add_executable(test_steady ${HX_TESTS_DIR}/sched/test_steady.c)
+target_link_libraries(test_steady PRIVATE hexic_core)
+add_test(NAME sched_steady COMMAND test_steady)
+set_tests_properties(sched_steady PROPERTIES TIMEOUT 60 LABELS sched)
