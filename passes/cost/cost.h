@@ -564,9 +564,10 @@ const char *hx_seq_check_plan(struct hx_arena *a, const struct hx_ctx *ctx,
  *     over every used device: the runtime's global clipping, so no optimizer
  *     step starts before the whole iteration's backward and sync are done.
  * passes/cost/README.md lists what is charged for each runtime step.
- * A priority queue of completion events (time, then task id: deterministic)
- * drives it; a task starts when its dependencies are done and it is first in
- * line on every resource it needs. Costs come from passes/cost/cost.h only. */
+ * A task starts when its dependencies are done and it is first in line on
+ * every resource it needs (each resource runs its queue in order), at the
+ * latest end of those; one topological pass times them (deterministic).
+ * Costs come from passes/cost/cost.h only. */
 
 enum hx_sim_event_kind {
   HX_EV_FORWARD,

@@ -62,16 +62,10 @@ struct pairs {
 
 struct resource {
   int *queue; /* task ids in the order they must run */
-  int n, next;
-  bool busy;
+  int n, next; /* next: the position of the task it runs now */
 };
 
 struct pipe_tasks;
-
-struct heap_item {
-  double time;
-  int task;
-};
 
 struct sim {
   const struct hx_ctx *ctx;
@@ -107,8 +101,6 @@ struct sim {
   struct resource *res;
   int *succ_start, *succ;
   int *tres_start, *tres;
-  struct heap_item *heap;
-  int nheap;
 };
 
 /* ---- building ---------------------------------------------------------- */
@@ -621,61 +613,6 @@ static void csr(struct sim *s, const struct pairs *p, int nkeys, bool by_a, int 
   *vals = v;
 }
 
-static bool heap_less(const struct heap_item *x, const struct heap_item *y) {
-  return x->time < y->time || (x->time == y->time && x->task < y->task);
-}
-
-static void heap_push(struct sim *s, double time, int task) {
-  int i = s->nheap++;
-  s->heap[i].time = time;
-  s->heap[i].task = task;
-  while (i > 0 && heap_less(&s->heap[i], &s->heap[(i - 1) / 2])) {
-    struct heap_item tmp = s->heap[i];
-    s->heap[i] = s->heap[(i - 1) / 2];
-    s->heap[(i - 1) / 2] = tmp;
-    i = (i - 1) / 2;
-  }
-}
-
-static struct heap_item heap_pop(struct sim *s) {
-  struct heap_item top = s->heap[0];
-  s->heap[0] = s->heap[--s->nheap];
-  for (int i = 0;;) {
-    int l = 2 * i + 1, r = l + 1, m = i;
-    if (l < s->nheap && heap_less(&s->heap[l], &s->heap[m]))
-      m = l;
-    if (r < s->nheap && heap_less(&s->heap[r], &s->heap[m]))
-      m = r;
-    if (m == i)
-      break;
-    struct heap_item tmp = s->heap[i];
-    s->heap[i] = s->heap[m];
-    s->heap[m] = tmp;
-    i = m;
-  }
-  return top;
-}
-
-/* A task starts at its `ready` time: the latest end of its dependencies and
- * of its resources' previous tasks, which is the time of the event that let
- * it start (so it is bit for bit the event time when nothing is shifted). */
-static void try_start(struct sim *s, int id) {
-  struct task *t = &s->tasks[id];
-  if (t->started || t->ndeps > 0)
-    return;
-  for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++) {
-    const struct resource *r = &s->res[s->tres[k]];
-    if (r->busy || r->next >= r->n || r->queue[r->next] != id)
-      return;
-  }
-  for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++)
-    s->res[s->tres[k]].busy = true;
-  t->started = true;
-  t->start = t->ready;
-  t->end = t->ready + t->dur;
-  heap_push(s, t->end, id);
-}
-
 /* What `before` ending holds `after` to: its end, plus the extrapolated
  * pipeline's shift on an edge into the cut. */
 static void hold_until(struct sim *s, const struct task *before, int after) {
@@ -687,26 +624,21 @@ static void hold_until(struct sim *s, const struct task *before, int after) {
     a->ready = at;
 }
 
-static void finish(struct sim *s, int id) {
-  struct task *t = &s->tasks[id];
-  t->done = true;
-  for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++) {
-    struct resource *r = &s->res[s->tres[k]];
-    r->busy = false;
-    r->next++;
-    if (r->next < r->n) {
-      hold_until(s, t, r->queue[r->next]);
-      try_start(s, r->queue[r->next]);
-    }
-  }
-  for (int k = s->succ_start[id]; k < s->succ_start[id + 1]; k++) {
-    s->tasks[s->succ[k]].ndeps--;
-    hold_until(s, t, s->succ[k]);
-    try_start(s, s->succ[k]);
-  }
+/* `before` is done: `after` waits for one thing less; pushed when ready. */
+static void release(struct sim *s, const struct task *before, int after, int *stack, int *top) {
+  hold_until(s, before, after);
+  if (--s->tasks[after].ndeps == 0)
+    stack[(*top)++] = after;
 }
 
-/* Runs every task; false if some never ran (a cycle: a bug in the builder). */
+/* Runs every task. A task starts at its `ready` time: the latest end of its
+ * dependencies and of the task before it in each of its resources' queues
+ * (a resource runs its queue in order, one task at a time). Those times are
+ * longest paths in a DAG, the same whatever order the tasks are timed in,
+ * so one topological pass (a stack of tasks whose predecessors are all
+ * timed) gives what an event queue ordered by time gives, bit for bit, at
+ * a fraction of the cost. False if some task never ran (a cycle: a bug in
+ * the builder). */
 static bool run(struct sim *s) {
   int *qstart, *qtask;
   csr(s, &s->deps, s->ntasks, true, &s->succ_start, &s->succ);
@@ -716,17 +648,30 @@ static bool run(struct sim *s) {
   for (int r = 0; r < s->nres; r++) {
     s->res[r].queue = qtask + qstart[r];
     s->res[r].n = qstart[r + 1] - qstart[r];
+    for (int k = 1; k < s->res[r].n; k++) /* waits for the one before */
+      s->tasks[s->res[r].queue[k]].ndeps++;
   }
   for (int e = 0; e < s->deps.n; e++)
     s->tasks[s->deps.b[e]].ndeps++;
-  s->heap = HX_NEW_ARRAY(&s->scratch, struct heap_item, s->ntasks + 1);
-  for (int id = 0; id < s->ntasks; id++)
-    try_start(s, id);
+  int *stack = HX_NEW_ARRAY(&s->scratch, int, s->ntasks + 1), top = 0;
+  for (int id = s->ntasks - 1; id >= 0; id--)
+    if (s->tasks[id].ndeps == 0)
+      stack[top++] = id;
   int done = 0;
-  while (s->nheap > 0) {
-    struct heap_item e = heap_pop(s);
-    finish(s, e.task);
+  while (top > 0) {
+    int id = stack[--top];
+    struct task *t = &s->tasks[id];
+    t->start = t->ready;
+    t->end = t->ready + t->dur;
+    t->started = t->done = true;
     done++;
+    for (int k = s->tres_start[id]; k < s->tres_start[id + 1]; k++) {
+      struct resource *r = &s->res[s->tres[k]];
+      if (++r->next < r->n)
+        release(s, t, r->queue[r->next], stack, &top);
+    }
+    for (int k = s->succ_start[id]; k < s->succ_start[id + 1]; k++)
+      release(s, t, s->succ[k], stack, &top);
   }
   return done == s->ntasks;
 }
@@ -1214,13 +1159,69 @@ static bool detect_period(struct sim *s, int i) {
   return false;
 }
 
+/* The tasks outside the pipelines' steps (gradient sync, the loss and norm
+ * all-reduce, optimizer steps, all-gathers) timed again from the pipeline
+ * tasks' times: build() makes them after every pipeline task, each after
+ * what it waits for and in its resources' queue order, so one pass in id
+ * order sees every predecessor's end final. */
+static void retime_tail(struct sim *s, int first_tail) {
+  struct pairs held = {0}; /* (previous in a resource's queue, tail task) */
+  for (int r = 0; r < s->nres; r++)
+    for (int k = 1; k < s->res[r].n; k++)
+      if (s->res[r].queue[k] >= first_tail)
+        pairs_add(&held, s->res[r].queue[k - 1], s->res[r].queue[k]);
+  int *dstart, *dpred, *hstart, *hpred;
+  csr(s, &s->deps, s->ntasks, false, &dstart, &dpred);
+  csr(s, &held, s->ntasks, false, &hstart, &hpred);
+  for (int id = first_tail; id < s->ntasks; id++) {
+    struct task *t = &s->tasks[id];
+    double ready = 0;
+    for (int k = dstart[id]; k < dstart[id + 1]; k++)
+      ready = fmax(ready, s->tasks[dpred[k]].end);
+    for (int k = hstart[id]; k < hstart[id + 1]; k++)
+      ready = fmax(ready, s->tasks[hpred[k]].end);
+    t->ready = t->start = ready;
+    t->end = ready + t->dur;
+  }
+  pairs_free(&held);
+}
+
+/* Searches: the run that found every period becomes the extrapolated one
+ * without building it again. Its pipeline tasks before the cut are the
+ * extrapolated run's; those from the cut on start `shift` later there (a
+ * constant added to every input of a max of ends is added to its output:
+ * the same times, up to rounding within the 1e-9 claimed); the tail is
+ * timed again. */
+static void extrapolate_in_place(struct sim *s) {
+  int first_tail = s->ntasks;
+  for (int id = 0; id < s->ntasks; id++) {
+    struct task *t = &s->tasks[id];
+    if (t->step == INT_MIN) {
+      first_tail = id < first_tail ? id : first_tail;
+      continue;
+    }
+    const struct extrapolation *x = &s->ex[t->pipeline];
+    if (!x->on || t->step < x->cut)
+      continue;
+    t->after_cut = true;
+    t->start += x->shift;
+    t->end += x->shift;
+    t->ready += x->shift;
+  }
+  retime_tail(s, first_tail);
+}
+
 /* Runs each extrapolated pipeline's built micro-batches (the whole plan,
  * nothing shifted) until its steady state is found, building more
  * micro-batches while it is not; a pipeline that never settles is simulated
- * whole. False on a cycle (a builder bug). */
-static bool find_periods(struct sim *s) {
+ * whole. *in_place: searches, when that last run needs no rebuilding (every
+ * pipeline's omitted steps a whole number of blocks of the steps it ran),
+ * it is made the extrapolated run (extrapolate_in_place) and kept in s.
+ * False on a cycle (a builder bug). */
+static bool find_periods(struct sim *s, bool *in_place) {
+  *in_place = false;
   for (int attempt = 0;; attempt++) {
-    bool pending = false;
+    bool pending = false, rebuild = false;
     for (int i = 0; i < s->plan->npipelines; i++)
       s->ex[i].cut = INT_MAX; /* nothing after the cut while searching */
     build(s);
@@ -1228,8 +1229,12 @@ static bool find_periods(struct sim *s) {
       return false;
     for (int i = 0; i < s->plan->npipelines; i++) {
       struct extrapolation *x = &s->ex[i];
-      if (!x->on || detect_period(s, i))
+      int ran_m = x->built_m;
+      bool settled = x->on && detect_period(s, i);
+      rebuild = rebuild || x->built_m != ran_m;
+      if (!x->on || settled)
         continue;
+      rebuild = true;
       int64_t full = s->plan->pipelines[i].micro_batches;
       if (attempt < 4 && 4 * (int64_t)x->built_m < full) {
         x->built_m *= 2;
@@ -1238,6 +1243,11 @@ static bool find_periods(struct sim *s) {
         x->on = false;
         x->built_m = (int)full;
       }
+    }
+    if (!pending && !rebuild && s->steady_all) {
+      extrapolate_in_place(s);
+      *in_place = true;
+      return true;
     }
     struct extrapolation *ex = s->ex;
     sim_free(s);
@@ -1278,7 +1288,8 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
     free(s.ex);
     return not_simulated(opt);
   }
-  bool ran = s.ex ? find_periods(&s) : true;
+  bool in_place = false;
+  bool ran = s.ex ? find_periods(&s, &in_place) : true;
   if (ran && opt->steady_all && task_bound(ctx, plan, s.ex) > HX_SIM_MAX_TASKS) {
     sim_free(&s);
     free(s.ex);
@@ -1286,7 +1297,7 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
   }
   for (int i = 0; s.ex && i < plan->npipelines; i++)
     opt->extrapolated += s.ex[i].on;
-  if (ran) {
+  if (ran && !in_place) {
     build(&s);
     ran = run(&s);
   }
