@@ -49,42 +49,23 @@ profile_figures() {
 profile_value() { sed -n "$1" "$2" | head -n 1; }
 
 # kind_table SIMULATED MEASURED [SKIP]: per kind of event (forward,
-# backward, recv, all-reduce, ...), the seconds of one step summed over the
+# backward, all-reduce, ...), the seconds of one step summed over the
 # ranks, simulated (hexic's trace.json) against measured (the program's
 # HEXIC_TRACE file: the mean over its steps after the first SKIP (3), a
-# rank's step ending with its optimizer event). A measured recv spans the
-# receive's post to its data's arrival (posted ahead: under the compute
-# before it) where the simulated one is the link's time; a measured send is
-# the sender's time to start it.
+# rank's step ending with its optimizer event). The ranks of an emulated
+# cluster share one clock, so a collective is measured as the simulator
+# prices it: each instance (matched across its members by step, group and
+# order) from its LAST member's arrival (on its link, queued behind the
+# member's earlier buckets, where --emulate records it) to its completion
+# (the first member's end, or the emulated completion the trace records),
+# once per member; the time a member spent before that arrival, waiting
+# for its peers (each second once, however many buckets wait), is a row of
+# its own. A pipeline hop is matched from its send (sender, receiver,
+# micro-batch, step) to its receive: from the send's start to the data's
+# arrival, against the simulator's transfer; and the part of it not under
+# the receiver's compute (forward, backward), with how many hops were
+# wholly hidden. An optimizer op's wait for the loss and norm all-reduce
+# over every rank (--emulate records it) is a row of its own.
 kind_table() {
-  python3 - "$1" "$2" "${3:-3}" <<'PY'
-import json, sys
-from collections import defaultdict
-def spans(path):
-    return [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
-sim = defaultdict(float)
-for e in spans(sys.argv[1]):
-    sim[e["cat"]] += e["dur"] * 1e-6
-skip = int(sys.argv[3])
-per_rank = defaultdict(list)
-for e in spans(sys.argv[2]):
-    per_rank[e["tid"]].append(e)
-meas, kept = defaultdict(float), None
-for tid, evs in per_rank.items():
-    ends = sorted(e["ts"] + e["dur"] for e in evs if e["cat"] == "optimizer")
-    steps = [s for s in range(len(ends)) if s >= skip]
-    kept = len(steps) if kept is None else min(kept, len(steps))
-    for e in evs:
-        step = sum(1 for t in ends if t < e["ts"] + e["dur"])  # optimizer ends before it
-        if step >= skip and step < len(ends):
-            meas[e["cat"]] += e["dur"] * 1e-6
-if not kept:
-    print("          per kind: no step after the first %d in %s" % (skip, sys.argv[2]))
-    sys.exit(0)
-print("          per kind, one step over every rank:  simulated s   measured s   error")
-for kind in sorted(set(sim) | set(meas)):
-    s, m = sim.get(kind, 0.0), meas.get(kind, 0.0) / kept
-    err = "%+6.1f%%" % (100 * (s - m) / m) if m > 0 else "     -"
-    print("          %-36s %11.4f  %11.4f  %s" % (kind, s, m, err))
-PY
+  python3 "$(dirname "${BASH_SOURCE[0]}")/kind_table.py" "$1" "$2" "${3:-3}"
 }

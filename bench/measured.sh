@@ -26,7 +26,12 @@
 #   3. each plan trained STEPS steps with --emulate (its first 3 steps
 #      calibrate, the median is over the steps after them), traced
 #      (HEXIC_TRACE): per kind of event, one step's seconds over every rank,
-#      simulated (trace.json) against measured (kind_table in measure_lib.sh).
+#      simulated (trace.json) against measured (kind_table in measure_lib.sh:
+#      a collective from its last member's arrival, the waiting before it
+#      apart; a pipeline hop from its send's start to its arrival, and how
+#      much of it the receiver's compute hid). Beside hexic's plan and the
+#      two baselines, a hand-written 4-stage pipeline, whose hops those rows
+#      measure.
 #   usage: bench/measured.sh    env: STEPS (default 12), FAST (2), SLOW (3),
 #          FAST_DEVICES (1), SLOW_DEVICES (3),
 #          BUILD (default build-bench: a Release build of hexic and hexic-profile)
@@ -80,12 +85,13 @@ echo "== emulated cluster: host cpu-host ($tflops TFLOP/s x $eff, optimizer $mem
   "the ranks' compute needs $(awk -v a="$nfast" -v b="$fast" -v c="$nslow" -v d="$slower" \
     'BEGIN { printf "%.2f", a / b + c / d }') of $(nproc) cores"
 
-# run NAME STRATEGY: compile, build, train; prints "simulated measured" seconds,
-# nothing when hexic finds no plan (exit 3: a symmetric shape on every device
-# of an odd cluster, say; the reason is in NAME.plan.txt)
+# run NAME HEXIC-FLAG: compile (--strategy=S or --plan=FILE), build, train;
+# prints "simulated measured" seconds, nothing when hexic finds no plan (exit
+# 3: a symmetric shape on every device of an odd cluster, say; the reason is
+# in NAME.plan.txt)
 run() {
   local dir=$work/$1 rc=0
-  "$build/hexic" "$model" "$work/mixed.hx" --strategy="$2" -o "$dir" >"$dir.plan.txt" 2>&1 || rc=$?
+  "$build/hexic" "$model" "$work/mixed.hx" "$2" -o "$dir" >"$dir.plan.txt" 2>&1 || rc=$?
   [ "$rc" = 3 ] && return 0
   [ "$rc" = 0 ] || { cat "$dir.plan.txt" >&2; exit 1; }
   build_plan "$dir"
@@ -111,6 +117,24 @@ print("          per rank, simulated busy / emulated compute (s): " +
 PY
 }
 
+# A hand-written plan of one 4-stage pipeline over the 4 devices (device 0
+# the fast one): what the per-kind table's pipeline-hop rows measure.
+pipeline_plan() {
+  local batch
+  batch=$(sed -n 's/.*global_batch = \([0-9]*\).*/\1/p' "$model")
+  [ "$nfast" = 1 ] && [ "$nslow" = 3 ] && [ "$layers" = 8 ] && [ "$((batch % 4))" = 0 ] ||
+    { echo "pipeline_plan: written for 1 fast + 3 slow devices and 8 layers" >&2; exit 1; }
+  cat <<JSON
+{"strategy": "file", "description": "hand-written: PP 4, layers 5 + 1 + 1 + 1", "schedule": "1f1b",
+ "pipelines": [{"micro_batches": $((batch / 4)), "micro_batch_size": 4, "stages": [
+   {"ranks": [0], "tp": 1, "layers": [0, 5], "leader": 0, "recompute": false},
+   {"ranks": [1], "tp": 1, "layers": [5, 6], "leader": 1, "recompute": false},
+   {"ranks": [2], "tp": 1, "layers": [6, 7], "leader": 2, "recompute": false},
+   {"ranks": [3], "tp": 1, "layers": [7, 8], "leader": 3, "recompute": false}]}],
+ "groups": []}
+JSON
+}
+
 # one plan: its line and its ranks, or why it has none
 plan() {
   if [ -n "$2" ]; then
@@ -121,13 +145,19 @@ plan() {
     printf '%-9s no plan: %s\n' "$1" "$(grep -m 1 'error:' "$work/$1.plan.txt")"
   fi
 }
-h=$(run hexic auto)
+h=$(run hexic --strategy=auto)
 plan hexic "$h"
-b=$(run symmetric symmetric)
+b=$(run symmetric --strategy=symmetric)
 plan symmetric "$b"
 # the stronger baseline where slow devices are better left out (issue 15)
-u=$(run subset symmetric-subset)
+u=$(run subset --strategy=symmetric-subset)
 plan subset "$u"
+# pipeline hops, which no plan above has (hexic plans DP here): the fast
+# device's 5 layers and the embedding, then one layer on each slow device
+# (the head on the last), 12 micro-batches of 4 sequences in 1F1B
+pipeline_plan >"$work/pipeline.json"
+p=$(run pipeline --plan="$work/pipeline.json")
+plan pipeline "$p"
 # a baseline without a plan ("0 0") is no contender for the stronger one
 awk -v h="$h" -v b="${b:-0 0}" -v u="$u" 'BEGIN { split(h, x, " "); split(b, y, " "); split(u, z, " ")
   if (y[2] > 0)

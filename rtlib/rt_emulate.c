@@ -29,6 +29,11 @@
  *     over the group's slowest link, 2 (n - 1) (latency + bytes / (n bandwidth));
  *     a gradient bucket started inside a backward starts at the emulated
  *     device's time (rt_emu_clock), and a rank's buckets queue on one link.
+ *     A gradient all-reduce ends that long after its group's LAST member
+ *     started it (the members agree on that time over a communicator of
+ *     their own), on every member: a member that came early waits for the
+ *     others and then for the whole ring, as on a real cluster, not only
+ *     for the real (fast) all-reduce on this machine.
  * Sleeping ranks leave their cores to the others, so a mixed cluster of a
  * few ranks fits a machine of fewer cores as long as the sum of 1/slowdown
  * over the ranks leaves cores idle. The CUDA backend ignores it.
@@ -153,6 +158,67 @@ static void lock_open(struct rt_exec *e) {
                 path);
 }
 
+/* ---- gradient-sync groups: when the last member started ---- */
+
+/* Per group of the rank config (cfg->groups: those this rank is in), a
+ * communicator of its members (MPI_COMM_NULL for a group of one). */
+static struct {
+  MPI_Comm *comm;
+  int n;
+} groups;
+
+/* Collective over each group's members, in increasing global id on every
+ * rank, the id its tag (as the transport opens its groups: overlapping
+ * groups cannot deadlock; an index in cfg->groups differs between ranks). */
+static void groups_open(const struct hx_rt_rank_config *c) {
+  groups.n = c->ngroups;
+  groups.comm = hx_rt_calloc((size_t)(c->ngroups > 0 ? c->ngroups : 1), sizeof *groups.comm);
+  MPI_Group world;
+  hx_rt_mpi_check(MPI_Comm_group(MPI_COMM_WORLD, &world), "emulation groups");
+  for (int i = 0; i < c->ngroups; i++) {
+    const struct hx_rt_group *g = &c->groups[i];
+    bool member = false;
+    for (int k = 0; k < g->nranks; k++)
+      member |= g->ranks[k] == c->rank;
+    groups.comm[i] = MPI_COMM_NULL;
+    if (!member || g->nranks < 2)
+      continue;
+    MPI_Group mine;
+    hx_rt_mpi_check(MPI_Group_incl(world, g->nranks, g->ranks, &mine), "emulation groups");
+    hx_rt_mpi_check(MPI_Comm_create_group(MPI_COMM_WORLD, mine, g->id, &groups.comm[i]),
+                    "emulation groups");
+    MPI_Group_free(&mine);
+  }
+  MPI_Group_free(&world);
+}
+
+static void groups_close(void) {
+  for (int i = 0; i < groups.n; i++)
+    if (groups.comm[i] != MPI_COMM_NULL)
+      MPI_Comm_free(&groups.comm[i]);
+  free(groups.comm);
+  groups.comm = NULL;
+  groups.n = 0;
+}
+
+/* When the gradient all-reduce or the pipeline receive this rank has just
+ * waited for completed at the emulated link's speed (0: unknown): its
+ * trace event carries it, as the rank may look for the result only later,
+ * once its own compute is done (rt_emu_allreduce_done and rt_emu_arrive
+ * set it, the next such rt_trace_event takes it). */
+static double link_done_s, link_began_s; /* began: an all-reduce's last start */
+
+/* The latest start_s over group group_index's members (start_s itself
+ * outside a group). Collective over the group, in the buckets' one order. */
+static double last_start_s(int group_index, double start_s) {
+  if (group_index < 0 || group_index >= groups.n || groups.comm[group_index] == MPI_COMM_NULL)
+    return start_s;
+  double last = start_s;
+  hx_rt_mpi_check(MPI_Allreduce(&start_s, &last, 1, MPI_DOUBLE, MPI_MAX, groups.comm[group_index]),
+                  "emulation: the group's last start");
+  return last;
+}
+
 /* ---- waits: not compute ---- */
 
 /* Calibrating, a rank lets the lock go only when it waits: its ops run back
@@ -185,8 +251,14 @@ static void wait_leave(void *arg) {
  * so, as trace.json does past its own limit. */
 enum { RT_TRACE_MAX_EVENTS = 200000 };
 
+/* peer: a send's or a receive's other leader; a gradient all-reduce's
+ * group (its global id, struct hx_rt_group), written as "group" so that a
+ * reader can match one all-reduce across its members. */
 struct trace_event {
   double start_s, end_s;
+  double done_s;   /* all-reduce, recv under --emulate: completion at link speed (0: unknown) */
+  double began_s;  /* all-reduce under --emulate: its last member's start on the link */
+  double waited_s; /* a compute op under --emulate: its waits (collectives inside it) */
   int32_t kind, micro_batch, layer, peer;
 };
 
@@ -232,7 +304,14 @@ void rt_trace_event(const struct rt_exec *e, enum rt_trace_kind kind, int micro_
     tr.ev = grown;
     tr.cap = cap;
   }
-  tr.ev[tr.n++] = (struct trace_event){start_s, end_s, kind, micro_batch, layer, peer};
+  double done = 0, began = 0;
+  if (kind == RT_TRACE_ALLREDUCE || kind == RT_TRACE_RECV) {
+    done = link_done_s;
+    began = kind == RT_TRACE_ALLREDUCE ? link_began_s : 0;
+    link_done_s = link_began_s = 0;
+  }
+  tr.ev[tr.n++] =
+      (struct trace_event){start_s, end_s, done, began, 0, kind, micro_batch, layer, peer};
 }
 
 /* Collective: whether any rank traces; rank 0 refuses a FILE that exists
@@ -273,6 +352,7 @@ static const char *trace_kind_name(int kind) {
 static void write_trace_event(FILE *f, int rank, const struct trace_head *h,
                               const struct trace_event *v) {
   const char *kind = trace_kind_name(v->kind);
+  bool collective = v->kind == RT_TRACE_ALLREDUCE || v->kind == RT_TRACE_ALLGATHER;
   fputs(",\n  {\"name\": \"", f);
   if (v->kind == RT_TRACE_ALLREDUCE && v->layer < 0)
     fputs("all-reduce emb/head", f);
@@ -285,9 +365,18 @@ static void write_trace_event(FILE *f, int rank, const struct trace_head *h,
   fprintf(f,
           "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, "
           "\"dur\": %.3f, \"args\": {\"pipeline\": %d, \"stage\": %d, \"micro_batch\": %d, "
-          "\"layer\": %d, \"peer\": %d}}",
+          "\"layer\": %d, \"peer\": %d",
           kind, rank, (v->start_s - tr.zero_s) * 1e6, (v->end_s - v->start_s) * 1e6, h->pipeline,
-          h->stage, v->micro_batch, v->layer < -1 ? -1 : v->layer, v->peer);
+          h->stage, v->micro_batch, v->layer < -1 ? -1 : v->layer, collective ? -1 : v->peer);
+  if (collective)
+    fprintf(f, ", \"group\": %d", v->peer);
+  if (v->done_s > 0)
+    fprintf(f, ", \"done\": %.3f", (v->done_s - tr.zero_s) * 1e6);
+  if (v->began_s > 0)
+    fprintf(f, ", \"began\": %.3f", (v->began_s - tr.zero_s) * 1e6);
+  if (v->waited_s > 0)
+    fprintf(f, ", \"waited\": %.3f", v->waited_s * 1e6);
+  fputs("}}", f);
 }
 
 /* The device name as a JSON string's inside: printable ASCII, no quotes. */
@@ -385,6 +474,8 @@ static void trace_op_end(struct rt_exec *e) {
                                                          : RT_TRACE_OPTIMIZER;
   int mb = kind == RT_TRACE_OPTIMIZER ? -1 : op->micro_batch;
   rt_trace_event(e, kind, mb, -2, -1, tr.op_start_s, hx_rt_now_s());
+  if (e->emu.on && tr.n > 0 && tr.ev[tr.n - 1].kind == (int32_t)kind)
+    tr.ev[tr.n - 1].waited_s = e->emu.waited.wall_s;
 }
 
 /* ---- the hooks ---- */
@@ -415,6 +506,7 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
     u->reqs[i] = MPI_REQUEST_NULL;
   u->reference_cpu_s = hx_rt_calloc((size_t)e->cfg->nops, sizeof *u->reference_cpu_s);
   lock_open(e);
+  groups_open(e->cfg);
   hx_rt_set_wait_hooks(wait_enter, wait_leave, e);
   if (e->cfg->rank == 0)
     hx_rt_log_banner("emulating the cluster file's device and link speeds (--emulate); "
@@ -463,14 +555,17 @@ static void report_compute(struct rt_exec *e) {
 
 void rt_emu_stop(struct rt_exec *e) {
   struct rt_emu *u = &e->emu;
+  /* before the trace's and the report's gathers: a run that ends in a
+   * calibration step leaves the lock with the rank that stepped last, and
+   * the others still need it to finish their optimizer step and reach the
+   * gather (the trace's gather once waited behind it for good) */
+  if (u->on) {
+    hx_rt_set_wait_hooks(NULL, NULL, NULL);
+    lock_give(u);
+  }
   trace_write(e);
   if (!u->on)
     return;
-  /* before the gather: a run that ends in a calibration step leaves the
-   * lock with the rank that stepped last, and the others still need it to
-   * finish their optimizer step and reach the gather */
-  hx_rt_set_wait_hooks(NULL, NULL, NULL);
-  lock_give(u);
   close(u->lock_fd);
   u->lock_fd = -1;
   if (e->step > u->first_step && u->first_step >= 0)
@@ -481,6 +576,7 @@ void rt_emu_stop(struct rt_exec *e) {
   u->stamps = NULL;
   u->reqs = NULL;
   hx_rt_mpi_check(MPI_Comm_free(&u->comm), "emulation communicator");
+  groups_close();
   free(u->reference_cpu_s);
   u->reference_cpu_s = NULL;
   u->on = false;
@@ -570,7 +666,8 @@ void rt_emu_arrive(struct rt_exec *e, int peer, int tag, double bytes) {
   hx_rt_mpi_check(MPI_Irecv(&sent, 1, MPI_DOUBLE, peer, tag, u->comm, &req), "emulation stamp");
   hx_rt_wait_all(1, &req, &(struct hx_rt_wait){"emulation stamp", -1, peer, 0, NULL});
   const struct hx_rt_link *l = peer == e->cfg->prev_leader ? &u->fig->prev : &u->fig->next;
-  sleep_until(sent + rt_emu_link_s(l, bytes));
+  link_done_s = sent + rt_emu_link_s(l, bytes);
+  sleep_until(link_done_s);
 }
 
 void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, double bytes,
@@ -580,7 +677,15 @@ void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, doubl
     return;
   const struct hx_rt_link *l = group_index < 0 ? &u->fig->tp : &u->fig->groups[group_index];
   wait_enter(e); /* inside an op (TP): the link's time, not the device's */
-  sleep_until(start_s + rt_emu_ring_s(l, nranks, bytes));
+  /* a TP group (group_index < 0) runs in lockstep inside its ops; this
+   * machine's own all-reduce is taken to be faster than the emulated link */
+  double began = last_start_s(group_index, start_s);
+  double done = began + rt_emu_ring_s(l, nranks, bytes);
+  sleep_until(done);
+  if (group_index >= 0) {
+    link_began_s = began;
+    link_done_s = done;
+  }
   wait_leave(e);
 }
 

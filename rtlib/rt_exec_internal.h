@@ -326,7 +326,7 @@ enum rt_trace_kind {
 };
 double rt_trace_now(void);
 /* layer: a gradient bucket's global layer (-1 emb/head, else -2); peer: the
- * other leader of a hop, else -1. */
+ * other leader of a hop, a gradient all-reduce's group (its global id), else -1. */
 void rt_trace_event(const struct rt_exec *e, enum rt_trace_kind kind, int micro_batch, int layer,
                     int peer, double start_s, double end_s);
 

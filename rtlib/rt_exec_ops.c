@@ -26,8 +26,9 @@
  * consumed receive k - 2 has ended; a last stage, whose every receive is
  * posted at a backward, needs one. On the CPU, MPI moves a posted receive
  * on inside the MPI calls the compute makes (TP all-reduces, bucket tests)
- * and at the wait. A HexiSeq leader's hop (gathered and scattered through
- * hs.whole) is received at its RECV op, as before.
+ * and at the wait. A HexiSeq stage leader posts its receives ahead alike,
+ * into hs.whole: it scatters that to the units at the RECV op, before the
+ * next receive can be posted, so one whole buffer and one local one do.
  *
  * Sequence parallelism (e->model.sp_size > 1): the layers run on this TP
  * rank's rows, so what lies between them (x0, x1) is rows; everything
@@ -125,15 +126,18 @@ static void hops_init(struct rt_exec *e) {
     h->post_at[i] = -1;
   /* Whether any receive is posted before the previous one's consumer ends:
    * TP ranks that post nothing still take the leader's buffers (the
-   * broadcast), so the layout follows the leader's rule on every rank. */
-  bool post = !e->hs.on, two = false;
+   * broadcast), so the layout follows the leader's rule on every rank. A
+   * HexiSeq leader's receive lands in hs.whole, and the local buffer is
+   * written only at the RECV op, once the previous consumer has run: one. */
+  bool two = false;
   int last = -1; /* the previous RECV op */
   for (int i = 0; i < c->nops; i++) {
     enum hx_rt_op_kind k = c->schedule[i].kind;
     if (k != HX_RT_RECV_ACT && k != HX_RT_RECV_GRAD)
       continue;
-    int p = post ? post_point(c, i) : -1;
-    bool overlaps = last >= 0 && p >= 0 && p == last + 1; /* posted at last's consumer */
+    int p = post_point(c, i);
+    /* posted at last's consumer */
+    bool overlaps = last >= 0 && p >= 0 && p == last + 1 && !e->hs.on;
     h->buf_of[i] = last < 0 ? 0 : overlaps ? 1 - h->buf_of[last] : h->buf_of[last];
     two |= overlaps;
     if (p >= 0 && is_leader(e)) {
@@ -144,7 +148,7 @@ static void hops_init(struct rt_exec *e) {
   }
   h->bufs[0] = e->dev->alloc(e->act_bytes);
   h->bufs[1] = two ? e->dev->alloc(e->act_bytes) : h->bufs[0];
-  if (post && is_leader(e))
+  if (is_leader(e))
     h->recv = e->tr->recv_new(hop_elements(e), e->dev->dtype);
 }
 
@@ -165,9 +169,10 @@ static void post_ahead(struct rt_exec *e, int at) {
     return;
   const struct hx_rt_op *op = &e->cfg->schedule[h->post_at[at]];
   h->posted_s = rt_trace_now();
-  e->tr->recv_start(h->recv, h->bufs[h->buf_of[h->post_at[at]]], hop_elements(e),
-                    peer_of(e, op->kind), tag_of(op->micro_batch, kind_tag(op->kind)),
-                    op->micro_batch, recv_what(op->kind));
+  void *into = e->hs.on ? e->hs.whole : h->bufs[h->buf_of[h->post_at[at]]];
+  e->tr->recv_start(h->recv, into, hop_elements(e), peer_of(e, op->kind),
+                    tag_of(op->micro_batch, kind_tag(op->kind)), op->micro_batch,
+                    recv_what(op->kind));
 }
 
 /* The buffer the op after RECV op i reads: the received message, there once

@@ -621,7 +621,7 @@ static void finish_bucket(struct rt_exec *e, struct rt_bucket *b) {
     e->dev->unpack(e->p.dev.g, e->pack + b->pack_off, b->runs.items, b->runs.n);
   /* from its start (on the emulated device's clock) to its sum's unpack */
   rt_trace_event(e, RT_TRACE_ALLREDUCE, -1, b->key == HEAD_KEY || b->key == EMB_KEY ? -1 : b->key,
-                 -1, b->start_s, rt_trace_now());
+                 e->cfg->groups[b->group_index].id, b->start_s, rt_trace_now());
   hx_rt_progress();
 }
 

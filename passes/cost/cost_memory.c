@@ -19,7 +19,8 @@ const char *const hx_mem_kind_names[HX_MEM_NKINDS] = {
  * two-buffer rule): a middle stage's gradient posted under the forward that
  * reads the activation just received; a first stage's cool-down backwards,
  * and a GPipe last stage's forwards, back to back, when there are two or
- * more micro-batches. HexiSeq stages post nothing ahead: one. */
+ * more micro-batches. HexiSeq stages: one (a leader's receive lands in its
+ * whole buffer, scattered to the units at the RECV op). */
 static double hop_receive_buffers(const struct hx_plan *plan, const struct hx_pipeline *pl, int si,
                                   const struct hx_stage *st) {
   bool first = si == 0, last = si == pl->nstages - 1;

@@ -11,7 +11,13 @@ pipeline plan:
   each receive event overlaps a compute event (forward or backward) of the
   same rank, i.e. it was posted before the compute before it ended, but for
   at most one receive per step (a step's first receive has no compute
-  before it in its step). Prints one line per receiving rank."""
+  before it in its step). Prints one line per receiving rank.
+- with --emulated (a run under --emulate): every gradient all-reduce names
+  its group, and its members, matched by step, group and order, record one
+  completion ("done", the emulated link's) no earlier than the last
+  member's arrival; every receive records its data's arrival no earlier
+  than its send's start."""
+from collections import defaultdict
 import json
 import sys
 
@@ -65,13 +71,55 @@ def check_ahead(spans, steps):
                  "posted ahead" % (tid, len(ahead), len(recvs)))
 
 
+def step_of(spans):
+    """Per event, its rank's optimizer events that end before it."""
+    ends = defaultdict(list)
+    for e in spans:
+        if e["cat"] == "optimizer":
+            ends[e["tid"]].append(e["ts"] + e["dur"])
+    return lambda e: sum(1 for t in ends[e["tid"]] if t < e["ts"] + e["dur"])
+
+
+def check_emulated(spans):
+    step = step_of(spans)
+    instances, seen = defaultdict(list), defaultdict(int)
+    # in the order recorded (the buckets' one order), not by start
+    for e in sorted((e for e in spans if e["cat"] == "all-reduce"), key=lambda e: e["tid"]):
+        if e["args"].get("group", -1) < 0 or "done" not in e["args"]:
+            fail("all-reduce %s on rank %d names no group or completion" % (e["name"], e["tid"]))
+        mine = (step(e), e["args"]["group"], e["tid"])
+        instances[(step(e), e["args"]["group"], seen[mine])].append(e)
+        seen[mine] += 1
+    if not instances:
+        fail("no gradient all-reduce in an emulated trace")
+    for key, members in instances.items():
+        done = [m["args"]["done"] for m in members]
+        last = max(m["ts"] for m in members)
+        if max(done) - min(done) > 2 or min(done) < last - 1:
+            fail("step %d group %d: its members' completions %s, the last arrival %.3f: not one "
+                 "completion after every member arrived" % (key[0], key[1], done, last))
+    sends = {(e["tid"], e["args"]["peer"], e["args"]["micro_batch"], step(e)): e["ts"]
+             for e in spans if e["cat"] == "send"}
+    for e in (e for e in spans if e["cat"] == "recv"):
+        sent = sends.get((e["args"]["peer"], e["tid"], e["args"]["micro_batch"], step(e)))
+        if "done" not in e["args"] or sent is None or e["args"]["done"] < sent:
+            fail("receive %s on rank %d: arrival %s before its send (%s) or unknown"
+                 % (e["name"], e["tid"], e["args"].get("done"), sent))
+    print("  emulated: %d all-reduces, each one completion over its members after the last "
+          "arrival; every receive's arrival after its send" % len(instances))
+
+
 def main():
-    if len(sys.argv) not in (4, 5):
-        fail("usage: trace_check.py TRACE RANKS STEPS [SIMULATED_TRACE_JSON]")
-    ranks, steps = int(sys.argv[2]), int(sys.argv[3])
-    spans = check_format(load(sys.argv[1]), ranks)
-    if len(sys.argv) == 5:
-        simulated = {e["cat"] for e in load(sys.argv[4]) if e.get("ph") == "X"}
+    emulated = "--emulated" in sys.argv
+    argv = [a for a in sys.argv if a != "--emulated"]
+    if len(argv) not in (4, 5):
+        fail("usage: trace_check.py TRACE RANKS STEPS [SIMULATED_TRACE_JSON] [--emulated]")
+    ranks, steps = int(argv[2]), int(argv[3])
+    spans = check_format(load(argv[1]), ranks)
+    if emulated:
+        check_emulated(spans)
+    if len(argv) == 5:
+        simulated = {e["cat"] for e in load(argv[4]) if e.get("ph") == "X"}
         extra = {e["cat"] for e in spans} - simulated
         if extra:
             fail("measured kinds %s are not among the simulator's %s" % (sorted(extra),
