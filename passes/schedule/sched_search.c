@@ -296,14 +296,6 @@ static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena 
   return best;
 }
 
-/* A completed plan, ranked: by the simulator on small clusters, else by the
- * estimate hx_sched_complete leaves in sim.iteration_s. */
-static struct hx_plan *complete_and_score(struct search *s, const struct hx_plan *sk) {
-  if (s->sim_score)
-    return complete_by_simulation(s, s->a, sk, INFINITY);
-  return hx_sched_complete(s->ctx, s->a, sk);
-}
-
 /* Keeps plan among the FINAL best by score; ties keep the earlier one. */
 static void keep_final(struct search *s, struct hx_plan *p) {
   for (int i = 0; i < s->nfinal; i++)
@@ -376,10 +368,12 @@ static int skeleton_key(const struct hx_plan *sk, int *key) {
   return n;
 }
 
-/* Completes and scores a skeleton, once per distinct skeleton: one
- * evaluation. *fresh says whether this call did the work (a repeat is not
- * considered again). NULL without work once the search has stopped. */
-static struct hx_plan *complete(struct search *s, const struct hx_plan *sk, bool *fresh) {
+/* complete() for a caller that only takes a plan faster than `beat` (the
+ * polish): where candidates are simulated, settings that cannot beat it are
+ * not simulated, and a skeleton that does not is not remembered (a later
+ * complete() does it in full); a plan it returns is complete()'s. */
+static struct hx_plan *complete_below(struct search *s, const struct hx_plan *sk, bool *fresh,
+                                      double beat) {
   int n = skeleton_key(sk, s->keybuf);
   struct memo_entry *e = memo_get(s->a, &s->skeletons, s->keybuf, n);
   *fresh = false;
@@ -389,10 +383,20 @@ static struct hx_plan *complete(struct search *s, const struct hx_plan *sk, bool
     return NULL;
   *fresh = true;
   s->limit.evals++;
-  struct hx_plan *p = complete_and_score(s, sk);
-  e->value = p;
-  e->set = true;
+  struct hx_plan *p = s->sim_score ? complete_by_simulation(s, s->a, sk, beat)
+                                   : hx_sched_complete(s->ctx, s->a, sk);
+  if (p || !s->sim_score || beat == INFINITY) {
+    e->value = p;
+    e->set = true;
+  }
   return p;
+}
+
+/* Completes and scores a skeleton, once per distinct skeleton: one
+ * evaluation. *fresh says whether this call did the work (a repeat is not
+ * considered again). NULL without work once the search has stopped. */
+static struct hx_plan *complete(struct search *s, const struct hx_plan *sk, bool *fresh) {
+  return complete_below(s, sk, fresh, INFINITY);
 }
 
 /* The group counts k_i phase 2 tries per pipeline, as HexiScale iterates
@@ -1040,7 +1044,7 @@ static bool op_applies(const struct search *s, const struct hx_plan *plan, int i
  * two TP halves, or left out (its devices unused); or pipeline i left out.
  * Completed again; NULL when the move does not apply or nothing fits. */
 static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, int i, int from,
-                                  int to, enum stage_op op, bool *fresh) {
+                                  int to, enum stage_op op, bool *fresh, double beat) {
   *fresh = false;
   const struct hx_pipeline *p = &plan->pipelines[i];
   if (p->nstages > MAX_STAGES || !op_applies(s, plan, i, from, to, op))
@@ -1052,7 +1056,7 @@ static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, 
     for (int k = i; k + 1 < q->npipelines; k++)
       q->pipelines[k] = q->pipelines[k + 1];
     q->npipelines--;
-    return complete(s, q, fresh);
+    return complete_below(s, q, fresh, beat);
   }
   const struct hx_stage *a = &p->stages[from], *b = &p->stages[to];
   int sizes[2 * MAX_STAGES], m = 0;
@@ -1085,14 +1089,14 @@ static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, 
   qp->micro_batches = p->micro_batches;
   for (int k = 0; k < m; k++)
     hx_stage_init(s->a, &qp->stages[k], runs[k], sizes[k], 0, 0, false);
-  return complete(s, q, fresh);
+  return complete_below(s, q, fresh, beat);
 }
 
 /* A copy of plan with the devices of machine `node` that it leaves unused
  * inserted into pipeline i as a new stage at position `at` (one TP group
  * when the count is a legal degree, else one stage per device). */
 static struct hx_plan *add_machine(struct search *s, const struct hx_plan *plan, int i, int node,
-                                   int at, bool *fresh) {
+                                   int at, bool *fresh, double beat) {
   const struct hx_cluster *c = &s->ctx->cluster;
   const struct hx_pipeline *p = &plan->pipelines[i];
   *fresh = false;
@@ -1121,8 +1125,11 @@ static struct hx_plan *add_machine(struct search *s, const struct hx_plan *plan,
       hx_stage_init(s->a, &qp->stages[out++], p->stages[k].devices, p->stages[k].ndevices, 0, 0,
                     false);
   }
-  return complete(s, q, fresh);
+  return complete_below(s, q, fresh, beat);
 }
+
+/* What a polish move must beat to be taken: plan's time, less 1e-9 of it. */
+static double improvement(const struct hx_plan *plan) { return plan->sim.iteration_s * (1 - 1e-9); }
 
 /* Tries putting every partly idle machine's idle devices into some pipeline
  * at some position; the first that scores better. */
@@ -1131,12 +1138,12 @@ static struct hx_plan *try_add(struct search *s, struct hx_plan *plan, int *budg
     for (int i = 0; i < plan->npipelines; i++)
       for (int at = 0; at <= plan->pipelines[i].nstages && *budget > 0 && !stopped(s); at++) {
         bool fresh;
-        struct hx_plan *q = add_machine(s, plan, i, node, at, &fresh);
+        struct hx_plan *q = add_machine(s, plan, i, node, at, &fresh, improvement(plan));
         if (!q && at == 0)
           break; /* nothing idle there */
         (*budget)--;
         s->evaluated++;
-        if (q && q->sim.iteration_s < plan->sim.iteration_s * (1 - 1e-9))
+        if (q && q->sim.iteration_s < improvement(plan))
           return q;
       }
   return NULL;
@@ -1163,10 +1170,11 @@ static struct hx_plan *polish(struct search *s, struct hx_plan *plan, int budget
             if (!op_applies(s, plan, i, st, to, (enum stage_op)op))
               continue;
             bool fresh;
-            struct hx_plan *q = stage_move(s, plan, i, st, to, (enum stage_op)op, &fresh);
+            struct hx_plan *q =
+                stage_move(s, plan, i, st, to, (enum stage_op)op, &fresh, improvement(plan));
             budget--;
             s->evaluated++;
-            if (q && q->sim.iteration_s < plan->sim.iteration_s * (1 - 1e-9)) {
+            if (q && q->sim.iteration_s < improvement(plan)) {
               plan = q;
               improved = true;
             }
