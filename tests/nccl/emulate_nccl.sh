@@ -11,7 +11,8 @@
 # must print "transport: nccl" and give the same fp32 losses (relative 1e-5)
 # and weights (1e-5; HexiSeq's 1e-4, as emulate_backend.sh's):
 #   dp2 tp2 pp2 dp2z   tiny.hx, tests/codegen/plans/tiny_*.json (DP 2, TP 2, PP 2,
-#                      DP 2 with ZeRO-1: the uneven reduce-scatter/all-gather)
+#                      DP 2 with ZeRO-1: the uneven reduce-scatter/all-gather;
+#                      TP 2 and tp2pp2 sequence parallel, the default)
 #   tp2pp2             tiny.hx, tests/codegen/plans/tp2_pp2_uneven.json (a
 #                      TP 2 stage feeding a one-rank stage beside a one-rank
 #                      pipeline, uneven batches: the TP broadcasts of a
@@ -31,11 +32,14 @@
 #                      and bf16, exact), again with MPI's counts capped at 4
 #                      (HEXIC_MPI_MAX_COUNT: the staged transport's blocks one
 #                      by one)
-# and, not in "all" (two minutes): bf16, tp2pp2's plan in bf16 (the TP sums
+# and, not in "all" (two minutes each): tp3tp2, tests/exec/plans/tp3_tp2_uneven.json
+# on tiny6.hx (8 ranks: a TP 3 stage of 64 rows, 22 + 21 + 21, with
+# recompute and its leader off TP rank 0, beside TP 2 stages), sequence
+# parallel over NCCL as the CPU programs; bf16, tp2pp2's plan in bf16 (the TP sums
 # widened to fp32 on the device), its NCCL run against HEXIC_TRANSPORT=mpi
 # of the same programs (the staged transport): equal losses and weights.
 #
-#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|zero1pp|seq|seq8|sp|bf16|all]...
+#   bash tests/nccl/emulate_nccl.sh [build|dp2|tp2|pp2|dp2z|tp2pp2|zero1pp|seq|seq8|sp|tp3tp2|bf16|all]...
 #   (builds into build-nccl-emu/, HEXIC_NCCL_EMU_BUILD overrides;
 #   HEXIC_CPU_BUILD=DIR takes the CPU side from an existing build;
 #   HEXIC_NCCL_STEPS steps per run, default 3)
@@ -112,6 +116,12 @@ case_() {
   done
   [ "$name" != dp2z ] || grep -q '_shards\[\] = {' "$d"/rank_*.c ||
     { echo "FAIL: dp2z: the rank programs carry no optimizer shards"; exit 1; }
+  # TP stages train sequence parallel (the train block's default): the CUDA
+  # layer's reduce-scatter and all-gather over NCCL
+  case $name in tp2 | tp2pp2 | tp3tp2)
+    grep -q '\.sequence_parallel = true' "$d"/rank_0000.c ||
+      { echo "FAIL: $name: the TP stage does not run sequence parallel"; exit 1; } ;;
+  esac
   timeout 600 mpirun --oversubscribe "${app[@]}" >"$d/cpu.log" 2>&1 || { cat "$d/cpu.log"; echo "FAIL: $name: the CPU run"; exit 1; }
   timeout 600 mpirun --oversubscribe "${emu[@]}" >"$d/emu.log" 2>&1 || { cat "$d/emu.log"; echo "FAIL: $name: the emulated NCCL run"; exit 1; }
   grep -q "transport: nccl" "$d/emu.log" ||
@@ -209,6 +219,7 @@ for part in "${parts[@]}"; do
   zero1pp) zero1pp ;;
   seq8) case_ seq8 tests/exec/models/seqtiny.hx examples/clusters/cpu8.hx tests/exec/plans/seq_pp_tp_cp_hp.json ;;
   sp) sp ;;
+  tp3tp2) case_ tp3tp2 tests/exec/models/tiny6.hx examples/clusters/cpu8.hx tests/exec/plans/tp3_tp2_uneven.json ;;
   bf16) bf16 ;;
   *) echo "emulate_nccl.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
