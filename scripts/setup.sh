@@ -71,6 +71,19 @@ install_python_modules() {
     python3 -m pip install --quiet --break-system-packages safetensors numpy
 }
 
+# Optional: hexic-tokenize's tokenizers (and pyarrow for Parquet input);
+# tests/tokenize skips without tokenizers, so a failed install stops nothing.
+install_optional_python_modules() {
+  if python3 -c 'import tokenizers, pyarrow' 2>/dev/null; then
+    echo "setup: python tokenizers and pyarrow present"
+    return 0
+  fi
+  echo "setup: installing tokenizers and pyarrow from PyPI (optional)"
+  python3 -m pip install --quiet tokenizers pyarrow 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages tokenizers pyarrow 2>/dev/null ||
+    echo "setup: tokenizers/pyarrow not installed: hexic-tokenize and tests/tokenize unavailable"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
 else
@@ -82,3 +95,4 @@ fi
 # both use pip, which the packages bring
 install_nccl
 install_python_modules
+install_optional_python_modules

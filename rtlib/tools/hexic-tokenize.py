@@ -24,7 +24,7 @@ MAGIC_U16, VERSION_U16 = 20240520, 1
 MAGIC_U32, VERSION_U32 = 20240801, 7
 MAX_SHARD_TOKENS = 2**31 - 1  # the header's count is an int32
 MAX_DOCUMENT_BYTES = 1 << 30  # one document is encoded in one call
-BATCH_CHARS = 8 << 20  # documents are encoded in batches of about this much text
+BATCH_CHARS = 1 << 20  # documents are encoded in batches of about this much text
 MASK64 = (1 << 64) - 1
 # Tried in this order when no tokenizer_config.json / special_tokens_map.json
 # names the end-of-sequence token: GPT-2's, Llama 3's, Llama 2's, Gemma's.
@@ -442,6 +442,10 @@ def run(args):
     report(tok_file, vocab, wide, eos_id, eos_text, eos_source, n, empty, shards)
 
 
+def counted(n, noun):
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def report(tok_file, vocab, wide, eos_id, eos_text, eos_source, n, empty, shards):
     magic, version, width = (MAGIC_U32, VERSION_U32, 32) if wide else (MAGIC_U16, VERSION_U16, 16)
     print(f"{PROG}: tokenizer {tok_file}: vocab {vocab}: uint{width} tokens "
@@ -449,9 +453,10 @@ def report(tok_file, vocab, wide, eos_id, eos_text, eos_source, n, empty, shards
     print(f"{PROG}: end of document: {eos_text!r} = id {eos_id} (from {eos_source}), "
           "after every document")
     skipped = f" ({empty} empty, skipped)" if empty else ""
-    print(f"{PROG}: {n} documents{skipped}")
-    for split, shard in shards.items():
-        print(f"{PROG}: wrote {shard.path}: {shard.documents} documents, {shard.count} tokens")
+    print(f"{PROG}: {counted(n, 'document')}{skipped}")
+    for shard in shards.values():
+        print(f"{PROG}: wrote {shard.path}: {counted(shard.documents, 'document')}, "
+              f"{counted(shard.count, 'token')}")
     if "val" not in shards:
         print(f"{PROG}: no validation split (--val-fraction 0)")
     print(f"put in the model block: vocab = {vocab}")

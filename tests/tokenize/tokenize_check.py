@@ -205,7 +205,7 @@ def check_folder_and_jsonl(tool, work):
                           "-o", os.path.join(work, "folder")])
     for line in (f"'</s>' = id {eos} (from tokenizer_config.json)", "12 documents",
                  "vocab 300: uint16 tokens (llm.c shard magic 20240520, version 1)",
-                 "put in the model block: vocab = 300", "folder.val.bin: 1 documents"):
+                 "put in the model block: vocab = 300", "folder.val.bin: 1 document,"):
         if line not in out:
             fail(f"folder: wanted '{line}' in:\n{out}")
     if check_streams(os.path.join(work, "folder"), bpe, docs, eos) != (20240520, 1):
