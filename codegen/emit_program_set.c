@@ -432,6 +432,12 @@ static void compute_fingerprint(struct program_set *set) {
            (long long)m->kv_heads, (long long)m->vocab, (long long)m->seq_len, m->rope_theta,
            m->norm_eps, (int)m->tie_embeddings);
   uint64_t h = fnv_text(UINT64_C(0xcbf29ce484222325), buf);
+  if (m->rope_factor > 0) { /* only then: unscaled plans keep their fingerprints */
+    snprintf(buf, sizeof buf, "rope_scaling llama3 %.17g %.17g %.17g %lld", m->rope_factor,
+             m->rope_low_freq_factor, m->rope_high_freq_factor,
+             (long long)m->rope_original_max_len);
+    h = fnv_text(h, buf);
+  }
   snprintf(buf, sizeof buf, "train %lld %.17g %.17g %.17g %.17g %.17g %.17g %lld %lld %lld",
            (long long)t->global_batch, t->lr, t->beta1, t->beta2, t->eps, t->weight_decay,
            t->grad_clip, (long long)t->warmup_steps, (long long)t->steps, (long long)t->seed);

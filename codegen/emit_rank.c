@@ -238,10 +238,22 @@ static void emit_model(const struct program_set *set, FILE *f) {
           "static const struct hx_rt_model model = {\n"
           "    .layers = %lld,\n    .hidden = %lld,\n    .ffn = %lld,\n    .heads = %lld,\n"
           "    .kv_heads = %lld,\n    .vocab = %lld,\n    .seq_len = %lld,\n"
-          "    .rope_theta = %s,\n    .norm_eps = %s,\n    .tie_embeddings = %d,\n};\n\n",
+          "    .rope_theta = %s,\n    .norm_eps = %s,\n    .tie_embeddings = %d,\n",
           (long long)m->layers, (long long)m->hidden, (long long)m->ffn, (long long)m->heads,
           (long long)m->kv_heads, (long long)m->vocab, (long long)m->seq_len, theta, eps,
           m->tie_embeddings ? 1 : 0);
+  if (m->rope_factor > 0) { /* only then: an unscaled model's program is as before */
+    char factor[40], low[40], high[40];
+    format_double(factor, sizeof factor, m->rope_factor);
+    format_double(low, sizeof low, m->rope_low_freq_factor);
+    format_double(high, sizeof high, m->rope_high_freq_factor);
+    fprintf(f,
+            "    /* Llama 3's RoPE frequency scaling (rope_scaling = llama3) */\n"
+            "    .rope_factor = %s,\n    .rope_low_freq_factor = %s,\n"
+            "    .rope_high_freq_factor = %s,\n    .rope_original_max_len = %lld,\n",
+            factor, low, high, (long long)m->rope_original_max_len);
+  }
+  fputs("};\n\n", f);
 }
 
 static void emit_double_field(FILE *f, const char *name, double v) {

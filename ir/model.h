@@ -15,6 +15,10 @@ struct hx_model {
   int64_t layers, hidden, ffn, heads, kv_heads, vocab, seq_len;
   double rope_theta, norm_eps;
   bool tie_embeddings;
+  /* Llama 3's RoPE frequency scaling (rope_scaling = llama3; the kernels'
+   * hxk_dims): rope_factor 0 is none. */
+  double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+  int64_t rope_original_max_len;
 
   /* Derived (model_stats). Counts are exact integers; FLOPs are per token of
    * a full seq_len sequence (causal attention averaged over positions). */

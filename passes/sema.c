@@ -48,7 +48,8 @@ struct field_spec {
 #define MAX_GPUS_PER_NODE 1024
 
 enum { M_LAYERS, M_HIDDEN, M_FFN, M_HEADS, M_KV_HEADS, M_VOCAB, M_SEQ_LEN, M_ROPE_THETA, M_NORM_EPS,
-       M_TIE, M_COUNT };
+       M_TIE, M_ROPE_SCALING, M_ROPE_FACTOR, M_ROPE_LOW, M_ROPE_HIGH, M_ROPE_ORIGINAL, M_COUNT };
+static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
 static const struct field_spec model_fields[M_COUNT] = {
     {"layers", T_INT, true, 1, MAX_LAYERS, false, NULL},
     {"hidden", T_INT, true, 1, MAX_HIDDEN, false, NULL},
@@ -60,6 +61,11 @@ static const struct field_spec model_fields[M_COUNT] = {
     {"rope_theta", T_REAL, false, 0, 1e12, true, NULL},
     {"norm_eps", T_REAL, false, 0, 1, true, NULL},
     {"tie_embeddings", T_BOOL, false, 0, 0, false, NULL},
+    {"rope_scaling", T_ENUM, false, 0, 0, false, rope_scaling_names},
+    {"rope_factor", T_REAL, false, 1, 1e6, false, NULL},
+    {"rope_low_freq_factor", T_REAL, false, 0, 1e6, true, NULL},
+    {"rope_high_freq_factor", T_REAL, false, 0, 1e6, true, NULL},
+    {"rope_original_max_len", T_INT, false, 1, MAX_SEQ, false, NULL},
 };
 
 enum { TR_GLOBAL_BATCH, TR_MICRO_BATCH, TR_PRECISION, TR_RECOMPUTE, TR_OPTIMIZER, TR_SCHEDULE, TR_SHARDING, TR_LR,
@@ -472,6 +478,31 @@ static void check_model_shape(struct hx_model *m, const struct hx_field **f) {
   }
 }
 
+/* rope_scaling = llama3 takes its four figures, each given (Llama 3.1's are
+ * 8, 1, 4, 8192: no default would be every model's); without it they are
+ * refused rather than ignored. */
+static void build_rope_scaling(struct sema *s, struct hx_model *m, const struct hx_field **f) {
+  bool llama3 = get_choice(s, f[M_ROPE_SCALING], &model_fields[M_ROPE_SCALING], 0) == 1;
+  for (int i = M_ROPE_FACTOR; i <= M_ROPE_ORIGINAL; i++) {
+    if (f[i] && !llama3)
+      hx_error(f[i]->loc, "'%s' needs 'rope_scaling = llama3'", model_fields[i].name);
+    if (!f[i] && llama3)
+      hx_error(f[M_ROPE_SCALING]->value.loc, "'rope_scaling = llama3' needs '%s'",
+               model_fields[i].name);
+  }
+  if (!llama3)
+    return;
+  get_real(s, f[M_ROPE_FACTOR], &model_fields[M_ROPE_FACTOR], 0, &m->rope_factor);
+  get_real(s, f[M_ROPE_LOW], &model_fields[M_ROPE_LOW], 0, &m->rope_low_freq_factor);
+  get_real(s, f[M_ROPE_HIGH], &model_fields[M_ROPE_HIGH], 0, &m->rope_high_freq_factor);
+  get_int(s, f[M_ROPE_ORIGINAL], &model_fields[M_ROPE_ORIGINAL], 0, &m->rope_original_max_len);
+  if (f[M_ROPE_LOW] && f[M_ROPE_HIGH] && !(m->rope_high_freq_factor > m->rope_low_freq_factor))
+    hx_error(f[M_ROPE_HIGH]->value.loc,
+             "'rope_high_freq_factor' (%g) must exceed 'rope_low_freq_factor' (%g): the band "
+             "between them is interpolated over their difference",
+             m->rope_high_freq_factor, m->rope_low_freq_factor);
+}
+
 static void build_model(struct sema *s, const struct hx_block *b) {
   const struct hx_field *f[M_COUNT];
   int before = hx_error_count();
@@ -489,6 +520,7 @@ static void build_model(struct sema *s, const struct hx_block *b) {
   get_real(s, f[M_ROPE_THETA], &model_fields[M_ROPE_THETA], 10000.0, &m->rope_theta);
   get_real(s, f[M_NORM_EPS], &model_fields[M_NORM_EPS], 1e-5, &m->norm_eps);
   m->tie_embeddings = get_choice(s, f[M_TIE], &model_fields[M_TIE], 0) == 1;
+  build_rope_scaling(s, m, f);
   if (hx_error_count() == before)
     check_model_shape(m, f);
   s->ctx->has_model = true;

@@ -15,6 +15,10 @@ struct hx_rt_model {
   int layers, hidden, ffn, heads, kv_heads, vocab, seq_len;
   double rope_theta, norm_eps;
   int tie_embeddings; /* logits use tok_emb; no lm_head tensor */
+  /* Llama 3's RoPE frequency scaling (kernels/cpu/llama.h's hxk_dims);
+   * rope_factor 0 is none. */
+  double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+  int rope_original_max_len;
 };
 
 /* The plan's train precision. bf16: bf16 activations and forward weights

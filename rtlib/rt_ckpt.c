@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/hf_llama.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/user_file.h"
 #include "rt_init.h"
@@ -1330,8 +1331,110 @@ static bool shape_is(const struct hx_st_tensor *t, const int64_t ident[7]) {
   return t->ndim == 1 && ident[1] == 1 && t->shape[0] == ident[2];
 }
 
+/* ---- --init-from a Hugging Face model folder ---- */
+
+/* FOLDER/config.json against the program's model line: the first field
+ * that differs named as config.json names it (another model's weights of
+ * the same shapes, another rope_theta, Llama 3's scaling or not). */
+static bool hf_config_matches(const char *config, const struct hx_rt_ckpt_state *st,
+                              struct hx_hf_model *program, char *err, size_t err_size) {
+  struct hx_hf_model have;
+  if (!hx_hf_config_read(config, &have, err, err_size))
+    return false;
+  if (!st->model || !hx_hf_parse_model_line(st->model, program)) {
+    set_error(err, err_size, "%s: this program's model line '%s' is not one hexic writes",
+              config, st->model ? st->model : "(none)");
+    return false;
+  }
+  char why[256];
+  if (!hx_hf_model_differs(&have, program, why, sizeof why))
+    return true;
+  set_error(err, err_size, "%s describes another model: %s", config, why);
+  return false;
+}
+
+/* Tensors of the folder's weights, the buffer older exports carry aside. */
+static int hf_tensor_count(const struct hx_st_set *set) {
+  int n = 0;
+  for (int f = 0; f < set->n; f++)
+    for (int i = 0; i < set->files[f].ntensors; i++) {
+      const char *name = set->files[f].tensors[i].name;
+      size_t len = strlen(name), tail = strlen(".rotary_emb.inv_freq");
+      n += !(len >= tail && !strcmp(name + len - tail, ".rotary_emb.inv_freq"));
+    }
+  return n;
+}
+
+/* This rank's slice of one tensor from Hugging Face's layout: q_proj and
+ * k_proj rows are in rotate_half's order within each head, so those are read
+ * row by row at their Hugging Face places (hf_llama.h). */
+static bool hf_read_slice(const struct hx_st_file *f, const struct hx_st_tensor *t,
+                          const int64_t id[7], int rope_heads, int64_t head_dim, float *dst,
+                          char *err, size_t err_size) {
+  if (!rope_heads)
+    return hx_st_read_f32(f, t, id[3], id[4], id[5], id[6], dst, err, err_size);
+  int64_t half = head_dim / 2, width = id[6] - id[5];
+  for (int64_t r = id[3]; r < id[4]; r++) {
+    int64_t within = r % head_dim; /* hexic's row in its head: pair within / 2 */
+    int64_t hf = r - within + (within % 2 ? half + within / 2 : within / 2);
+    if (!hx_st_read_f32(f, t, hf, hf + 1, id[5], id[6], dst + (r - id[3]) * width, err,
+                        err_size))
+      return false;
+  }
+  return true;
+}
+
+static bool init_from_hf_folder(const char *dir, int model_tensors, struct hx_rt_ckpt_state *st,
+                                char *err, size_t err_size) {
+  char config[PATH_MAX + 32], weights[PATH_MAX + 32];
+  struct hx_hf_model program;
+  snprintf(config, sizeof config, "%s/config.json", dir);
+  if (!hf_config_matches(config, st, &program, err, err_size))
+    return false;
+  struct stat sb;
+  snprintf(weights, sizeof weights, "%s/model.safetensors.index.json", dir);
+  if (stat(weights, &sb) != 0)
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
+  struct hx_st_set *set = calloc(1, sizeof *set);
+  if (!set) {
+    set_error(err, err_size, "out of memory");
+    return false;
+  }
+  bool ok = hx_st_set_open(set, weights, err, err_size);
+  int held = ok ? hf_tensor_count(set) : 0;
+  if (ok && held != model_tensors) {
+    set_error(err, err_size, "%s holds %d tensors where this model (%s) has %d", weights, held,
+              config, model_tensors);
+    ok = false;
+  }
+  for (int i = 0; ok && i < st->ntensors; i++) {
+    int64_t id[7];
+    identity_of(st, i, id);
+    char name[96];
+    hx_hf_name((uint64_t)id[0], name, sizeof name);
+    const struct hx_st_file *f = NULL;
+    const struct hx_st_tensor *t = hx_st_set_find(set, name, &f);
+    if (!t)
+      set_error(err, err_size, "%s: no tensor '%s'", weights, name);
+    else if (!shape_is(t, id))
+      set_error(err, err_size, "%s: tensor '%s' is not [%" PRId64 ", %" PRId64 "], its shape in "
+                "this model", f->path, name, id[1], id[2]);
+    ok = t && shape_is(t, id) &&
+         hf_read_slice(f, t, id, hx_hf_rope_heads(&program, (uint64_t)id[0]),
+                       program.hidden / program.heads, st->tensors[i].param, err, err_size) &&
+         slice_finite(st->tensors[i].param, id, f->path, name, err, err_size);
+    hx_rt_progress();
+  }
+  hx_st_set_close(set);
+  free(set);
+  return ok;
+}
+
 bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt_state *st,
                           char *err, size_t err_size) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return init_from_hf_folder(path, model_tensors, st, err, err_size);
   struct hx_st_file f;
   if (!hx_st_open(&f, path, err, err_size))
     return false;

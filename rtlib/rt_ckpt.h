@@ -245,7 +245,12 @@ int64_t hx_rt_first_nonfinite(const float *v, int64_t n);
  * not show that), and a file whose recorded model line (import's
  * "hexic_model") is not st->model, both lines named. A line of an older
  * import, without rope_theta and norm_eps, is taken when its shape is
- * st->model's, with a note (rank 0) that those two could not be checked. */
+ * st->model's, with a note (rank 0) that those two could not be checked.
+ * path may also be a Hugging Face model folder: its config.json is compared
+ * with st->model field by field (the first difference named as config.json
+ * names it), then each slice is read from model.safetensors.index.json's
+ * shards or model.safetensors by Hugging Face's names, q_proj/k_proj rows
+ * at their rotate_half places. */
 bool hx_rt_ckpt_init_from(const char *path, int model_tensors, struct hx_rt_ckpt_state *st,
                           char *err, size_t err_size);
 

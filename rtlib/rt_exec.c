@@ -111,7 +111,11 @@ static void set_up_shapes(struct rt_exec *e) {
                               .seq_len = m->seq_len,
                               .layers = m->layers,
                               .norm_eps = (float)m->norm_eps,
-                              .rope_theta = m->rope_theta};
+                              .rope_theta = m->rope_theta,
+                              .rope_factor = m->rope_factor,
+                              .rope_low_freq_factor = m->rope_low_freq_factor,
+                              .rope_high_freq_factor = m->rope_high_freq_factor,
+                              .rope_original_max_len = m->rope_original_max_len};
   if (!hxk_dims_check(&e->dims))
     hx_rt_fatal(HX_RT_EXIT_ERROR, "the model's shape is not a valid Llama shape");
   make_shard(e);
@@ -239,7 +243,7 @@ static void run_step(struct rt_exec *e) {
  * equal values compare equal), which resume and --init-from compare and
  * hexic-ckpt export reads back. */
 static const char *ckpt_model_line(const struct rt_exec *e) {
-  static char line[256];
+  static char line[512];
   const struct hx_rt_model *m = e->cfg->model;
   struct hx_hf_model shape = {.layers = m->layers,
                               .hidden = m->hidden,
@@ -249,7 +253,11 @@ static const char *ckpt_model_line(const struct rt_exec *e) {
                               .vocab = m->vocab,
                               .rope_theta = m->rope_theta,
                               .norm_eps = m->norm_eps,
-                              .tied = m->tie_embeddings != 0};
+                              .tied = m->tie_embeddings != 0,
+                              .rope_factor = m->rope_factor,
+                              .rope_low_freq_factor = m->rope_low_freq_factor,
+                              .rope_high_freq_factor = m->rope_high_freq_factor,
+                              .rope_original_max_len = m->rope_original_max_len};
   hx_hf_model_line(&shape, line, sizeof line);
   return line;
 }

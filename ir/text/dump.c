@@ -110,6 +110,11 @@ static void dump_model_fields(const struct hx_model *m, FILE *f) {
           m->kv_heads, m->vocab, m->seq_len);
   fprintf(f, "  rope_theta %.10g\n  norm_eps %.10g\n  tie_embeddings %s\n", m->rope_theta, m->norm_eps,
           m->tie_embeddings ? "true" : "false");
+  if (m->rope_factor > 0) /* only then: unscaled models' dumps are as before */
+    fprintf(f, "  rope_scaling llama3 factor %.10g low_freq_factor %.10g high_freq_factor %.10g "
+               "original_max_len %lld\n",
+            m->rope_factor, m->rope_low_freq_factor, m->rope_high_freq_factor,
+            (long long)m->rope_original_max_len);
   fprintf(f, "  head_dim %" PRId64 "\n", m->head_dim);
   fprintf(f, "  params_layer %" PRId64 "\n  params_embedding %" PRId64 "\n  params_head %" PRId64 "\n",
           m->params_layer, m->params_embedding, m->params_head);

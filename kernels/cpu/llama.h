@@ -46,6 +46,13 @@ struct hxk_dims {
   int layers;    /* L (only init std and schedules read it) */
   float norm_eps;
   double rope_theta;
+  /* Llama 3's RoPE frequency scaling (transformers' rope_type "llama3";
+   * docs/model-spec.md): rope_factor 0 is none. Frequencies whose wavelength
+   * exceeds rope_original_max_len / rope_low_freq_factor are divided by
+   * rope_factor, those under rope_original_max_len / rope_high_freq_factor
+   * kept, the band between interpolated smoothly. */
+  double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+  int rope_original_max_len;
 };
 
 /* Checks the shape and fills head_dim from dim/heads; returns false, leaving

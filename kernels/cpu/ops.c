@@ -60,11 +60,28 @@ long hxk_rope_table_floats(const struct hxk_dims *d) {
   return (long)d->seq_len * d->head_dim;
 }
 
+/* Pair i's angle per position, theta^(-2i/hd), after Llama 3's scaling
+ * when d has one (transformers' _compute_llama3_parameters, in double). */
+static double rope_inv_freq(const struct hxk_dims *d, int i) {
+  double inv_freq = pow(d->rope_theta, -2.0 * i / d->head_dim);
+  if (!(d->rope_factor > 0))
+    return inv_freq;
+  double old_len = d->rope_original_max_len;
+  double wavelen = 2 * M_PI / inv_freq;
+  if (wavelen < old_len / d->rope_high_freq_factor)
+    return inv_freq;
+  if (wavelen > old_len / d->rope_low_freq_factor)
+    return inv_freq / d->rope_factor;
+  double smooth = (old_len / wavelen - d->rope_low_freq_factor) /
+                  (d->rope_high_freq_factor - d->rope_low_freq_factor);
+  return (1 - smooth) * inv_freq / d->rope_factor + smooth * inv_freq;
+}
+
 void hxk_rope_table(float *tab, const struct hxk_dims *d) {
   int half = d->head_dim / 2;
   for (int t = 0; t < d->seq_len; t++) {
     for (int i = 0; i < half; i++) {
-      double phi = t * pow(d->rope_theta, -2.0 * i / d->head_dim);
+      double phi = t * rope_inv_freq(d, i);
       tab[((long)t * half + i) * 2] = (float)cos(phi);
       tab[((long)t * half + i) * 2 + 1] = (float)sin(phi);
     }

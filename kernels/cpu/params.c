@@ -14,6 +14,11 @@ bool hxk_dims_check(struct hxk_dims *d) {
   int head_dim = d->dim / d->heads;
   if (head_dim % 2 != 0 || !(d->norm_eps > 0) || !(d->rope_theta > 0))
     return false;
+  /* Llama 3's scaling divides by factor and by high - low */
+  if (d->rope_factor != 0 &&
+      (!(d->rope_factor > 0) || !(d->rope_low_freq_factor > 0) ||
+       !(d->rope_high_freq_factor > d->rope_low_freq_factor) || d->rope_original_max_len <= 0))
+    return false;
   d->head_dim = head_dim;
   return true;
 }

@@ -1,17 +1,38 @@
 /* Rotary position embedding (kernels/cpu/ops.c: hxk_rope_*). */
 #include "kernels/cuda/common.cuh"
 
-/* tab[(t*hd/2 + i)*2 + {0,1}] = {cos, sin}(phi), phi = t * theta^(-2i/hd),
+/* Llama 3's RoPE scaling of hxk_dims (factor 0: none), by value. */
+struct rope_scaling {
+  double factor, low_freq_factor, high_freq_factor, original_max_len;
+};
+
+/* theta^(-2i/hd), scaled as kernels/cpu/ops.c's rope_inv_freq does. */
+__device__ static double rope_inv_freq(double theta, int i, int hd,
+                                       rope_scaling s) {
+  double inv_freq = pow(theta, -2.0 * i / hd);
+  if (!(s.factor > 0))
+    return inv_freq;
+  double wavelen = 2 * M_PI / inv_freq;
+  if (wavelen < s.original_max_len / s.high_freq_factor)
+    return inv_freq;
+  if (wavelen > s.original_max_len / s.low_freq_factor)
+    return inv_freq / s.factor;
+  double smooth = (s.original_max_len / wavelen - s.low_freq_factor) /
+                  (s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * inv_freq / s.factor + smooth * inv_freq;
+}
+
+/* tab[(t*hd/2 + i)*2 + {0,1}] = {cos, sin}(phi), phi = t * inv_freq(i),
  * in double and rounded once, like hxk_rope_table. */
 __global__ void rope_table_kernel(float *tab, int seq_len, int hd,
-                                  double theta) {
+                                  double theta, rope_scaling s) {
   int half = hd / 2;
   long total = (long)seq_len * half;
   for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total;
        e += (long)gridDim.x * blockDim.x) {
     long t = e / half;
     int i = (int)(e - t * half);
-    double phi = (double)t * pow(theta, -2.0 * i / hd);
+    double phi = (double)t * rope_inv_freq(theta, i, hd, s);
     tab[e * 2] = (float)cos(phi);
     tab[e * 2 + 1] = (float)sin(phi);
   }
@@ -20,8 +41,11 @@ __global__ void rope_table_kernel(float *tab, int seq_len, int hd,
 void hxc_rope_table(float *tab, const struct hxk_dims *d,
                     cudaStream_t stream) {
   long pairs = (long)d->seq_len * (d->head_dim / 2);
+  rope_scaling s = {d->rope_factor, d->rope_low_freq_factor,
+                    d->rope_high_freq_factor,
+                    (double)d->rope_original_max_len};
   rope_table_kernel<<<grid_for(pairs, EW_THREADS), EW_THREADS, 0, stream>>>(
-      tab, d->seq_len, d->head_dim, d->rope_theta);
+      tab, d->seq_len, d->head_dim, d->rope_theta, s);
   HXC_LAUNCHED("rope_table_kernel");
 }
 

@@ -174,14 +174,6 @@ static bool supported_features(const struct hx_json *root, const char *path, cha
   if (act && (act->kind != HX_JSON_STRING || strcmp(act->text, "silu")))
     return fail(err, err_size, "%s: hidden_act '%s' is not supported (hexic's MLP is SwiGLU: silu)",
                 path, act->kind == HX_JSON_STRING ? act->text : "?");
-  const struct hx_json *scaling = hx_json_get(root, "rope_scaling");
-  if (scaling && scaling->kind != HX_JSON_NULL) {
-    const struct hx_json *kind = hx_json_get(scaling, "rope_type");
-    if (!kind)
-      kind = hx_json_get(scaling, "type");
-    return fail(err, err_size, "%s: rope_scaling '%s' is not supported (hexic's RoPE is unscaled)",
-                path, kind && kind->kind == HX_JSON_STRING ? kind->text : "?");
-  }
   /* true, false or null (absent): "yes" or 1 read as no bias would train
    * another model than the config's without a word */
   static const char *const biases[] = {"attention_bias", "mlp_bias"};
@@ -197,6 +189,103 @@ static bool supported_features(const struct hx_json *root, const char *path, cha
   return true;
 }
 
+/* A member of obj (named where.key in messages) that is a number in
+ * [lo, hi] (lo excluded when lo_open); absent or null: required is an
+ * error, else *out keeps its value. */
+static bool get_in_range(const struct hx_json *obj, const char *where, const char *key,
+                         bool required, double lo, bool lo_open, double hi, double *out,
+                         const char *path, char *err, size_t err_size) {
+  const struct hx_json *v = hx_json_get(obj, key);
+  if (!v || v->kind == HX_JSON_NULL)
+    return !required || fail(err, err_size, "%s: %s%s\"%s\" is missing", path, where,
+                             where[0] ? "." : "", key);
+  bool in = v->kind == HX_JSON_NUMBER && (lo_open ? v->number > lo : v->number >= lo) &&
+            v->number <= hi;
+  if (in)
+    *out = v->number;
+  return in || fail(err, err_size, "%s: %s%s\"%s\" is not a number in %c%g, %g]", path, where,
+                    where[0] ? "." : "", key, lo_open ? '(' : '[', lo, hi);
+}
+
+/* Llama 3's four figures (transformers' _compute_llama3_parameters), each
+ * required, in the ranges the .hx fields take (passes/sema.c). */
+static bool read_llama3(const struct hx_json *obj, const char *where, struct hx_hf_model *m,
+                        const char *path, char *err, size_t err_size) {
+  double original = 0;
+  if (!get_in_range(obj, where, "factor", true, 1, false, 1e6, &m->rope_factor, path, err,
+                    err_size) ||
+      !get_in_range(obj, where, "low_freq_factor", true, 0, true, 1e6, &m->rope_low_freq_factor,
+                    path, err, err_size) ||
+      !get_in_range(obj, where, "high_freq_factor", true, 0, true, 1e6,
+                    &m->rope_high_freq_factor, path, err, err_size) ||
+      !get_in_range(obj, where, "original_max_position_embeddings", true, 1, false, 16777216,
+                    &original, path, err, err_size))
+    return false;
+  if (original != (double)(int)original)
+    return fail(err, err_size, "%s: %s.\"original_max_position_embeddings\" is not an integer",
+                path, where);
+  m->rope_original_max_len = (int)original;
+  if (!(m->rope_high_freq_factor > m->rope_low_freq_factor))
+    return fail(err, err_size, "%s: %s.\"high_freq_factor\" (%g) does not exceed "
+                "\"low_freq_factor\" (%g)", path, where, m->rope_high_freq_factor,
+                m->rope_low_freq_factor);
+  return true;
+}
+
+/* An object member or nothing: null reads as absent. */
+static const struct hx_json *get_object(const struct hx_json *root, const char *key,
+                                        bool *bad) {
+  const struct hx_json *v = hx_json_get(root, key);
+  if (v && v->kind == HX_JSON_NULL)
+    return NULL;
+  *bad = *bad || (v && v->kind != HX_JSON_OBJECT);
+  return v;
+}
+
+/* RoPE's base and scaling: transformers 5 writes rope_parameters
+ * {rope_theta, rope_type, ...}; 4 a top-level rope_theta and rope_scaling
+ * {rope_type (older: type), ...}. A config read for the wrong one trained
+ * with rope_theta 10000 or without Llama 3's scaling, unsaid. */
+static bool read_rope(const struct hx_json *root, struct hx_hf_model *m, const char *path,
+                      char *err, size_t err_size) {
+  bool bad = false;
+  const struct hx_json *params = get_object(root, "rope_parameters", &bad);
+  const struct hx_json *scaling = get_object(root, "rope_scaling", &bad);
+  if (bad)
+    return fail(err, err_size, "%s: rope_parameters or rope_scaling is not an object", path);
+  m->rope_theta = 10000;
+  if (!get_in_range(root, "", "rope_theta", false, 0, true, 1e12, &m->rope_theta, path, err,
+                    err_size))
+    return false;
+  double top = hx_json_get(root, "rope_theta") ? m->rope_theta : 0;
+  if (params && !get_in_range(params, "rope_parameters", "rope_theta", false, 0, true, 1e12,
+                              &m->rope_theta, path, err, err_size))
+    return false;
+  if (top && top != m->rope_theta)
+    return fail(err, err_size, "%s: rope_theta (%g) and rope_parameters.rope_theta (%g) differ",
+                path, top, m->rope_theta);
+  /* the type: rope_parameters' when it names one, else rope_scaling's */
+  const char *where = "rope_parameters", *key = "rope_type";
+  const struct hx_json *from = params, *kind = params ? hx_json_get(params, key) : NULL;
+  if (!kind && scaling) {
+    where = "rope_scaling", from = scaling, kind = hx_json_get(scaling, key);
+    if (!kind)
+      key = "type", kind = hx_json_get(scaling, key);
+  }
+  if (!from || (!kind && from == params))
+    return true;
+  if (!kind || kind->kind != HX_JSON_STRING)
+    return fail(err, err_size, "%s: %s has no \"rope_type\" string", path, where);
+  if (!strcmp(kind->text, "default"))
+    return true;
+  if (strcmp(kind->text, "llama3"))
+    return fail(err, err_size,
+                "%s: %s.%s '%s' is not supported (hexic computes RoPE unscaled, 'default', or "
+                "with Llama 3's frequency scaling, 'llama3')",
+                path, where, key, kind->text);
+  return read_llama3(from, where, m, path, err, err_size);
+}
+
 static bool read_shape(const struct hx_json *root, struct hx_hf_model *m, const char *path,
                        char *err, size_t err_size) {
   int64_t v[7];
@@ -209,8 +298,15 @@ static bool read_shape(const struct hx_json *root, struct hx_hf_model *m, const 
       return false;
   if (!get_int(root, "num_key_value_heads", v[3], v[3], &v[6], path, err, err_size))
     return false;
-  *m = (struct hx_hf_model){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[6],
-                            (int)v[4], (int)v[5], 10000,     1e-6,      false};
+  *m = (struct hx_hf_model){.layers = (int)v[0],
+                            .hidden = (int)v[1],
+                            .ffn = (int)v[2],
+                            .heads = (int)v[3],
+                            .kv_heads = (int)v[6],
+                            .vocab = (int)v[4],
+                            .max_positions = (int)v[5],
+                            .rope_theta = 10000,
+                            .norm_eps = 1e-6};
   if (m->hidden % m->heads || (m->hidden / m->heads) % 2 || m->heads % m->kv_heads)
     return fail(err, err_size,
                 "%s: hidden_size %d, %d heads, %d kv heads: not a shape hexic trains (heads "
@@ -233,7 +329,7 @@ bool hx_hf_config_read(const char *path, struct hx_hf_model *m, char *err, size_
             supported_architecture(root, path, err, err_size) &&
             supported_features(root, path, err, err_size) &&
             read_shape(root, m, path, err, err_size) &&
-            get_number(root, "rope_theta", 10000, &m->rope_theta, path, err, err_size) &&
+            read_rope(root, m, path, err, err_size) &&
             get_number(root, "rms_norm_eps", 1e-6, &m->norm_eps, path, err, err_size);
   const struct hx_json *tie = hx_json_get(root, "tie_word_embeddings");
   if (ok && tie && tie->kind != HX_JSON_NULL)
@@ -273,10 +369,37 @@ void hx_hf_model_line(const struct hx_hf_model *m, char *buf, size_t size) {
   char theta[32], eps[32];
   format_shortest(theta, sizeof theta, m->rope_theta);
   format_shortest(eps, sizeof eps, m->norm_eps);
-  snprintf(buf, size,
-           "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d "
-           "rope_theta %s norm_eps %s",
-           m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->tied, theta, eps);
+  int n = snprintf(buf, size,
+                   "layers %d hidden %d ffn %d heads %d kv_heads %d vocab %d tie_embeddings %d "
+                   "rope_theta %s norm_eps %s",
+                   m->layers, m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->tied, theta,
+                   eps);
+  if (m->rope_factor > 0 && n > 0 && (size_t)n < size) { /* only then: older lines are as before */
+    char factor[32], low[32], high[32];
+    format_shortest(factor, sizeof factor, m->rope_factor);
+    format_shortest(low, sizeof low, m->rope_low_freq_factor);
+    format_shortest(high, sizeof high, m->rope_high_freq_factor);
+    snprintf(buf + n, size - (size_t)n,
+             " rope_scaling llama3 factor %s low_freq_factor %s high_freq_factor %s "
+             "original_max_len %d",
+             factor, low, high, m->rope_original_max_len);
+  }
+}
+
+/* The scaling tail of a model line from `line` on (nothing: none); false
+ * when it is not hx_hf_model_line's. */
+static bool parse_scaling(const char *line, struct hx_hf_model *m) {
+  int used = 0;
+  if (!*line)
+    return true;
+  return sscanf(line,
+                " rope_scaling llama3 factor %lf low_freq_factor %lf high_freq_factor %lf "
+                "original_max_len %d%n",
+                &m->rope_factor, &m->rope_low_freq_factor, &m->rope_high_freq_factor,
+                &m->rope_original_max_len, &used) == 4 &&
+         !line[used] && m->rope_factor >= 1 && isfinite(m->rope_factor) &&
+         m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
+         isfinite(m->rope_high_freq_factor) && m->rope_original_max_len > 0;
 }
 
 bool hx_hf_parse_model_line(const char *line, struct hx_hf_model *m) {
@@ -290,8 +413,10 @@ bool hx_hf_parse_model_line(const char *line, struct hx_hf_model *m) {
   if (ok && line[used])
     ok = sscanf(line + used, " rope_theta %lf norm_eps %lf%n", &m->rope_theta, &m->norm_eps,
                 &more) == 2 &&
-         !line[used + more] && m->rope_theta > 0 && m->norm_eps > 0 && isfinite(m->rope_theta) &&
-         isfinite(m->norm_eps);
+         m->rope_theta > 0 && m->norm_eps > 0 && isfinite(m->rope_theta) &&
+         isfinite(m->norm_eps) && parse_scaling(line + used + more, m);
+  if (ok)
+    more += (int)strlen(line + used + more);
   ok = ok && !line[used + more];
   m->tied = tied != 0;
   return ok && m->layers > 0 && m->hidden > 0 && m->ffn > 0 && m->heads > 0 && m->kv_heads > 0 &&
@@ -309,10 +434,86 @@ void hx_hf_write_hx(FILE *f, const struct hx_hf_model *m, const char *name, cons
           "model \"%s\" {\n"
           "  layers = %d; hidden = %d; ffn = %d; heads = %d; kv_heads = %d\n"
           "  vocab = %d; seq_len = %d\n"
-          "  rope_theta = %s; norm_eps = %s; tie_embeddings = %s\n"
-          "}\n",
+          "  rope_theta = %s; norm_eps = %s; tie_embeddings = %s\n",
           shown ? hx_rt_printable(source, shown, shown_size) : "(a path)", name, m->layers,
           m->hidden, m->ffn, m->heads, m->kv_heads, m->vocab, m->max_positions, theta, eps,
           m->tied ? "true" : "false");
+  if (m->rope_factor > 0) {
+    char factor[32], low[32], high[32];
+    format_shortest(factor, sizeof factor, m->rope_factor);
+    format_shortest(low, sizeof low, m->rope_low_freq_factor);
+    format_shortest(high, sizeof high, m->rope_high_freq_factor);
+    fprintf(f,
+            "  rope_scaling = llama3; rope_factor = %s; rope_low_freq_factor = %s\n"
+            "  rope_high_freq_factor = %s; rope_original_max_len = %d\n",
+            factor, low, high, m->rope_original_max_len);
+  }
+  fputs("}\n", f);
   free(shown);
+}
+
+void hx_hf_config_write(FILE *f, const struct hx_hf_model *m, const char *dtype) {
+  char theta[32], eps[32];
+  format_shortest(theta, sizeof theta, m->rope_theta);
+  format_shortest(eps, sizeof eps, m->norm_eps);
+  /* LlamaConfig's defaults are not hexic's (rms_norm_eps 1e-6, 2048
+   * positions, untied): every field is written, none left to them */
+  fprintf(f,
+          "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+          "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+          "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+          "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n"
+          "  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n",
+          m->hidden, m->ffn, m->layers, m->heads, m->kv_heads, m->hidden / m->heads, m->vocab,
+          m->max_positions, eps, theta);
+  if (m->rope_factor > 0) {
+    char factor[32], low[32], high[32];
+    format_shortest(factor, sizeof factor, m->rope_factor);
+    format_shortest(low, sizeof low, m->rope_low_freq_factor);
+    format_shortest(high, sizeof high, m->rope_high_freq_factor);
+    fprintf(f,
+            "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %s, "
+            "\"low_freq_factor\": %s, \"high_freq_factor\": %s, "
+            "\"original_max_position_embeddings\": %d},\n",
+            factor, low, high, m->rope_original_max_len);
+  } else {
+    fputs("  \"rope_scaling\": null,\n", f);
+  }
+  fprintf(f,
+          "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
+          "  \"attention_dropout\": 0.0,\n  \"pretraining_tp\": 1,\n"
+          "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n  \"use_cache\": true\n}\n",
+          m->tied ? "true" : "false", dtype);
+}
+
+bool hx_hf_model_differs(const struct hx_hf_model *a, const struct hx_hf_model *b, char *buf,
+                         size_t size) {
+  const struct {
+    const char *name;
+    double a, b;
+  } fields[] = {
+      {"num_hidden_layers", a->layers, b->layers},
+      {"hidden_size", a->hidden, b->hidden},
+      {"intermediate_size", a->ffn, b->ffn},
+      {"num_attention_heads", a->heads, b->heads},
+      {"num_key_value_heads", a->kv_heads, b->kv_heads},
+      {"vocab_size", a->vocab, b->vocab},
+      {"tie_word_embeddings", a->tied, b->tied},
+      {"rope_theta", a->rope_theta, b->rope_theta},
+      {"rms_norm_eps", a->norm_eps, b->norm_eps},
+      {"rope_scaling.factor (0: no llama3 scaling)", a->rope_factor, b->rope_factor},
+      {"rope_scaling.low_freq_factor", a->rope_low_freq_factor, b->rope_low_freq_factor},
+      {"rope_scaling.high_freq_factor", a->rope_high_freq_factor, b->rope_high_freq_factor},
+      {"rope_scaling.original_max_position_embeddings", a->rope_original_max_len,
+       b->rope_original_max_len},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    if (fields[i].a != fields[i].b) {
+      char va[32], vb[32];
+      format_shortest(va, sizeof va, fields[i].a);
+      format_shortest(vb, sizeof vb, fields[i].b);
+      snprintf(buf, size, "%s is %s where this program's model has %s", fields[i].name, va, vb);
+      return true;
+    }
+  return false;
 }

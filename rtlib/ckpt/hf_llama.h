@@ -25,6 +25,10 @@ struct hx_hf_model {
   int layers, hidden, ffn, heads, kv_heads, vocab, max_positions;
   double rope_theta, norm_eps;
   bool tied;
+  /* Llama 3's RoPE frequency scaling (rope_type "llama3"; kernels/cpu/llama.h
+   * hxk_dims): rope_factor 0 is none. */
+  double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+  int rope_original_max_len;
 };
 
 /* The spec's tensors of a model in the spec's order: count, and entry i's
@@ -48,12 +52,26 @@ int64_t hx_hf_rope_row(int64_t j, int64_t head_dim);
 /* Parameters of the model, by the spec's list. */
 int64_t hx_hf_parameter_count(const struct hx_hf_model *m);
 
-/* Reads a Llama/Mistral config.json; an architecture, activation, RoPE
- * scaling or bias hexic does not train is refused by name. */
+/* Reads a Llama/Mistral config.json, in transformers 4's layout (top-level
+ * rope_theta, rope_scaling) or 5's (rope_parameters {rope_theta, rope_type,
+ * ...}); an architecture, activation, RoPE type (other than default and
+ * llama3) or bias hexic does not train is refused naming the field. */
 bool hx_hf_config_read(const char *path, struct hx_hf_model *m, char *err, size_t err_size);
 
+/* config.json for m (transformers 4's layout, which 5 reads too): every
+ * field LlamaConfig needs with hexic's values, tie_word_embeddings and
+ * torch_dtype (dtype: "float32" or "bfloat16"). */
+void hx_hf_config_write(FILE *f, const struct hx_hf_model *m, const char *dtype);
+
+/* The first field in which a and b differ as config.json names it
+ * ("num_attention_heads 3, where ... 6"), written to buf; false when they
+ * are the same model (max_positions aside). */
+bool hx_hf_model_differs(const struct hx_hf_model *a, const struct hx_hf_model *b, char *buf,
+                         size_t size);
+
 /* The model line a hexic checkpoint's MANIFEST records for m (the executor's
- * format), and its reading back. */
+ * format; Llama 3's scaling appended only when m has it), and its reading
+ * back. */
 void hx_hf_model_line(const struct hx_hf_model *m, char *buf, size_t size);
 bool hx_hf_parse_model_line(const char *line, struct hx_hf_model *m);
 

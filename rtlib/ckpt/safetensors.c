@@ -495,3 +495,93 @@ bool hx_st_write(const char *path, const struct hx_st_out *t, int n, bool bf16,
   free(h.s);
   return ok;
 }
+
+/* ---- a set of files: one, or an index's shards ---- */
+
+void hx_st_set_close(struct hx_st_set *s) {
+  for (int i = 0; i < s->n; i++)
+    hx_st_close(&s->files[i]);
+  s->n = 0;
+}
+
+const struct hx_st_tensor *hx_st_set_find(const struct hx_st_set *s, const char *name,
+                                          const struct hx_st_file **file) {
+  for (int i = 0; i < s->n; i++) {
+    const struct hx_st_tensor *t = hx_st_find(&s->files[i], name);
+    if (t) {
+      *file = &s->files[i];
+      return t;
+    }
+  }
+  return NULL;
+}
+
+/* path's folder with its slash ("" for none). */
+static void folder_of(const char *path, char *buf, size_t size) {
+  snprintf(buf, size, "%s", path);
+  char *slash = strrchr(buf, '/');
+  if (slash)
+    slash[1] = '\0';
+  else
+    buf[0] = '\0';
+}
+
+/* Opens every distinct file of an index's weight_map (beside the index). */
+static bool open_index(const char *path, struct hx_st_set *s, char *err, size_t err_size) {
+  struct hx_json *root = hx_json_parse_file(path, 64 << 20, err, err_size);
+  const struct hx_json *map = hx_json_get(root, "weight_map");
+  char shown_path[512], shown_name[256];
+  hx_rt_printable(path, shown_path, sizeof shown_path);
+  bool ok = root != NULL;
+  if (ok && (!map || map->kind != HX_JSON_OBJECT)) {
+    snprintf(err, err_size, "%s: no \"weight_map\" object (not a safetensors index)", shown_path);
+    ok = false;
+  }
+  char dir[4096];
+  folder_of(path, dir, sizeof dir);
+  for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
+    if (m->kind != HX_JSON_STRING || strchr(m->text, '/')) {
+      snprintf(err, err_size, "%s: tensor '%s': its file is not a file name beside the index",
+               shown_path, hx_rt_printable(m->key, shown_name, sizeof shown_name));
+      ok = false;
+      break;
+    }
+    char file[4096 + 256];
+    snprintf(file, sizeof file, "%s%s", dir, m->text);
+    bool seen = false;
+    for (int i = 0; i < s->n && !seen; i++)
+      seen = !strcmp(s->files[i].path, file);
+    if (seen)
+      continue;
+    if (s->n == HX_ST_MAX_SHARDS) {
+      snprintf(err, err_size, "%s: more than %d shard files", shown_path, HX_ST_MAX_SHARDS);
+      ok = false;
+    } else {
+      ok = hx_st_open(&s->files[s->n], file, err, err_size);
+      s->n += ok;
+    }
+  }
+  /* every tensor the index names is in the file it names */
+  for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
+    char file[4096 + 256], shown_file[512];
+    snprintf(file, sizeof file, "%s%s", dir, m->text);
+    for (int i = 0; i < s->n; i++)
+      if (!strcmp(s->files[i].path, file) && !hx_st_find(&s->files[i], m->key)) {
+        snprintf(err, err_size, "%s: the index puts tensor '%s' there, but the file lacks it",
+                 hx_rt_printable(file, shown_file, sizeof shown_file),
+                 hx_rt_printable(m->key, shown_name, sizeof shown_name));
+        ok = false;
+      }
+  }
+  hx_json_free(root);
+  return ok;
+}
+
+bool hx_st_set_open(struct hx_st_set *s, const char *path, char *err, size_t err_size) {
+  size_t n = strlen(path);
+  s->n = 0;
+  if (n >= 5 && !strcmp(path + n - 5, ".json"))
+    return open_index(path, s, err, err_size);
+  s->n = hx_st_open(&s->files[0], path, err, err_size);
+  return s->n == 1;
+}

@@ -77,6 +77,24 @@ struct hx_st_out {
 bool hx_st_write(const char *path, const struct hx_st_out *t, int n, bool bf16,
                  const char *metadata_key, const char *metadata_value, char *err, size_t err_size);
 
+/* A model's weights: one safetensors file, or the shards a
+ * model.safetensors.index.json (a path ending in .json) names beside it. */
+enum { HX_ST_MAX_SHARDS = 64 };
+struct hx_st_set {
+  int n;
+  struct hx_st_file files[HX_ST_MAX_SHARDS];
+};
+
+/* Opens path into s (every distinct shard of an index's weight_map once;
+ * each tensor the index names must be in the file it names); false with the
+ * reason, naming the file and the tensor, in err. Close with hx_st_set_close
+ * either way. */
+bool hx_st_set_open(struct hx_st_set *s, const char *path, char *err, size_t err_size);
+void hx_st_set_close(struct hx_st_set *s);
+/* The first file of s holding `name` (in *file), or NULL. */
+const struct hx_st_tensor *hx_st_set_find(const struct hx_st_set *s, const char *name,
+                                          const struct hx_st_file **file);
+
 /* float -> bf16 bits (round to nearest even; NaN stays NaN), and back. */
 uint16_t hx_st_to_bf16(float x);
 float hx_st_from_bf16(uint16_t b);

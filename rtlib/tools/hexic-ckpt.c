@@ -113,6 +113,8 @@ static bool parse_options(int argc, char **argv, struct options *o, char *why, s
 /* ---- the output file ---- */
 
 static void dir_of(const char *path, char *buf, size_t size);
+static bool write_text_file(const char *out, void (*write)(FILE *, const void *), const void *arg,
+                            const char *what, char *err, size_t err_size);
 
 /* "step_" and digits: a checkpoint's step folder. */
 static bool is_step_name(const char *name) {
@@ -311,6 +313,54 @@ static bool export_fill(void *arg, int index, float *dst, char *err, size_t err_
   return ok;
 }
 
+struct config_args {
+  const struct hx_hf_model *m;
+  const char *dtype;
+};
+
+static void write_config(FILE *f, const void *arg) {
+  const struct config_args *a = arg;
+  hx_hf_config_write(f, a->m, a->dtype);
+}
+
+/* The config.json an export puts beside OUT (from_pretrained reads the
+ * folder): path in buf; *same when one of exactly this text is there
+ * already (a second export into the folder, or a rerun). Another text is
+ * replaced only with --force, as OUT is. */
+static bool config_output_ok(const char *out, const struct hx_hf_model *m, const char *dtype,
+                             bool force, char *buf, size_t size, bool *same, char *err,
+                             size_t err_size) {
+  dir_of(out, buf, size);
+  strncat(buf, "config.json", size - strlen(buf) - 1);
+  char *want = NULL, have[8192];
+  size_t want_len = 0;
+  FILE *mem = open_memstream(&want, &want_len);
+  if (!mem) {
+    snprintf(err, err_size, "out of memory");
+    return false;
+  }
+  hx_hf_config_write(mem, m, dtype);
+  fclose(mem);
+  FILE *old = fopen(buf, "r");
+  size_t got = old ? fread(have, 1, sizeof have, old) : 0;
+  struct stat sb;
+  *same = old && lstat(buf, &sb) == 0 && S_ISREG(sb.st_mode) && got == want_len &&
+          !memcmp(have, want, want_len);
+  if (old)
+    fclose(old);
+  free(want);
+  if (*same)
+    return true;
+  if (!output_ok(buf, force, err, err_size)) {
+    char why[ERR_SIZE];
+    snprintf(why, sizeof why, "%s", err);
+    snprintf(err, err_size, "%.700s (export writes the model's config.json beside -o %.200s)", why,
+             out);
+    return false;
+  }
+  return true;
+}
+
 static int export_checkpoint(const char *dir, const struct options *o) {
   if (!o->out)
     return usage("export needs -o OUT.safetensors");
@@ -331,6 +381,18 @@ static int export_checkpoint(const char *dir, const struct options *o) {
     hx_rt_ckpt_info_free(&in);
     return error(err);
   }
+  /* the positions config.json gives: the sequence length trained */
+  if (sscanf(in.data, "global_batch %*d seq_len %d", &ctx.model.max_positions) != 1 ||
+      ctx.model.max_positions <= 0)
+    ctx.model.max_positions = 2048;
+  const char *torch_dtype = !strcmp(o->dtype, "bf16") ? "bfloat16" : "float32";
+  char config[PATH_MAX + 16];
+  bool config_there = false;
+  if (!config_output_ok(o->out, &ctx.model, torch_dtype, o->force, config, sizeof config,
+                        &config_there, err, sizeof err)) {
+    hx_rt_ckpt_info_free(&in);
+    return error(err);
+  }
   int n = hx_hf_tensor_count(&ctx.model);
   struct hx_st_out *out = calloc((size_t)n, sizeof *out);
   char(*names)[96] = calloc((size_t)n, sizeof *names);
@@ -348,10 +410,16 @@ static int export_checkpoint(const char *dir, const struct options *o) {
             hx_st_write(o->out, out, n, !strcmp(o->dtype, "bf16"), "hexic", meta, err, sizeof err);
   if (!ok && out && names && !ctx.fill_failed)
     name_output(o->out, err, sizeof err);
-  /* only now: the file is complete, flushed and renamed into place */
+  struct config_args cargs = {&ctx.model, torch_dtype};
+  if (ok && !config_there &&
+      !write_text_file(config, write_config, &cargs, "config.json", err, sizeof err)) {
+    unlink(o->out); /* the weights without their config would load as another model */
+    ok = false;
+  }
+  /* only now: the files are complete, flushed and renamed into place */
   if (ok)
-    printf("%s: %d tensors of step %" PRId64 " (%s), Hugging Face Llama names, %s\n", o->out, n,
-           in.step, in.model, o->dtype);
+    printf("%s: %d tensors of step %" PRId64 " (%s), Hugging Face Llama names, %s; %s\n", o->out,
+           n, in.step, in.model, o->dtype, config);
   free(out);
   free(names);
   hx_rt_ckpt_info_free(&in);
@@ -359,18 +427,6 @@ static int export_checkpoint(const char *dir, const struct options *o) {
 }
 
 /* ---- import ---- */
-
-/* The Hugging Face files: one, or the shards an index names. */
-struct sources {
-  int n;
-  struct hx_st_file files[64];
-};
-
-static void sources_close(struct sources *s) {
-  for (int i = 0; i < s->n; i++)
-    hx_st_close(&s->files[i]);
-  s->n = 0;
-}
 
 static void dir_of(const char *path, char *buf, size_t size) {
   snprintf(buf, size, "%s", path);
@@ -386,65 +442,9 @@ static bool ends_with(const char *s, const char *tail) {
   return n >= k && !strcmp(s + n - k, tail);
 }
 
-/* Opens every distinct file of an index's weight_map (beside the index). */
-static bool open_index(const char *path, struct sources *s, char *err, size_t err_size) {
-  struct hx_json *root = hx_json_parse_file(path, 64 << 20, err, err_size);
-  const struct hx_json *map = hx_json_get(root, "weight_map");
-  bool ok = root != NULL;
-  if (ok && (!map || map->kind != HX_JSON_OBJECT)) {
-    snprintf(err, err_size, "%s: no \"weight_map\" object (not a safetensors index)",
-             shown(0, path));
-    ok = false;
-  }
-  char dir[PATH_MAX];
-  dir_of(path, dir, sizeof dir);
-  for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
-    if (m->kind != HX_JSON_STRING || strchr(m->text, '/')) {
-      snprintf(err, err_size, "%s: tensor '%s': its file is not a file name beside the index",
-               shown(0, path), shown(1, m->key));
-      ok = false;
-      break;
-    }
-    char file[PATH_MAX + 256];
-    snprintf(file, sizeof file, "%s%s", dir, m->text);
-    bool seen = false;
-    for (int i = 0; i < s->n && !seen; i++)
-      seen = !strcmp(s->files[i].path, file);
-    if (seen)
-      continue;
-    if (s->n == 64) {
-      snprintf(err, err_size, "%s: more than 64 shard files", shown(0, path));
-      ok = false;
-    } else {
-      ok = hx_st_open(&s->files[s->n], file, err, err_size);
-      s->n += ok;
-    }
-  }
-  /* every tensor the index names is in the file it names */
-  for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
-    char file[PATH_MAX + 256];
-    snprintf(file, sizeof file, "%s%s", dir, m->text);
-    for (int i = 0; i < s->n; i++)
-      if (!strcmp(s->files[i].path, file) && !hx_st_find(&s->files[i], m->key)) {
-        snprintf(err, err_size, "%s: the index puts tensor '%s' there, but the file lacks it",
-                 shown(0, file), shown(1, m->key));
-        ok = false;
-      }
-  }
-  hx_json_free(root);
-  return ok;
-}
-
-static const struct hx_st_tensor *find_tensor(const struct sources *s, const char *name,
+static const struct hx_st_tensor *find_tensor(const struct hx_st_set *s, const char *name,
                                               const struct hx_st_file **file) {
-  for (int i = 0; i < s->n; i++) {
-    const struct hx_st_tensor *t = hx_st_find(&s->files[i], name);
-    if (t) {
-      *file = &s->files[i];
-      return t;
-    }
-  }
-  return NULL;
+  return hx_st_set_find(s, name, file);
 }
 
 /* By parsing the name, not comparing it with every parameter's: a file of a
@@ -457,7 +457,7 @@ static bool is_expected(const struct hx_hf_model *m, const char *name) {
 
 /* Every parameter of the config present once with its shape and a dtype
  * hexic reads; no tensor the model does not have. */
-static bool check_sources(const struct sources *s, const struct hx_hf_model *m, const char *in,
+static bool check_sources(const struct hx_st_set *s, const struct hx_hf_model *m, const char *in,
                           char *err, size_t err_size) {
   for (int f = 0; f < s->n; f++)
     for (int i = 0; i < s->files[f].ntensors; i++) {
@@ -506,7 +506,7 @@ static bool check_sources(const struct sources *s, const struct hx_hf_model *m, 
 }
 
 struct import_ctx {
-  const struct sources *src;
+  const struct hx_st_set *src;
   struct hx_hf_model model;
   bool fill_failed; /* the reason is a source tensor's (it names it), not the output's */
 };
@@ -558,11 +558,10 @@ static int import_weights(const char *in, const struct options *o) {
   struct import_ctx ctx = {NULL, {0}, false};
   if (!hx_hf_config_read(config, &ctx.model, err, sizeof err))
     return error(err);
-  struct sources *s = calloc(1, sizeof *s);
+  struct hx_st_set *s = calloc(1, sizeof *s);
   if (!s)
     return error("out of memory");
-  bool ok = ends_with(in, ".json") ? open_index(in, s, err, sizeof err)
-                                   : (s->n = hx_st_open(&s->files[0], in, err, sizeof err)) == 1;
+  bool ok = hx_st_set_open(s, in, err, sizeof err);
   ok = ok && check_sources(s, &ctx.model, in, err, sizeof err);
   ctx.src = s;
   int n = hx_hf_tensor_count(&ctx.model);
@@ -575,7 +574,7 @@ static int import_weights(const char *in, const struct options *o) {
     hx_rt_ckpt_tensor_name(id, names[i], sizeof names[i]);
     out[i] = (struct hx_st_out){names[i], 2, {rows, cols}, import_fill, &ctx};
   }
-  char line[300];
+  char line[512];
   hx_hf_model_line(&ctx.model, line, sizeof line);
   bool writing = ok && out && names;
   ok = writing && hx_st_write(o->out, out, n, false, "hexic_model", line, err, sizeof err);
@@ -588,19 +587,19 @@ static int import_weights(const char *in, const struct options *o) {
            o->out, n, line, in, o->out);
   free(out);
   free(names);
-  sources_close(s);
+  hx_st_set_close(s);
   free(s);
   return ok ? 0 : error(err);
 }
 
 /* ---- import-hf ---- */
 
-/* The .hx model block written to OUT as import and export write theirs:
- * OUT.tmp (created, never an existing file followed), flushed, fsync'ed and
- * renamed over OUT; on any failure (a full disk: EFBIG, ENOSPC) OUT.tmp is
- * removed and err says why. */
-static bool write_hx_file(const char *out, const struct hx_hf_model *m, const char *name,
-                          const char *config, char *err, size_t err_size) {
+/* A text file written to OUT as import and export write theirs: OUT.tmp
+ * (created, never an existing file followed), flushed, fsync'ed and renamed
+ * over OUT; on any failure (a full disk: EFBIG, ENOSPC) OUT.tmp is removed
+ * and err says why, naming what (the model block, config.json). */
+static bool write_text_file(const char *out, void (*write)(FILE *, const void *), const void *arg,
+                            const char *what, char *err, size_t err_size) {
   char tmp[PATH_MAX + 16];
   snprintf(tmp, sizeof tmp, "%s.tmp", out);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
@@ -613,7 +612,7 @@ static bool write_hx_file(const char *out, const struct hx_hf_model *m, const ch
     return false;
   }
   errno = 0;
-  hx_hf_write_hx(f, m, name, config);
+  write(f, arg);
   /* the first failure's errno: a later call may change errno */
   int failure = ferror(f) ? (errno ? errno : EIO) : 0;
   if (!failure && (fflush(f) != 0 || fsync(fileno(f)) != 0))
@@ -624,10 +623,26 @@ static bool write_hx_file(const char *out, const struct hx_hf_model *m, const ch
     failure = errno;
   if (failure) {
     unlink(tmp);
-    snprintf(err, err_size, "-o %.300s: cannot write the model block: %s; nothing was written", out,
+    snprintf(err, err_size, "-o %.300s: cannot write %s: %s; nothing was written", out, what,
              strerror(failure));
   }
   return !failure;
+}
+
+struct hx_block_args {
+  const struct hx_hf_model *m;
+  const char *name, *config;
+};
+
+static void write_hx_block(FILE *f, const void *arg) {
+  const struct hx_block_args *a = arg;
+  hx_hf_write_hx(f, a->m, a->name, a->config);
+}
+
+static bool write_hx_file(const char *out, const struct hx_hf_model *m, const char *name,
+                          const char *config, char *err, size_t err_size) {
+  struct hx_block_args a = {m, name, config};
+  return write_text_file(out, write_hx_block, &a, "the model block", err, err_size);
 }
 
 static bool write_hx_stdout(const struct hx_hf_model *m, const char *name, const char *config,

@@ -171,9 +171,12 @@ hf)
   [ "$(cksum <ck/step_00000006/rank_0000.ckpt)" = "$sum" ] && [ ! -e ck/model.safetensors ] || fail "export wrote into the checkpoint folder"
   "$ck_tool" info ck >/dev/null || fail "the checkpoint is damaged after export -o into it"
   echo "  export -o: an existing file only with --force; a link, FIFO, directory or checkpoint folder refused"
-  "$ck_tool" export ck --format safetensors --dtype bf16 -o model-bf16.safetensors >/dev/null ||
+  # another dtype is another config.json (torch_dtype): its own folder
+  mkdir -p bf16 && "$ck_tool" export ck --format safetensors --dtype bf16 -o bf16/model-bf16.safetensors >/dev/null ||
     fail "hexic-ckpt export --dtype bf16"
-  python3 "$here/st_check.py" exported model.safetensors model-bf16.safetensors full.w \
+  grep -q '"torch_dtype": "bfloat16"' bf16/config.json && grep -q '"torch_dtype": "float32"' config.json ||
+    fail "export's config.json: torch_dtype"
+  python3 "$here/st_check.py" exported model.safetensors bf16/model-bf16.safetensors full.w \
     "$here/tiny6-config.json" || fail "the export read by Python's safetensors"
   # import: one file, and the same as two shards with an index
   mkdir -p hf sharded && cp model.safetensors hf/ && cp "$here/tiny6-config.json" hf/config.json
@@ -182,7 +185,7 @@ hf)
   grep -q "init.safetensors exists: refusing to replace it" again.out || { cat again.out; fail "import over a file: wrong message"; }
   python3 "$here/st_check.py" imported init.safetensors full.w || fail "import round trip"
   # half-precision sources: BF16 (hexic's export) and F16 (numpy's), read as the rounded values
-  "$ck_tool" import model-bf16.safetensors --config hf/config.json -o init-bf16.safetensors \
+  "$ck_tool" import bf16/model-bf16.safetensors --config hf/config.json -o init-bf16.safetensors \
     >/dev/null || fail "import of BF16"
   python3 "$here/st_check.py" imported init-bf16.safetensors full.w bf16 || fail "BF16 import"
   python3 "$here/st_check.py" to_f16 model.safetensors model-f16.safetensors || fail "to F16"
@@ -330,11 +333,11 @@ gqa)
   resume one one "GQA + tied: plan A -> one rank"
   steps=12
   "$ck_tool" export ck -o model.safetensors >/dev/null || fail "hexic-ckpt export"
-  "$ck_tool" export ck --dtype bf16 -o model-bf16.safetensors >/dev/null || fail "export bf16"
+  mkdir -p bf16 && "$ck_tool" export ck --dtype bf16 -o bf16/model-bf16.safetensors >/dev/null || fail "export bf16"
   # the weights of step 6, the checkpoint left: one rank's resumed run at --steps 6 dumps them
   one/launch.sh --steps 6 --reschedule --checkpoint-dir ck --resume --dump-weights "$PWD/w6" >w6.out 2>&1 ||
     { cat w6.out; fail "step-6 weights"; }
-  python3 "$here/st_check.py" exported model.safetensors model-bf16.safetensors w6 \
+  python3 "$here/st_check.py" exported model.safetensors bf16/model-bf16.safetensors w6 \
     "$here/gqa-tied-config.json" || fail "the GQA + tied export read by Python's safetensors"
   mkdir -p hf && cp model.safetensors hf/ && cp "$here/gqa-tied-config.json" hf/config.json
   "$ck_tool" import hf/model.safetensors -o init.safetensors >/dev/null || fail "import"
@@ -367,8 +370,9 @@ import_hf)
   grep -q "architecture 'GPT2LMHeadModel' is not supported" gpt2.out || { cat gpt2.out; fail "gpt2: wrong message"; }
   sed 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0}/' \
     "$here/llama2-7b-config.json" >scaled.json
-  "$ck_tool" import-hf scaled.json >scaled.out 2>&1 && fail "rope_scaling was accepted"
-  grep -q "rope_scaling 'llama3' is not supported" scaled.out || { cat scaled.out; fail "rope_scaling: wrong message"; }
+  "$ck_tool" import-hf scaled.json >scaled.out 2>&1 && fail "llama3 scaling without its figures was accepted"
+  grep -qx "hexic-ckpt: error: scaled.json: rope_scaling.\"low_freq_factor\" is missing" scaled.out ||
+    { cat scaled.out; fail "llama3 scaling without its figures: wrong message"; }
   # The command line: --help is no error; a wrong subcommand, option or
   # --step value is named (it said 'a subcommand takes an argument' and
   # 'unknown or incomplete option').
@@ -379,7 +383,7 @@ import_hf)
     "$ck_tool" ${bad%%:*} >bad.out 2>&1
     [ $? = 2 ] && grep -qxF "hexic-ckpt: ${bad#*:}" bad.out || { cat bad.out; fail "hexic-ckpt ${bad%%:*}"; }
   done
-  echo "  Llama-2-7B config.json: $(cat l7.txt); GPT-2 and llama3 RoPE scaling refused by name"
+  echo "  Llama-2-7B config.json: $(cat l7.txt); GPT-2 and llama3 RoPE scaling without its figures refused by name"
   ;;
 owner)
   # Two runs sharing one checkpoint folder: tiny8's program refuses, before
@@ -544,6 +548,143 @@ b = bytearray(open(p, "rb").read()); b[o] ^= 1; open(p, "wb").write(b)' "$1" "$2
     { cat theta.out; fail "--init-from of another rope_theta: wrong message"; }
   grep -q "^step " theta.out && fail "--init-from of another rope_theta: training started"
   echo "  --init-from: $(grep -o 'theta.safetensors holds.*' theta.out | cut -c1-90)..."
+  ;;
+hf_folder)
+  # Llama 3's RoPE and Hugging Face model folders (issue 27): tiny6 with
+  # rope_theta 500000 and rope_type llama3 (models/tiny6-llama3.hx). The
+  # MANIFEST's model line records the scaling; export writes config.json
+  # (every field transformers reads, hexic's values) beside the weights;
+  # import takes that folder as it is; import-hf reads transformers 4's and
+  # 5's layouts (rope_parameters) and refuses other RoPE types by field;
+  # --init-from takes the folder (one file, or shards through an index) on
+  # TP 2 + PP 2 bit for bit, and a config.json of another model is refused
+  # naming the field.
+  ck_tool=$(dirname "$hexic")/hexic-ckpt
+  l3=$here/models/tiny6-llama3.hx
+  steps=3
+  compile one "$l3" "$src/examples/clusters/cpu1.hx"
+  compile a "$l3" "$src/tests/exec/clusters/four.hx" --plan="$here/plans/a_tp2_pp2.json"
+  compile plain "$tiny6" "$src/examples/clusters/cpu1.hx"
+  grep -q "\.rope_factor = 8.0," one/rank_0000.c && grep -q "\.rope_original_max_len = 64," one/rank_0000.c ||
+    fail "the rank program's model lacks the llama3 scaling"
+  rm -rf ck && train full one --checkpoint-dir ck --checkpoint-every 3 --dump-weights "$PWD/full.w"
+  line="layers 4 hidden 96 ffn 176 heads 6 kv_heads 6 vocab 256 tie_embeddings 0 rope_theta 500000 norm_eps 1e-05 rope_scaling llama3 factor 8 low_freq_factor 1 high_freq_factor 4 original_max_len 64"
+  grep -qx "model $line" ck/step_00000003/MANIFEST || { cat ck/step_00000003/MANIFEST; fail "the model line lacks the scaling"; }
+  # the scaling reaches the kernels: tiny6 at rope_theta 500000 unscaled trains other losses
+  sed 's/rope_theta = 500000/rope_theta = 500000; rope_scaling = none/; /rope_factor\|rope_high/d' "$l3" >unscaled.hx
+  grep -q "rope_factor" unscaled.hx && fail "unscaled.hx keeps the scaling"
+  compile unscaled unscaled.hx "$src/examples/clusters/cpu1.hx"
+  train unscaled unscaled
+  cmp -s full.losses unscaled.losses && fail "llama3 scaling changed no loss: it does not reach the RoPE table"
+  echo "  llama3 scaling: step-3 loss $(tail -n 1 full.losses | cut -d' ' -f2), unscaled $(tail -n 1 unscaled.losses | cut -d' ' -f2)"
+  # export: config.json beside the weights
+  mkdir -p hf3 && "$ck_tool" export ck -o hf3/model.safetensors >export.txt || fail "export"
+  python3 - hf3/config.json <<'PY' || fail "export's config.json"
+import json, sys
+c = json.load(open(sys.argv[1]))
+want = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 96,
+        "intermediate_size": 176, "num_hidden_layers": 4, "num_attention_heads": 6,
+        "num_key_value_heads": 6, "head_dim": 16, "vocab_size": 256,
+        "max_position_embeddings": 64, "rms_norm_eps": 1e-05, "rope_theta": 500000,
+        "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float32",
+        "attention_bias": False, "mlp_bias": False,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
+                         "high_freq_factor": 4, "original_max_position_embeddings": 64}}
+bad = {k: (c.get(k), v) for k, v in want.items() if c.get(k) != v}
+if bad:
+    sys.exit("config.json: %s" % bad)
+try:
+    from transformers import LlamaConfig
+except ImportError:
+    print("  (transformers is not installed: LlamaConfig not tried)")
+else:
+    lc = LlamaConfig.from_pretrained(sys.path[0] if False else sys.argv[1].rsplit("/", 1)[0])
+    got = getattr(lc, "rope_parameters", None) or {"rope_theta": lc.rope_theta, **(lc.rope_scaling or {})}
+    assert lc.rms_norm_eps == 1e-05 and lc.tie_word_embeddings is False, lc
+    assert got["rope_theta"] == 500000 and got["rope_type"] == "llama3", got
+    print("  LlamaConfig.from_pretrained reads it:", got)
+PY
+  # a second export of the same model beside it keeps config.json; another dtype's is refused
+  "$ck_tool" export ck -o hf3/again.safetensors >/dev/null || fail "a second export into the folder"
+  "$ck_tool" export ck --dtype bf16 -o hf3/bf16.safetensors >bf16.out 2>&1 && fail "export replaced another config.json"
+  grep -q "hf3/config.json exists: refusing to replace it .*(export writes the model's config.json beside -o hf3/bf16.safetensors)" bf16.out ||
+    { cat bf16.out; fail "export over another config.json: wrong message"; }
+  [ ! -e hf3/bf16.safetensors ] || fail "export wrote weights whose config.json it could not"
+  rm -f hf3/again.safetensors
+  echo "  export: $(cut -c1-60 export.txt)...; config.json: transformers' fields, hexic's values"
+  # import: hexic's own export folder as it is (config.json beside it)
+  "$ck_tool" import hf3/model.safetensors -o init.safetensors >import.txt || fail "import of hexic's own export"
+  grep -q "($line)" import.txt || { cat import.txt; fail "import: the model line"; }
+  a/launch.sh --steps 0 --init-from init.safetensors --dump-weights "$PWD/init.w" >init.out 2>&1 ||
+    { cat init.out; fail "--init-from the import"; }
+  cmp full.w init.w || fail "export -> import -> --init-from is not bit-exact"
+  # import-hf: the .hx of the exported config.json is this model
+  "$ck_tool" import-hf hf3/config.json --name tiny6-llama3 -o back.hx >/dev/null || fail "import-hf of the export"
+  grep -q "rope_theta = 500000;" back.hx && grep -q "rope_scaling = llama3; rope_factor = 8; rope_low_freq_factor = 1" back.hx &&
+    grep -q "rope_high_freq_factor = 4; rope_original_max_len = 64" back.hx || { cat back.hx; fail "import-hf: the scaling"; }
+  sed -n '/^train/,$p' "$l3" | cat back.hx - "$src/examples/clusters/cpu1.hx" >back-all.hx
+  "$hexic" back-all.hx --target=cpu -o back >/dev/null || fail "hexic on import-hf's .hx"
+  grep -q "\.rope_factor = 8.0," back/rank_0000.c || fail "import-hf's .hx lost the scaling"
+  # --init-from the folder: one file, and shards through an index, on TP 2 + PP 2
+  a/launch.sh --steps 0 --init-from hf3 --dump-weights "$PWD/folder.w" >folder.out 2>&1 ||
+    { cat folder.out; fail "--init-from an HF folder"; }
+  cmp full.w folder.w || fail "--init-from the folder is not the exported weights"
+  mkdir -p sharded && python3 "$here/st_check.py" shard hf3/model.safetensors sharded || fail "sharding"
+  cp hf3/config.json sharded/
+  a/launch.sh --steps 0 --init-from sharded --dump-weights "$PWD/sharded.w" >sharded.out 2>&1 ||
+    { cat sharded.out; fail "--init-from a sharded HF folder"; }
+  cmp full.w sharded.w || fail "--init-from the sharded folder is not the exported weights"
+  one/launch.sh --steps 2 --init-from sharded >cont.out 2>&1 || { cat cont.out; fail "training from the HF folder"; }
+  [ "$(grep -c '^step ' cont.out)" = 2 ] || { cat cont.out; fail "training from the HF folder: not 2 steps"; }
+  echo "  --init-from an HF folder (model.safetensors; 2 shards + index) on TP 2 + PP 2: the exported weights bit for bit; 2 steps trained on"
+  # a config.json of another model: refused naming the field, before step 1
+  refuse() { # NAME PYTHON-EDIT WANT
+    rm -rf "$1" && mkdir "$1" && ln -s ../hf3/model.safetensors "$1/model.safetensors"
+    python3 -c "import json, sys
+c = json.load(open('hf3/config.json'))
+$2
+json.dump(c, open(sys.argv[1], 'w'))" "$1/config.json" || fail "writing $1/config.json"
+    one/launch.sh --steps 1 --init-from "$1" >"$1.out" 2>&1 && { cat "$1.out"; fail "$1: --init-from took it"; }
+    grep -q "error: --init-from: $1/config.json describes another model: $3" "$1.out" ||
+      { cat "$1.out"; fail "$1: wrong message"; }
+    grep -q "^step " "$1.out" && fail "$1: training started"
+    echo "  $(grep -o 'describes another model.*' "$1.out")"
+  }
+  refuse theta 'c["rope_theta"] = 10000' "rope_theta is 10000 where this program's model has 500000"
+  refuse noscale 'c["rope_scaling"] = None' "rope_scaling.factor (0: no llama3 scaling) is 0 where this program's model has 8"
+  refuse eps 'del c["rms_norm_eps"]' "rms_norm_eps is 1e-06 where this program's model has 1e-05"
+  refuse kv 'c["num_key_value_heads"] = 3' "num_key_value_heads is 3 where this program's model has 6"
+  plain/launch.sh --steps 1 --init-from hf3 >plain.out 2>&1 && fail "an unscaled model took the llama3 folder"
+  grep -q "rope_theta is 500000 where this program's model has 10000" plain.out || { cat plain.out; fail "unscaled: wrong message"; }
+  # transformers 5's layout: rope_parameters carries rope_theta and the type
+  python3 - hf3/config.json <<'PY' || fail "writing transformers 5 configs"
+import json, os, sys
+c = json.load(open(sys.argv[1]))
+scaling = c.pop("rope_scaling")
+theta = c.pop("rope_theta")
+os.makedirs("v5", exist_ok=True)
+os.symlink("../hf3/model.safetensors", "v5/model.safetensors")
+json.dump(dict(c, rope_parameters=dict(scaling, rope_theta=theta)), open("v5/config.json", "w"))
+json.dump(dict(c, rope_parameters={"rope_theta": theta, "rope_type": "default"}), open("v5-default.json", "w"))
+for kind, key in (("yarn", "rope_parameters"), ("linear", "rope_scaling"), ("dynamic", "rope_scaling")):
+    d = dict(c)
+    d[key] = {"rope_type": kind, "factor": 2.0} if kind != "dynamic" else {"type": kind, "factor": 2.0}
+    json.dump(d, open("v5-%s.json" % kind, "w"))
+PY
+  "$ck_tool" import-hf v5/config.json -o v5.hx >/dev/null || fail "import-hf of rope_parameters"
+  grep -q "rope_theta = 500000;" v5.hx && grep -q "rope_scaling = llama3; rope_factor = 8;" v5.hx ||
+    { cat v5.hx; fail "import-hf of rope_parameters: rope_theta or the scaling lost"; }
+  "$ck_tool" import-hf v5-default.json >v5-default.hx 2>/dev/null || fail "import-hf of rope_type default"
+  grep -q "rope_theta = 500000;" v5-default.hx && ! grep -q rope_scaling v5-default.hx ||
+    { cat v5-default.hx; fail "rope_parameters' rope_theta with rope_type default"; }
+  a/launch.sh --steps 0 --init-from v5 --dump-weights "$PWD/v5.w" >v5.out 2>&1 || { cat v5.out; fail "--init-from a transformers 5 folder"; }
+  cmp full.w v5.w || fail "--init-from a transformers 5 folder: other weights"
+  for case in "yarn:rope_parameters.rope_type 'yarn'" "linear:rope_scaling.rope_type 'linear'" "dynamic:rope_scaling.type 'dynamic'"; do
+    "$ck_tool" import-hf "v5-${case%%:*}.json" >kind.out 2>&1 && fail "rope type ${case%%:*} was accepted"
+    grep -qx "hexic-ckpt: error: v5-${case%%:*}.json: ${case#*:} is not supported (hexic computes RoPE unscaled, 'default', or with Llama 3's frequency scaling, 'llama3')" kind.out ||
+      { cat kind.out; fail "rope type ${case%%:*}: wrong message"; }
+  done
+  echo "  transformers 5's rope_parameters: rope_theta 500000 and llama3 kept; $(cut -c 13- kind.out | cut -c1-80)..."
   ;;
 export_many)
   # A checkpoint of 1029 tensors (114 layers): export reads its MANIFEST

@@ -3,7 +3,8 @@
 # smaller cluster; hexic-ckpt's export, import and import-hf, and --init-from.
 set(HX_CKPT_TESTS ${HX_TESTS_DIR}/ckpt)
 
-foreach(mode reshard elastic replicated hf gqa import_hf owner skipped integrity export_many)
+foreach(mode reshard elastic replicated hf gqa import_hf owner skipped integrity export_many
+             hf_folder)
   add_test(NAME ckpt.${mode}
     COMMAND bash ${HX_CKPT_TESTS}/run_ckpt.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/ckpt-${mode}
             ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:weights_cmp>

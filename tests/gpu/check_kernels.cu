@@ -298,6 +298,18 @@ static void check_rope(enum hxc_dtype dt) {
   hxc_rope_table(dtab, &d, stream);
   compare("rope_table", HXC_FP32, download_f32(dtab, (long)tab.size()), tab,
           1e-6, "double math on both sides, rounded once");
+  /* Llama 3's scaling: an original length of 64 puts hd 32's pairs in all
+   * three bands (kept, interpolated, divided by the factor) */
+  struct hxk_dims scaled = d;
+  scaled.rope_factor = 8;
+  scaled.rope_low_freq_factor = 1;
+  scaled.rope_high_freq_factor = 4;
+  scaled.rope_original_max_len = 64;
+  vec scaled_tab(tab.size());
+  hxk_rope_table(scaled_tab.data(), &scaled);
+  hxc_rope_table(dtab, &scaled, stream);
+  compare("rope_table.llama3", HXC_FP32, download_f32(dtab, (long)tab.size()),
+          scaled_tab, 1e-6, "double math on both sides, rounded once");
   vec x = representable(random_vec(nel, 1.0f), dt);
   vec dy = representable(random_vec(nel, 1.0f), dt);
   vec dx0 = representable(random_vec(nel, 1.0f), dt);

@@ -34,6 +34,46 @@ static void test_rope(void) {
   free(tab), free(x), free(y), free(ref);
 }
 
+/* Llama 3's RoPE scaling (transformers' _compute_llama3_parameters), in
+ * terms of the ratio original / wavelength: above high_freq_factor a pair
+ * keeps its frequency, below low_freq_factor it is divided by factor, and
+ * between, the two are mixed linearly in the ratio. hd 32 over 300
+ * positions with an original length of 256 puts pairs in all three bands. */
+static void test_rope_llama3(void) {
+  struct hxk_dims d = {.dim = 32, .ffn = 8, .heads = 1, .kv_heads = 1, .vocab = 8,
+                       .seq_len = 300, .layers = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0,
+                       .rope_factor = 8, .rope_low_freq_factor = 1,
+                       .rope_high_freq_factor = 4, .rope_original_max_len = 256};
+  KC_CHECK(hxk_dims_check(&d), "llama3 dims");
+  int half = d.head_dim / 2, bands[3] = {0, 0, 0};
+  float *tab = kc_alloc(hxk_rope_table_floats(&d));
+  hxk_rope_table(tab, &d);
+  double worst = 0;
+  for (int i = 0; i < half; i++) {
+    double freq = 1.0 / pow(10000.0, (2.0 * i) / 32.0);
+    double ratio = 256.0 / (2.0 * 3.14159265358979323846 / freq), scale;
+    if (ratio > 4.0)
+      scale = 1.0, bands[0]++;
+    else if (ratio < 1.0)
+      scale = 1.0 / 8.0, bands[2]++;
+    else
+      scale = (1.0 - (ratio - 1.0) / 3.0) / 8.0 + (ratio - 1.0) / 3.0, bands[1]++;
+    for (int t = 0; t < d.seq_len; t++) {
+      double phi = t * freq * scale;
+      double dc = fabs(tab[((long)t * half + i) * 2] - cos(phi));
+      double ds = fabs(tab[((long)t * half + i) * 2 + 1] - sin(phi));
+      worst = fmax(worst, fmax(dc, ds));
+    }
+  }
+  KC_CHECK(bands[0] && bands[1] && bands[2], "bands %d %d %d: not all three", bands[0], bands[1],
+           bands[2]);
+  KC_CHECK(worst < 1e-6, "llama3 rope table off by %g", worst);
+  /* a bad scaling is no valid shape */
+  d.rope_high_freq_factor = 1;
+  KC_CHECK(!hxk_dims_check(&d), "high_freq_factor <= low_freq_factor accepted");
+  free(tab);
+}
+
 /* Causal GQA attention: query head h reads kv head h / (H/K). */
 static void test_attention(void) {
   int H = dims.heads, K = dims.kv_heads, T = dims.seq_len;
@@ -106,6 +146,7 @@ static void test_rmsnorm_swiglu(void) {
 int main(void) {
   KC_CHECK(hxk_dims_check(&dims) && dims.head_dim == HD, "dims");
   test_rope();
+  test_rope_llama3();
   test_attention();
   test_rmsnorm_swiglu();
   return kc_finish("kernels_forward");
