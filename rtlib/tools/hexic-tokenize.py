@@ -11,6 +11,7 @@ hash of their index, so the split is the same on every machine and run.
 Needs the `tokenizers` package (pip install tokenizers); Parquet needs pyarrow.
 """
 import argparse
+import errno
 import heapq
 import json
 import os
@@ -26,6 +27,7 @@ MAX_SHARD_TOKENS = 2**31 - 1  # the header's count is an int32
 MAX_DOCUMENT_BYTES = 1 << 30  # one document is encoded in one call
 BATCH_CHARS = 1 << 20  # documents are encoded in batches of about this much text
 MASK64 = (1 << 64) - 1
+NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK)
 # Tried in this order when no tokenizer_config.json / special_tokens_map.json
 # names the end-of-sequence token: GPT-2's, Llama 3's, Llama 2's, Gemma's.
 KNOWN_EOS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
@@ -291,7 +293,13 @@ class Shard:
                           "remove it or pick another prefix")
         except OSError as e:
             raise Refusal(f"{self.tmp}: cannot create: {e.strerror}")
-        self.f.write(bytes(4 * HEADER_INTS))
+        self.write(bytes(4 * HEADER_INTS))
+
+    def write(self, data):
+        try:
+            self.f.write(data)
+        except OSError as e:
+            raise Refusal(f"{self.tmp}: cannot write: {e.strerror}")
 
     def append(self, ids):
         if self.count + len(ids) > MAX_SHARD_TOKENS:
@@ -300,7 +308,7 @@ class Shard:
         body = array("I" if self.wide else "H", ids)
         if sys.byteorder != "little":
             body.byteswap()
-        self.f.write(body.tobytes())
+        self.write(body.tobytes())
         self.count += len(ids)
 
     def finish(self):
@@ -308,20 +316,32 @@ class Shard:
         header = array("i", [magic, version, self.count] + [0] * (HEADER_INTS - 3))
         if sys.byteorder != "little":
             header.byteswap()
-        self.f.seek(0)
-        self.f.write(header.tobytes())
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
+        try:
+            self.f.seek(0)  # flushes the body first
+            self.f.write(header.tobytes())
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()
+        except OSError as e:
+            raise Refusal(f"{self.tmp}: cannot write: {e.strerror}")
         try:
             os.link(self.tmp, self.path)  # fails if PATH appeared meanwhile: never replaced
         except FileExistsError:
             raise Refusal(f"{self.path} exists: refusing to replace it")
+        except OSError as e:
+            if e.errno not in NO_HARD_LINKS:
+                raise
+            # a file system without hard links: rename, after one more look
+            refuse_existing([self.path])
+            os.rename(self.tmp, self.path)
+            return
         os.unlink(self.tmp)
 
     def discard(self):
-        if not self.f.closed:
-            self.f.close()
+        try:
+            self.f.close()  # flushes what a failed write left: that fails again
+        except OSError:
+            pass
         if os.path.exists(self.tmp):
             os.unlink(self.tmp)
 
@@ -470,6 +490,9 @@ def main(argv):
         msg = str(e)
         # located messages (FILE:LINE:COL: error: ...) are printed as they are
         print(msg if ": error: " in msg else f"{PROG}: error: {msg}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a failed read or write (a full disk): what and where, no traceback
+        print(f"{PROG}: error: {e.filename or 'I/O'}: {e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

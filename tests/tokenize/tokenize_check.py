@@ -11,6 +11,7 @@ a 70000-word WordLevel), so nothing is downloaded. Exit 77 (skipped) when
 """
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -150,10 +151,10 @@ def check_streams(prefix, tok, docs, eos, fraction=0.05, seed=1, template=True):
 # ---- running the tool ----------------------------------------------------------
 
 
-def run_tool(tool, args, expect_rc=0, env=None, timeout=60):
+def run_tool(tool, args, expect_rc=0, env=None, timeout=60, preexec_fn=None):
     try:
         p = subprocess.run([sys.executable, tool] + args, capture_output=True, text=True,
-                           env=env, timeout=timeout)
+                           env=env, timeout=timeout, preexec_fn=preexec_fn)
     except subprocess.TimeoutExpired:
         fail(f"hexic-tokenize {' '.join(args)}: no answer in {timeout} s (a hang)")
     if p.returncode != expect_rc:
@@ -316,6 +317,13 @@ def check_refusals(tool, work):
     if os.path.exists(w("tmp.train.bin")) or os.path.exists(w("tmp.val.bin.tmp")):
         fail("a refused run left shards behind")
 
+    # a write that fails (a file-size limit here, a full disk in life): one line, no .tmp left
+    expect_error(tool, [corpus, "-t", bpe_dir, "-o", w("full")],
+                 f"error: {w('full.train.bin.tmp')}: cannot write: File too large",
+                 preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500)))
+    if [n for n in os.listdir(work) if n.startswith("full.")]:
+        fail("a failed write left full.* behind")
+
     with open(w("bad.jsonl"), "w") as f:
         f.write('{"text": "fine"}\n{"text": "fine too"}\n{"text": oops}\n')
     expect_error(tool, [w("bad.jsonl"), "--jsonl", "-t", bpe_dir, "-o", w("x")],
@@ -360,7 +368,7 @@ def check_refusals(tool, work):
                  "tokenizer_config.json: eos_token '<|im_end|>' is not a token of tokenizer.json")
     if [n for n in os.listdir(work) if n.startswith("x.")]:
         fail("a refused run wrote x.*")
-    print("  refused, exit 1, nothing written: existing outputs, bad JSON (located), a missing "
+    print("  refused, exit 1, nothing written: existing outputs, a failed write, bad JSON (located), a missing "
           "field, non-UTF-8 text, a FIFO, missing inputs, an empty folder, bad tokenizers and "
           "EOS, one document to split")
 
