@@ -1,0 +1,73 @@
+#!/bin/sh
+# Planning time against the global batch (issue 25 item 5): per row the
+# cluster, its devices, the model, the global batch, the planner's CPU time
+# on one core (taskset -c 0; user + system by /usr/bin/time), the simulated
+# iteration time of its plan, and whether a second run wrote a byte-identical
+# plan.json. Then the targets: planning <= 1 s on every cluster of up to 64
+# GPUs at any batch, and planning at global batch 2048 <= 1.5 x at 64 on the
+# same cluster, each printed as met or not met. Figures are measured, nothing
+# is asserted. About 10 minutes on one core.
+#   usage: bench/plan_time.sh [HEXIC]   (default: build-bench/hexic, built Release)
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+hexic=${1:-}
+if [ -z "$hexic" ]; then
+  cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
+  cmake --build "$root/build-bench" -j2 --target hexic >/dev/null
+  hexic=$root/build-bench/hexic
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ex=$root/examples
+one_core=""
+command -v taskset >/dev/null 2>&1 && one_core="taskset -c 0"
+[ -x /usr/bin/time ] || { echo "plan_time.sh: /usr/bin/time is needed (apt-get install time)" >&2; exit 1; }
+
+# row MODEL CLUSTER BATCH: plans twice, prints the row, appends
+# "cluster devices batch cpu_s" to $tmp/rows
+row() {
+  model=$1 cluster=$2 gb=$3
+  sed "s/global_batch = [0-9]*/global_batch = $gb/" "$ex/models/$model.hx" > "$tmp/m.hx"
+  devices=$(awk '/gpus *=/{ n = $0; sub(/.*gpus *= */, "", n); sub(/[^0-9].*/, "", n);
+                 r = 1; if ($0 ~ /replicas *=/) { r = $0; sub(/.*replicas *= */, "", r); sub(/[^0-9].*/, "", r) }
+                 s += n * r } END { print s }' "$ex/clusters/$cluster.hx")
+  rm -rf "$tmp/a" "$tmp/b"
+  # plan.json is written even where the rank programs are refused (more
+  # than 8M table rows at the largest batches): the plan is what is timed
+  /usr/bin/time -f %U+%S -o "$tmp/cpu" $one_core "$hexic" "$tmp/m.hx" "$ex/clusters/$cluster.hx" \
+    -o "$tmp/a" >/dev/null 2>&1 || true
+  cpu=$(tail -1 "$tmp/cpu" | awk -F+ '{ printf "%.2f", $1 + $2 }')
+  it=- same=-
+  if [ -f "$tmp/a/plan.json" ]; then
+    it=$(sed -n 's/.*"iteration_s": *\([0-9.eE+-]*\).*/\1/p' "$tmp/a/plan.json" | head -1)
+    it=$(awk -v t="$it" 'BEGIN { printf "%.6g", t }')
+    "$hexic" "$tmp/m.hx" "$ex/clusters/$cluster.hx" -o "$tmp/b" >/dev/null 2>&1 || true
+    same=no
+    cmp -s "$tmp/a/plan.json" "$tmp/b/plan.json" && same=yes
+  fi
+  printf "%-16s %7s %-12s %9s %9s %14s %6s\n" "$cluster" "$devices" "$model" "$gb" "$cpu" "$it" "$same"
+  echo "$cluster $devices $gb $cpu" >> "$tmp/rows"
+}
+
+: > "$tmp/rows"
+printf "%-16s %7s %-12s %9s %9s %14s %6s\n" cluster devices model batch "cpu s" "iteration s" same
+for gb in 64 128 2048; do row gpt-neo-2.7b gh200-a100-v100 "$gb"; done
+for cl in case-study:llama2-13b hetero-64:llama2-13b large-1024:llama2-70b; do
+  for gb in 64 2048 65536 2097152; do row "${cl#*:}" "${cl%%:*}" "$gb"; done
+done
+
+awk '
+  { key = $1; dev[key] = $2; cpu[key, $3] = $4
+    if ($2 <= 64 && $4 > worst) { worst = $4; where = $1 " at batch " $3 } }
+  END {
+    printf "\ntarget: planning <= 1 s up to 64 GPUs: worst %.2f s (%s): %s\n",
+           worst, where, worst <= 1 ? "met" : "not met"
+    ok = 1
+    for (k in dev) if (dev[k] <= 64 && cpu[k, 64] > 0) {
+      r = cpu[k, 2048] / cpu[k, 64]
+      printf "target: batch 2048 / batch 64 on %s (%d GPUs): %.2f / %.2f s = %.2fx: %s\n",
+             k, dev[k], cpu[k, 2048], cpu[k, 64], r, r <= 1.5 ? "met" : "not met"
+      if (r > 1.5) ok = 0
+    }
+    printf "target: ratio <= 1.5 on every cluster up to 64 GPUs: %s\n", ok ? "met" : "not met"
+  }' "$tmp/rows"
