@@ -126,15 +126,19 @@ double hx_layer_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, i
  * sequence_parallel, a TP degree above 1, decoder layers and whole
  * sequences (a HexiSeq stage, st->seq_layout, keeps the TP all-reduces). */
 bool hx_stage_sequence_parallel(const struct hx_ctx *ctx, const struct hx_stage *st);
-/* Time of the 2 (forward) TP all-reduces of one decoder layer's activations. */
+/* Time of the 2 (forward) TP all-reduces of one decoder layer's activations
+ * (under sequence parallelism its 2 reduce-scatters and 2 all-gathers). */
 double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 /* One micro-batch forward of the whole stage: compute + TP all-reduces
- * (2 per layer, Megatron). The embedding, final norm and LM head run whole
+ * (2 per layer, Megatron; sequence parallel: 2 reduce-scatters and 2
+ * all-gathers per layer and the stage's output gathered). The embedding, final norm and LM head run whole
  * on every TP rank, as hexic's runtime runs them (no vocab parallelism). */
 double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                       int64_t mbs);
-/* One micro-batch backward: 2x forward compute, 2 TP all-reduces per layer,
- * plus, when st->recompute, one more forward with its own all-reduces. */
+/* One micro-batch backward: 2x forward compute, 2 TP all-reduces per layer
+ * (sequence parallel: 4 all-gathers and 2 reduce-scatters, and the input
+ * gradient gathered), plus, when st->recompute, one more forward with its
+ * own collectives. */
 double hx_stage_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                       int64_t mbs);
 /* hx_stage_fwd_s, hx_stage_bwd_s and the per-layer split of the backward,
