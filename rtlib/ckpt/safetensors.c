@@ -169,19 +169,27 @@ static bool index_names(struct hx_st_file *f, char *err, size_t err_size) {
   return true;
 }
 
-/* __metadata__: its hexic_model kept as messages may show it (printable). */
+/* A string member of __metadata__ as messages may show it (printable) in
+ * *out; absent or not a string leaves it NULL. */
+static bool keep_string(const struct hx_json *m, const char *key, char **out, const char *path,
+                        char *err, size_t err_size) {
+  const struct hx_json *line = hx_json_get(m, key);
+  if (!line || line->kind != HX_JSON_STRING)
+    return true;
+  *out = malloc(4 * strlen(line->text) + 1);
+  if (!*out)
+    return fail(err, err_size, "%s: out of memory", path);
+  hx_rt_printable(line->text, *out, 4 * strlen(line->text) + 1);
+  return true;
+}
+
+/* __metadata__: import's hexic_model and export's hexic lines kept. */
 static bool read_metadata(struct hx_st_file *f, const struct hx_json *m, const char *path,
                           char *err, size_t err_size) {
   if (m->kind != HX_JSON_OBJECT)
     return fail(err, err_size, "%s: __metadata__ is not an object", path);
-  const struct hx_json *line = hx_json_get(m, "hexic_model");
-  if (!line || line->kind != HX_JSON_STRING)
-    return true;
-  f->hexic_model = malloc(4 * strlen(line->text) + 1);
-  if (!f->hexic_model)
-    return fail(err, err_size, "%s: out of memory", path);
-  hx_rt_printable(line->text, f->hexic_model, 4 * strlen(line->text) + 1);
-  return true;
+  return keep_string(m, "hexic_model", &f->hexic_model, path, err, err_size) &&
+         keep_string(m, "hexic", &f->hexic_export, path, err, err_size);
 }
 
 static bool parse_header(struct hx_st_file *f, const char *text, size_t len, char *err,
@@ -276,6 +284,7 @@ void hx_st_close(struct hx_st_file *f) {
   free(f->by_name);
   free(f->path);
   free(f->hexic_model);
+  free(f->hexic_export);
   memset(f, 0, sizeof *f);
   f->fd = -1;
 }

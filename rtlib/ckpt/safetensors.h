@@ -40,6 +40,8 @@ struct hx_st_file {
   struct hx_st_tensor **by_name; /* the tensors sorted by name (hx_st_find's binary search) */
   char *hexic_model;             /* __metadata__'s "hexic_model" (the model line hexic-ckpt import
                                     records) as hx_rt_printable shows it, or NULL */
+  char *hexic_export;            /* __metadata__'s "hexic" ("step N; plan F; MODEL LINE", what
+                                    hexic-ckpt export records), printable, or NULL */
 };
 
 /* Opens and checks path (a regular file: a FIFO or a device is refused

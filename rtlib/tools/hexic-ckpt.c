@@ -543,6 +543,21 @@ static bool import_fill(void *arg, int index, float *dst, char *err, size_t err_
   return ok;
 }
 
+/* An export of hexic's without a config.json beside it (written before
+ * export wrote one): the model line export records in the file's metadata
+ * ("step N; plan F; layers ...") is the model, when it carries rope_theta
+ * and norm_eps. False when IN is no such file. */
+static bool model_of_export(const char *in, struct hx_hf_model *m) {
+  struct hx_st_file f;
+  char err[ERR_SIZE];
+  if (ends_with(in, ".json") || !hx_st_open(&f, in, err, sizeof err))
+    return false;
+  const char *line = f.hexic_export ? strstr(f.hexic_export, "; layers ") : NULL;
+  bool ok = line && hx_hf_parse_model_line(line + 2, m) && m->rope_theta > 0;
+  hx_st_close(&f);
+  return ok;
+}
+
 static int import_weights(const char *in, const struct options *o) {
   if (!o->out)
     return usage("import needs -o OUT.safetensors");
@@ -556,7 +571,15 @@ static int import_weights(const char *in, const struct options *o) {
     strcat(config, "config.json");
   }
   struct import_ctx ctx = {NULL, {0}, false};
-  if (!hx_hf_config_read(config, &ctx.model, err, sizeof err))
+  struct stat sb;
+  bool from_export = !o->config && stat(config, &sb) != 0 && errno == ENOENT &&
+                     model_of_export(in, &ctx.model);
+  if (from_export)
+    fprintf(stderr,
+            "hexic-ckpt: note: no %s: %s is hexic's export, and the model line it records is "
+            "taken\n",
+            config, in);
+  else if (!hx_hf_config_read(config, &ctx.model, err, sizeof err))
     return error(err);
   struct hx_st_set *s = calloc(1, sizeof *s);
   if (!s)

@@ -618,6 +618,12 @@ PY
   a/launch.sh --steps 0 --init-from init.safetensors --dump-weights "$PWD/init.w" >init.out 2>&1 ||
     { cat init.out; fail "--init-from the import"; }
   cmp full.w init.w || fail "export -> import -> --init-from is not bit-exact"
+  # an export with no config.json beside it (an older hexic's): the model line it records
+  rm -rf bare && mkdir bare && cp hf3/model.safetensors bare/
+  "$ck_tool" import bare/model.safetensors -o bare.safetensors >bare.out 2>&1 || { cat bare.out; fail "import of a bare export"; }
+  grep -q "note: no bare/config.json: bare/model.safetensors is hexic's export, and the model line it records is taken" bare.out ||
+    { cat bare.out; fail "import of a bare export: no note"; }
+  cmp init.safetensors bare.safetensors || fail "import of a bare export: other weights"
   # import-hf: the .hx of the exported config.json is this model
   "$ck_tool" import-hf hf3/config.json --name tiny6-llama3 -o back.hx >/dev/null || fail "import-hf of the export"
   grep -q "rope_theta = 500000;" back.hx && grep -q "rope_scaling = llama3; rope_factor = 8; rope_low_freq_factor = 1" back.hx &&
