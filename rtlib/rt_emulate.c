@@ -91,6 +91,10 @@ double rt_emu_ring_s(const struct hx_rt_link *l, int nranks, double bytes) {
   return 2.0 * (nranks - 1) * rt_emu_link_s(l, bytes / nranks);
 }
 
+double rt_emu_shard_s(const struct hx_rt_link *l, int nranks, double largest_bytes) {
+  return nranks < 2 ? 0 : (nranks - 1) * rt_emu_link_s(l, largest_bytes);
+}
+
 /* ---- clocks, sleeps and the calibration lock ---- */
 
 static struct rt_emu_mark mark_now(void) {
@@ -256,7 +260,7 @@ enum { RT_TRACE_MAX_EVENTS = 200000 };
  * reader can match one all-reduce across its members. */
 struct trace_event {
   double start_s, end_s;
-  double done_s;   /* all-reduce, recv under --emulate: completion at link speed (0: unknown) */
+  double done_s;   /* all-reduce, all-gather, recv under --emulate: at link speed (0: unknown) */
   double began_s;  /* all-reduce under --emulate: its last member's start on the link */
   double waited_s; /* a compute op under --emulate: its waits (collectives inside it) */
   int32_t kind, micro_batch, layer, peer;
@@ -305,7 +309,7 @@ void rt_trace_event(const struct rt_exec *e, enum rt_trace_kind kind, int micro_
     tr.cap = cap;
   }
   double done = 0, began = 0;
-  if (kind == RT_TRACE_ALLREDUCE || kind == RT_TRACE_RECV) {
+  if (kind == RT_TRACE_ALLREDUCE || kind == RT_TRACE_RECV || kind == RT_TRACE_ALLGATHER) {
     done = link_done_s;
     began = kind == RT_TRACE_ALLREDUCE ? link_began_s : 0;
     link_done_s = link_began_s = 0;
@@ -676,17 +680,24 @@ void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, doubl
   if (!u->on)
     return;
   const struct hx_rt_link *l = group_index < 0 ? &u->fig->tp : &u->fig->groups[group_index];
+  rt_emu_collective_done(e, group_index, start_s, rt_emu_ring_s(l, nranks, bytes));
+}
+
+double rt_emu_collective_done(struct rt_exec *e, int group_index, double start_s, double link_s) {
+  if (!e->emu.on)
+    return start_s;
   wait_enter(e); /* inside an op (TP): the link's time, not the device's */
   /* a TP group (group_index < 0) runs in lockstep inside its ops; this
-   * machine's own all-reduce is taken to be faster than the emulated link */
+   * machine's own collective is taken to be faster than the emulated link */
   double began = last_start_s(group_index, start_s);
-  double done = began + rt_emu_ring_s(l, nranks, bytes);
+  double done = began + link_s;
   sleep_until(done);
   if (group_index >= 0) {
     link_began_s = began;
     link_done_s = done;
   }
   wait_leave(e);
+  return done;
 }
 
 void rt_emu_finish(struct rt_exec *e) {

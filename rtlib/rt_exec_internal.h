@@ -287,6 +287,9 @@ double rt_emu_reference_cpu_s(double *fewest_s, double cpu_s);
 bool rt_emu_late(double start_s, double end_s, double ran_until_s);
 double rt_emu_link_s(const struct hx_rt_link *l, double bytes);
 double rt_emu_ring_s(const struct hx_rt_link *l, int nranks, double bytes);
+/* A ZeRO-1 reduce-scatter or all-gather over nranks whose largest member
+ * share is largest_bytes: (n - 1) steps of it (cost.c's hx_reduce_scatter_s). */
+double rt_emu_shard_s(const struct hx_rt_link *l, int nranks, double largest_bytes);
 /* Collective over the world when requested (every rank gets the same
  * options), once the run is set up; rt_emu_stop once training ends. */
 void rt_emu_init(struct rt_exec *e, bool requested);
@@ -305,6 +308,10 @@ void rt_emu_stamp_send(struct rt_exec *e, int kind, int micro_batch, int peer, i
 void rt_emu_arrive(struct rt_exec *e, int peer, int tag, double bytes);
 void rt_emu_allreduce_done(struct rt_exec *e, int group_index, int nranks, double bytes,
                            double start_s);
+/* After gradient-sync group group_index's collective that this rank began
+ * at start_s and that takes link_s on the emulated link: ends link_s after
+ * the group's last member began it; returns that time. */
+double rt_emu_collective_done(struct rt_exec *e, int group_index, double start_s, double link_s);
 void rt_emu_finish(struct rt_exec *e);
 
 /* rt_emulate.c, HEXIC_TRACE=FILE: the measured timeline in trace.json's

@@ -543,6 +543,22 @@ static void trace_start(struct rt_exec *e, const struct rt_bucket *b) {
     trace(&e->sync, "s%d@%d", id, b->key);
 }
 
+/* The bucket's collective on the emulated link: a ring all-reduce of its
+ * pack, or ZeRO-1's reduce-scatter (and all-gather) of the group's largest
+ * share of it, as the simulator prices a group (a bucket's own counts can
+ * be far more uneven: a bucket inside one member's shard is all its). */
+static double emu_bucket_s(const struct rt_exec *e, const struct rt_bucket *b) {
+  const struct hx_rt_group *g = &e->cfg->groups[b->group_index];
+  const struct hx_rt_link *l = &e->emu.fig->groups[b->group_index];
+  double bytes = (double)b->runs.floats * sizeof(float);
+  if (!b->counts || !g->shard_ppm)
+    return rt_emu_ring_s(l, g->nranks, bytes);
+  int32_t most = 0;
+  for (int i = 0; i < g->nranks; i++)
+    most = g->shard_ppm[i] > most ? g->shard_ppm[i] : most;
+  return rt_emu_shard_s(l, g->nranks, bytes * most / 1e6);
+}
+
 /* Off TP rank 0 the replicated tensors enter as zeros (hexic_rt.h), then
  * the pack, then the all-reduce on it. */
 static void start_bucket(struct rt_exec *e, struct rt_bucket *b) {
@@ -554,11 +570,8 @@ static void start_bucket(struct rt_exec *e, struct rt_bucket *b) {
   d->pack(pack, e->p.dev.g, b->runs.items, b->runs.n);
   b->start_s = rt_emu_clock(e);
   if (e->emu.on) { /* one gradient link per rank: its all-reduces queue on it */
-    const struct hx_rt_group *g = &e->cfg->groups[b->group_index];
-    double ring = rt_emu_ring_s(&e->emu.fig->groups[b->group_index], g->nranks,
-                                (double)b->runs.floats * sizeof(float));
     b->emu_begin_s = b->start_s > e->sync.emu_link_free_s ? b->start_s : e->sync.emu_link_free_s;
-    e->sync.emu_link_free_s = b->emu_begin_s + ring;
+    e->sync.emu_link_free_s = b->emu_begin_s + emu_bucket_s(e, b);
   }
   if (b->counts)
     b->req = e->tr->group_reduce_scatter_start(b->handle, pack, e->sync.recv + b->recv_off,
@@ -613,8 +626,7 @@ void rt_sync_backward_point(struct rt_exec *e, int m, int done) {
 static void finish_bucket(struct rt_exec *e, struct rt_bucket *b) {
   e->tr->group_allreduce_wait(b->req);
   b->req = NULL;
-  rt_emu_allreduce_done(e, b->group_index, e->cfg->groups[b->group_index].nranks,
-                        (double)b->runs.floats * sizeof(float), b->emu_begin_s);
+  rt_emu_collective_done(e, b->group_index, b->emu_begin_s, e->emu.on ? emu_bucket_s(e, b) : 0);
   if (b->counts) /* ZeRO-1: only the own block is summed here; the rest is left as is */
     e->dev->unpack(e->p.dev.g, e->sync.recv + b->recv_off, b->own.items, b->own.n);
   else
@@ -703,7 +715,7 @@ void rt_sync_gather_weights(struct rt_exec *e) {
   struct rt_sync_state *s = &e->sync;
   if (!s->sharded)
     return;
-  double t0 = rt_trace_now();
+  double t0 = rt_trace_now(), emu_free = hx_rt_now_s();
   for (int i = 0; i < s->nbuckets; i++) {
     struct rt_bucket *b = &s->buckets[i];
     if (!b->counts)
@@ -718,6 +730,9 @@ void rt_sync_gather_weights(struct rt_exec *e) {
       continue;
     e->tr->group_allreduce_wait(b->req);
     b->req = NULL;
+    /* --emulate: the rank's all-gathers queue on its one gradient link */
+    if (e->emu.on)
+      emu_free = rt_emu_collective_done(e, b->group_index, emu_free, emu_bucket_s(e, b));
     e->dev->unpack(e->p.dev.w, e->pack + b->pack_off, b->runs.items, b->runs.n);
     hx_rt_progress();
   }

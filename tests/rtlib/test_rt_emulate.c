@@ -60,11 +60,21 @@ static void ring_time(void) {
   CHECK(near(rt_emu_ring_s(&l, 2, 2e6), 2 * (10e-6 + 1e-3)));
 }
 
+/* ZeRO-1's reduce-scatter and all-gather: n - 1 steps of the largest share
+ * (passes/cost/cost.c's hx_reduce_scatter_s), half the ring of an even split. */
+static void shard_time(void) {
+  struct hx_rt_link l = {10e-6, 1e9};
+  CHECK(rt_emu_shard_s(&l, 1, 4e6) == 0);
+  CHECK(near(rt_emu_shard_s(&l, 4, 2e6), 3 * (10e-6 + 2e-3)));
+  CHECK(near(rt_emu_shard_s(&l, 4, 1e6), rt_emu_ring_s(&l, 4, 4e6) / 2));
+}
+
 int main(void) {
   op_end();
   reference();
   late();
   link_time();
   ring_time();
+  shard_time();
   return rt_test_finish("test_rt_emulate");
 }
