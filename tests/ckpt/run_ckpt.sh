@@ -344,7 +344,14 @@ gqa)
   a/launch.sh --steps 0 --init-from init.safetensors --dump-weights "$PWD/init.w" >init.out 2>&1 ||
     { cat init.out; fail "--init-from"; }
   cmp w6 init.w || fail "GQA + tied: export -> import -> --init-from is not bit-exact"
-  echo "  GQA + tied: export read by Python's safetensors; export -> import -> --init-from on TP 2 + PP 2 bit-exact"
+  # the export's folder as it is: config.json says tied (no lm_head), k_proj by kv head
+  mkdir -p hfx && "$ck_tool" export ck -o hfx/model.safetensors >/dev/null || fail "export into hfx"
+  grep -q '"tie_word_embeddings": true' hfx/config.json && grep -q '"num_key_value_heads": 2' hfx/config.json ||
+    { cat hfx/config.json; fail "GQA + tied: export's config.json"; }
+  a/launch.sh --steps 0 --init-from hfx --dump-weights "$PWD/folder.w" >folder.out 2>&1 ||
+    { cat folder.out; fail "--init-from the GQA + tied export folder"; }
+  cmp w6 folder.w || fail "GQA + tied: --init-from the export folder is not bit-exact"
+  echo "  GQA + tied: export read by Python's safetensors; export -> import -> --init-from and --init-from the export folder on TP 2 + PP 2 bit-exact"
   ;;
 import_hf)
   # A public config.json (Llama-2-7B's) gives the paper's parameter count
@@ -672,6 +679,8 @@ os.makedirs("v5", exist_ok=True)
 os.symlink("../hf3/model.safetensors", "v5/model.safetensors")
 json.dump(dict(c, rope_parameters=dict(scaling, rope_theta=theta)), open("v5/config.json", "w"))
 json.dump(dict(c, rope_parameters={"rope_theta": theta, "rope_type": "default"}), open("v5-default.json", "w"))
+json.dump(dict(c, rope_theta=10000.0, rope_parameters={"rope_theta": theta, "rope_type": "default"}),
+          open("v5-both.json", "w"))
 for kind, key in (("yarn", "rope_parameters"), ("linear", "rope_scaling"), ("dynamic", "rope_scaling")):
     d = dict(c)
     d[key] = {"rope_type": kind, "factor": 2.0} if kind != "dynamic" else {"type": kind, "factor": 2.0}
@@ -683,6 +692,9 @@ PY
   "$ck_tool" import-hf v5-default.json >v5-default.hx 2>/dev/null || fail "import-hf of rope_type default"
   grep -q "rope_theta = 500000;" v5-default.hx && ! grep -q rope_scaling v5-default.hx ||
     { cat v5-default.hx; fail "rope_parameters' rope_theta with rope_type default"; }
+  "$ck_tool" import-hf v5-both.json >both.out 2>&1 && fail "two rope_theta that differ were accepted"
+  grep -qx "hexic-ckpt: error: v5-both.json: rope_theta (10000) and rope_parameters.rope_theta (500000) differ" both.out ||
+    { cat both.out; fail "two rope_theta: wrong message"; }
   a/launch.sh --steps 0 --init-from v5 --dump-weights "$PWD/v5.w" >v5.out 2>&1 || { cat v5.out; fail "--init-from a transformers 5 folder"; }
   cmp full.w v5.w || fail "--init-from a transformers 5 folder: other weights"
   for case in "yarn:rope_parameters.rope_type 'yarn'" "linear:rope_scaling.rope_type 'linear'" "dynamic:rope_scaling.type 'dynamic'"; do
