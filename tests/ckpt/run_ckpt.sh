@@ -372,6 +372,16 @@ import_hf)
   grep -qx "hexic-ckpt: error: -o l7-full.hx: cannot write the model block: File too large; nothing was written" full.out ||
     { cat full.out; fail "import-hf on a full disk: wrong message"; }
   [ ! -e l7-full.hx ] && [ ! -e l7-full.hx.tmp ] || fail "import-hf on a full disk left a file"
+  # Llama 3.2 1B's config.json (transformers 4 layout, rope_type llama3): its 1.24B parameters
+  # (tied) and the scaling in the model block, which hexic compiles
+  "$ck_tool" import-hf "$here/llama3.2-1b-config.json" --name llama3.2-1b -o l32.hx >l32.txt || fail "import-hf of Llama 3.2"
+  grep -q "model llama3.2-1b: 1235814400 parameters (1.24B)" l32.txt || { cat l32.txt; fail "Llama 3.2 1B: not 1235814400 parameters"; }
+  grep -q "rope_scaling = llama3; rope_factor = 32; rope_low_freq_factor = 1" l32.hx &&
+    grep -q "rope_high_freq_factor = 4; rope_original_max_len = 8192" l32.hx || { cat l32.hx; fail "Llama 3.2 1B: the scaling"; }
+  cat l32.hx "$here/train-block.hx" "$src/examples/clusters/case-study.hx" >l32-all.hx
+  "$hexic" l32-all.hx --print-after=model-stats >l32.stats 2>&1 || { cat l32.stats; fail "hexic on l32.hx"; }
+  grep -q "rope_scaling llama3 factor 32 low_freq_factor 1 high_freq_factor 4 original_max_len 8192" l32.stats ||
+    { grep rope l32.stats; fail "Llama 3.2 1B: the IR lacks the scaling"; }
   sed 's/LlamaForCausalLM/GPT2LMHeadModel/' "$here/llama2-7b-config.json" >gpt2.json
   "$ck_tool" import-hf gpt2.json >gpt2.out 2>&1 && fail "a GPT-2 config was accepted"
   grep -q "architecture 'GPT2LMHeadModel' is not supported" gpt2.out || { cat gpt2.out; fail "gpt2: wrong message"; }
@@ -390,7 +400,7 @@ import_hf)
     "$ck_tool" ${bad%%:*} >bad.out 2>&1
     [ $? = 2 ] && grep -qxF "hexic-ckpt: ${bad#*:}" bad.out || { cat bad.out; fail "hexic-ckpt ${bad%%:*}"; }
   done
-  echo "  Llama-2-7B config.json: $(cat l7.txt); GPT-2 and llama3 RoPE scaling without its figures refused by name"
+  echo "  Llama-2-7B config.json: $(cat l7.txt); Llama 3.2 1B's: $(cat l32.txt); GPT-2 and llama3 RoPE scaling without its figures refused by name"
   ;;
 owner)
   # Two runs sharing one checkpoint folder: tiny8's program refuses, before
