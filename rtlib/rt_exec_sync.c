@@ -686,15 +686,23 @@ static const long *sp_counts(const struct rt_exec *e, long n, int width) {
   return e->sp_counts;
 }
 
-/* A reduce-scatter or an all-gather moves half an all-reduce's bytes: the
- * emulated link is charged for a ring all-reduce of half the elements. */
+/* --emulate: a reduce-scatter or all-gather of n rows that began at t0
+ * ends tp - 1 steps of the largest TP rank's rows later on the emulated TP
+ * link, as passes/cost/cost.c's sp_collective_s prices it. */
+static void sp_emulated(struct rt_exec *e, long n, int width, double t0) {
+  if (!e->emu.on)
+    return;
+  long rows = (n + e->cfg->tp - 1) / e->cfg->tp;
+  double bytes = (double)rows * width * (double)rt_dtype_bytes(e->dev->dtype);
+  rt_emu_collective_done(e, -1, t0, rt_emu_shard_s(&e->emu.fig->tp, e->cfg->tp, bytes));
+}
+
 void rt_tp_reduce_scatter(const void *send, void *recv, long n, int width, void *arg) {
   struct rt_exec *e = arg;
   double t0 = hx_rt_now_s();
   e->tr->tp_reduce_scatter(send, recv, sp_counts(e, n, width), e->dev->dtype,
                            "sequence-parallel reduce-scatter");
-  rt_emu_allreduce_done(e, -1, e->cfg->tp, 0.5 * (double)n * width * rt_dtype_bytes(e->dev->dtype),
-                        t0);
+  sp_emulated(e, n, width, t0);
   hx_rt_progress();
 }
 
@@ -702,8 +710,7 @@ void rt_tp_allgather(void *buf, long n, int width, void *arg) {
   struct rt_exec *e = arg;
   double t0 = hx_rt_now_s();
   e->tr->tp_allgather(buf, sp_counts(e, n, width), e->dev->dtype, "sequence-parallel all-gather");
-  rt_emu_allreduce_done(e, -1, e->cfg->tp, 0.5 * (double)n * width * rt_dtype_bytes(e->dev->dtype),
-                        t0);
+  sp_emulated(e, n, width, t0);
   hx_rt_progress();
 }
 
