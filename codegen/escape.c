@@ -122,3 +122,24 @@ const char *hx_esc_markdown(struct hx_arena *a, const char *s) {
   *o = '\0';
   return out;
 }
+
+/* XML has no escape for a control byte (XML 1.0 forbids them), so it is
+ * replaced, like a byte that is not UTF-8; "&quot;" is the longest escape. */
+const char *hx_esc_xml(struct hx_arena *a, const char *s) {
+  s = or_empty(s);
+  size_t n = strlen(s);
+  char *out = hx_alloc(a, 6 * n + 1), *o = out;
+  static const char *const special = "&<>\"'";
+  static const char *const entity[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"};
+  for (size_t i = 0; i < n;) {
+    size_t len = 1;
+    const char *hit = s[i] ? strchr(special, s[i]) : NULL;
+    if (hit)
+      o += sprintf(o, "%s", entity[hit - special]);
+    else if ((len = copy_printable_char(&o, s + i, n - i)) == 0)
+      *o++ = '?', len = 1;
+    i += len;
+  }
+  *o = '\0';
+  return out;
+}

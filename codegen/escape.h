@@ -42,4 +42,8 @@ const char *hx_esc_slurm(struct hx_arena *a, const char *s);
  * backslash-escaped, control bytes and bytes that are not UTF-8 as '?'. */
 const char *hx_esc_markdown(struct hx_arena *a, const char *s);
 
+/* Text or an attribute value in XML (plan.svg): & < > " ' as entities,
+ * control bytes and bytes that are not UTF-8 as '?'. */
+const char *hx_esc_xml(struct hx_arena *a, const char *s);
+
 #endif

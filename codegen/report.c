@@ -184,7 +184,7 @@ bool hx_emit_report(const struct hx_ctx *ctx, FILE *f) {
           ctx->cluster.ndevices, p->strategy);
   if (p->description)
     fprintf(f, " (%s)", p->description);
-  fprintf(f, ", schedule %s, %lld parameters.\n\n## Stages\n\n",
+  fprintf(f, ", schedule %s, %lld parameters.\n\n![plan](plan.svg)\n\n## Stages\n\n",
           p->schedule == HX_PP_GPIPE ? "GPipe" : "1F1B", (long long)ctx->model.params_total);
   stage_rows(ctx, p, f);
   device_shards(ctx, p, f);

@@ -1,5 +1,5 @@
 /* emit: everything hexic writes into -o DIR — plan.json, report.md,
- * trace.json, then the per-rank programs — and the summary on stdout. */
+ * trace.json, plan.svg, then the per-rank programs — and the summary on stdout. */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,7 +49,8 @@ bool hx_pass_emit(struct hx_ctx *ctx) {
     return false;
   }
   if (!write_file(ctx, "plan.json", hx_emit_plan_json) ||
-      !write_file(ctx, "report.md", hx_emit_report) || !write_file(ctx, "trace.json", hx_emit_trace)) {
+      !write_file(ctx, "report.md", hx_emit_report) || !write_file(ctx, "trace.json", hx_emit_trace) ||
+      !write_file(ctx, "plan.svg", hx_emit_svg)) {
     ctx->exit_code = HX_EXIT_INPUT; /* the output directory, not hexic, is at fault */
     return false;
   }

@@ -16,6 +16,7 @@ packages=(
   python3-pip                      # PyPI's safetensors and numpy for tests/ckpt (below)
   procps                           # pgrep: the fault tests find a rank's process
   strace                           # tests/ckpt counts a tool's file reads and fsyncs
+  librsvg2-bin                     # rsvg-convert: tests/codegen renders plan.svg
 )
 
 SUDO=""

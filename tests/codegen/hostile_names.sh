@@ -48,9 +48,11 @@ out="$work/out dir/with space"
 mkdir -p "$work/out dir"
 "$hexic" hostile.hx --target=cpu -o "$out" >plan.txt 2>err.txt || { cat err.txt; fail "hexic -o"; }
 [ -s err.txt ] && { cat err.txt; fail "hexic printed diagnostics"; }
-for f in plan.json report.md trace.json rank_0000.c rank_0001.c Makefile launch.sh slurm.sbatch .clang-format; do
+for f in plan.json report.md trace.json plan.svg rank_0000.c rank_0001.c Makefile launch.sh slurm.sbatch .clang-format; do
   [ -s "$out/$f" ] || fail "$f was not generated"
 done
+python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$out/plan.svg" ||
+  fail "plan.svg is not XML"
 
 # C: both ranks compile with -Werror, as gnu11 (the Makefile's) and as c11
 # (trigraphs on: '??/' in a comment would splice lines), and parse clean.

@@ -48,6 +48,9 @@ static void test_slurm_markdown(void) {
   check_eq("markdown", "cell", hx_esc_markdown(&arena, "a|b*c_d`e"), "a\\|b\\*c\\_d\\`e");
   check_eq("markdown", "html", hx_esc_markdown(&arena, "<i>#\\&~[x]"), "\\<i\\>\\#\\\\\\&\\~\\[x\\]");
   check_eq("markdown", "ctl", hx_esc_markdown(&arena, "a\nb\xff\xe5\x8c\x97"), "a?b?\xe5\x8c\x97");
+  check_eq("xml", "markup", hx_esc_xml(&arena, "n<&\">'x"), "n&lt;&amp;&quot;&gt;&apos;x");
+  check_eq("xml", "ctl", hx_esc_xml(&arena, "a\nb\xff\xe5\x8c\x97]]>"), "a?b?\xe5\x8c\x97]]&gt;");
+  check_eq("xml", "null", hx_esc_xml(&arena, NULL), "");
 }
 
 static void test_make_text(void) {

@@ -69,3 +69,12 @@ if(HEXIC_CUDA)
   set_tests_properties(codegen.cuda_programs PROPERTIES
     LABELS "codegen;cuda;mpi" TIMEOUT 600 PROCESSORS 2)
 endif()
+
+# plan.svg rendered by librsvg (rsvg-convert), parsed, every device's lane
+# named, a hostile node name escaped, two runs byte for byte (exit 77 without
+# rsvg-convert).
+add_test(NAME codegen.plan_svg
+  COMMAND bash ${HX_CG_TESTS}/plan_svg.sh ${HX_BIN} ${CMAKE_SOURCE_DIR}
+          ${CMAKE_CURRENT_BINARY_DIR}/codegen-plan-svg)
+set_tests_properties(codegen.plan_svg PROPERTIES LABELS "codegen" TIMEOUT 180 PROCESSORS 2
+                     SKIP_RETURN_CODE 77)
