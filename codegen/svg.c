@@ -78,12 +78,12 @@ static void node_box(const struct svg *s, const struct hx_node *n, double x, dou
           x, y, w);
   text(s, x + 6, y + 15, " class=\"b\"", xml(s, n->name));
   text(s, x + 6, y + 29, "", fmt(s, "%s x %d", xml(s, c->gpus[n->gpu_type].name), n->gpus));
-  text(s, x + 6, y + 43, "", fmt(s, "intra-node %.1f GB/s", n->bandwidth / 1e9));
+  text(s, x + 6, y + 43, "", fmt(s, "intra-node %.3g GB/s", n->bandwidth / 1e9));
 }
 
 static void network_note(struct svg *s) {
   const struct hx_cluster *c = &s->ctx->cluster;
-  const char *net = c->has_network ? fmt(s, "network between nodes: %.1f GB/s, %.1f us",
+  const char *net = c->has_network ? fmt(s, "network between nodes: %.3g GB/s, %.3g us",
                                          c->network_bandwidth / 1e9, c->network_latency * 1e6)
                                    : "no network block";
   s->y += 16;
@@ -91,7 +91,7 @@ static void network_note(struct svg *s) {
   for (int l = 0; l < c->nlinks && l < 8; l++) {
     s->y += 14;
     text(s, SVG_MARGIN + 12, s->y, "",
-         fmt(s, "link %s - %s: %.1f GB/s", xml(s, c->links[l].a), xml(s, c->links[l].b),
+         fmt(s, "link %s - %s: %.3g GB/s", xml(s, c->links[l].a), xml(s, c->links[l].b),
              c->links[l].bandwidth / 1e9));
   }
   if (c->nlinks > 8) {
@@ -144,7 +144,7 @@ static void stage_block(const struct svg *s, const struct hx_pipeline *pl, int s
   fprintf(s->f, "<svg x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"46\">\n", x, y, w);
   if (w >= 60) {
     text(s, 4, 13, " class=\"b\"",
-         fmt(s, "stage %d: layers %d-%d", si, st->layer_begin, st->layer_end - 1));
+         fmt(s, "%d: layers %d-%d", si, st->layer_begin, st->layer_end - 1));
     text(s, 4, 27, "",
          fmt(s, "tp %d, %d device%s", st->tp, st->ndevices, st->ndevices == 1 ? "" : "s"));
     text(s, 4, 41, "", xml(s, s->ctx->cluster.devices[st->devices[0]].name));
@@ -174,10 +174,12 @@ static void pipeline_row(struct svg *s, int i) {
 
 static void pipelines_section(struct svg *s) {
   const struct hx_plan *p = s->ctx->plan;
-  heading(s, fmt(s,
-                 "Pipelines: %d (micro-batches x micro-batch size; blocks as wide as their "
-                 "decoder layers)",
-                 p->npipelines));
+  heading(
+      s,
+      fmt(s,
+          "Pipelines: %d (stage: layers; micro-batches x micro-batch size; blocks as wide as their "
+          "decoder layers)",
+          p->npipelines));
   int shown = p->npipelines < MAX_PIPELINES ? p->npipelines : MAX_PIPELINES;
   for (int i = 0; i < shown; i++)
     pipeline_row(s, i);
