@@ -4,6 +4,7 @@
 #ifndef HX_TESTS_FIXTURE_H
 #define HX_TESTS_FIXTURE_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -141,6 +142,28 @@ static inline struct hx_seq_layout *fx_random_layout(struct hx_ctx *ctx, uint64_
   }
   hx_seq_layout_links(ctx, ranks, l);
   return l;
+}
+
+/* a and b within rel of the larger (relative equality of two figures). */
+static inline bool fx_near_rel(double a, double b, double rel) {
+  return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-300;
+}
+
+/* Two simulations of one plan give the same figures within 1e-9 relative
+ * (grad_sync_s and optimizer_s are differences of two ends: within 1e-9 of
+ * the iteration); the fast pricings' oracle (tests/cost, tests/sched). */
+static inline bool fx_same_sim_figures(const struct hx_sim_result *a,
+                                       const struct hx_sim_result *b, int ndev) {
+  const double rel = 1e-9;
+  bool same = a->valid && b->valid && fx_near_rel(a->iteration_s, b->iteration_s, rel) &&
+              fx_near_rel(a->pipeline_s, b->pipeline_s, rel) &&
+              fx_near_rel(a->compute_s, b->compute_s, rel) &&
+              fabs(a->grad_sync_s - b->grad_sync_s) <= rel * a->iteration_s &&
+              fabs(a->optimizer_s - b->optimizer_s) <= rel * a->iteration_s &&
+              fabs(a->bubble - b->bubble) <= 1e-9 && fx_near_rel(a->mfu, b->mfu, rel);
+  for (int r = 0; r < ndev; r++)
+    same = same && fx_near_rel(a->busy_s[r], b->busy_s[r], rel);
+  return same;
 }
 
 #endif

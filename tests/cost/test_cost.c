@@ -617,10 +617,6 @@ static void test_sim_lower_bound_sound(void) {
  * micro-batches: with the threshold at 16 every figure and every event
  * (kind, device, micro-batch, times) is the step-by-step run's within 1e-9
  * relative; and 800000 micro-batches are simulated with a bounded event list. */
-static bool near_rel(double a, double b, double rel) {
-  return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-300;
-}
-
 static struct hx_plan *random_big_plan(struct hx_ctx *ctx, uint64_t *rng) {
   fx_model(ctx, "t", 6, 256, 704, 4, 4, 1000, 64);
   fx_train(ctx, fx_below(rng, 2) ? HX_RECOMPUTE_FULL : HX_RECOMPUTE_NONE, 12);
@@ -647,20 +643,6 @@ static struct hx_plan *random_big_plan(struct hx_ctx *ctx, uint64_t *rng) {
   }
   hx_plan_fill_devices(&ctx->arena, p, &ctx->model);
   return p;
-}
-
-static bool same_figures(const struct hx_sim_result *a, const struct hx_sim_result *b, int ndev) {
-  const double rel = 1e-9;
-  bool same = a->valid && b->valid && near_rel(a->iteration_s, b->iteration_s, rel) &&
-              near_rel(a->pipeline_s, b->pipeline_s, rel) &&
-              near_rel(a->compute_s, b->compute_s, rel) &&
-              /* differences of two ends: within 1e-9 of the iteration */
-              fabs(a->grad_sync_s - b->grad_sync_s) <= rel * a->iteration_s &&
-              fabs(a->optimizer_s - b->optimizer_s) <= rel * a->iteration_s &&
-              fabs(a->bubble - b->bubble) <= 1e-9 && near_rel(a->mfu, b->mfu, rel);
-  for (int r = 0; r < ndev; r++)
-    same = same && near_rel(a->busy_s[r], b->busy_s[r], rel);
-  return same;
 }
 
 /* Events by what they are (times last): equal starts may list in either
@@ -710,7 +692,7 @@ static void test_sim_extrapolation(void) {
     struct hx_sim_options fast = {.record_events = true, .arena = &ctx.arena};
     hx_simulate(&ctx, p, &fast);
     hx_sim_set_extrapolation(0);
-    bool figures = same_figures(&step, &p->sim, p->ndevices);
+    bool figures = fx_same_sim_figures(&step, &p->sim, p->ndevices);
     bool events = same_events(&full, &fast, step.iteration_s);
     if (!figures || !events)
       fprintf(stderr, "trial %d: extrapolated %.17g s, step by step %.17g s (%s differ)\n", trial,
@@ -731,7 +713,7 @@ static void test_sim_extrapolation(void) {
   hx_stage_times(&ctx, &p->pipelines[0].stages[1], false, false, 1, true, &t);
   CHECK(p->sim.valid && o.nevents < (1 << 19) && o.events_left_out > 800000);
   /* the middle stage is busy fwd + bwd per micro-batch */
-  CHECK(near_rel(p->sim.busy_s[1], 800000.0 * (t.fwd + t.bwd), 1e-9));
+  CHECK(fx_near_rel(p->sim.busy_s[1], 800000.0 * (t.fwd + t.bwd), 1e-9));
   hx_arena_free(&ctx.arena);
 }
 

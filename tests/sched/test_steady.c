@@ -20,10 +20,6 @@
 
 enum { TRIALS = 60, NODES = 9, LAYERS = 12 };
 
-static bool near_rel(double a, double b, double rel) {
-  return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-300;
-}
-
 static struct hx_plan *random_plan(struct hx_ctx *ctx, uint64_t *rng) {
   fx_model(ctx, "s", LAYERS, 256, 704, 4, 4, 1000, 64);
   fx_train(ctx, fx_below(rng, 2) ? HX_RECOMPUTE_FULL : HX_RECOMPUTE_NONE, 64);
@@ -61,19 +57,6 @@ static struct hx_plan *random_plan(struct hx_ctx *ctx, uint64_t *rng) {
   return p;
 }
 
-static bool same_figures(const struct hx_sim_result *a, const struct hx_sim_result *b, int ndev) {
-  const double rel = 1e-9;
-  bool same = a->valid && b->valid && near_rel(a->iteration_s, b->iteration_s, rel) &&
-              near_rel(a->pipeline_s, b->pipeline_s, rel) &&
-              near_rel(a->compute_s, b->compute_s, rel) &&
-              fabs(a->grad_sync_s - b->grad_sync_s) <= rel * a->iteration_s &&
-              fabs(a->optimizer_s - b->optimizer_s) <= rel * a->iteration_s &&
-              fabs(a->bubble - b->bubble) <= 1e-9 && near_rel(a->mfu, b->mfu, rel);
-  for (int r = 0; r < ndev; r++)
-    same = same && near_rel(a->busy_s[r], b->busy_s[r], rel);
-  return same;
-}
-
 static void test_steady_equals_step_by_step(void) {
   uint64_t rng = 0x57eadd;
   int pipelines = 0, extrapolated = 0, sharded = 0;
@@ -87,7 +70,7 @@ static void test_steady_equals_step_by_step(void) {
     memcpy(step.busy_s, p->sim.busy_s, sizeof(double) * (size_t)p->ndevices);
     struct hx_sim_options fast = {.steady_all = true};
     hx_simulate(&ctx, p, &fast);
-    bool same = same_figures(&step, &p->sim, p->ndevices);
+    bool same = fx_same_sim_figures(&step, &p->sim, p->ndevices);
     if (!same)
       fprintf(stderr, "trial %d: steady %.17g s, step by step %.17g s\n", trial,
               p->sim.iteration_s, step.iteration_s);
