@@ -7,14 +7,7 @@
 #   usage: bench/frontend_bench.sh [HEXIC]   (default: build-bench/hexic, built Release)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-hexic=${1:-}
-if [ -z "$hexic" ]; then
-  cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
-  cmake --build "$root/build-bench" -j2 --target hexic >/dev/null
-  hexic=$root/build-bench/hexic
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$root/bench/release_hexic.sh"
 
 gpus() { # N: the tiny model, N GPU types, one node using the first
   cat "$root/examples/models/tiny.hx"

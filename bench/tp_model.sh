@@ -15,14 +15,7 @@
 #   usage: bench/tp_model.sh [HEXIC]   (default: build-bench/hexic, built Release)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-hexic=${1:-}
-if [ -z "$hexic" ]; then
-  cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=Release -DHEXIC_TESTS=OFF >/dev/null
-  cmake --build "$root/build-bench" -j2 --target hexic >/dev/null
-  hexic=$root/build-bench/hexic
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$root/bench/release_hexic.sh"
 
 # The old model's cluster: tp_efficiency = [1] first in every gpu block
 # (a curve the file gives is dropped).
