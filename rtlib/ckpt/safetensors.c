@@ -525,8 +525,7 @@ const struct hx_st_tensor *hx_st_set_find(const struct hx_st_set *s, const char 
   return NULL;
 }
 
-/* path's folder with its slash ("" for none). */
-static void folder_of(const char *path, char *buf, size_t size) {
+void hx_st_folder_prefix(const char *path, char *buf, size_t size) {
   snprintf(buf, size, "%s", path);
   char *slash = strrchr(buf, '/');
   if (slash)
@@ -547,7 +546,7 @@ static bool open_index(const char *path, struct hx_st_set *s, char *err, size_t 
     ok = false;
   }
   char dir[4096];
-  folder_of(path, dir, sizeof dir);
+  hx_st_folder_prefix(path, dir, sizeof dir);
   for (const struct hx_json *m = ok ? map->child : NULL; ok && m; m = m->next) {
     if (m->kind != HX_JSON_STRING || strchr(m->text, '/')) {
       snprintf(err, err_size, "%s: tensor '%s': its file is not a file name beside the index",

@@ -101,4 +101,8 @@ const struct hx_st_tensor *hx_st_set_find(const struct hx_st_set *s, const char 
 uint16_t hx_st_to_bf16(float x);
 float hx_st_from_bf16(uint16_t b);
 
+/* path's folder with its slash, to put before a name beside it ("" for a
+ * bare name): an index's shards, an export's config.json. */
+void hx_st_folder_prefix(const char *path, char *buf, size_t size);
+
 #endif

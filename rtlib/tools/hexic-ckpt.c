@@ -112,7 +112,6 @@ static bool parse_options(int argc, char **argv, struct options *o, char *why, s
 
 /* ---- the output file ---- */
 
-static void dir_of(const char *path, char *buf, size_t size);
 static bool write_text_file(const char *out, void (*write)(FILE *, const void *), const void *arg,
                             const char *what, char *err, size_t err_size);
 
@@ -177,7 +176,7 @@ static bool output_ok(const char *out, bool force, char *err, size_t err_size) {
     return false;
   }
   char parent[PATH_MAX + 16], real[PATH_MAX];
-  dir_of(out, parent, PATH_MAX);
+  hx_st_folder_prefix(out, parent, PATH_MAX);
   if (!parent[0])
     snprintf(parent, sizeof parent, ".");
   if (!realpath(parent, real)) {
@@ -330,7 +329,7 @@ static void write_config(FILE *f, const void *arg) {
 static bool config_output_ok(const char *out, const struct hx_hf_model *m, const char *dtype,
                              bool force, char *buf, size_t size, bool *same, char *err,
                              size_t err_size) {
-  dir_of(out, buf, size);
+  hx_st_folder_prefix(out, buf, size);
   strncat(buf, "config.json", size - strlen(buf) - 1);
   char *want = NULL, have[8192];
   size_t want_len = 0;
@@ -427,15 +426,6 @@ static int export_checkpoint(const char *dir, const struct options *o) {
 }
 
 /* ---- import ---- */
-
-static void dir_of(const char *path, char *buf, size_t size) {
-  snprintf(buf, size, "%s", path);
-  char *slash = strrchr(buf, '/');
-  if (slash)
-    slash[1] = '\0';
-  else
-    buf[0] = '\0';
-}
 
 static bool ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), k = strlen(tail);
@@ -567,7 +557,7 @@ static int import_weights(const char *in, const struct options *o) {
   if (o->config) {
     snprintf(config, sizeof config, "%s", o->config);
   } else {
-    dir_of(in, config, PATH_MAX);
+    hx_st_folder_prefix(in, config, PATH_MAX);
     strcat(config, "config.json");
   }
   struct import_ctx ctx = {NULL, {0}, false};
