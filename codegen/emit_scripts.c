@@ -155,7 +155,9 @@ static const struct rank_option {
     {"--resume", NULL},          {"--checkpoint-overwrite", NULL},
     {"--reschedule", NULL},      {"--emulate", NULL},
     {"--dump-weights", "FILE"},  {"--init-from", "FILE.safetensors"},
-    {"--memory-report", "FILE"},
+    {"--memory-report", "FILE"}, {"--val-data", "FILE"},
+    {"--val-every", "N"},        {"--val-batches", "K"},
+    {"--eval-only", NULL},
 };
 enum { N_RANK_OPTIONS = sizeof rank_options / sizeof rank_options[0] };
 

@@ -32,12 +32,25 @@ struct rt_args {
   int checkpoint_overwrite; /* --checkpoint-overwrite: write over another run's checkpoints */
   int64_t resumed_step;     /* the step resumed from; -1: none */
   const char *memory_report; /* --memory-report FILE or $HEXIC_MEMORY: JSON by rank and kind */
+  /* --checkpoint-dir given: the last step's checkpoint is written even
+   * without --checkpoint-every (the spec's checkpoint_dir, which hexic
+   * always fills, is only where they go) */
+  bool checkpoint_dir_named;
+  const char *val_data; /* --val-data FILE; NULL: none */
+  int64_t val_every;    /* --val-every N; 0: after the last step only */
+  int64_t val_batches;  /* --val-batches K */
+  bool val_batches_set; /* given on the command line */
+  bool eval_only;       /* --eval-only: the loss of the loaded weights, no update */
 };
+
+/* --val-batches' default: enough batches that the loss is not one batch's. */
+enum { DEFAULT_VAL_BATCHES = 8 };
 
 static const char usage_text[] =
     "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
     "--checkpoint-overwrite  --reschedule  --emulate  --dump-weights FILE  "
-    "--init-from FILE.safetensors  --memory-report FILE";
+    "--init-from FILE.safetensors  --memory-report FILE  --val-data FILE  --val-every N  "
+    "--val-batches K  --eval-only";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -47,11 +60,33 @@ static int64_t parse_count(const char *opt, const char *text) {
   return v;
 }
 
+/* Evaluation options that would do nothing are refused rather than
+ * ignored: every rank parses the same line, so every rank exits alike. */
+static void check_eval_args(const struct rt_args *a) {
+  if (a->val_batches < 1)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--val-batches wants at least 1 batch, not %lld",
+                (long long)a->val_batches);
+  if (a->val_data && !*a->val_data)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--val-data wants a file name, not an empty one");
+  if (!a->val_data && a->val_every > 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--val-every %lld needs --val-data FILE (the tokens to evaluate)",
+                (long long)a->val_every);
+  if (!a->val_data && a->val_batches_set && !a->eval_only)
+    hx_rt_fatal(HX_RT_EXIT_ERROR,
+                "--val-batches needs --val-data FILE or --eval-only (nothing is evaluated)");
+  if (a->eval_only && a->val_every > 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--eval-only trains nothing: --val-every has no step to act on");
+}
+
 static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
                        struct rt_args *a) {
-  *a = (struct rt_args){c->train->data, c->train->steps, c->train->checkpoint_dir,
-                        c->train->checkpoint_every, 0, 0, NULL, 0, NULL, 0, -1,
-                        getenv("HEXIC_MEMORY")};
+  *a = (struct rt_args){.data = c->train->data,
+                        .steps = c->train->steps,
+                        .checkpoint_dir = c->train->checkpoint_dir,
+                        .checkpoint_every = c->train->checkpoint_every,
+                        .resumed_step = -1,
+                        .memory_report = getenv("HEXIC_MEMORY"),
+                        .val_batches = DEFAULT_VAL_BATCHES};
   if (a->memory_report && !*a->memory_report)
     a->memory_report = NULL;
   if (!a->checkpoint_dir)
@@ -73,6 +108,16 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
       a->steps = parse_count(opt, argv[++i]);
     } else if (!strcmp(opt, "--checkpoint-dir") && has_value) {
       a->checkpoint_dir = argv[++i];
+      a->checkpoint_dir_named = true;
+    } else if (!strcmp(opt, "--eval-only")) {
+      a->eval_only = true;
+    } else if (!strcmp(opt, "--val-data") && has_value) {
+      a->val_data = argv[++i];
+    } else if (!strcmp(opt, "--val-every") && has_value) {
+      a->val_every = parse_count(opt, argv[++i]);
+    } else if (!strcmp(opt, "--val-batches") && has_value) {
+      a->val_batches = parse_count(opt, argv[++i]);
+      a->val_batches_set = true;
     } else if (!strcmp(opt, "--dump-weights") && has_value) {
       a->dump_weights = argv[++i];
     } else if (!strcmp(opt, "--init-from") && has_value) {
@@ -85,6 +130,7 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
       hx_rt_fatal(HX_RT_EXIT_ERROR, "unknown or incomplete option '%s'; %s", opt, usage_text);
     }
   }
+  check_eval_args(a);
 }
 
 /* This rank's TP shard: its query heads and ffn columns from the stage's
@@ -309,16 +355,36 @@ static void agree_or_exit(const struct rt_exec *e, bool ok, const char *err) {
     exit_everywhere(e, "%s", err);
 }
 
+/* Whether this run writes checkpoints: every --checkpoint-every steps, and
+ * the last step's whenever a folder was named (a folder alone is a request
+ * for the trained weights); never under --eval-only. */
+static bool writes_checkpoints(const struct rt_args *a) {
+  return !a->eval_only && (a->checkpoint_every > 0 || a->checkpoint_dir_named);
+}
+
+static bool checkpoint_due(const struct rt_exec *e, const struct rt_args *a) {
+  if (!writes_checkpoints(a))
+    return false;
+  if (e->step == e->steps)
+    return true;
+  return a->checkpoint_every > 0 && e->step % a->checkpoint_every == 0;
+}
+
 /* An unwritable directory fails now, not at the first checkpoint: every rank
  * writes its own file there. */
 static void check_checkpoint_dir(const struct rt_exec *e, const struct rt_args *a) {
-  if (a->checkpoint_every <= 0)
+  if (!writes_checkpoints(a))
     return;
-  if (!hx_rt_ckpt_check_dir(MPI_COMM_WORLD, a->checkpoint_dir))
+  if (!hx_rt_ckpt_check_dir(MPI_COMM_WORLD, a->checkpoint_dir)) {
+    char which[64] = "the checkpoint of the last step";
+    if (a->checkpoint_every > 0)
+      snprintf(which, sizeof which, "the checkpoints of every %lld steps",
+               (long long)a->checkpoint_every);
     exit_everywhere(e,
-                    "--checkpoint-dir '%s' cannot take the checkpoints of every %lld steps (see "
-                    "the ranks' messages); pick a writable directory",
-                    a->checkpoint_dir, (long long)a->checkpoint_every);
+                    "--checkpoint-dir '%s' cannot take %s (see the ranks' messages); pick a "
+                    "writable directory",
+                    a->checkpoint_dir, which);
+  }
   hx_rt_progress();
   /* another run's checkpoints there are not written over unless asked */
   if (a->checkpoint_overwrite)
@@ -332,11 +398,17 @@ static void check_checkpoint_dir(const struct rt_exec *e, const struct rt_args *
 /* After resume: no checkpoint this run will write lands on one that does
  * not verify (resume skipped it; its owner may repair it), unless asked. */
 static void check_checkpoint_steps(const struct rt_exec *e, const struct rt_args *a) {
-  if (a->checkpoint_every <= 0 || a->checkpoint_overwrite)
+  if (!writes_checkpoints(a) || a->checkpoint_overwrite)
     return;
   char err[2048] = "";
-  bool ok = e->cfg->rank != 0 || hx_rt_ckpt_check_damaged(a->checkpoint_dir, e->step, e->steps,
-                                                          a->checkpoint_every, err, sizeof err);
+  const char *dir = a->checkpoint_dir;
+  /* the steps of every N, then the last step's (every 1 from steps - 1) */
+  bool ok = e->cfg->rank != 0 ||
+            ((a->checkpoint_every <= 0 ||
+              hx_rt_ckpt_check_damaged(dir, e->step, e->steps, a->checkpoint_every, err,
+                                       sizeof err)) &&
+             (e->step >= e->steps ||
+              hx_rt_ckpt_check_damaged(dir, e->steps - 1, e->steps, 1, err, sizeof err)));
   agree_or_exit(e, ok, err);
 }
 
@@ -443,7 +515,7 @@ static void maybe_resume(struct rt_exec *e, const struct rt_args *a) {
 }
 
 static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
-  if (a->checkpoint_every <= 0 || e->step % a->checkpoint_every != 0)
+  if (!checkpoint_due(e, a))
     return;
   struct rt_host_params h = rt_host_params_new(e, true);
   rt_host_params_download(e, &h);
@@ -456,6 +528,81 @@ static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
   if (!ok)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint of step %lld failed", (long long)e->step);
   hx_rt_progress();
+}
+
+/* ---- evaluation ---- */
+
+/* --val-data, opened like --data (the same formats, the model's vocab and
+ * sequence length); val->kind stays zeroed when not given. */
+static bool open_val_data(struct rt_exec *e, const struct rt_args *a, struct hx_rt_data *val) {
+  memset(val, 0, sizeof *val);
+  if (!a->val_data)
+    return false;
+  char err[512];
+  if (!hx_rt_data_open(val, a->val_data, HX_DATA_AUTO, e->dims.vocab, e->dims.seq_len,
+                       (int64_t)e->cfg->train->seed, err, sizeof err))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--val-data: %s", err);
+  if (e->cfg->rank == 0) {
+    char desc[512];
+    hx_rt_data_describe(val, a->val_data, desc, sizeof desc);
+    hx_rt_log_banner("validation data: %s", desc);
+  }
+  return true;
+}
+
+/* The mean token cross-entropy of batches [0, batches) of stream (batch k
+ * read as training's step k would read it), over the world. Forward passes
+ * only: the weights and moments are not touched, the head's gradients they
+ * leave are zeroed, and training's data position is its step, which this
+ * does not change. */
+static double evaluate(struct rt_exec *e, const struct hx_rt_data *stream, int64_t batches) {
+  e->eval_data = stream;
+  for (int64_t k = 0; k < batches; k++) {
+    e->eval_batch = k;
+    rt_forward_pass(e);
+  }
+  e->eval_data = NULL;
+  e->dev->zero(e->p.dev.g, (size_t)e->p.lay.n * sizeof(float));
+  /* each batch's loss carries training's 1/(B*T): their sum over the world
+   * is batches times the mean */
+  double local = e->dev->take_loss(), global = 0;
+  MPI_Request req;
+  hx_rt_mpi_check(MPI_Iallreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
+                  "validation loss all-reduce");
+  hx_rt_wait_all(1, &req, &(struct hx_rt_wait){"validation loss all-reduce", -1, -1, 0, NULL});
+  return global / (double)batches;
+}
+
+/* Rank 0's line: val step S/M | loss X | batches K | tokens N. */
+static void log_validation(const struct rt_exec *e, double loss, int64_t batches) {
+  if (e->cfg->rank != 0)
+    return;
+  long long tokens = (long long)batches * e->cfg->train->global_batch * e->dims.seq_len;
+  printf("val step %lld/%lld | loss %.9g | batches %lld | tokens %lld\n", (long long)e->step,
+         (long long)e->steps, loss, (long long)batches, tokens);
+  fflush(stdout);
+}
+
+/* After the step just taken: the validation loss when one is due (after
+ * every --val-every steps and after the last), else NAN. */
+static double maybe_validate(struct rt_exec *e, const struct rt_args *a,
+                             const struct hx_rt_data *val) {
+  if (!a->val_data)
+    return NAN;
+  bool due = e->step == e->steps || (a->val_every > 0 && e->step % a->val_every == 0);
+  if (!due)
+    return NAN;
+  double loss = evaluate(e, val, a->val_batches);
+  log_validation(e, loss, a->val_batches);
+  hx_rt_progress();
+  return loss;
+}
+
+/* --eval-only: the loaded weights' loss on --val-data, else on --data. */
+static void eval_only(struct rt_exec *e, const struct rt_args *a, const struct hx_rt_data *val) {
+  const struct hx_rt_data *stream = a->val_data ? val : &e->data;
+  double loss = evaluate(e, stream, a->val_batches);
+  log_validation(e, loss, a->val_batches);
 }
 
 /* HEXIC_STATE_BYTES=1: every rank prints the bytes of model state it
@@ -621,22 +768,30 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   tag_buffers(&e);
   report_state_bytes(&e);
   open_data(&e, &args);
+  struct hx_rt_data val;
+  open_val_data(&e, &args, &val);
   check_checkpoint_dir(&e, &args);
   check_memory_report(&e, args.memory_report);
   maybe_init_from(&e, &args);
   maybe_resume(&e, &args);
   args.resumed_step = args.resume ? e.step : -1;
   check_checkpoint_steps(&e, &args);
-  rt_emu_init(&e, args.emulate); /* from here on, at the device's speed */
-  while (e.step < e.steps) {
-    run_step(&e);
-    e.step++;
-    maybe_checkpoint(&e, &args);
+  if (args.eval_only) {
+    eval_only(&e, &args, &val); /* at this machine's speed: --emulate is for training */
+  } else {
+    rt_emu_init(&e, args.emulate); /* from here on, at the device's speed */
+    while (e.step < e.steps) {
+      run_step(&e);
+      e.step++;
+      maybe_validate(&e, &args, &val);
+      maybe_checkpoint(&e, &args);
+    }
+    rt_emu_stop(&e);
   }
-  rt_emu_stop(&e);
   if (args.dump_weights)
     rt_dump_weights(&e, args.dump_weights);
   report_memory(&e, args.memory_report);
+  hx_rt_data_close(&val);
   hx_rt_data_close(&e.data);
   hx_rt_finalize();
   return HX_RT_EXIT_OK;

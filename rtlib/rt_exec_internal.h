@@ -172,6 +172,11 @@ struct rt_exec {
   void *sp_full;
   long *sp_counts;
   struct rt_hops *hops; /* receives posted ahead and their buffers (rt_exec_ops.c) */
+  /* An evaluation pass (rt_forward_pass): the token stream and the batch
+   * its forwards read in place of training's (data at step); NULL when
+   * training. */
+  const struct hx_rt_data *eval_data;
+  int64_t eval_batch;
 };
 
 /* Host copies of the parameters and moments, for checkpoints and the weight
@@ -273,6 +278,13 @@ void rt_hexiseq_init(struct rt_exec *e);
 void rt_slots_init(struct rt_exec *e);
 void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op);
 void rt_wait_sends(struct rt_exec *e);
+/* Evaluation: the schedule's RECV_ACT, FORWARD and SEND_ACT ops in their
+ * order, nothing else (no backward, sync or optimizer), on batch
+ * e->eval_batch of e->eval_data; the head's loss counts on the device as in
+ * training (take_loss) and its gradient lands in g, which the caller
+ * zeroes. Receives are not posted ahead (the schedule's post points are
+ * backward ops), and every send is waited for before it returns. */
+void rt_forward_pass(struct rt_exec *e);
 
 /* rt_emulate.c, --emulate: the pure rules, in seconds: when a compute op
  * that began at start_s ends on the emulated device (its waits' wait_s wall

@@ -184,9 +184,10 @@ static void *receive(struct rt_exec *e, int i) {
   enum rt_dtype dt = e->dev->dtype;
   void *buf = h->bufs[h->buf_of[i]];
   void *into = e->hs.on ? e->hs.whole : buf;
+  bool ahead = h->ahead[i] && !e->eval_data; /* an evaluation posts nothing ahead */
   if (is_leader(e)) {
-    double t0 = h->ahead[i] ? h->posted_s : rt_trace_now();
-    if (h->ahead[i])
+    double t0 = ahead ? h->posted_s : rt_trace_now();
+    if (ahead)
       e->tr->recv_wait(h->recv, recv_what(op->kind));
     else
       e->tr->recv(into, hop_elements(e), dt, peer, tag, m, recv_what(op->kind));
@@ -387,12 +388,16 @@ static void load_batch(struct rt_exec *e, int m, struct rt_slot *s) {
   const struct hx_rt_rank_config *c = e->cfg;
   int64_t j0 = c->first_sequence + (int64_t)m * c->micro_batch_size;
   char err[1024];
+  /* an evaluation's batch k is read as training's step k would be */
+  const struct hx_rt_data *from = e->eval_data ? e->eval_data : &e->data;
+  int64_t batch = e->eval_data ? e->eval_batch : e->step;
   /* a HexiSeq rank reads its tokens of each sequence, by global position */
-  if (!hx_rt_data_batch_at(&e->data, e->dims.seq_len, c->train->global_batch, e->step, j0,
+  if (!hx_rt_data_batch_at(from, e->dims.seq_len, c->train->global_batch, batch, j0,
                            c->micro_batch_size, e->hs.on ? e->hs.positions : NULL,
                            e->hs.on ? e->hs.local_len : e->dims.seq_len, s->host_tokens,
                            s->host_tokens + e->tokens, err, sizeof err))
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "step %lld: %s", (long long)e->step + 1, err);
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "%s %lld: %s", e->eval_data ? "validation batch" : "step",
+                (long long)batch + 1, err);
   e->dev->upload(s->tokens, s->host_tokens, (size_t)(2 * e->tokens) * sizeof *s->tokens);
 }
 
@@ -557,4 +562,20 @@ void rt_run_op(struct rt_exec *e, const struct hx_rt_op *op) {
     hx_rt_fatal(HX_RT_EXIT_ERROR, "internal: step-level op %d reached rt_run_op", (int)op->kind);
   }
   hx_rt_progress();
+}
+
+void rt_forward_pass(struct rt_exec *e) {
+  for (int i = 0; i < e->cfg->nops; i++) {
+    const struct hx_rt_op *op = &e->cfg->schedule[i];
+    if (op->kind == HX_RT_RECV_ACT)
+      receive(e, i);
+    else if (op->kind == HX_RT_FORWARD)
+      forward(e, op->micro_batch);
+    else if (op->kind == HX_RT_SEND_ACT)
+      send_act(e, op->micro_batch);
+    else
+      continue;
+    hx_rt_progress();
+  }
+  rt_wait_sends(e);
 }
