@@ -7,6 +7,7 @@
 
 #include "emit_programs.h"
 #include "escape.h"
+#include "ir/text/json.h"
 #include "passes/cost/cost.h"
 
 enum { COMMENT_WIDTH = 96 }; /* stay clear of ColumnLimit 100 so clang-format never reflows */
@@ -18,11 +19,7 @@ static void format_double(char *buf, size_t size, double v) {
     snprintf(buf, size, "%.1f", v);
     return;
   }
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, size, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v)
-      break;
-  }
+  hx_shortest_double(buf, size, v);
 }
 
 /* A header-comment list "label: a, b, c" wrapped at COMMENT_WIDTH. */

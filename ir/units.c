@@ -118,7 +118,15 @@ void hx_number_literal(const char *text, struct hx_value *v) {
 void hx_apply_unit(struct hx_value *v, const char *unit_text, enum hx_unit_kind kind, double scale) {
   v->unit = kind;
   v->unit_text = unit_text;
-  v->number *= scale;
+  /* 20 us is 20 / 1e6 = 2e-05, the double nearest to what was written;
+   * 20 * 1e-6 is 1.9999999999999998e-05, as 1e-6 is no double and 1e6 is.
+   * A scale below 1 (ns, us, ms, bps) is the inverse of a whole number,
+   * rounded back to it (1 / 1e-9 is 999999999.99999988). */
+  double inverse = nearbyint(1 / scale);
+  if (scale < 1 && fabs(1 / scale - inverse) <= 1e-9 * inverse)
+    v->number /= inverse;
+  else
+    v->number *= scale;
   if (!isfinite(v->number))
     v->overflow = true;
 }

@@ -1,5 +1,6 @@
 #include "json.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,11 +337,27 @@ void hx_json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* %.15g, when it reads back as v, is the shortest such decimal: a shorter one
+ * D that reads back lies within half an ulp (< 1.2e-16 relative) of v, far
+ * nearer than half the spacing of 15-digit decimals (>= 5e-16), so %.15g
+ * rounds v to D. Only 16 and 17 digits remain to try. Subnormals have wider
+ * ulps: those try every length. */
+void hx_shortest_double(char *buf, size_t size, double v) {
+  for (int digits = fabs(v) < DBL_MIN ? 1 : 15; digits <= 17; digits++) {
+    snprintf(buf, size, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v)
+      return;
+  }
+}
+
 void hx_json_number(FILE *f, double v) {
-  if (!isfinite(v))
+  char buf[32];
+  if (!isfinite(v)) {
     fputs("null", f);
-  else if (v == floor(v) && fabs(v) < 9007199254740992.0)
+  } else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
     fprintf(f, "%.0f", v);
-  else
-    fprintf(f, "%.17g", v);
+  } else {
+    hx_shortest_double(buf, sizeof buf, v);
+    fputs(buf, f);
+  }
 }

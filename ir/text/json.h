@@ -39,9 +39,13 @@ bool hx_json_int(const struct hx_json *v, int64_t lo, int64_t hi, int64_t *out);
  * (and DEL) as short escapes or \u00XX, UTF-8 as it is, and a byte that is
  * not UTF-8 (which JSON text cannot hold) as \ufffd; hx_json_parse reads
  * every string back that is valid UTF-8. Numbers: integers that a double
- * holds exactly print as integers, others with %.17g (round-trips exactly),
- * non-finite ones as null. */
+ * holds exactly print as integers, others as the shortest decimal that reads
+ * back as the same double (hx_shortest_double), non-finite ones as null. */
 void hx_json_string(FILE *f, const char *s);
 void hx_json_number(FILE *f, double v);
+/* The shortest decimal in %g form that strtod reads back as v exactly:
+ * "2e-05", "0.1", "0.4687500000000001" (where %.17g writes
+ * "2.0000000000000002e-05", "0.10000000000000001"). size >= 32. */
+void hx_shortest_double(char *buf, size_t size, double v);
 
 #endif

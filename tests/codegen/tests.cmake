@@ -78,3 +78,10 @@ add_test(NAME codegen.plan_svg
           ${CMAKE_CURRENT_BINARY_DIR}/codegen-plan-svg)
 set_tests_properties(codegen.plan_svg PROPERTIES LABELS "codegen" TIMEOUT 180 PROCESSORS 2
                      SKIP_RETURN_CODE 77)
+
+# Floats in generated files: the shortest decimal that reads back, and what
+# the user wrote comes out as written (lr = 2e-5 and latency = 20 us as 2e-05).
+add_test(NAME codegen.float_text
+  COMMAND bash ${HX_CG_TESTS}/float_text.sh ${HX_BIN} ${CMAKE_SOURCE_DIR}
+          ${CMAKE_CURRENT_BINARY_DIR}/codegen-float-text)
+set_tests_properties(codegen.float_text PROPERTIES LABELS "codegen" TIMEOUT 60)

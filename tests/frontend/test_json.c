@@ -142,7 +142,35 @@ static void test_reader_refusals(void) {
   check_refused("\"\\x41\"", "t.json:1:2: error: unknown escape in a string");
 }
 
+/* Numbers: the shortest decimal that reads back as the same double, not
+ * %.17g's "2.0000000000000002e-05" for 2e-05; integers as integers. */
+static void test_numbers(void) {
+  const struct {
+    double v;
+    const char *text;
+  } cases[] = {{2e-05, "2e-05"}, {0.1, "0.1"}, {0.1 + 0.2, "0.30000000000000004"},
+               {1.0 / 3, "0.3333333333333333"}, {4229.5296000000008, "4229.529600000001"},
+               {0.46875000000000011, "0.4687500000000001"}, {1e300, "1e+300"},
+               {5e-324, "5e-324"}, {-2.5, "-2.5"}, {1000000, "1000000"}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+      abort();
+    hx_json_number(f, cases[k].v);
+    fclose(f);
+    if (strcmp(buf, cases[k].text) || strtod(buf, NULL) != cases[k].v) {
+      fprintf(stderr, "FAIL: hx_json_number(%.17g) wrote %s, not %s\n", cases[k].v, buf,
+              cases[k].text);
+      failures++;
+    }
+    free(buf);
+  }
+}
+
 int main(void) {
+  test_numbers();
   test_round_trips();
   test_writer();
   test_reader_escapes();

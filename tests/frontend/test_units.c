@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "grammar/parse_state.h"
@@ -51,6 +52,19 @@ static void test_literals(void) {
   CHECK(v.is_integer && v.integer == 80 && v.number == 80 && !v.overflow);
   hx_apply_unit(&v, "GiB", HX_UNIT_BYTES, 1073741824.0);
   CHECK(v.number == 80.0 * 1073741824.0 && v.unit == HX_UNIT_BYTES && !strcmp(v.unit_text, "GiB"));
+  /* a time unit gives the double nearest to what was written: 20 us is
+   * exactly the double 2e-05 (20 * 1e-6 is 1.9999999999999998e-05) */
+  const char *times[][3] = {{"20", "us", "2e-05"}, {"2", "us", "2e-06"}, {"0.3", "ms", "0.0003"},
+                            {"7", "ns", "7e-09"}, {"1.5", "us", "1.5e-06"}};
+  for (size_t k = 0; k < sizeof times / sizeof times[0]; k++) {
+    memset(&v, 0, sizeof v);
+    hx_number_literal(times[k][0], &v);
+    enum hx_unit_kind kind;
+    double scale;
+    CHECK(hx_unit_lookup(times[k][1], &kind, &scale));
+    hx_apply_unit(&v, times[k][1], kind, scale);
+    CHECK(v.number == strtod(times[k][2], NULL));
+  }
   memset(&v, 0, sizeof v);
   hx_number_literal("3e-4", &v);
   CHECK(!v.is_integer && near(v.number, 3e-4));
