@@ -11,9 +11,11 @@
 # speed. Figures are printed, nothing is asserted.
 #   1. calibration: hexic-profile under mpirun -np 2 (three runs, the one of
 #      the median layer rate kept) measures sgemm at the
-#      model's shapes (one thread), the forward + backward of a stack of the
-#      model's decoder layers through the CPU kernels (efficiency), what AdamW streams
-#      (mem_bandwidth) and MPI ping-pong: the gpu type "cpu-host", this
+#      model's shapes (one thread), the forward and the backward of a stack of the
+#      model's decoder layers through the CPU kernels (efficiency,
+#      backward_efficiency), the optimizer step on the stack's parameters
+#      (mem_bandwidth), each in CPU seconds as --emulate's reference is, and
+#      MPI ping-pong: the gpu type "cpu-host", this
 #      machine, which the cluster names as its emulation host;
 #   2. the cluster: FAST_DEVICES (1) "cpu-fast" devices FAST (2) times slower
 #      than this machine and SLOW_DEVICES (3) "cpu-slow" SLOW (3) times slower
@@ -33,11 +35,13 @@
 #      two baselines, a hand-written 4-stage pipeline, whose hops those rows
 #      measure.
 #   usage: bench/measured.sh    env: STEPS (default 12), FAST (2), SLOW (3),
-#          FAST_DEVICES (1), SLOW_DEVICES (3),
+#          FAST_DEVICES (1), SLOW_DEVICES (3), PLANS (default "hexic symmetric
+#          subset pipeline": the plans to train; the speed-ups need the first three),
 #          BUILD (default build-bench: a Release build of hexic and hexic-profile)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build-bench}
+plans=" ${PLANS:-hexic symmetric subset pipeline} "
 steps=${STEPS:-12} fast=${FAST:-2} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
 model=${MODEL:-$root/bench/measured-model.hx}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -60,7 +64,7 @@ for k in 1 2 3; do
   mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" --tokens "$seq" \
     --layers "$layers" --gpus 2 --name cpu-host -o "$work/profile.$k.hx" 2>"$work/profile.$k.log"
   cat "$work/profile.$k.log"
-  echo "$(sed -n 's/.*layer fwd+bwd \([0-9.]*\) GFLOP.*/\1/p' "$work/profile.$k.log") $k"
+  echo "$(sed -n 's/.*layer fwd \([0-9.]*\) GFLOP.*/\1/p' "$work/profile.$k.log") $k"
 done | tee "$work/profiles" | grep '^hexic-profile'
 kept=$(grep -v '^hexic-profile' "$work/profiles" | sort -g | sed -n 2p | cut -d' ' -f2)
 cp "$work/profile.$kept.hx" "$work/profile.hx"
@@ -74,13 +78,13 @@ slower=$(awk -v a="$fast" -v b="$slow" 'BEGIN { print a * b }')
 cat >"$work/mixed.hx" <<HX
 $(grep '^gpu ' "$work/profile.hx")
 emulation { host = "cpu-host" }
-gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; mem_bandwidth = $(over "$membw" "$fast") MB/s }
-gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; mem_bandwidth = $(over "$membw" "$slower") MB/s }
+gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$fast") MB/s }
+gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$slower") MB/s }
 node "fast" { gpu = "cpu-fast"; gpus = $nfast; bandwidth = $netbw MB/s; latency = $netlat us }
 node "slow" { gpu = "cpu-slow"; gpus = $nslow; bandwidth = $netbw MB/s; latency = $netlat us }
 network { bandwidth = $netbw MB/s; latency = $netlat us }
 HX
-echo "== emulated cluster: host cpu-host ($tflops TFLOP/s x $eff, optimizer $membw MB/s);" \
+echo "== emulated cluster: host cpu-host ($tflops TFLOP/s x $eff, backward x $beff, optimizer $membw MB/s);" \
   "$nfast x cpu-fast (${fast}x slower) + $nslow x cpu-slow (${slower}x slower);" \
   "the ranks' compute needs $(awk -v a="$nfast" -v b="$fast" -v c="$nslow" -v d="$slower" \
     'BEGIN { printf "%.2f", a / b + c / d }') of $(nproc) cores"
@@ -145,19 +149,30 @@ plan() {
     printf '%-9s no plan: %s\n' "$1" "$(grep -m 1 'error:' "$work/$1.plan.txt")"
   fi
 }
-h=$(run hexic --strategy=auto)
-plan hexic "$h"
-b=$(run symmetric --strategy=symmetric)
-plan symmetric "$b"
+# wanted NAME: whether PLANS names it
+wanted() { [[ $plans == *" $1 "* ]]; }
+if wanted hexic; then
+  h=$(run hexic --strategy=auto)
+  plan hexic "$h"
+fi
+if wanted symmetric; then
+  b=$(run symmetric --strategy=symmetric)
+  plan symmetric "$b"
+fi
 # the stronger baseline where slow devices are better left out (issue 15)
-u=$(run subset --strategy=symmetric-subset)
-plan subset "$u"
+if wanted subset; then
+  u=$(run subset --strategy=symmetric-subset)
+  plan subset "$u"
+fi
 # pipeline hops, which no plan above has (hexic plans DP here): the fast
 # device's 5 layers and the embedding, then one layer on each slow device
 # (the head on the last), 12 micro-batches of 4 sequences in 1F1B
-pipeline_plan >"$work/pipeline.json"
-p=$(run pipeline --plan="$work/pipeline.json")
-plan pipeline "$p"
+if wanted pipeline; then
+  pipeline_plan >"$work/pipeline.json"
+  p=$(run pipeline --plan="$work/pipeline.json")
+  plan pipeline "$p"
+fi
+wanted hexic && wanted symmetric && wanted subset || exit 0
 # a baseline without a plan ("0 0") is no contender for the stronger one
 awk -v h="$h" -v b="${b:-0 0}" -v u="$u" 'BEGIN { split(h, x, " "); split(b, y, " "); split(u, z, " ")
   if (y[2] > 0)

@@ -17,7 +17,12 @@ struct hx_gpu_type {
   double tflops;        /* dense bf16 peak, in TFLOP/s */
   int64_t memory_bytes;
   double mem_bandwidth; /* bytes/s; 0 when not given */
-  double efficiency;    /* reachable fraction of peak, (0, 1] */
+  double efficiency;    /* reachable fraction of peak, (0, 1]: the forward's */
+  /* The backward's reachable fraction of peak, on its 2x the forward's
+   * FLOPs, (0, 1]: sema fills it with the block's backward_efficiency, else
+   * efficiency (a backward 2x the forward's time, the model before it was
+   * measured apart); 0 (IR built by hand) means efficiency. */
+  double backward_efficiency;
   /* CUDA compute capability x 10 (90: sm_90): the block's cuda_arch when
    * given, else what the GPU's name says (sema's table), else 0 (unknown;
    * an error only for --target=cuda). */

@@ -94,13 +94,14 @@ static const struct field_spec train_fields[TR_COUNT] = {
     {"sequence_parallel", T_BOOL, false, 0, 0, false, NULL},
 };
 
-enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_CUDA_ARCH, G_TP_EFFICIENCY, G_LAYER_OVERHEAD,
-       G_COUNT };
+enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_BACKWARD_EFFICIENCY, G_CUDA_ARCH,
+       G_TP_EFFICIENCY, G_LAYER_OVERHEAD, G_COUNT };
 static const struct field_spec gpu_fields[G_COUNT] = {
     {"tflops", T_REAL, true, 0, 1e9, true, NULL},
     {"memory", T_BYTES, true, 0, 1e18, true, NULL},
     {"mem_bandwidth", T_BANDWIDTH, false, 0, 1e18, false, NULL},
     {"efficiency", T_REAL, false, 0, 1, true, NULL},
+    {"backward_efficiency", T_REAL, false, 0, 1, true, NULL},
     {"cuda_arch", T_INT, false, 0, 10000, false, NULL}, /* then one of cuda_archs[] */
     {"tp_efficiency", T_REAL, false, 0, 1, true, NULL}, /* a list, per item */
     {"layer_overhead", T_TIME, false, 0, 3600, false, NULL},
@@ -754,6 +755,11 @@ static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_ty
   /* Default: the fraction of dense bf16 peak that transformer training
    * typically sustains (Megatron-class MFU is 40-60%). */
   get_real(s, f[G_EFFICIENCY], &gpu_fields[G_EFFICIENCY], 0.5, &g->efficiency);
+  /* Default: the forward's, so a backward costs 2x a forward (its FLOPs);
+   * hexic-profile measures the two apart (CPU kernels: the backward's GEMMs
+   * run at a higher rate than the forward's attention and norms). */
+  get_real(s, f[G_BACKWARD_EFFICIENCY], &gpu_fields[G_BACKWARD_EFFICIENCY], g->efficiency,
+           &g->backward_efficiency);
   get_cuda_arch(s, f[G_CUDA_ARCH], g);
   get_tp_efficiency(s, f[G_TP_EFFICIENCY], g);
   get_real(s, f[G_LAYER_OVERHEAD], &gpu_fields[G_LAYER_OVERHEAD], 0.0, &g->layer_overhead);

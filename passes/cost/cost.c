@@ -210,6 +210,22 @@ static double unsplit_compute_s(const struct hx_ctx *ctx, const struct hx_stage 
   return flops / hx_stage_min_flops(&ctx->cluster, st);
 }
 
+/* FLOP/s a device of type g reaches in a backward: its backward_efficiency
+ * of peak, the forward's where none is set (0: IR built by hand), so that
+ * a backward then costs exactly 2x a forward. */
+static double device_backward_flops(const struct hx_gpu_type *g) {
+  double e = g->backward_efficiency > 0 ? g->backward_efficiency : g->efficiency;
+  return g->tflops * 1e12 * e;
+}
+
+/* The slowest member's backward FLOP/s. */
+static double stage_min_backward_flops(const struct hx_cluster *c, const struct hx_stage *st) {
+  double slowest = INFINITY;
+  for (int i = 0; i < st->ndevices; i++)
+    slowest = fmin(slowest, device_backward_flops(&c->gpus[c->devices[st->devices[i]].gpu_type]));
+  return slowest;
+}
+
 /* One decoder layer's forward and backward compute for one micro-batch on
  * the stage (no TP collectives, no recompute): per member, its type's
  * profile at the stage's degree, else the FLOP model with the type's curve
@@ -227,9 +243,9 @@ static void layer_compute(const struct hx_ctx *ctx, const struct hx_stage *st, i
     if (p) {
       hx_profile_at(p, mbs, &f, &b, &act);
     } else {
-      f = flops / (hx_device_flops(c, st->devices[i]) * hx_tp_efficiency(g, st->tp)) +
-          g->layer_overhead;
-      b = 2 * f;
+      double tp_eff = hx_tp_efficiency(g, st->tp);
+      f = flops / (hx_device_flops(c, st->devices[i]) * tp_eff) + g->layer_overhead;
+      b = 2 * (flops / (device_backward_flops(g) * tp_eff) + g->layer_overhead);
     }
     *fwd = fmax(*fwd, f);
     *bwd = fmax(*bwd, b);
@@ -325,7 +341,9 @@ static int nlayers(const struct hx_stage *st) { return st->layer_end - st->layer
 double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   if (st->seq_layout)
     return seq_cost(ctx, st, mbs, true).head_bwd;
-  return 2 * unsplit_compute_s(ctx, st, ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs));
+  /* 2x the forward's FLOPs, at the backward's rate, whole on every member */
+  double flops = 2 * ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs);
+  return flops / stage_min_backward_flops(&ctx->cluster, st);
 }
 
 /* A TP stage's communication per micro-batch, as the runtime runs it.

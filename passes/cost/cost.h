@@ -13,7 +13,9 @@
  *    what TP does not shrink), plus its TP all-reduces on the group's
  *    slowest link with its largest latency. A GPU type with a measured
  *    profile at degree t takes the profile's times instead (hx_profile_at).
- *  - Backward = 2 x forward FLOPs; full recompute adds one more forward.
+ *  - Backward = 2 x forward FLOPs, at the GPU type's backward_efficiency
+ *    (its efficiency when none is given: then exactly 2 x the forward's
+ *    time); full recompute adds one more forward.
  *  - Communication is alpha-beta: latency + bytes / bandwidth, per device pair
  *    from the cluster table; collectives run at the slowest link of the group
  *    and pay the largest latency of the group once per ring step.
@@ -135,7 +137,7 @@ double hx_layer_tp_comm_s(const struct hx_ctx *ctx, const struct hx_stage *st, i
  * on every TP rank, as hexic's runtime runs them (no vocab parallelism). */
 double hx_stage_fwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                       int64_t mbs);
-/* One micro-batch backward: 2x forward compute, 2 TP all-reduces per layer
+/* One micro-batch backward: 2x forward FLOPs at the backward's rate, 2 TP all-reduces per layer
  * (sequence parallel: 4 all-gathers and 2 reduce-scatters, and the input
  * gradient gathered), plus, when st->recompute, one more forward with its
  * own collectives. */

@@ -4,12 +4,14 @@
  *   - sgemm throughput through OpenBLAS at the shapes one decoder layer of a
  *     model (hidden, ffn) multiplies, on one thread: the generated programs'
  *     launch.sh sets OPENBLAS_NUM_THREADS=1 (one rank = one core);
- *   - one decoder layer's forward + backward through kernels/cpu/ (what the
- *     programs run), counted with model-stats' FLOPs: its rate over the sgemm
- *     rate is the efficiency;
+ *   - the forward and, apart, the backward of a stack of decoder layers
+ *     through kernels/cpu/ (what the programs run), counted with
+ *     model-stats' FLOPs (the backward 2x the forward's): each one's rate
+ *     over the sgemm rate is the efficiency and the backward_efficiency;
  *   - memory bandwidth, with a streaming triad a[i] = b[i] + s * c[i], and
- *     what the optimizer step streams (AdamW through kernels/cpu), which is
- *     the gpu block's mem_bandwidth: hexic prices only the optimizer by it;
+ *     the runtime's optimizer step (the gradient norm, clipping, AdamW
+ *     through kernels/cpu) on the stack's parameters, as the bytes hexic
+ *     prices it by over its time: the gpu block's mem_bandwidth;
  *   - under mpirun with 2 or more ranks, the MPI ping-pong latency (8-byte
  *     messages, half a round trip) and bandwidth (large messages) between
  *     ranks 0 and 1, which fill the node's and the network's figures;
@@ -20,10 +22,14 @@
  *     the layer, forward and backward timed apart through kernels/cpu/ at
  *     each --micro-batches size, and the activations it keeps.
  * The GPU block's tflops is the sgemm throughput and efficiency the layer's
- * fraction of it, so tflops x efficiency is what training reaches. Only rank
- * 0 writes. */
+ * fraction of it, so tflops x efficiency is what training reaches. Compute is
+ * timed in the thread's CPU seconds, the fewest of repeated runs, as
+ * --emulate takes an op's reference (rtlib/rt_emulate.c): a figure then
+ * leaves out what other processes on a shared machine take from it. Only
+ * rank 0 writes. */
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,9 +57,10 @@ struct options {
 static void usage(FILE *f) {
   fputs("usage: hexic-profile [options]\n"
         "  Measures this machine and writes a cluster .hx for hexic: a gpu block (sgemm\n"
-        "  TFLOP/s through OpenBLAS on one thread at one decoder layer's shapes; efficiency:\n"
-        "  the rate of that layer's forward + backward through the CPU kernels over it;\n"
-        "  memory, streaming memory bandwidth), a node of --gpus such devices and, under\n"
+        "  TFLOP/s through OpenBLAS on one thread at one decoder layer's shapes; efficiency\n"
+        "  and backward_efficiency: the rate of the layers' forward and of their backward\n"
+        "  through the CPU kernels over it; mem_bandwidth: the optimizer step on the\n"
+        "  layers' parameters; memory), a node of --gpus such devices and, under\n"
         "  mpirun with 2 ranks, the MPI ping-pong bandwidth and latency as the node's and\n"
         "  the network's figures.\n"
         "  --hidden N     the model's hidden size (default 768)\n"
@@ -64,7 +71,7 @@ static void usage(FILE *f) {
         "                 all then backward through all, as a stage runs them: their\n"
         "                 weights and activations compete for the caches (default 1)\n"
         "  --seconds S    time spent on each measurement, at least (default 1)\n"
-        "  --stream-mib N size of each streaming array in MiB (default 64)\n"
+        "  --stream-mib N size of each array of the triad (a comment) in MiB (default 64)\n"
         "  --gpus N       devices in the node (default: the number of MPI ranks)\n"
         "  --name NAME    the gpu type's name (default \"cpu\")\n"
         "  --profile      also write a profile block per TP degree (1, 2, 4, 8 up to\n"
@@ -79,6 +86,13 @@ static void usage(FILE *f) {
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* This thread's CPU seconds (OpenBLAS runs on it: one thread). */
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -217,7 +231,7 @@ static double measure_gemm_tflops(const struct options *o, long tp, double secon
     a[i] = (float)(i % 7) * 0.01f;
   for (long i = 0; i < big * big; i++)
     b[i] = (float)(i % 5) * 0.01f;
-  double flops = 0, start = now_s(), elapsed = 0;
+  double flops = 0, start = cpu_s(), elapsed = 0;
   do {
     for (int s = 0; s < NSHAPES; s++)
       for (int r = 0; r < counts[s]; r++) {
@@ -226,7 +240,7 @@ static double measure_gemm_tflops(const struct options *o, long tp, double secon
                     1.0f, a, (int)g->k, b, (int)g->n, 0.0f, c, (int)g->n);
         flops += 2.0 * (double)g->m * (double)g->n * (double)g->k;
       }
-    elapsed = now_s() - start;
+    elapsed = cpu_s() - start;
   } while (elapsed < seconds);
   free(a);
   free(b);
@@ -367,12 +381,19 @@ static void layer_bench_free(struct layer_bench *b) {
   free(b->kv_of);
 }
 
-/* TFLOP/s of the forward + backward (3 x the forward's FLOPs) of a stack of
- * --layers decoder layers, each with its own weights, gradients and
- * activations, on one sequence of --tokens tokens through kernels/cpu/:
+/* TFLOP/s of a stack of decoder layers' forward and backward apart. */
+struct layer_rates {
+  double fwd, bwd;
+};
+
+/* The forward's and the backward's (2 x the forward's FLOPs) TFLOP/s on a
+ * stack of --layers decoder layers, each with its own weights, gradients
+ * and activations, on one sequence of --tokens tokens through kernels/cpu/:
  * forward through the stack, then backward from its top, as a pipeline
- * stage's forward and backward ops run them. */
-static double measure_layer_tflops(const struct options *o) {
+ * stage's forward and backward ops run them; each the fewest CPU seconds of
+ * the passes (after a first that touches every buffer), as --emulate takes
+ * an op's reference. */
+static struct layer_rates measure_layer_tflops(const struct options *o) {
   struct layer_bench *b = calloc((size_t)o->layers, sizeof *b);
   if (!b) {
     fprintf(stderr, "hexic-profile: out of memory for %ld layers\n", o->layers);
@@ -380,19 +401,25 @@ static double measure_layer_tflops(const struct options *o) {
   }
   for (long l = 0; l < o->layers; l++)
     layer_bench_init(&b[l], o, 1, 1);
-  double flops = 0, start = now_s(), elapsed = 0;
-  do {
+  double fwd = INFINITY, bwd = INFINITY, start = cpu_s();
+  for (int pass = 0; pass < 3 || cpu_s() - start < o->seconds; pass++) {
+    double t0 = cpu_s();
     for (long l = 0; l < o->layers; l++)
       layer_bench_forward(&b[l]);
+    double t1 = cpu_s();
     for (long l = o->layers - 1; l >= 0; l--)
       layer_bench_backward(&b[l]);
-    flops += (double)o->layers * 3 * layer_fwd_flops_per_token(o) * (double)o->tokens;
-    elapsed = now_s() - start;
-  } while (elapsed < o->seconds);
+    double t2 = cpu_s();
+    if (pass > 0) { /* the first touches the buffers */
+      fwd = t1 - t0 < fwd ? t1 - t0 : fwd;
+      bwd = t2 - t1 < bwd ? t2 - t1 : bwd;
+    }
+  }
   for (long l = 0; l < o->layers; l++)
     layer_bench_free(&b[l]);
   free(b);
-  return flops / elapsed / 1e12;
+  double flops = (double)o->layers * layer_fwd_flops_per_token(o) * (double)o->tokens;
+  return (struct layer_rates){flops / fwd / 1e12, 2 * flops / bwd / 1e12};
 }
 
 /* One profile point: seconds of one forward and one backward of a TP
@@ -482,15 +509,31 @@ static double measure_mem_bandwidth(const struct options *o) {
   return best;
 }
 
-/* What the optimizer step streams, in bytes/s: AdamW through kernels/cpu
- * over stream_mib of state (w, g, m, v: 4 floats a parameter), 28 bytes a
- * parameter (read w g m v, write w m v). hexic prices the whole step,
- * AdamW's bytes and the gradient norm's and clipping's (passes/cost:
- * hx_optimizer_traffic_per_param, 40 in fp32), at this one rate. The
- * kernel's square root and division keep it below the triad's rate on a
- * CPU. */
+/* Bytes a parameter that hexic prices an fp32 optimizer step by
+ * (passes/cost: hx_optimizer_traffic_per_param): the gradient norm reads g
+ * (4), clipping reads and writes it (8), AdamW reads w g m v and writes w m v
+ * (28). */
+#define OPTIMIZER_BYTES_PER_PARAM 40.0
+
+/* The parameters of the --layers stack (its matrices and norm gains), whose
+ * optimizer step measure_optimizer_bandwidth times: a stage's state, as the
+ * efficiency's stack is a stage's layers. */
+static long stack_params(const struct options *o) {
+  struct layer_bench b;
+  layer_bench_shape(&b, o, 1);
+  return o->layers * hxk_layer_floats(&b.d, &b.s);
+}
+
+/* The runtime's optimizer step as bytes/s of what hexic prices it by
+ * (OPTIMIZER_BYTES_PER_PARAM x parameters over its seconds): the gradient's
+ * sum of squares, clipping (a scale) and AdamW through kernels/cpu, as
+ * rtlib/cpu/device_cpu.c runs them, on the --layers stack's parameters, the
+ * fewest CPU seconds of repeated steps. The kernels' square root, division
+ * and the norm's double-precision sum keep it far below the triad's rate on
+ * a CPU; at a stage's size the state stays in the caches the triad's
+ * --stream-mib arrays are made to miss. */
 static double measure_optimizer_bandwidth(const struct options *o) {
-  long n = (long)((size_t)o->stream_mib * 1024 * 1024 / (4 * sizeof(float)));
+  long n = stack_params(o);
   float *w = calloc((size_t)n, sizeof *w), *g = calloc((size_t)n, sizeof *g);
   float *m = calloc((size_t)n, sizeof *m), *v = calloc((size_t)n, sizeof *v);
   if (!w || !g || !m || !v) {
@@ -502,20 +545,23 @@ static double measure_optimizer_bandwidth(const struct options *o) {
     g[i] = 0.001f * (float)(i % 7);
   }
   const struct hxk_adamw hp = {0.9, 0.95, 1e-8, 0.1};
-  double best = 0, start = now_s();
-  long step = 0;
-  do {
-    double t0 = now_s();
-    hxk_adamw_step(w, g, m, v, NULL, n, &hp, step++, 1e-4);
-    double bw = 28.0 * (double)n / (now_s() - t0);
-    if (bw > best)
-      best = bw;
-  } while (now_s() - start < o->seconds);
+  double fewest = INFINITY, start = cpu_s();
+  volatile double norm = 0; /* kept, as the runtime all-reduces it */
+  for (long step = 0; step < 3 || cpu_s() - start < o->seconds; step++) {
+    double t0 = cpu_s();
+    norm = hxk_sum_squares(g, n);
+    hxk_scale(g, n, 1.0f); /* the clip: the same bytes whatever the factor */
+    hxk_adamw_step(w, g, m, v, NULL, n, &hp, step, 1e-4);
+    double t = cpu_s() - t0;
+    if (step > 0 && t < fewest) /* the first touches the state */
+      fewest = t;
+  }
+  (void)norm;
   free(w);
   free(g);
   free(m);
   free(v);
-  return best;
+  return OPTIMIZER_BYTES_PER_PARAM * (double)n / fewest;
 }
 
 /* Ranks 0 and 1 bounce msg bytes reps times; the others wait. Returns the
@@ -582,6 +628,12 @@ static struct link_figures measure_link(int rank, const struct options *o) {
   return f;
 }
 
+/* A rate's share of the sgemm rate, within hexic's (0, 1]. */
+static double share_of(double rate, double sgemm) {
+  double e = sgemm > 0 ? rate / sgemm : 1;
+  return e > 1 ? 1 : e < 0.001 ? 0.001 : e;
+}
+
 static long long device_memory_bytes(int gpus) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   long long total = pages > 0 && page > 0 ? (long long)pages * page : 1LL << 33;
@@ -590,6 +642,7 @@ static long long device_memory_bytes(int gpus) {
 
 struct measured {
   double tflops, efficiency, mem_bw;
+  double backward_efficiency;
   double opt_bw; /* what the optimizer streams (mem_bandwidth) */
   double tp_eff[4]; /* degrees 1, 2, 4, 8 */
   int ntp;
@@ -602,16 +655,17 @@ static void write_cluster(FILE *f, const struct options *o, int gpus, const stru
           "%ld, OpenBLAS on 1 thread).\n",
           o->hidden, o->ffn, o->heads, o->tokens, o->layers);
   fprintf(f,
-          "# mem_bandwidth: what the optimizer step streams (AdamW through the CPU kernels, 28 "
-          "bytes a\n# parameter), which is what hexic prices it by; a streaming triad reaches "
-          "%.1f MB/s.\n",
-          m->mem_bw / 1e6);
+          "# efficiency: the forward's share of the sgemm rate; backward_efficiency: the "
+          "backward's\n# (2x the forward's FLOPs). mem_bandwidth: the optimizer step (norm, clip, "
+          "AdamW\n# through the CPU kernels on %ld parameters) as %.0f bytes a parameter, what "
+          "hexic prices\n# it by; a streaming triad reaches %.1f MB/s.\n",
+          stack_params(o), OPTIMIZER_BYTES_PER_PARAM, m->mem_bw / 1e6);
   /* fixed-point figures: the .hx lexer reads them whatever their size */
   fprintf(f,
-          "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = %.3f; mem_bandwidth = %.1f "
-          "MB/s; tp_efficiency = [",
+          "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = %.3f; backward_efficiency "
+          "= %.3f; mem_bandwidth = %.1f MB/s; tp_efficiency = [",
           o->name, m->tflops > 1e-6 ? m->tflops : 1e-6, device_memory_bytes(gpus) >> 20,
-          m->efficiency, m->opt_bw / 1e6);
+          m->efficiency, m->backward_efficiency, m->opt_bw / 1e6);
   for (int k = 0; k < m->ntp; k++)
     fprintf(f, "%s%.3f", k ? ", " : "", k ? m->tp_eff[k] : 1.0);
   fputs("] }\n", f);
@@ -652,14 +706,15 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  double tflops = 0, layer_tflops = 0, mem_bw = 0, opt_bw = 0;
+  double tflops = 0, mem_bw = 0, opt_bw = 0;
+  struct layer_rates layer = {0, 0};
   struct measured m = {0};
   if (rank != 0) /* idle while rank 0 measures: asleep, not polling a core away from it */
     sleep_through_barrier();
   if (rank == 0) {
     tflops = measure_gemm_tflops(&o, 1, o.seconds);
     m.ntp = measure_tp_curve(&o, tflops, m.tp_eff);
-    layer_tflops = measure_layer_tflops(&o);
+    layer = measure_layer_tflops(&o);
     mem_bw = measure_mem_bandwidth(&o);
     opt_bw = measure_optimizer_bandwidth(&o);
     MPI_Request req; /* matches the others' MPI_Ibarrier (a blocking one would not) */
@@ -670,19 +725,19 @@ int main(int argc, char **argv) {
   if (size >= 2)
     link = measure_link(rank, &o);
   if (rank == 0) {
-    /* the layer's share of the sgemm rate, within hexic's (0, 1] */
-    double efficiency = tflops > 0 ? layer_tflops / tflops : 1;
-    efficiency = efficiency > 1 ? 1 : efficiency < 0.001 ? 0.001 : efficiency;
+    double efficiency = share_of(layer.fwd, tflops);
     m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = mem_bw, m.opt_bw = opt_bw;
+    m.backward_efficiency = share_of(layer.bwd, tflops);
     write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, &m, size >= 2 ? &link : NULL);
     if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
       fprintf(stderr, "hexic-profile: cannot write the output\n");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     fprintf(stderr,
-            "hexic-profile: sgemm %.2f GFLOP/s, layer fwd+bwd %.2f GFLOP/s (efficiency %.3f), "
-            "memory %.2f GB/s (triad), optimizer %.2f GB/s%s",
-            tflops * 1e3, layer_tflops * 1e3, efficiency, mem_bw / 1e9, opt_bw / 1e9,
+            "hexic-profile: sgemm %.2f GFLOP/s, layer fwd %.2f GFLOP/s (efficiency %.3f), bwd "
+            "%.2f GFLOP/s (%.3f), memory %.2f GB/s (triad), optimizer %.2f GB/s%s",
+            tflops * 1e3, layer.fwd * 1e3, efficiency, layer.bwd * 1e3, m.backward_efficiency,
+            mem_bw / 1e9, opt_bw / 1e9,
             size >= 2 ? "" : "\n");
     if (size >= 2)
       fprintf(stderr, ", MPI %.1f MB/s, %.2f us\n", link.bandwidth / 1e6, link.latency_s * 1e6);

@@ -16,3 +16,10 @@ add_executable(test_tp ${HX_TESTS_DIR}/cost/test_tp.c)
 target_link_libraries(test_tp PRIVATE hexic_core)
 add_test(NAME cost_tp COMMAND test_tp)
 set_tests_properties(cost_tp PROPERTIES TIMEOUT 60 LABELS cost)
+
+# Issue 25: a gpu type's backward_efficiency prices the layers' and the LM
+# head's backward; unset or equal to efficiency, a backward is 2 forwards.
+add_executable(test_backward ${HX_TESTS_DIR}/cost/test_backward.c)
+target_link_libraries(test_backward PRIVATE hexic_core)
+add_test(NAME cost_backward COMMAND test_backward)
+set_tests_properties(cost_backward PROPERTIES TIMEOUT 60 LABELS cost)

@@ -24,11 +24,32 @@ grep -q "cannot create" "$work/err" || fail "unwritable output: $(cat "$work/err
 # One rank (no mpirun): a gpu block and a node of --gpus devices, no network.
 "$profile" "${small[@]}" --gpus 3 --name cpu-one -o "$work/one.hx" 2>"$work/err" \
   || fail "one rank: $(cat "$work/err")"
-grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
+grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; backward_efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
   "$work/one.hx" || fail "one rank: gpu block: $(cat "$work/one.hx")"
 grep -q 'gpus = 3;' "$work/one.hx" || fail "one rank: --gpus: $(cat "$work/one.hx")"
 grep -q '^# Measured by hexic-profile (.* --layers 1, ' "$work/one.hx" || fail "one rank: header: $(cat "$work/one.hx")"
-grep -q '^# mem_bandwidth: what the optimizer step streams' "$work/one.hx" || fail "one rank: no mem_bandwidth note"
+grep -q '^# (2x the forward.s FLOPs). mem_bandwidth: the optimizer step' "$work/one.hx" ||
+  fail "one rank: no mem_bandwidth note"
+# The forward's and the backward's rates read back: a plan on one device of
+# this type prices its backward (layers and head, 2x the forward's FLOPs) at
+# backward_efficiency and its forward at efficiency, so the simulated
+# iteration's backward over its forward is 2 x efficiency / backward_efficiency
+# (tiny.hx: no layer_overhead, no TP, the embedding counts no FLOPs).
+"$hexic" "$model" "$work/one.hx" -o "$work/one-plan" >/dev/null 2>"$work/err" ||
+  fail "one rank: no plan: $(cat "$work/err")"
+python3 - "$work/one.hx" "$work/one-plan/trace.json" <<'PY' || fail "one rank: backward_efficiency not used"
+import json, re, sys
+hx = open(sys.argv[1]).read()
+eff = float(re.search(r"; efficiency = ([0-9.]+);", hx).group(1))
+beff = float(re.search(r"backward_efficiency = ([0-9.]+);", hx).group(1))
+ev = [e for e in json.load(open(sys.argv[2]))["traceEvents"] if e.get("ph") == "X" and e.get("tid") == 0]
+fwd = sum(e["dur"] for e in ev if e["cat"] == "forward")
+bwd = sum(e["dur"] for e in ev if e["cat"] == "backward")
+want = 2 * eff / beff
+print("efficiency %.3f, backward_efficiency %.3f: simulated backward / forward %.4f, want %.4f"
+      % (eff, beff, bwd / fwd, want))
+sys.exit(0 if fwd > 0 and abs(bwd / fwd - want) <= 1e-3 * want else 1)
+PY
 # --layers: the efficiency of a stack (its own weights per layer), said in the header
 "$profile" "${small[@]}" --layers 3 -o "$work/stack.hx" 2>"$work/err" || fail "--layers 3: $(cat "$work/err")"
 grep -q '^# Measured by hexic-profile (.* --layers 3, ' "$work/stack.hx" || fail "--layers 3: $(cat "$work/stack.hx")"

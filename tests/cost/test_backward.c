@@ -1,0 +1,124 @@
+/* A gpu type's backward_efficiency (issue 25): the FLOP model prices a
+ * decoder layer's backward, and the LM head's, at the backward's own rate on
+ * its 2x the forward's FLOPs, so a backward need not cost exactly two
+ * forwards (on the CPU kernels hexic-profile measured 1.6-1.7 forwards).
+ *  - none set (0, IR built by hand) or set to the forward's efficiency: a
+ *    backward is exactly 2x a forward, bit for bit, as before the field;
+ *  - set: 2 x FLOPs / (tflops x backward_efficiency x e(t)) + 2 x overhead,
+ *    with the TP curve and layer_overhead as the forward has them;
+ *  - the LM head's backward at the same rate;
+ *  - a TP group of two types: the forward's pace is the slowest forward,
+ *    the backward's the slowest backward (members may differ).
+ * The IR is built by hand (tests/fixture.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/plan_util.h"
+#include "passes/cost/cost.h"
+
+#include "tests/fixture.h"
+
+/* Llama-2-7B's shape on nodes of 2 GPUs, node k of type types[k]. */
+static void two_nodes(struct hx_ctx *ctx, const int *types, int ntypes) {
+  fx_init(ctx);
+  fx_model(ctx, "7b", 32, 4096, 11008, 32, 32, 32000, 4096);
+  fx_train(ctx, HX_RECOMPUTE_NONE, 64);
+  double tflops[2] = {312, 312}, mem[2] = {80, 80};
+  fx_cluster(ctx, 2, 2, types, tflops, mem, ntypes, 300e9, 25e9, 2e-6);
+  for (int t = 0; t < ntypes; t++)
+    ctx->cluster.gpus[t].efficiency = 0.5;
+}
+
+/* One decoder layer's forward and backward compute on the ranks given (no
+ * TP collectives). */
+static void layer_times(struct hx_ctx *ctx, const int *ranks, int tp, double *fwd, double *bwd) {
+  struct hx_stage st;
+  hx_stage_init(&ctx->arena, &st, ranks, tp, 0, 1, false);
+  struct hx_stage_times t;
+  hx_stage_times(ctx, &st, false, false, 1, false, &t);
+  *fwd = hx_layer_compute_s(ctx, &st, 1);
+  *bwd = t.layer_bwd;
+}
+
+/* The LM head's backward on a stage of the ranks given holding the last layer. */
+static double head_bwd(struct hx_ctx *ctx, const int *ranks, int tp) {
+  struct hx_stage st;
+  hx_stage_init(&ctx->arena, &st, ranks, tp, 31, 32, false);
+  return hx_head_bwd_s(ctx, &st, 1);
+}
+
+static void test_default_is_two_forwards(void) {
+  static const int types[2] = {0, 0};
+  struct hx_ctx ctx;
+  two_nodes(&ctx, types, 1);
+  struct hx_gpu_type *g = &ctx.cluster.gpus[0];
+  g->layer_overhead = 3e-5;
+  int ranks[1] = {0};
+  double f, b;
+  layer_times(&ctx, ranks, 1, &f, &b);
+  CHECK(b == 2 * f); /* none set: the model before the field, exactly */
+  double head = head_bwd(&ctx, ranks, 1);
+  g->backward_efficiency = g->efficiency; /* what sema fills in by default */
+  double f2, b2;
+  layer_times(&ctx, ranks, 1, &f2, &b2);
+  CHECK(f2 == f && b2 == b);
+  CHECK(head_bwd(&ctx, ranks, 1) == head);
+  /* the head's backward: 2x its forward FLOPs at the forward's rate */
+  NEAR(head, 2 * ctx.model.flops_head_fwd * 4096 / (312e12 * 0.5));
+  hx_arena_free(&ctx.arena);
+}
+
+static void test_backward_rate(void) {
+  static const int types[2] = {0, 0};
+  struct hx_ctx ctx;
+  two_nodes(&ctx, types, 1);
+  struct hx_gpu_type *g = &ctx.cluster.gpus[0];
+  int one[1] = {0}, pair[2] = {0, 1};
+  double f, b, flops = ctx.model.flops_layer_fwd * 4096;
+  g->backward_efficiency = 0.625;
+  layer_times(&ctx, one, 1, &f, &b);
+  NEAR(f, flops / (312e12 * 0.5));
+  NEAR(b, 2 * flops / (312e12 * 0.625));
+  NEAR(b / f, 2 * 0.5 / 0.625); /* 1.6 forwards */
+  NEAR(head_bwd(&ctx, one, 1), 2 * ctx.model.flops_head_fwd * 4096 / (312e12 * 0.625));
+  /* with the TP curve and the overhead, which the backward pays twice */
+  g->tp_efficiency[0] = 1, g->tp_efficiency[1] = 0.8, g->ntp_efficiency = 2;
+  g->layer_overhead = 1e-4;
+  layer_times(&ctx, pair, 2, &f, &b);
+  NEAR(f, flops / 2 / (312e12 * 0.5 * 0.8) + 1e-4);
+  NEAR(b, 2 * (flops / 2 / (312e12 * 0.625 * 0.8) + 1e-4));
+  /* the head runs whole on every TP member */
+  NEAR(head_bwd(&ctx, pair, 2), 2 * ctx.model.flops_head_fwd * 4096 / (312e12 * 0.625));
+  hx_arena_free(&ctx.arena);
+}
+
+/* A TP group of a type with the faster forward and the slower backward and
+ * one the other way round: each phase goes at its slowest member's pace. */
+static void test_mixed_group(void) {
+  static const int types[2] = {0, 1};
+  struct hx_ctx ctx;
+  two_nodes(&ctx, types, 2);
+  struct hx_gpu_type *a = &ctx.cluster.gpus[0], *b_type = &ctx.cluster.gpus[1];
+  a->efficiency = 0.6, a->backward_efficiency = 0.4;
+  b_type->efficiency = 0.5, b_type->backward_efficiency = 0.7;
+  int ranks[2] = {1, 2}; /* device 1 of node 0 (type 0), device 0 of node 1 (type 1) */
+  double f, b, flops = ctx.model.flops_layer_fwd * 4096 / 2;
+  layer_times(&ctx, ranks, 2, &f, &b);
+  NEAR(f, flops / (312e12 * 0.5));     /* type 1's forward */
+  NEAR(b, 2 * flops / (312e12 * 0.4)); /* type 0's backward */
+  NEAR(head_bwd(&ctx, ranks, 2), 2 * ctx.model.flops_head_fwd * 4096 / (312e12 * 0.4));
+  hx_arena_free(&ctx.arena);
+}
+
+int main(void) {
+  test_default_is_two_forwards();
+  test_backward_rate();
+  test_mixed_group();
+  if (failures) {
+    fprintf(stderr, "%d checks failed\n", failures);
+    return 1;
+  }
+  printf("cost backward: all checks passed\n");
+  return 0;
+}
