@@ -4,10 +4,9 @@
 
 #include "passes/cost/cost.h"
 #include "ir/plan_util.h"
+#include "ir/units.h"
 #include "codegen.h"
 #include "escape.h"
-
-static const double GIB = 1073741824.0;
 
 /* A user string in a Markdown cell or heading (codegen/escape.h). */
 static const char *md(const struct hx_ctx *ctx, const char *s) {
@@ -19,32 +18,52 @@ static void stage_gpus(const struct hx_ctx *ctx, const struct hx_stage *st, FILE
     fprintf(f, "%s%s", k ? ", " : "", md(ctx, ctx->cluster.devices[st->devices[k]].name));
 }
 
+/* A memory cell: the planned peak as tensors + reserve, of the device's
+ * memory ("2.5 MiB + 1.5 GiB of 4.0 GiB"). A bare "1.5 / 4.0" hid that a
+ * small model's 1.5 GiB is all reserve. */
+static const char *memory_cell(const struct hx_ctx *ctx, double need, double cap) {
+  struct hx_arena *a = (struct hx_arena *)&ctx->arena;
+  return hx_sprintf(a, "%s + %s of %s", hx_bytes_text(a, need - HX_MEMORY_RESERVE_BYTES),
+                    hx_bytes_text(a, HX_MEMORY_RESERVE_BYTES), hx_bytes_text(a, cap));
+}
+
+/* One row of the stages table; true when its TP cell is marked SP. */
+static bool stage_row(const struct hx_ctx *ctx, const struct hx_plan *p, int i, int s, FILE *f) {
+  const struct hx_pipeline *pl = &p->pipelines[i];
+  const struct hx_stage *st = &pl->stages[s];
+  bool first = s == 0, last = s == pl->nstages - 1;
+  bool sp = hx_stage_sequence_parallel(ctx, st);
+  double t = hx_stage_fwd_s(ctx, st, first, last, pl->micro_batch_size) +
+             hx_stage_bwd_s(ctx, st, first, last, pl->micro_batch_size);
+  /* the stage's neediest device against its smallest: the units of a
+   * context x head layout need different amounts */
+  double cap = hx_stage_memory_capacity(&ctx->cluster, st), need = 0;
+  for (int k = 0; k < st->ndevices; k++)
+    need = fmax(need, p->sim.peak_memory[st->devices[k]]);
+  fprintf(f, "| %d | %d | ", i, s);
+  stage_gpus(ctx, st, f);
+  fprintf(f, " | %d%s | [%d, %d)%s | %lld x %lld | %.3f | %s |\n", st->tp, sp ? " SP" : "",
+          st->layer_begin, st->layer_end, st->recompute ? " recompute" : "",
+          (long long)pl->micro_batches, (long long)pl->micro_batch_size, t,
+          memory_cell(ctx, need, cap));
+  return sp;
+}
+
 static void stage_rows(const struct hx_ctx *ctx, const struct hx_plan *p, FILE *f) {
   fputs("| pipeline | stage | GPUs | TP | layers | micro-batches x size | fwd+bwd per "
-        "micro-batch (s) | memory (GiB) |\n|---|---|---|---|---|---|---|---|\n",
+        "micro-batch (s) | memory: tensors + reserve of device |\n"
+        "|---|---|---|---|---|---|---|---|\n",
         f);
-  for (int i = 0; i < p->npipelines; i++) {
-    const struct hx_pipeline *pl = &p->pipelines[i];
-    for (int s = 0; s < pl->nstages; s++) {
-      const struct hx_stage *st = &pl->stages[s];
-      bool first = s == 0, last = s == pl->nstages - 1;
-      double t = hx_stage_fwd_s(ctx, st, first, last, pl->micro_batch_size) +
-                 hx_stage_bwd_s(ctx, st, first, last, pl->micro_batch_size);
-      /* the stage's neediest device against its smallest: the units of a
-       * context x head layout need different amounts */
-      double cap = hx_stage_memory_capacity(&ctx->cluster, st), need = 0;
-      for (int k = 0; k < st->ndevices; k++)
-        need = fmax(need, p->sim.peak_memory[st->devices[k]]);
-      fprintf(f, "| %d | %d | ", i, s);
-      stage_gpus(ctx, st, f);
-      fprintf(f, " | %d%s | [%d, %d)%s | %lld x %lld | %.3f | %.1f / %.1f |\n", st->tp,
-              hx_stage_sequence_parallel(ctx, st) ? " SP" : "", st->layer_begin, st->layer_end,
-              st->recompute ? " recompute" : "",
-              (long long)pl->micro_batches, (long long)pl->micro_batch_size, t,
-              need / GIB, cap / GIB);
-    }
-  }
-  if (ctx->train.sequence_parallel)
+  bool any_sp = false;
+  for (int i = 0; i < p->npipelines; i++)
+    for (int s = 0; s < p->pipelines[i].nstages; s++)
+      any_sp |= stage_row(ctx, p, i, s, f);
+  fprintf(f, "\nMemory: the planned peak of the stage's neediest device: its tensors (weights, "
+             "gradients, optimizer state, activations; docs/memory-model.md) and a fixed %s "
+             "reserve (CUDA context, NCCL buffers, fragmentation), of the smallest device's "
+             "memory.\n",
+          hx_bytes_text((struct hx_arena *)&ctx->arena, HX_MEMORY_RESERVE_BYTES));
+  if (any_sp) /* explains the cell's mark, so only where a cell has it */
     fputs("\nTP `SP`: sequence parallel (norms and residuals on each TP rank's rows; "
           "context x head stages keep the TP all-reduces).\n",
           f);
@@ -85,9 +104,13 @@ static void optimizer_shards(const struct hx_ctx *ctx, const struct hx_plan *p, 
   struct hx_arena *a = (struct hx_arena *)&ctx->arena;
   double *opt = HX_NEW_ARRAY(a, double, p->ndevices + 1);
   hx_plan_optimizer_params(ctx, p, opt);
-  double per_param = hx_optimizer_state_bytes_per_param(&ctx->train);
+  double per_param = hx_optimizer_state_bytes_per_param(&ctx->train), total = 0;
+  for (int r = 0; r < p->ndevices; r++)
+    total += opt[r];
+  if (total * per_param < 1) /* a table of zero rows says nothing */
+    return;
   fputs("\n## Optimizer state per rank (ZeRO-1)\n\n| rank | GPU | optimizer state (bytes) | "
-        "(GiB) | share of its parameters |\n|---|---|---|---|---|\n",
+        "size | share of its parameters |\n|---|---|---|---|---|\n",
         f);
   for (int i = 0; i < p->npipelines; i++)
     for (int s = 0; s < p->pipelines[i].nstages; s++) {
@@ -97,8 +120,8 @@ static void optimizer_shards(const struct hx_ctx *ctx, const struct hx_plan *p, 
       for (int k = 0; k < st->ndevices; k++) {
         int r = st->devices[k];
         double bytes = floor(opt[r] * per_param);
-        fprintf(f, "| %d | %s | %.0f | %.2f | %.1f%% |\n", r,
-                md(ctx, ctx->cluster.devices[r].name), bytes, bytes / GIB,
+        fprintf(f, "| %d | %s | %.0f | %s | %.1f%% |\n", r,
+                md(ctx, ctx->cluster.devices[r].name), bytes, hx_bytes_text(a, bytes),
                 held > 0 ? 100 * opt[r] / held : 0.0);
       }
     }
@@ -106,9 +129,11 @@ static void optimizer_shards(const struct hx_ctx *ctx, const struct hx_plan *p, 
 
 static void figures(const struct hx_plan *p, FILE *f) {
   const struct hx_sim_result *r = &p->sim;
+  /* a bubble of -4e-16 (rounding in the simulator's sums) read "-0.0%" */
+  double bubble = fabs(r->bubble) < 1e-9 ? 0 : r->bubble;
   fprintf(f, "| iteration | %.3f s |\n|---|---|\n| tokens/s | %.0f |\n| MFU | %.1f%% |\n"
              "| pipeline bubble | %.1f%% |\n",
-          r->iteration_s, r->tokens_per_s, 100 * r->mfu, 100 * r->bubble);
+          r->iteration_s, r->tokens_per_s, 100 * r->mfu, 100 * bubble);
 }
 
 static void where_time_goes(const struct hx_plan *p, FILE *f) {

@@ -85,3 +85,10 @@ add_test(NAME codegen.float_text
   COMMAND bash ${HX_CG_TESTS}/float_text.sh ${HX_BIN} ${CMAKE_SOURCE_DIR}
           ${CMAKE_CURRENT_BINARY_DIR}/codegen-float-text)
 set_tests_properties(codegen.float_text PROPERTIES LABELS "codegen" TIMEOUT 60)
+
+# report.md: what the memory column holds (tensors + reserve of device, equal to
+# plan.json's peaks), and no table or note that says nothing.
+add_test(NAME codegen.report_md
+  COMMAND bash ${HX_CG_TESTS}/report_md.sh ${HX_BIN} ${CMAKE_SOURCE_DIR}
+          ${CMAKE_CURRENT_BINARY_DIR}/codegen-report-md)
+set_tests_properties(codegen.report_md PROPERTIES LABELS "codegen" TIMEOUT 120)
