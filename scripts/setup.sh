@@ -1,7 +1,32 @@
 #!/usr/bin/env bash
 # Installs whatever Debian packages hexic needs and are missing. Idempotent:
-# a machine that has everything runs no apt-get at all.
+# a machine that has everything runs no apt-get at all. Prints one line per
+# step; apt-get's and pip's own output goes to a log ($HEXIC_SETUP_LOG, else
+# build/setup.log), whose tail is printed when a step fails (exit 1).
 set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+log=${HEXIC_SETUP_LOG:-$root/build/setup.log}
+mkdir -p "$(dirname "$log")"
+: > "$log"
+
+# step MESSAGE COMMAND...: runs COMMAND with its output in the log, on one
+# line "setup: MESSAGE ... done"; on failure the log's last 25 lines and exit 1.
+step() {
+  local message=$1 rc=0
+  shift
+  printf 'setup: %s ... ' "$message"
+  printf '\n== %s: %s\n' "$message" "$*" >> "$log"
+  "$@" >> "$log" 2>&1 || rc=$?
+  if [ $rc -eq 0 ]; then
+    echo done
+    return 0
+  fi
+  echo "failed (exit $rc)"
+  echo "setup: the last lines of $log:" >&2
+  tail -n 25 "$log" | sed 's/^/  | /' >&2
+  exit 1
+}
 
 packages=(
   build-essential cmake pkg-config
@@ -38,8 +63,8 @@ install_nccl() {
   done
   major=$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9][0-9]*\)\..*/\1/p')
   tmp=$(mktemp -d)
-  echo "setup: installing NCCL into $cuda from PyPI (nvidia-nccl-cu$major)"
-  python3 -m pip install --quiet --no-deps --target "$tmp" "nvidia-nccl-cu$major"
+  step "installing NCCL into $cuda from PyPI (nvidia-nccl-cu$major)" \
+    python3 -m pip install --no-deps --target "$tmp" "nvidia-nccl-cu$major"
   header=$(find "$tmp" -name nccl.h | head -n 1)
   lib=$(find "$tmp" -name 'libnccl.so.2' | head -n 1)
   if [ -z "$header" ] || [ -z "$lib" ]; then
@@ -60,6 +85,11 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# pip refuses a Debian-managed python3 (PEP 668) unless told it may.
+pip_install() {
+  python3 -m pip install "$@" || python3 -m pip install --break-system-packages "$@"
+}
+
 # tests/ckpt reads hexic-ckpt's exports with Hugging Face's own safetensors
 # reader (and numpy): from PyPI when python3 lacks them, after the packages.
 install_python_modules() {
@@ -67,9 +97,7 @@ install_python_modules() {
     echo "setup: python safetensors and numpy present"
     return 0
   fi
-  echo "setup: installing safetensors and numpy from PyPI"
-  python3 -m pip install --quiet safetensors numpy 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages safetensors numpy
+  step "installing safetensors and numpy from PyPI" pip_install safetensors numpy
 }
 
 # Optional: hexic-tokenize's tokenizers (and pyarrow for Parquet input);
@@ -79,19 +107,23 @@ install_optional_python_modules() {
     echo "setup: python tokenizers and pyarrow present"
     return 0
   fi
-  echo "setup: installing tokenizers and pyarrow from PyPI (optional)"
-  python3 -m pip install --quiet tokenizers pyarrow 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages tokenizers pyarrow 2>/dev/null ||
-    echo "setup: tokenizers/pyarrow not installed: hexic-tokenize and tests/tokenize unavailable"
+  printf 'setup: installing tokenizers and pyarrow from PyPI (optional) ... '
+  printf '\n== optional: pip install tokenizers pyarrow\n' >> "$log"
+  if pip_install tokenizers pyarrow >> "$log" 2>&1; then
+    echo done
+  else
+    echo "not installed: hexic-tokenize and tests/tokenize unavailable (see $log)"
+  fi
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
 else
-  echo "setup: installing ${missing[*]}"
+  echo "setup: missing ${missing[*]} (apt-get's output: $log)"
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  step "apt-get update" $SUDO apt-get update
+  step "apt-get install (${#missing[@]} packages)" \
+    $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 # both use pip, which the packages bring
 install_nccl
