@@ -1,4 +1,4 @@
-# hexic and the real Hugging Face client (issue 27, item 6), skipped
+# hexic and the real Hugging Face client (issue 27, items 6 and 2), skipped
 # (exit 77) without Python's optional torch and transformers
 # (`pip install torch transformers`).
 # interop: transformers' save_pretrained -> --init-from --eval-only, and
@@ -14,3 +14,10 @@ add_test(NAME hf.interop
 set_tests_properties(hf.interop PROPERTIES SKIP_RETURN_CODE 77 LABELS "hf;mpi" TIMEOUT 300
   PROCESSORS 2)
 
+# example: docs/data.md's worked example (examples/hf/run.sh) on the tree's
+# docs, 8 steps; transformers' validation loss is hexic's, and it generates.
+add_test(NAME hf.example
+  COMMAND bash ${HX_HF_TESTS}/run_example.sh ${CMAKE_CURRENT_BINARY_DIR}/hf-example
+          ${CMAKE_SOURCE_DIR} ${HX_BIN})
+set_tests_properties(hf.example PROPERTIES SKIP_RETURN_CODE 77 LABELS "hf;mpi" TIMEOUT 300
+  PROCESSORS 2)
