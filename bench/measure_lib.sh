@@ -36,13 +36,14 @@ report() {
 }
 
 # profile_figures FILE: hexic-profile's figures in FILE as tflops, eff, beff
-# (the backward's efficiency), membw (MB/s), netbw (MB/s) and netlat (us), for
-# a bench to write its clusters with
+# (the backward's efficiency), membw and copybw (MB/s), netbw (MB/s) and netlat
+# (us), for a bench to write its clusters with
 profile_figures() {
   tflops=$(profile_value 's/^gpu .* tflops = \([0-9.]*\);.*/\1/p' "$1")
   eff=$(profile_value 's/^gpu .*; efficiency = \([0-9.]*\);.*/\1/p' "$1")
   beff=$(profile_value 's/^gpu .* backward_efficiency = \([0-9.]*\);.*/\1/p' "$1")
   membw=$(profile_value 's/^gpu .* mem_bandwidth = \([0-9.]*\) MB\/s.*/\1/p' "$1")
+  copybw=$(profile_value 's/^gpu .* copy_bandwidth = \([0-9.]*\) MB\/s.*/\1/p' "$1")
   netbw=$(profile_value 's/^network { bandwidth = \([0-9.]*\) MB\/s;.*/\1/p' "$1")
   netlat=$(profile_value 's/^network .* latency = \([0-9.]*\) us.*/\1/p' "$1")
 }

@@ -14,12 +14,13 @@
 #      model's shapes (one thread), the forward and the backward of a stack of the
 #      model's decoder layers through the CPU kernels (efficiency,
 #      backward_efficiency), the optimizer step on the stack's parameters
-#      (mem_bandwidth), each in CPU seconds as --emulate's reference is, and
+#      (mem_bandwidth) and a copy of them (copy_bandwidth: ZeRO-1's weight
+#      pack), each in CPU seconds as --emulate's reference is, and
 #      MPI ping-pong: the gpu type "cpu-host", this
 #      machine, which the cluster names as its emulation host;
 #   2. the cluster: FAST_DEVICES (1) "cpu-fast" devices FAST (2) times slower
 #      than this machine and SLOW_DEVICES (3) "cpu-slow" SLOW (3) times slower
-#      than those, in FLOP/s and in what the optimizer streams alike; every
+#      than those, in FLOP/s, in what the optimizer streams and copies alike; every
 #      link at the measured MPI figures. Every device slower than the machine
 #      leaves each rank room for what sharing the machine costs it (cores,
 #      caches: --emulate stretches each op by a reference time taken alone)
@@ -78,8 +79,8 @@ slower=$(awk -v a="$fast" -v b="$slow" 'BEGIN { print a * b }')
 cat >"$work/mixed.hx" <<HX
 $(grep '^gpu ' "$work/profile.hx")
 emulation { host = "cpu-host" }
-gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$fast") MB/s }
-gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$slower") MB/s }
+gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$fast") MB/s; copy_bandwidth = $(over "$copybw" "$fast") MB/s }
+gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$slower") MB/s; copy_bandwidth = $(over "$copybw" "$slower") MB/s }
 node "fast" { gpu = "cpu-fast"; gpus = $nfast; bandwidth = $netbw MB/s; latency = $netlat us }
 node "slow" { gpu = "cpu-slow"; gpus = $nslow; bandwidth = $netbw MB/s; latency = $netlat us }
 network { bandwidth = $netbw MB/s; latency = $netlat us }

@@ -17,6 +17,9 @@ struct hx_gpu_type {
   double tflops;        /* dense bf16 peak, in TFLOP/s */
   int64_t memory_bytes;
   double mem_bandwidth; /* bytes/s; 0 when not given */
+  /* Bytes/s of a copy within the device's memory (ZeRO-1's weight pack and
+   * unpack); 0 when not given: the optimizer's rate (mem_bandwidth). */
+  double copy_bandwidth;
   double efficiency;    /* reachable fraction of peak, (0, 1]: the forward's */
   /* The backward's reachable fraction of peak, on its 2x the forward's
    * FLOPs, (0, 1]: sema fills it with the block's backward_efficiency, else

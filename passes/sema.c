@@ -94,12 +94,13 @@ static const struct field_spec train_fields[TR_COUNT] = {
     {"sequence_parallel", T_BOOL, false, 0, 0, false, NULL},
 };
 
-enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_EFFICIENCY, G_BACKWARD_EFFICIENCY, G_CUDA_ARCH,
-       G_TP_EFFICIENCY, G_LAYER_OVERHEAD, G_COUNT };
+enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_COPY_BW, G_EFFICIENCY, G_BACKWARD_EFFICIENCY,
+       G_CUDA_ARCH, G_TP_EFFICIENCY, G_LAYER_OVERHEAD, G_COUNT };
 static const struct field_spec gpu_fields[G_COUNT] = {
     {"tflops", T_REAL, true, 0, 1e9, true, NULL},
     {"memory", T_BYTES, true, 0, 1e18, true, NULL},
     {"mem_bandwidth", T_BANDWIDTH, false, 0, 1e18, false, NULL},
+    {"copy_bandwidth", T_BANDWIDTH, false, 0, 1e18, true, NULL},
     {"efficiency", T_REAL, false, 0, 1, true, NULL},
     {"backward_efficiency", T_REAL, false, 0, 1, true, NULL},
     {"cuda_arch", T_INT, false, 0, 10000, false, NULL}, /* then one of cuda_archs[] */
@@ -752,6 +753,8 @@ static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_ty
   get_real(s, f[G_MEMORY], &gpu_fields[G_MEMORY], 1.0, &mem);
   g->memory_bytes = (int64_t)llround(mem);
   get_real(s, f[G_MEM_BW], &gpu_fields[G_MEM_BW], 0.0, &g->mem_bandwidth);
+  /* 0: copies at the optimizer's rate (passes/cost: hx_rank_weight_repack_s) */
+  get_real(s, f[G_COPY_BW], &gpu_fields[G_COPY_BW], 0.0, &g->copy_bandwidth);
   /* Default: the fraction of dense bf16 peak that transformer training
    * typically sustains (Megatron-class MFU is 40-60%). */
   get_real(s, f[G_EFFICIENCY], &gpu_fields[G_EFFICIENCY], 0.5, &g->efficiency);

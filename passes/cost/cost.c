@@ -38,8 +38,17 @@ double hx_optimizer_traffic_per_param(const struct hx_train *train) {
   return (adam ? 30.0 : 14.0) + norm_and_clip; /* + the bf16 copy of the weight written */
 }
 
+/* Bytes per second a device copies within its memory: its copy_bandwidth,
+ * else the optimizer's rate (what every copy was priced at before a
+ * profile measured the two apart: on a CPU a memcpy of a stage's weights
+ * runs 4-8x the rate of AdamW's square roots and divisions). */
+static double copy_bandwidth(const struct hx_cluster *c, int rank) {
+  const struct hx_gpu_type *g = &c->gpus[c->devices[rank].gpu_type];
+  return g->copy_bandwidth > 0 ? g->copy_bandwidth : optimizer_bandwidth(c, rank);
+}
+
 double hx_rank_weight_repack_s(const struct hx_ctx *ctx, int rank, double params) {
-  return params * 4.0 * hx_elem_bytes(&ctx->train) / optimizer_bandwidth(&ctx->cluster, rank);
+  return params * 4.0 * hx_elem_bytes(&ctx->train) / copy_bandwidth(&ctx->cluster, rank);
 }
 
 /* ---- per stage --------------------------------------------------------- */

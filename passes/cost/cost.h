@@ -71,7 +71,8 @@ double hx_optimizer_traffic_per_param(const struct hx_train *train);
 /* ZeRO-1, after the step: a rank packs the weights of its sharded groups
  * (params of them) for the all-gather and unpacks the gathered ones (read
  * and write each time, in the plan's precision: rt_sync_gather_weights), at
- * the optimizer's rate (the simulator adds it to the rank's optimizer step). */
+ * the GPU type's copy_bandwidth, else the optimizer's rate (the simulator
+ * adds it to the rank's optimizer step). */
 double hx_rank_weight_repack_s(const struct hx_ctx *ctx, int rank, double params);
 
 /* ---- per stage --------------------------------------------------------- */

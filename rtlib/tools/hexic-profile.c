@@ -11,7 +11,9 @@
  *   - memory bandwidth, with a streaming triad a[i] = b[i] + s * c[i], and
  *     the runtime's optimizer step (the gradient norm, clipping, AdamW
  *     through kernels/cpu) on the stack's parameters, as the bytes hexic
- *     prices it by over its time: the gpu block's mem_bandwidth;
+ *     prices it by over its time: the gpu block's mem_bandwidth; and a copy
+ *     of those parameters there and back, ZeRO-1's weight pack and unpack:
+ *     its copy_bandwidth;
  *   - under mpirun with 2 or more ranks, the MPI ping-pong latency (8-byte
  *     messages, half a round trip) and bandwidth (large messages) between
  *     ranks 0 and 1, which fill the node's and the network's figures;
@@ -60,7 +62,8 @@ static void usage(FILE *f) {
         "  TFLOP/s through OpenBLAS on one thread at one decoder layer's shapes; efficiency\n"
         "  and backward_efficiency: the rate of the layers' forward and of their backward\n"
         "  through the CPU kernels over it; mem_bandwidth: the optimizer step on the\n"
-        "  layers' parameters; memory), a node of --gpus such devices and, under\n"
+        "  layers' parameters; copy_bandwidth: a copy of them, as ZeRO-1 packs weights;\n"
+        "  memory), a node of --gpus such devices and, under\n"
         "  mpirun with 2 ranks, the MPI ping-pong bandwidth and latency as the node's and\n"
         "  the network's figures.\n"
         "  --hidden N     the model's hidden size (default 768)\n"
@@ -564,6 +567,34 @@ static double measure_optimizer_bandwidth(const struct options *o) {
   return OPTIMIZER_BYTES_PER_PARAM * (double)n / fewest;
 }
 
+/* A copy within memory in bytes/s, as ZeRO-1 packs a rank's weights for
+ * the all-gather and unpacks the gathered ones (rtlib's host_pack and
+ * host_unpack: a memcpy each way, 16 bytes a parameter read and written in
+ * fp32, as hx_rank_weight_repack_s prices them), on the --layers stack's
+ * parameters, the fewest CPU seconds of repeated rounds. */
+static double measure_copy_bandwidth(const struct options *o) {
+  long n = stack_params(o);
+  float *w = calloc((size_t)n, sizeof *w), *pack = calloc((size_t)n, sizeof *pack);
+  if (!w || !pack) {
+    fprintf(stderr, "hexic-profile: out of memory for the copy's buffers\n");
+    exit(1);
+  }
+  for (long i = 0; i < n; i++)
+    w[i] = 0.01f * (float)(i % 100);
+  double fewest = INFINITY, start = cpu_s();
+  for (int round = 0; round < 3 || cpu_s() - start < o->seconds / 2; round++) {
+    double t0 = cpu_s();
+    memcpy(pack, w, (size_t)n * sizeof *w);
+    memcpy(w, pack, (size_t)n * sizeof *w);
+    double t = cpu_s() - t0;
+    if (round > 0 && t < fewest) /* the first touches the pack */
+      fewest = t;
+  }
+  free(w);
+  free(pack);
+  return 16.0 * (double)n / fewest;
+}
+
 /* Ranks 0 and 1 bounce msg bytes reps times; the others wait. Returns the
  * seconds of one half round trip on rank 0 (0 on the others). */
 static double pingpong(int rank, char *buf, int bytes, int reps) {
@@ -643,7 +674,8 @@ static long long device_memory_bytes(int gpus) {
 struct measured {
   double tflops, efficiency, mem_bw;
   double backward_efficiency;
-  double opt_bw; /* what the optimizer streams (mem_bandwidth) */
+  double opt_bw;  /* what the optimizer streams (mem_bandwidth) */
+  double copy_bw; /* ZeRO-1's pack and unpack (copy_bandwidth) */
   double tp_eff[4]; /* degrees 1, 2, 4, 8 */
   int ntp;
 };
@@ -658,14 +690,15 @@ static void write_cluster(FILE *f, const struct options *o, int gpus, const stru
           "# efficiency: the forward's share of the sgemm rate; backward_efficiency: the "
           "backward's\n# (2x the forward's FLOPs). mem_bandwidth: the optimizer step (norm, clip, "
           "AdamW\n# through the CPU kernels on %ld parameters) as %.0f bytes a parameter, what "
-          "hexic prices\n# it by; a streaming triad reaches %.1f MB/s.\n",
+          "hexic prices\n# it by; copy_bandwidth: ZeRO-1's weight pack and unpack on them; a "
+          "streaming triad\n# reaches %.1f MB/s.\n",
           stack_params(o), OPTIMIZER_BYTES_PER_PARAM, m->mem_bw / 1e6);
   /* fixed-point figures: the .hx lexer reads them whatever their size */
   fprintf(f,
           "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = %.3f; backward_efficiency "
-          "= %.3f; mem_bandwidth = %.1f MB/s; tp_efficiency = [",
+          "= %.3f; mem_bandwidth = %.1f MB/s; copy_bandwidth = %.1f MB/s; tp_efficiency = [",
           o->name, m->tflops > 1e-6 ? m->tflops : 1e-6, device_memory_bytes(gpus) >> 20,
-          m->efficiency, m->backward_efficiency, m->opt_bw / 1e6);
+          m->efficiency, m->backward_efficiency, m->opt_bw / 1e6, m->copy_bw / 1e6);
   for (int k = 0; k < m->ntp; k++)
     fprintf(f, "%s%.3f", k ? ", " : "", k ? m->tp_eff[k] : 1.0);
   fputs("] }\n", f);
@@ -706,7 +739,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  double tflops = 0, mem_bw = 0, opt_bw = 0;
+  double tflops = 0, mem_bw = 0, opt_bw = 0, copy_bw = 0;
   struct layer_rates layer = {0, 0};
   struct measured m = {0};
   if (rank != 0) /* idle while rank 0 measures: asleep, not polling a core away from it */
@@ -717,6 +750,7 @@ int main(int argc, char **argv) {
     layer = measure_layer_tflops(&o);
     mem_bw = measure_mem_bandwidth(&o);
     opt_bw = measure_optimizer_bandwidth(&o);
+    copy_bw = measure_copy_bandwidth(&o);
     MPI_Request req; /* matches the others' MPI_Ibarrier (a blocking one would not) */
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -728,6 +762,7 @@ int main(int argc, char **argv) {
     double efficiency = share_of(layer.fwd, tflops);
     m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = mem_bw, m.opt_bw = opt_bw;
     m.backward_efficiency = share_of(layer.bwd, tflops);
+    m.copy_bw = copy_bw;
     write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, &m, size >= 2 ? &link : NULL);
     if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
       fprintf(stderr, "hexic-profile: cannot write the output\n");
@@ -735,9 +770,10 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr,
             "hexic-profile: sgemm %.2f GFLOP/s, layer fwd %.2f GFLOP/s (efficiency %.3f), bwd "
-            "%.2f GFLOP/s (%.3f), memory %.2f GB/s (triad), optimizer %.2f GB/s%s",
+            "%.2f GFLOP/s (%.3f), memory %.2f GB/s (triad), optimizer %.2f GB/s, copy %.2f "
+            "GB/s%s",
             tflops * 1e3, layer.fwd * 1e3, efficiency, layer.bwd * 1e3, m.backward_efficiency,
-            mem_bw / 1e9, opt_bw / 1e9,
+            mem_bw / 1e9, opt_bw / 1e9, copy_bw / 1e9,
             size >= 2 ? "" : "\n");
     if (size >= 2)
       fprintf(stderr, ", MPI %.1f MB/s, %.2f us\n", link.bandwidth / 1e6, link.latency_s * 1e6);

@@ -17,9 +17,10 @@ target_link_libraries(test_tp PRIVATE hexic_core)
 add_test(NAME cost_tp COMMAND test_tp)
 set_tests_properties(cost_tp PROPERTIES TIMEOUT 60 LABELS cost)
 
-# Issue 25: a gpu type's backward_efficiency prices the layers' and the LM
-# head's backward; unset or equal to efficiency, a backward is 2 forwards.
-add_executable(test_backward ${HX_TESTS_DIR}/cost/test_backward.c)
-target_link_libraries(test_backward PRIVATE hexic_core)
-add_test(NAME cost_backward COMMAND test_backward)
-set_tests_properties(cost_backward PROPERTIES TIMEOUT 60 LABELS cost)
+# Issue 25: a gpu type's measured rates: backward_efficiency prices the
+# layers' and the LM head's backward (unset or equal to efficiency, a backward
+# is 2 forwards); copy_bandwidth ZeRO-1's weight pack and unpack.
+add_executable(test_rates ${HX_TESTS_DIR}/cost/test_rates.c)
+target_link_libraries(test_rates PRIVATE hexic_core)
+add_test(NAME cost_rates COMMAND test_rates)
+set_tests_properties(cost_rates PROPERTIES TIMEOUT 60 LABELS cost)

@@ -24,7 +24,7 @@ grep -q "cannot create" "$work/err" || fail "unwritable output: $(cat "$work/err
 # One rank (no mpirun): a gpu block and a node of --gpus devices, no network.
 "$profile" "${small[@]}" --gpus 3 --name cpu-one -o "$work/one.hx" 2>"$work/err" \
   || fail "one rank: $(cat "$work/err")"
-grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; backward_efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
+grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; backward_efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; copy_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
   "$work/one.hx" || fail "one rank: gpu block: $(cat "$work/one.hx")"
 grep -q 'gpus = 3;' "$work/one.hx" || fail "one rank: --gpus: $(cat "$work/one.hx")"
 grep -q '^# Measured by hexic-profile (.* --layers 1, ' "$work/one.hx" || fail "one rank: header: $(cat "$work/one.hx")"
