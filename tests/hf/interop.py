@@ -106,7 +106,7 @@ def hf_loss(model, x, y):
 
 
 def load(folder):
-    model = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32,
+    model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32,
                                              attn_implementation="eager")
     return model.eval()
 
