@@ -140,5 +140,12 @@ static inline double hx_device_flops(const struct hx_cluster *c, int rank) {
   const struct hx_gpu_type *g = &c->gpus[c->devices[rank].gpu_type];
   return g->tflops * 1e12 * g->efficiency;
 }
+/* FLOP/s a device reaches in a backward: its type's backward_efficiency of
+ * peak, the forward's where none is set (0: IR built by hand), so that a
+ * backward then costs exactly 2x a forward. */
+static inline double hx_device_backward_flops(const struct hx_cluster *c, int rank) {
+  const struct hx_gpu_type *g = &c->gpus[c->devices[rank].gpu_type];
+  return g->tflops * 1e12 * (g->backward_efficiency > 0 ? g->backward_efficiency : g->efficiency);
+}
 
 #endif

@@ -219,19 +219,11 @@ static double unsplit_compute_s(const struct hx_ctx *ctx, const struct hx_stage 
   return flops / hx_stage_min_flops(&ctx->cluster, st);
 }
 
-/* FLOP/s a device of type g reaches in a backward: its backward_efficiency
- * of peak, the forward's where none is set (0: IR built by hand), so that
- * a backward then costs exactly 2x a forward. */
-static double device_backward_flops(const struct hx_gpu_type *g) {
-  double e = g->backward_efficiency > 0 ? g->backward_efficiency : g->efficiency;
-  return g->tflops * 1e12 * e;
-}
-
 /* The slowest member's backward FLOP/s. */
 static double stage_min_backward_flops(const struct hx_cluster *c, const struct hx_stage *st) {
   double slowest = INFINITY;
   for (int i = 0; i < st->ndevices; i++)
-    slowest = fmin(slowest, device_backward_flops(&c->gpus[c->devices[st->devices[i]].gpu_type]));
+    slowest = fmin(slowest, hx_device_backward_flops(c, st->devices[i]));
   return slowest;
 }
 
@@ -254,7 +246,7 @@ static void layer_compute(const struct hx_ctx *ctx, const struct hx_stage *st, i
     } else {
       double tp_eff = hx_tp_efficiency(g, st->tp);
       f = flops / (hx_device_flops(c, st->devices[i]) * tp_eff) + g->layer_overhead;
-      b = 2 * (flops / (device_backward_flops(g) * tp_eff) + g->layer_overhead);
+      b = 2 * (flops / (hx_device_backward_flops(c, st->devices[i]) * tp_eff) + g->layer_overhead);
     }
     *fwd = fmax(*fwd, f);
     *bwd = fmax(*bwd, b);

@@ -442,9 +442,10 @@ struct hx_seq_layout {
   int64_t *first;  /* per unit: how many of them come from the front chunk */
   int *heads;      /* per unit: query heads each of its devices computes */
   /* Filled by hx_seq_layout_links from the cluster (fixed while tokens and
-   * heads change): per unit its slowest device's FLOP/s and smallest memory,
-   * its TP group's links; per group its all-to-all links; the ring's links. */
-  double *unit_flops, *unit_memory, *unit_bw, *unit_lat;
+   * heads change): per unit its slowest device's FLOP/s (forward, and
+   * backward at its type's backward_efficiency) and smallest memory, its TP
+   * group's links; per group its all-to-all links; the ring's links. */
+  double *unit_flops, *unit_bwd_flops, *unit_memory, *unit_bw, *unit_lat;
   double *group_bw, *group_lat;
   double *hop_bw, *hop_lat; /* per group: the ring hop from the previous group */
 };

@@ -28,6 +28,7 @@ struct hx_seq_layout *hx_seq_layout_new(struct hx_arena *a, int tp, int nunits, 
   l->first = HX_NEW_ARRAY(a, int64_t, nunits);
   l->heads = HX_NEW_ARRAY(a, int, nunits);
   l->unit_flops = HX_NEW_ARRAY(a, double, nunits);
+  l->unit_bwd_flops = HX_NEW_ARRAY(a, double, nunits);
   l->unit_memory = HX_NEW_ARRAY(a, double, nunits);
   l->unit_bw = HX_NEW_ARRAY(a, double, nunits);
   l->unit_lat = HX_NEW_ARRAY(a, double, nunits);
@@ -66,6 +67,7 @@ struct hx_seq_layout *hx_seq_layout_copy(struct hx_arena *a, const struct hx_seq
   COPY_INTO(l->first, src->first, n);
   COPY_INTO(l->heads, src->heads, n);
   COPY_INTO(l->unit_flops, src->unit_flops, n);
+  COPY_INTO(l->unit_bwd_flops, src->unit_bwd_flops, n);
   COPY_INTO(l->unit_memory, src->unit_memory, n);
   COPY_INTO(l->unit_bw, src->unit_bw, n);
   COPY_INTO(l->unit_lat, src->unit_lat, n);
@@ -86,15 +88,18 @@ static int unit_device(const int *stage_devices, const struct hx_seq_layout *l, 
  * (cost.c, layer_compute): TP t does not run t times faster. */
 static void unit_links(const struct hx_ctx *ctx, const int *devs, struct hx_seq_layout *l, int u) {
   const struct hx_cluster *c = &ctx->cluster;
-  double flops = INFINITY, mem = INFINITY;
+  double flops = INFINITY, bwd_flops = INFINITY, mem = INFINITY;
   for (int k = 0; k < l->tp; k++) {
     int r = devs[u * l->tp + k];
     const struct hx_gpu_type *g = &c->gpus[c->devices[r].gpu_type];
     double f = hx_device_flops(c, r) * hx_tp_efficiency(g, l->tp), m = (double)g->memory_bytes;
+    double b = hx_device_backward_flops(c, r) * hx_tp_efficiency(g, l->tp);
     flops = f < flops ? f : flops;
+    bwd_flops = b < bwd_flops ? b : bwd_flops;
     mem = m < mem ? m : mem;
   }
   l->unit_flops[u] = flops;
+  l->unit_bwd_flops[u] = bwd_flops;
   l->unit_memory[u] = mem;
   l->unit_bw[u] = INFINITY;
   l->unit_lat[u] = 0;
@@ -417,15 +422,18 @@ double hx_seq_ring_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, in
   return r.total;
 }
 
-/* Seconds per causal pair of unit u's devices (4 hd FLOPs per head). */
+/* Seconds per causal pair of unit u's devices (4 hd FLOPs per head) at
+ * `flops` (the unit's forward or backward rate). */
 static double unit_per_pair(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int u,
-                            int64_t mbs) {
-  return 4.0 * (double)ctx->model.head_dim * l->heads[u] * (double)mbs / l->unit_flops[u];
+                            int64_t mbs, double flops) {
+  return 4.0 * (double)ctx->model.head_dim * l->heads[u] * (double)mbs / flops;
 }
 
-/* Per-unit forward pieces of one layer outside attention. */
+/* Per-unit pieces of one layer outside attention: the forward's compute,
+ * the backward's (2x the FLOPs at the backward's rate), one TP all-reduce
+ * pair. */
 struct unit_cost {
-  double other, tp;
+  double other, other_bwd, tp;
 };
 
 static struct unit_cost unit_cost(const struct hx_ctx *ctx, const struct hx_seq_layout *l, int u,
@@ -434,6 +442,7 @@ static struct unit_cost unit_cost(const struct hx_ctx *ctx, const struct hx_seq_
   struct unit_cost uc;
   double n = (double)l->tokens[u] * (double)mbs, f = l->unit_flops[u];
   uc.other = n * other_flops_per_token(m) / (l->tp * f);
+  uc.other_bwd = 2 * (n * other_flops_per_token(m) / (l->tp * l->unit_bwd_flops[u]));
   uc.tp = comm * 2 * unit_allreduce_s(l, u, n * (double)m->hidden * elem(ctx));
   return uc;
 }
@@ -443,33 +452,37 @@ void hx_seq_stage_cost(const struct hx_ctx *ctx, const struct hx_stage *st, int6
   const struct hx_seq_layout *l = st->seq_layout;
   const struct hx_model *m = &ctx->model;
   double comm = with_comm ? 1 : 0;
-  double other_f = 0, other_b = 0, a2a = 0, attn_f = 0, head = 0, embed = 0;
+  double other_f = 0, other_b = 0, a2a = 0, attn_f = 0, attn_b = 0, head = 0, head_b = 0, embed = 0;
   static _Thread_local struct ring_steps r; /* 160 KiB: off the stack */
   ring_prepare(ctx, l, mbs, comm, &r);
   for (int g = 0; g < l->ngroups; g++) {
     a2a = max2(a2a, comm * hx_seq_a2a_s(ctx, l, g, mbs));
-    double per_pair = 0; /* the group's slowest device per pair sets its pace */
+    double per_pair = 0, per_pair_b = 0; /* the group's slowest device per pair sets its pace */
     for (int k = l->group_start[g]; k < l->group_start[g + 1]; k++) {
       int u = l->order[k];
       struct unit_cost uc = unit_cost(ctx, l, u, mbs, comm);
       other_f = max2(other_f, uc.other + uc.tp);
-      other_b = max2(other_b, 2 * uc.other + uc.tp);
-      per_pair = max2(per_pair, unit_per_pair(ctx, l, u, mbs));
+      other_b = max2(other_b, uc.other_bwd + uc.tp);
+      per_pair = max2(per_pair, unit_per_pair(ctx, l, u, mbs, l->unit_flops[u]));
+      per_pair_b = max2(per_pair_b, unit_per_pair(ctx, l, u, mbs, l->unit_bwd_flops[u]));
       double n = (double)l->tokens[u] * (double)mbs;
       head = max2(head, n * m->flops_head_fwd / (l->tp * l->unit_flops[u]));
+      head_b = max2(head_b, n * m->flops_head_fwd / (l->tp * l->unit_bwd_flops[u]));
       embed = max2(embed, comm * unit_allreduce_s(l, u, n * (double)m->hidden * elem(ctx)));
     }
     attn_f = max2(attn_f, ring_attention_s(&r, g, per_pair));
+    attn_b = max2(attn_b, ring_attention_s(&r, g, per_pair_b));
   }
   out->other_s = other_f;
   out->a2a_s = a2a;
   out->attn_s = attn_f;
   out->ring_s = r.total;
   out->layer_fwd = other_f + a2a + attn_f;
-  /* backward: twice the compute, the ring twice (K/V again, dK/dV back) */
-  out->layer_bwd = other_b + a2a + 2 * attn_f + (st->recompute ? out->layer_fwd : 0);
+  /* backward: twice the FLOPs at the backward's rate, the ring twice (K/V
+   * again, dK/dV back) */
+  out->layer_bwd = other_b + a2a + 2 * attn_b + (st->recompute ? out->layer_fwd : 0);
   out->head_fwd = head;
-  out->head_bwd = 2 * head;
+  out->head_bwd = 2 * head_b;
   out->embed_fwd = embed;
 }
 
@@ -482,7 +495,7 @@ void hx_seq_unit_loads(const struct hx_ctx *ctx, const struct hx_seq_layout *l, 
       int u = l->order[k];
       struct unit_cost uc = unit_cost(ctx, l, u, mbs, 1);
       token_load[u] = uc.other + uc.tp;
-      head_load[u] = ring_attention_s(&r, g, unit_per_pair(ctx, l, u, mbs));
+      head_load[u] = ring_attention_s(&r, g, unit_per_pair(ctx, l, u, mbs, l->unit_flops[u]));
     }
 }
 

@@ -9,7 +9,9 @@
  *    with the TP curve and layer_overhead as the forward has them;
  *  - the LM head's backward at the same rate;
  *  - a TP group of two types: the forward's pace is the slowest forward,
- *    the backward's the slowest backward (members may differ).
+ *    the backward's the slowest backward (members may differ);
+ *  - a HexiSeq stage's backward (outside attention, ring attention, head)
+ *    at the backward's rate too.
  * copy_bandwidth: ZeRO-1's weight pack and unpack (4 x the element size a
  * parameter) at it, at the optimizer's rate when none is given, and the
  * simulated optimizer step of a ZeRO-1 plan moves by it.
@@ -164,11 +166,49 @@ static void test_copy_rate(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* A HexiSeq stage (3 units of tp 1, a random layout): its backward compute
+ * at the backward's rate, outside attention and in the ring's attention
+ * alike; the forward unchanged. Without communication both are compute
+ * alone, so the backward scales by efficiency / backward_efficiency. */
+static void test_seq_stage(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  fx_model(&ctx, "s", 4, 512, 1376, 8, 8, 1000, 4096);
+  fx_train(&ctx, HX_RECOMPUTE_NONE, 8);
+  static const int types[1] = {0};
+  int ranks[3] = {0, 1, 2};
+  double tflops[1] = {100}, mem[1] = {80};
+  fx_cluster(&ctx, 1, 3, types, tflops, mem, 1, 100e9, 10e9, 1e-5);
+  struct hx_gpu_type *g = &ctx.cluster.gpus[0];
+  g->efficiency = 0.5;
+  uint64_t rng = 11;
+  struct hx_stage st;
+  hx_stage_init(&ctx.arena, &st, ranks, 3, 0, 4, false);
+  st.tp = 1;
+  struct hx_seq_layout *l = fx_random_layout(&ctx, &rng, ranks, 1, 3);
+  st.seq_layout = l;
+  struct hx_seq_stage_cost none, same, own;
+  hx_seq_stage_cost(&ctx, &st, 2, false, &none);
+  g->backward_efficiency = 0.5;
+  hx_seq_layout_links(&ctx, ranks, l);
+  hx_seq_stage_cost(&ctx, &st, 2, false, &same);
+  CHECK(same.layer_bwd == none.layer_bwd && same.head_bwd == none.head_bwd);
+  g->backward_efficiency = 0.625;
+  hx_seq_layout_links(&ctx, ranks, l);
+  hx_seq_stage_cost(&ctx, &st, 2, false, &own);
+  CHECK(own.layer_fwd == none.layer_fwd && own.head_fwd == none.head_fwd);
+  CHECK(none.layer_bwd > 0 && none.head_bwd > 0);
+  NEAR(own.layer_bwd, none.layer_bwd * 0.5 / 0.625);
+  NEAR(own.head_bwd, none.head_bwd * 0.5 / 0.625);
+  hx_arena_free(&ctx.arena);
+}
+
 int main(void) {
   test_default_is_two_forwards();
   test_backward_rate();
   test_mixed_group();
   test_copy_rate();
+  test_seq_stage();
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
