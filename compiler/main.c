@@ -12,13 +12,13 @@
 
 static const char usage_text[] =
     "usage: hexic [options] FILE...\n"
-    "       hexic simulate PLAN.json FILE...\n"
+    "       hexic simulate [--] PLAN.json FILE...\n"
     "\n"
     "Compiles a model, training settings and a cluster written in the .hx language\n"
     "into an asymmetric parallel training plan and one C program per rank.\n"
     "Blocks may be spread over any number of FILEs.\n"
     "\n"
-    "options:\n"
+    "options (before or after the FILEs; -- ends them):\n"
     "  -o DIR                write plan.json, report.md, trace.json and the per-rank\n"
     "                        programs with their Makefile and launch.sh into DIR\n"
     "  --check               parse and validate the input only\n"

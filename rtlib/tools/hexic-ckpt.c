@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -42,6 +43,7 @@ static const char usage_text[] =
     "       hexic-ckpt import IN.safetensors|IN.safetensors.index.json -o OUT.safetensors"
     " [--config config.json]\n"
     "       hexic-ckpt import-hf config.json [-o OUT.hx] [--name NAME]\n"
+    "       options may come before or after the argument; -- ends them\n"
     "       -o never replaces a symbolic link, device, FIFO or directory, nor writes into a\n"
     "       checkpoint folder; an existing file OUT is replaced only with --force\n";
 
@@ -72,41 +74,56 @@ static const char *shown(int k, const char *s) {
   return hx_rt_printable(s, shown_buf[k], sizeof shown_buf[k]);
 }
 
-static bool parse_options(int argc, char **argv, struct options *o, char *why, size_t why_size) {
+/* The subcommand's options and its one argument, in any order (GNU
+ * getopt_long: options may follow or precede the argument, `--` ends them):
+ * `export --format safetensors DIR -o OUT` as `export DIR -o OUT --format
+ * safetensors`. argv[0] is the subcommand. */
+static bool parse_options(int argc, char **argv, struct options *o, const char **arg, char *why,
+                          size_t why_size) {
+  static const struct option longs[] = {{"format", required_argument, NULL, 'f'},
+                                        {"dtype", required_argument, NULL, 'd'},
+                                        {"config", required_argument, NULL, 'c'},
+                                        {"name", required_argument, NULL, 'n'},
+                                        {"step", required_argument, NULL, 's'},
+                                        {"force", no_argument, NULL, 'F'},
+                                        {NULL, 0, NULL, 0}};
   *o = (struct options){NULL, "safetensors", "fp32", NULL, NULL, -1, false};
-  for (int i = 0; i < argc; i++) {
-    const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(opt, "--force")) {
-      o->force = true;
-      continue;
-    }
-    const char **slot = !strcmp(opt, "-o")         ? &o->out
-                        : !strcmp(opt, "--format") ? &o->format
-                        : !strcmp(opt, "--dtype")  ? &o->dtype
-                        : !strcmp(opt, "--config") ? &o->config
-                        : !strcmp(opt, "--name")   ? &o->name
-                                                   : NULL;
-    /* name the option a user got wrong, not just that one was */
-    if (!slot && strcmp(opt, "--step")) {
-      snprintf(why, why_size, "unknown option '%.200s'", opt);
-      return false;
-    }
-    if (!val) {
-      snprintf(why, why_size, "%.200s needs a value", opt);
-      return false;
-    }
+  opterr = 0; /* our messages, with the usage */
+  optind = 1;
+  int c;
+  while ((c = getopt_long(argc, argv, ":o:", longs, NULL)) != -1) {
+    const char **slot = c == 'o'   ? &o->out
+                        : c == 'f' ? &o->format
+                        : c == 'd' ? &o->dtype
+                        : c == 'c' ? &o->config
+                        : c == 'n' ? &o->name
+                                   : NULL;
+    char *end;
     if (slot) {
-      *slot = val;
-    } else {
-      char *end;
-      o->step = strtoll(val, &end, 10);
-      if (*end || end == val || o->step < 0) {
-        snprintf(why, why_size, "--step wants a step number (0 or more), not '%.200s'", val);
+      *slot = optarg;
+    } else if (c == 'F') {
+      o->force = true;
+    } else if (c == 's') {
+      o->step = strtoll(optarg, &end, 10);
+      if (*end || end == optarg || o->step < 0) {
+        snprintf(why, why_size, "--step wants a step number (0 or more), not '%.200s'", optarg);
         return false;
       }
+    } else { /* name the option a user got wrong, not just that one was */
+      snprintf(why, why_size, c == ':' ? "%.200s needs a value" : "unknown option '%.200s'",
+               argv[optind - 1]);
+      return false;
     }
-    i++;
   }
+  if (optind == argc) {
+    snprintf(why, why_size, "a subcommand takes an argument");
+    return false;
+  }
+  if (optind < argc - 1) {
+    snprintf(why, why_size, "a subcommand takes one argument, not '%.200s' too", argv[optind + 1]);
+    return false;
+  }
+  *arg = argv[optind];
   return true;
 }
 
@@ -712,9 +729,9 @@ int main(int argc, char **argv) {
   if (argc < 3)
     return usage(cmd ? "a subcommand takes an argument" : NULL);
   struct options o;
-  if (!parse_options(argc - 3, argv + 3, &o, why, sizeof why))
+  const char *arg;
+  if (!parse_options(argc - 1, argv + 1, &o, &arg, why, sizeof why))
     return usage(why);
-  const char *arg = argv[2];
   if (!strcmp(cmd, "info"))
     return ends_with(arg, ".safetensors") ? info_safetensors(arg) : info_checkpoint(arg, o.step);
   if (!strcmp(cmd, "export"))

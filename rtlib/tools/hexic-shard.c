@@ -2,6 +2,7 @@
  * 256, one token per byte, uint16 tokens, magic 20240520 / version 1), the
  * format a hexic train block's `data` reads. */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@
 #include "rtlib/ckpt/user_file.h"
 
 static void usage(FILE *f) {
-  fputs("usage: hexic-shard INPUT OUTPUT\n"
+  fputs("usage: hexic-shard [--] INPUT OUTPUT\n"
         "  Writes every byte of INPUT (a regular file, e.g. text; '-': stdin) as one token\n"
         "  of a byte-level llm.c shard OUTPUT: vocab 256, uint16 tokens, magic 20240520,\n"
         "  version 1. Train on it with `data = \"OUTPUT\"` and `vocab = 256`.\n"
@@ -48,16 +49,33 @@ static bool read_bytes_as_tokens(FILE *f, uint32_t **tokens_out, int64_t *n_out)
   return true;
 }
 
-int main(int argc, char **argv) {
-  if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-    usage(stdout);
-    return 0;
-  }
-  if (argc != 3) {
+/* -h/--help anywhere; the two paths around it (GNU getopt_long permutes), `--`
+ * before a path that starts with '-'. Returns -1 to go on, else the exit code. */
+static int parse_command_line(int argc, char **argv) {
+  static const struct option longs[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  opterr = 0; /* our message, with the usage */
+  int c;
+  while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    if (c == 'h') {
+      usage(stdout); /* asked for: not an error */
+      return 0;
+    }
+    fprintf(stderr, "hexic-shard: unknown option '%s'\n", argv[optind - 1]);
     usage(stderr);
     return 2;
   }
-  const char *in_path = argv[1], *out_path = argv[2];
+  if (argc - optind != 2) {
+    usage(stderr);
+    return 2;
+  }
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  int done = parse_command_line(argc, argv);
+  if (done >= 0)
+    return done;
+  const char *in_path = argv[optind], *out_path = argv[optind + 1];
   bool from_stdin = !strcmp(in_path, "-");
   /* INPUT a regular file ('-' for a pipe): a FIFO's open blocked forever,
    * /dev/zero filled memory without end */

@@ -414,7 +414,7 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1, help="the split's seed (1)")
     p.add_argument("--no-template", action="store_true",
                    help="encode without the tokenizer's template (no BOS a Llama tokenizer adds)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # INPUTs before and after options
     if not 0 <= args.val_fraction <= 0.5:
         p.error(f"--val-fraction {args.val_fraction}: give a value from 0 to 0.5")
     if not 0 <= args.seed <= MASK64:

@@ -176,6 +176,11 @@ hf)
     fail "hexic-ckpt export --dtype bf16"
   grep -q '"torch_dtype": "bfloat16"' bf16/config.json && grep -q '"torch_dtype": "float32"' config.json ||
     fail "export's config.json: torch_dtype"
+  # the options before the folder (GNU order): the same files
+  mkdir -p first && "$ck_tool" export --format safetensors --dtype bf16 ck -o first/model-bf16.safetensors \
+    >/dev/null || fail "hexic-ckpt export --format safetensors --dtype bf16 ck -o OUT"
+  cmp bf16/model-bf16.safetensors first/model-bf16.safetensors && cmp bf16/config.json first/config.json ||
+    fail "export with the options first wrote other files"
   python3 "$here/st_check.py" exported model.safetensors bf16/model-bf16.safetensors full.w \
     "$here/tiny6-config.json" || fail "the export read by Python's safetensors"
   # import: one file, and the same as two shards with an index

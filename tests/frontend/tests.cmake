@@ -49,3 +49,9 @@ endforeach()
 add_test(NAME frontend.cli COMMAND bash ${HX_FE_DIR}/test_cli.sh ${HX_BIN})
 # Large inputs: far-apart duplicates and the cap on repeated warnings.
 add_test(NAME frontend.scale COMMAND bash ${HX_FE_DIR}/test_scale.sh ${HX_BIN})
+
+# Options before or after the arguments in every tool, `--`, bad options named.
+add_test(NAME frontend.option_order
+  COMMAND bash ${HX_FE_DIR}/option_order.sh ${HX_BIN} $<TARGET_FILE:hexic-ckpt>
+          $<TARGET_FILE:hexic-shard> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/fe-option-order)
+set_tests_properties(frontend.option_order PROPERTIES LABELS frontend TIMEOUT 60)
