@@ -1,4 +1,6 @@
-/* Everything hexic writes into -o DIR. passes/emit.c calls these in order. */
+/* Everything hexic writes into -o DIR: the emit pass (codegen/emit.c) calls
+ * these in order. codegen/ is the floor above passes/: it reads a finished
+ * plan; no pass includes it. */
 #ifndef HX_CODEGEN_H
 #define HX_CODEGEN_H
 
@@ -21,6 +23,10 @@ bool hx_emit_svg(const struct hx_ctx *ctx, FILE *f);
  * generation does not support (with an error printed), or HX_EXIT_INPUT when
  * a file cannot be written. */
 enum hx_exit hx_emit_programs(const struct hx_ctx *ctx, const char *dir);
+
+/* The emit pass (compiler/pipeline.c runs it last, under -o DIR): every
+ * file above into ctx->opt.out_dir, then the summary on stdout. */
+bool hx_pass_emit(struct hx_ctx *ctx);
 
 /* The few summary lines printed on stdout: plan, iteration time, tokens/s,
  * MFU, speed-up over the baseline. */

@@ -1,6 +1,7 @@
 /* The one visible list of passes. Read top to bottom: that is what hexic does. */
 #include <string.h>
 
+#include "codegen/codegen.h"
 #include "ir/text/dump.h"
 #include "pipeline.h"
 

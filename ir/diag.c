@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "ir/text/utf8.h"
 
 static FILE *diag_stream;
@@ -18,6 +19,46 @@ void hx_diag_reset(void) {
 }
 
 static FILE *out(void) { return diag_stream ? diag_stream : stderr; }
+
+/* Where every line starts, so hx_source_line is a lookup: a file with
+ * thousands of diagnostics must not be rescanned from its start for each. */
+static void index_lines(struct hx_arena *a, struct hx_source *src) {
+  long n = 1;
+  for (long i = 0; i < src->len; i++)
+    n += src->text[i] == '\n';
+  long *starts = HX_NEW_ARRAY(a, long, n);
+  long k = 0;
+  starts[k++] = 0;
+  for (long i = 0; i < src->len; i++)
+    if (src->text[i] == '\n')
+      starts[k++] = i + 1;
+  src->line_starts = starts;
+  src->nlines = n;
+}
+
+void hx_source_init(struct hx_arena *a, struct hx_source *src, const char *name, const char *data,
+                    size_t len) {
+  src->name = hx_strdup(a, name);
+  src->text = hx_strndup(a, data, len);
+  src->len = (long)len;
+  index_lines(a, src);
+}
+
+const char *hx_source_line(const struct hx_source *src, int line) {
+  if (!src || !src->text || line < 1)
+    return NULL;
+  if (src->line_starts)
+    return line <= src->nlines ? src->text + src->line_starts[line - 1] : NULL;
+  /* A source built by hand (a test) has no index: scan. */
+  const char *p = src->text, *end = src->text + src->len;
+  for (int l = 1; l < line; p++) {
+    if (p >= end)
+      return NULL;
+    if (*p == '\n')
+      l++;
+  }
+  return p;
+}
 
 /* The byte length of the printable character at p[i] (p[to] excluded): 1
  * for printable ASCII, 2-4 for a UTF-8 sequence, 0 for a control byte or a

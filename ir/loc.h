@@ -1,7 +1,7 @@
 /* Source locations. Every token, AST node and IR node carries one so that any
  * pass can point a diagnostic at the text the user wrote. Input files are
- * read and indexed by ir/source.c (declared here: a source is what a
- * location points into). */
+ * read by ir/source.c and indexed by ir/diag.c, which prints their lines
+ * (declared here: a source is what a location points into). */
 #ifndef HX_LOC_H
 #define HX_LOC_H
 

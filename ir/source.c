@@ -1,6 +1,7 @@
 /* Input files: the one reader behind every file hexic takes (.hx sources
- * and plan.json), and the line index that lets a diagnostic find its source
- * line without rescanning the file.
+ * and plan.json). It reports through diag.c; the line index a diagnostic
+ * prints from lives there (hx_source_init), so the two files do not call
+ * into each other.
  *
  * The reader takes only regular files of at most HX_INPUT_LIMIT bytes:
  * `hexic /dev/zero` or `--plan /dev/urandom` would otherwise read until the
@@ -13,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "arena.h"
 #include "diag.h"
 #include "loc.h"
 
@@ -108,44 +108,4 @@ char *hx_read_input(const char *path, size_t *len_out) {
                                                   : NULL;
   close(fd);
   return buf;
-}
-
-/* Where every line starts, so hx_source_line is a lookup: a file with
- * thousands of diagnostics must not be rescanned from its start for each. */
-static void index_lines(struct hx_arena *a, struct hx_source *src) {
-  long n = 1;
-  for (long i = 0; i < src->len; i++)
-    n += src->text[i] == '\n';
-  long *starts = HX_NEW_ARRAY(a, long, n);
-  long k = 0;
-  starts[k++] = 0;
-  for (long i = 0; i < src->len; i++)
-    if (src->text[i] == '\n')
-      starts[k++] = i + 1;
-  src->line_starts = starts;
-  src->nlines = n;
-}
-
-void hx_source_init(struct hx_arena *a, struct hx_source *src, const char *name, const char *data,
-                    size_t len) {
-  src->name = hx_strdup(a, name);
-  src->text = hx_strndup(a, data, len);
-  src->len = (long)len;
-  index_lines(a, src);
-}
-
-const char *hx_source_line(const struct hx_source *src, int line) {
-  if (!src || !src->text || line < 1)
-    return NULL;
-  if (src->line_starts)
-    return line <= src->nlines ? src->text + src->line_starts[line - 1] : NULL;
-  /* A source built by hand (a test) has no index: scan. */
-  const char *p = src->text, *end = src->text + src->len;
-  for (int l = 1; l < line; p++) {
-    if (p >= end)
-      return NULL;
-    if (*p == '\n')
-      l++;
-  }
-  return p;
 }

@@ -31,8 +31,7 @@ struct hx_plan *hx_symmetric_plan(struct hx_ctx *ctx, int dp, int tp, int pp, in
  * over every symmetric shape, on which device, and what would help. */
 void hx_report_no_plan(struct hx_ctx *ctx);
 
-/* Output */
-bool hx_pass_emit(struct hx_ctx *ctx);          /* plan.json, report, trace, per-rank code */
+/* Output: hx_pass_emit is codegen/'s (codegen/codegen.h), the floor above. */
 
 /* Verifiers run after every pass in debug and test builds: they check the
  * invariants the next pass relies on and abort with exit 70 if one fails. */

@@ -295,13 +295,6 @@ static bool load_groups(struct hx_plan_loader *l, const struct hx_json *root) {
   return true;
 }
 
-bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks, int n) {
-  for (int k = 0; k < n; k++)
-    if (l->in_seq_group[ranks[k]])
-      return true;
-  return false;
-}
-
 /* ---- devices[]: the cluster the plan was made for ---- */
 
 /* A string member of a devices[] entry, when present, must say what the

@@ -24,7 +24,8 @@ struct hx_plan_loader {
 };
 
 /* A stage of the file is a HexiSeq stage when some of its ranks sit in a
- * cp_ring or hp_a2a group: its layout, not tp x cp x hp, sets its shape. */
+ * cp_ring or hp_a2a group: its layout, not tp x cp x hp, sets its shape
+ * (passes/planload/plan_load_seq.c). */
 bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks, int n);
 
 /* Reads devices[].seq and devices[].heads of the HexiSeq stages, checks the

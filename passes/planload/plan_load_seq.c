@@ -32,6 +32,15 @@ struct seq_loader {
   int *stage_pos;                   /* per rank of a HexiSeq stage: its index in the stage */
 };
 
+/* Here, not in plan_load.c, which calls this file: the two files must not
+ * call into each other (plan_load.c asks it of the stages it reads). */
+bool hx_plan_load_is_seq_stage(const struct hx_plan_loader *l, const int *ranks, int n) {
+  for (int k = 0; k < n; k++)
+    if (l->in_seq_group[ranks[k]])
+      return true;
+  return false;
+}
+
 static bool is_seq_group(const struct hx_group *g) {
   return g->kind == HX_GROUP_CP_RING || g->kind == HX_GROUP_HP_A2A;
 }

@@ -1,12 +1,13 @@
-/* emit: everything hexic writes into -o DIR — plan.json, report.md,
- * trace.json, plan.svg, then the per-rank programs — and the summary on stdout. */
+/* The emit pass: everything hexic writes into -o DIR — plan.json, report.md,
+ * trace.json, plan.svg, then the per-rank programs — and the summary on
+ * stdout. It lives here, the floor above passes/, because it calls
+ * codegen/'s writers: a pass never includes a floor above its own. */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "codegen/codegen.h"
+#include "codegen.h"
 #include "ir/plan_util.h"
-#include "passes.h"
 
 static bool write_file(struct hx_ctx *ctx, const char *name,
                        bool (*writer)(const struct hx_ctx *, FILE *)) {
