@@ -12,11 +12,12 @@
 #include "rtlib/ckpt/user_file.h"
 
 static void usage(FILE *f) {
-  fputs("usage: hexic-shard [--] INPUT OUTPUT\n"
+  fputs("usage: hexic-shard INPUT OUTPUT\n"
         "  Writes every byte of INPUT (a regular file, e.g. text; '-': stdin) as one token\n"
         "  of a byte-level llm.c shard OUTPUT: vocab 256, uint16 tokens, magic 20240520,\n"
         "  version 1. Train on it with `data = \"OUTPUT\"` and `vocab = 256`.\n"
-        "  For a Hugging Face tokenizer, rtlib/tools/hexic-tokenize.py (docs/data.md).\n",
+        "  For a Hugging Face tokenizer, rtlib/tools/hexic-tokenize.py (docs/data.md).\n"
+        "  -h, --help anywhere prints this; -- before an INPUT that starts with '-'.\n",
         f);
 }
 
