@@ -200,8 +200,15 @@ void rt_host_params_upload(const struct rt_exec *e, const struct rt_host_params 
 int rt_ckpt_tensors(const struct rt_exec *e, const struct rt_host_params *h,
                     struct hx_rt_ckpt_tensor *out);
 
-/* Layer tensor t of local layer l: offset into the flat buffers. */
-long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t);
+/* Layer tensor t of local layer l: offset into the flat buffers. Here, not
+ * in rt_exec_params.c, which lays the buffers out: rt_exec_sync.c needs it
+ * and params calls sync, and two files must not call into each other. */
+static inline long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t) {
+  long off = e->p.lay.layers + (long)l * e->p.lay.layer_floats;
+  for (int k = 0; k < (int)t; k++)
+    off += hxk_layer_param_floats(&e->dims, &e->shard, (enum hxk_param)k);
+  return off;
+}
 
 /* A piece of one tensor this rank holds: rows [r0, r1) x columns [c0, c1) of
  * the full tensor, stored packed from offset off of the flat buffers. */

@@ -81,13 +81,6 @@ static void init_values(const struct rt_exec *e, float *w) {
     hxk_init_param(w + p->lm_head, &e->dims, &e->shard, seed, HXK_LM_HEAD, 0);
 }
 
-long rt_layer_tensor(const struct rt_exec *e, int l, enum hxk_param t) {
-  long off = e->p.lay.layers + (long)l * e->p.lay.layer_floats;
-  for (int k = 0; k < (int)t; k++)
-    off += hxk_layer_param_floats(&e->dims, &e->shard, (enum hxk_param)k);
-  return off;
-}
-
 /* Tensors held whole by every TP rank with identical gradients. */
 static void list_replicated(struct rt_exec *e) {
   const struct rt_layout *p = &e->p.lay;
