@@ -543,9 +543,14 @@ void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
   bool tc = use_tensor_cores(hd, dt, aligned);
   require_shape(nseq, seq_len, nq, nkv, hd, dt, tc, aligned);
   struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
-  /* D_t = dO_t . O_t per token and query head, from pass 1 to pass 2. */
-  float *dbuf = (float *)hxc_ctx_scratch(
-      ctx, hxc_attention_backward_scratch(nseq, seq_len, nq));
+  /* Tiled: D_t = dO_t . O_t per token and query head, from pass 1 to pass
+   * 2. Tensor cores: D, the fp32 dQ accumulator and its flags, for one
+   * chunk of sequences at a time (the chunks run in stream order). */
+  long chunk = nseq < seq_chunk ? nseq : seq_chunk;
+  size_t need = tc ? hxc_attention_tc_scratch(chunk, seq_len, nq, hd)
+                   : (size_t)nseq * seq_len * nq * sizeof(float);
+  void *scratch = hxc_ctx_scratch(ctx, need);
+  float *dbuf = (float *)scratch;
   size_t es = hxc_dtype_bytes(dt);
   for (long s0 = 0; s0 < nseq; s0 += seq_chunk) {
     long ns = nseq - s0 < seq_chunk ? nseq - s0 : seq_chunk;
@@ -559,18 +564,23 @@ void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
     const float *lc = lse + tok0 * nq;
     float *dc = dbuf + tok0 * nq;
     if (tc)
-      hxc_attention_tc_backward(dqc, dkc, dvc, dc, doc, qc, kc, vc, oc, lc,
-                                sh.map, ns, seq_len, nq, nkv, hd, stream);
+      hxc_attention_tc_backward(dqc, dkc, dvc, scratch, doc, qc, kc, vc, oc,
+                                lc, sh.map, ns, seq_len, nq, nkv, hd, stream);
     else
       TILED_DISPATCH(backward_tiled, hd, dt, dqc, dkc, dvc, dc, doc, qc, kc,
                      vc, oc, lc, sh, ns, stream);
   }
 }
 
+/* The most either kernel asks: the tiled D buffer, or the tensor-core
+ * scratch at the largest head dim it takes (128: the caller does not say
+ * the head dim; hd 64 needs about half) and every sequence in one chunk. */
 size_t hxc_attention_backward_scratch(long nseq, int seq_len, int nq) {
   if (nseq <= 0 || seq_len <= 0 || nq <= 0)
     return 0;
-  return (size_t)nseq * seq_len * nq * sizeof(float);
+  size_t tiled = (size_t)nseq * seq_len * nq * sizeof(float);
+  size_t tc = hxc_attention_tc_scratch(nseq, seq_len, nq, 128);
+  return tiled > tc ? tiled : tc;
 }
 
 template <int HD>

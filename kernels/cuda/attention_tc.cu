@@ -11,18 +11,41 @@
  * So the C fragments of two adjacent 8-column tiles of S are, converted to
  * bf16, exactly the A fragment of the 16x16 block of P they hold: P stays
  * in registers between S = Q K^T and O += P V.
- * B fragments whose pairs run along a row of a row-major smem tile (K for
- * Q K^T, where B[k][n] = K[n][k]) are plain 32-bit loads; those whose pairs
- * run down a column (V for P V, where B[k][n] = V[k][n]) come from
- * ldmatrix.trans. Smem rows are padded by 8 elements (16 bytes), which
- * puts the 8 rows a fragment load touches in 8 different bank quads.
+ * Every other fragment comes from shared memory by ldmatrix.x4 (four 8x8
+ * matrices a warp instruction): plain where the fragment's pairs run along
+ * a smem row (A of Q, B of K for Q K^T), .trans where they run down a
+ * column (B of V for P V, A of dS^T for dS K). Smem rows are padded by 8
+ * elements (16 bytes), which puts the 8 rows an ldmatrix matrix reads in 8
+ * different bank quads. Tiles move global -> smem by cp.async (16 bytes a
+ * thread, zero-filled past the sequence), double-buffered: the next tile's
+ * copy is in flight while the tensor cores work on this one.
  *
- * Forward: block = 64 query rows of one head (4 warps x 16 rows), loops over
- * key tiles of 64 up to the diagonal; online softmax per row (max and sum
- * kept per lane and combined across the row's 4 lanes at the end).
- * Backward: D = rowsum(dO * O) by a small kernel; then dQ by query tiles
- * (loop over key tiles) and dK/dV by key tiles (loop over the kv head's
- * query heads and query tiles): every gradient has one writer, no atomics. */
+ * Forward: block = 128 query rows of one head (8 warps x 16 rows), Q staged
+ * once, loops over key tiles (64 keys at hd 64, 32 at hd 128) up to the
+ * diagonal; online softmax in base 2 with the scale folded in (one FFMA and
+ * one EX2 an element); only tiles that cross the diagonal or the sequence's
+ * end are masked, and a warp whose rows all precede a tile skips it.
+ * Backward (FlashAttention-2's: five products, each once): D = rowsum(dO*O)
+ * by a small kernel; then a block per 64-key tile (4 warps x 16 keys) walks
+ * every query head of its kv head and every query tile (64 rows at hd 64,
+ * 32 at hd 128) from its first key on: S^T = K Q^T, dP^T = V dO^T, P^T and
+ * dS^T, dV += P^T dO, dK += dS^T Q in registers, and dQ_tile = dS K added
+ * into an fp32 dQ accumulator. Determinism: the key tiles add into a query
+ * tile in key order (0, 1, 2, ...), each waiting for a per-(query tile,
+ * head) flag the previous one sets; blocks take their key tile from a
+ * ticket counter, so the tile a block waits for belongs to a block that
+ * started earlier and never waits on a later one (no hang whatever order
+ * the GPU schedules blocks in). The fp32 sums are then the same bits every
+ * run. A last elementwise kernel adds scale * dQ into dq.
+ *
+ * Budgets (launch bounds; gpu.resources checks them from ptxas): forward
+ * 256 threads, 2 blocks an SM (<= 128 registers), 55 KiB (hd 64) / 68 KiB
+ * (hd 128) of shared memory; backward 128 threads, 2 blocks an SM (<= 255
+ * registers), 64 / 74 KiB. Two blocks an SM fit sm_80's and sm_90's shared
+ * memory; sm_89 (100 KiB an SM) holds one. Speed is unmeasured on this
+ * design until bench/gpu_throughput.sh runs on a GPU: the design expects
+ * FlashAttention-2-class throughput (about 50-70% of the dense bf16 peak
+ * forward on sm_80/sm_90 without wgmma), which the figures must confirm. */
 #include <stdint.h>
 
 #include <stdio.h>
@@ -31,10 +54,11 @@
 
 namespace {
 
-/* ---- fragments and the mma ------------------------------------------------ */
+#define LOG2E 1.4426950408889634f
 
-/* tests/gpu/emulate/ runs this file on the host and supplies these two
- * warp-collective instructions itself (from the PTX ISA's layouts). */
+/* ---- inline PTX ------------------------------------------------------------
+ * tests/gpu/emulate/ runs this file on the host and supplies these itself
+ * (from the PTX ISA's definitions). */
 #ifndef HXC_EMULATED_MMA
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                                           uint32_t b0, uint32_t b1) {
@@ -45,8 +69,17 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Four 8x8 bf16 matrices, transposed on the way: lanes 8i..8i+7 give the
- * row addresses of matrix i; r[i] receives M_i[2c][g], M_i[2c+1][g]. */
+/* Four 8x8 bf16 matrices: lanes 8i..8i+7 give the row addresses of matrix
+ * i; r[i] receives M_i[g][2c], M_i[g][2c+1] (plain) or M_i[2c][g],
+ * M_i[2c+1][g] (.trans). */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4],
+                                            const bf16 *row_addr) {
+  uint32_t addr = (uint32_t)__cvta_generic_to_shared(row_addr);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4],
                                                   const bf16 *row_addr) {
   uint32_t addr = (uint32_t)__cvta_generic_to_shared(row_addr);
@@ -56,38 +89,82 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4],
       : "r"(addr)
       : "memory");
 }
+
+/* cp.async of 16 (global -> L2 -> smem, .cg) or 4 bytes (.ca); !valid
+ * zero-fills the destination and reads nothing (src-size 0). */
+__device__ __forceinline__ void cp_async_16(void *dst, const void *src,
+                                            bool valid) {
+  uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d),
+               "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_4(void *dst, const void *src,
+                                           bool valid) {
+  uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d),
+               "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Every committed group but the newest N has landed (this thread's). */
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* The ordered dQ accumulation's flags: acquire / release at GPU scope. */
+__device__ __forceinline__ void wait_flag(const int *flag, int value) {
+  int v;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n"
+                 : "=r"(v)
+                 : "l"(flag)
+                 : "memory");
+  } while (v != value);
+}
+__device__ __forceinline__ void set_flag(int *flag, int value) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value)
+               : "memory");
+}
 #endif
 
-/* Two adjacent bf16 as one register (the lower index in the low half). */
-__device__ __forceinline__ uint32_t ld_pair(const bf16 *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
-}
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
-/* A fragment of rows [r, r+16) x cols [k, k+16) of a row-major matrix. */
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16 *m, long ld,
-                                       int r, int k, int g, int c) {
-  a[0] = ld_pair(m + (long)(r + g) * ld + k + 2 * c);
-  a[1] = ld_pair(m + (long)(r + g + 8) * ld + k + 2 * c);
-  a[2] = ld_pair(m + (long)(r + g) * ld + k + 2 * c + 8);
-  a[3] = ld_pair(m + (long)(r + g + 8) * ld + k + 2 * c + 8);
+/* ---- fragments from shared memory (lane i = lane/8 addresses matrix i,
+ * row r = lane%8 of it) ----------------------------------------------------- */
+
+/* A fragment of rows [r0, r0+16) x cols [k0, k0+16) of a row-major tile:
+ * matrices (r0, k0), (r0+8, k0), (r0, k0+8), (r0+8, k0+8). */
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16 *m, int ld,
+                                       int r0, int k0, int lane) {
+  int i = lane >> 3, r = lane & 7;
+  ldmatrix_x4(a, m + (r0 + r + 8 * (i & 1)) * ld + k0 + 8 * (i >> 1));
 }
 
-/* B fragment of the product with a row-major smem tile read transposed
- * (B[k][n] = M[n0 + n][k0 + k]): pairs run along M's rows. */
-__device__ __forceinline__ void load_b_rows(uint32_t &b0, uint32_t &b1,
-                                            const bf16 *m, int ld, int n0,
-                                            int k0, int g, int c) {
-  b0 = ld_pair(m + (n0 + g) * ld + k0 + 2 * c);
-  b1 = ld_pair(m + (n0 + g) * ld + k0 + 2 * c + 8);
+/* A fragment of A = M^T (A[m][k] = M[k0 + k][m0 + m]), M row-major. */
+__device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], const bf16 *m,
+                                             int ld, int m0, int k0, int lane) {
+  int i = lane >> 3, r = lane & 7;
+  ldmatrix_x4_trans(a, m + (k0 + r + 8 * (i >> 1)) * ld + m0 + 8 * (i & 1));
 }
 
-/* B fragments of two adjacent n-tiles from a row-major smem tile read as is
- * (B[k][n] = M[k0 + k][n0 + n]), through ldmatrix.trans: b[0], b[1] for
- * columns n0..n0+7, b[2], b[3] for n0+8..n0+15. */
+/* B fragments of two adjacent n-tiles with B[k][n] = M[n0 + n][k0 + k] (a
+ * row-major tile read transposed: K for Q K^T): b[0], b[1] for columns
+ * n0..n0+7, b[2], b[3] for n0+8..n0+15. */
+__device__ __forceinline__ void load_b_rows(uint32_t (&b)[4], const bf16 *m,
+                                            int ld, int n0, int k0, int lane) {
+  int i = lane >> 3, r = lane & 7;
+  ldmatrix_x4(b, m + (n0 + r + 8 * (i >> 1)) * ld + k0 + 8 * (i & 1));
+}
+
+/* The same with B[k][n] = M[k0 + k][n0 + n] (read as is: V for P V). */
 __device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const bf16 *m,
                                             int ld, int k0, int n0, int lane) {
   int i = lane >> 3, r = lane & 7;
@@ -114,50 +191,6 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-/* ---- tiles ----------------------------------------------------------------- */
-
-/* Copies rows [r0, r0+rows) of one head (HD wide) of a token-major tensor
- * into smem tile[rows][HD + 8], 16 bytes at a time; rows past seq_len are
- * zero. */
-template <int HD>
-__device__ void copy_tile(bf16 *tile, const bf16 *base, long ld, int head,
-                          int r0, int rows, int seq_len) {
-  constexpr int LD = HD + 8, VEC = HD / 8;
-  for (int e = threadIdx.x; e < rows * VEC; e += blockDim.x) {
-    int r = e / VEC, v = e - r * VEC;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (r0 + r < seq_len)
-      val = *reinterpret_cast<const uint4 *>(base + (long)(r0 + r) * ld +
-                                             (long)head * HD + v * 8);
-    *reinterpret_cast<uint4 *>(tile + r * LD + v * 8) = val;
-  }
-}
-
-/* A fragments of a warp's 16 rows (whole head) straight from global memory,
- * rows past seq_len zero: the block's one-time load of Q (or dO). */
-template <int HD>
-__device__ void load_rows_a(uint32_t (&a)[HD / 16][4], const bf16 *base,
-                            long ld, int head, int r0, int seq_len, int g,
-                            int c) {
-  const bf16 *m = base + (long)head * HD;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; kk++) {
-    int k = kk * 16 + 2 * c;
-    bool in0 = r0 + g < seq_len, in1 = r0 + g + 8 < seq_len;
-    a[kk][0] = in0 ? ld_pair(m + (long)(r0 + g) * ld + k) : 0u;
-    a[kk][1] = in1 ? ld_pair(m + (long)(r0 + g + 8) * ld + k) : 0u;
-    a[kk][2] = in0 ? ld_pair(m + (long)(r0 + g) * ld + k + 8) : 0u;
-    a[kk][3] = in1 ? ld_pair(m + (long)(r0 + g + 8) * ld + k + 8) : 0u;
-  }
-}
-
-/* ---- warp-level products ---------------------------------------------------
- * A warp holds a 16-row strip; its lane is (g, c) = (lane/4, lane%4).
- * ------------------------------------------------------------------------- */
-struct lane_id {
-  int lane, g, c;
-};
-
 template <int N>
 __device__ __forceinline__ void zero_frags(float (&x)[N][4]) {
 #pragma unroll
@@ -165,46 +198,39 @@ __device__ __forceinline__ void zero_frags(float (&x)[N][4]) {
     x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.0f;
 }
 
-/* s[16 x 8NS] += A T^T: A [16 x 16KS] as register fragments, T a row-major
- * smem tile whose rows 0..8NS-1 are the columns of the result. */
-template <int KS, int NS>
-__device__ __forceinline__ void mma_a_tt(float (&s)[NS][4],
-                                         const uint32_t (&a)[KS][4],
-                                         const bf16 *t, int ld, lane_id id) {
-#pragma unroll
-  for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-    for (int j = 0; j < NS; j++) {
-      uint32_t b0, b1;
-      load_b_rows(b0, b1, t, ld, j * 8, kk * 16, id.g, id.c);
-      mma_16816(s[j], a[kk], b0, b1);
-    }
-}
+/* ---- warp-level products (a warp holds a 16-row strip) -------------------- */
 
-/* The same with A the rows r0..r0+15 of a row-major smem tile. */
-template <int KS, int NS>
-__device__ __forceinline__ void mma_smem_tt(float (&s)[NS][4], const bf16 *a,
+/* s[16 x 8NS] += A T^T: A the rows r0..r0+15 (16KS wide) of row-major smem
+ * tile `a`, T a row-major smem tile whose rows 0..8NS-1 are the columns of
+ * the result (same width). UNROLL: the k-steps unrolled (the backward at hd
+ * 128 keeps the loop rolled: unrolled, ptxas hoists fragment loads past
+ * its 255 registers and spills; the forward spills rolled). */
+template <int KS, int NS, int UNROLL = KS>
+__device__ __forceinline__ void mma_rows_tt(float (&s)[NS][4], const bf16 *a,
                                             int r0, const bf16 *t, int ld,
-                                            lane_id id) {
-#pragma unroll
+                                            int lane) {
+  static_assert(NS % 2 == 0, "n-tiles come in pairs");
+#pragma unroll UNROLL
   for (int kk = 0; kk < KS; kk++) {
     uint32_t af[4];
-    load_a(af, a, ld, r0, kk * 16, id.g, id.c);
+    load_a(af, a, ld, r0, kk * 16, lane);
 #pragma unroll
-    for (int j = 0; j < NS; j++) {
-      uint32_t b0, b1;
-      load_b_rows(b0, b1, t, ld, j * 8, kk * 16, id.g, id.c);
-      mma_16816(s[j], af, b0, b1);
+    for (int j = 0; j < NS; j += 2) {
+      uint32_t b[4];
+      load_b_rows(b, t, ld, j * 8, kk * 16, lane);
+      mma_16816(s[j], af, b[0], b[1]);
+      mma_16816(s[j + 1], af, b[2], b[3]);
     }
   }
 }
 
 /* acc[16 x 8NO] += P M: P [16 x 8NP] held as C fragments (rounded to bf16
- * A fragments 16 columns at a time), M a row-major smem tile of 8NP rows. */
+ * A fragments 16 columns at a time), M a row-major smem tile of 8NP rows
+ * (columns from n0). */
 template <int NP, int NO>
 __device__ __forceinline__ void mma_c_m(float (&acc)[NO][4],
                                         const float (&p)[NP][4], const bf16 *m,
-                                        int ld, int lane) {
+                                        int ld, int n0, int lane) {
 #pragma unroll
   for (int kk = 0; kk < NP / 2; kk++) {
     uint32_t a[4];
@@ -212,48 +238,96 @@ __device__ __forceinline__ void mma_c_m(float (&acc)[NO][4],
 #pragma unroll
     for (int j = 0; j < NO; j += 2) {
       uint32_t b[4];
-      load_b_cols(b, m, ld, kk * 16, j * 8, lane);
+      load_b_cols(b, m, ld, kk * 16, n0 + j * 8, lane);
       mma_16816(acc[j], a, b[0], b[1]);
       mma_16816(acc[j + 1], a, b[2], b[3]);
     }
   }
 }
 
-/* ---- forward ---------------------------------------------------------------
- * Per query row t, over key tiles:  s = scale q_t.k_u (masked for u > t);
- * m' = max(m, max_u s);  l = l e^(m-m') + sum_u e^(s-m');
- * O = O e^(m-m') + P V with P = e^(s-m') (bf16);  at the end O / l and
- * lse = m + log l.
- * ------------------------------------------------------------------------- */
+/* acc[16 x 8NO] += T^T M: rows m0..m0+15 of T^T (T row-major [16KS][..],
+ * read transposed by ldmatrix.trans), M row-major [16KS][..] from column
+ * n0. */
+template <int KS, int NO>
+__device__ __forceinline__ void mma_tt_m(float (&acc)[NO][4], const bf16 *t,
+                                         int ldt, int m0, const bf16 *m,
+                                         int ldm, int n0, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++) {
+    uint32_t a[4];
+    load_a_trans(a, t, ldt, m0, kk * 16, lane);
+#pragma unroll
+    for (int j = 0; j < NO; j += 2) {
+      uint32_t b[4];
+      load_b_cols(b, m, ldm, kk * 16, n0 + j * 8, lane);
+      mma_16816(acc[j], a, b[0], b[1]);
+      mma_16816(acc[j + 1], a, b[2], b[3]);
+    }
+  }
+}
 
-/* The running max and sum of a lane's two rows (g and g+8 of its warp's
- * strip); l is this lane's share until the end adds the row's 4 lanes. */
+/* ---- tiles ----------------------------------------------------------------- */
+
+/* Starts copying rows [r0, r0+rows) of one head (HD wide) of a token-major
+ * tensor into smem tile[rows][HD + 8], 16 bytes a thread and copy; rows
+ * past seq_len become zero. The caller commits and waits. */
+template <int HD>
+__device__ __forceinline__ void load_tile_async(bf16 *tile, const bf16 *base,
+                                                long ld, int head, int r0,
+                                                int rows, int seq_len) {
+  constexpr int LD = HD + 8, CHUNKS = HD / 8; /* 16-byte chunks a row */
+  for (int e = threadIdx.x; e < rows * CHUNKS; e += blockDim.x) {
+    int r = e / CHUNKS, v = e - r * CHUNKS;
+    bool in = r0 + r < seq_len;
+    const bf16 *src =
+        in ? base + (long)(r0 + r) * ld + (long)head * HD + v * 8 : base;
+    cp_async_16(tile + r * LD + v * 8, src, in);
+  }
+}
+
+/* ---- forward ---------------------------------------------------------------
+ * Per query row t, over key tiles (s raw scores q_t.k_u, masked -inf for
+ * u > t; c = scale log2 e):  m' = max(m, max_u s);
+ * l = l 2^(c(m-m')) + sum_u 2^(c s - c m');  O = O 2^(c(m-m')) + P V with
+ * P = 2^(c s - c m') (bf16);  at the end O / l and lse = scale m + ln l.
+ * ------------------------------------------------------------------------- */
+template <int HD> struct fwd_cfg {
+  static constexpr int BR = 128, THREADS = 256; /* 8 warps x 16 rows */
+  static constexpr int BC = HD == 128 ? 32 : 64; /* keys per tile */
+  static constexpr int LD = HD + 8;
+  /* Q [BR], K and V [2][BC] (double-buffered) */
+  static constexpr size_t SMEM = (size_t)(BR + 4 * BC) * LD * sizeof(bf16);
+};
+
+/* The running max (raw scores) and sum of a lane's two rows (g and g+8 of
+ * its warp's strip); l is this lane's share until the end adds the row's 4
+ * lanes. */
 struct row_stats {
   float m0, m1, l0, l1;
 };
 
-/* Scores of a key tile: scaled, and -inf where the key is after the query
- * (rows qi0, qi1 of this lane) or past the sequence. */
+/* -inf where the key is after the query (rows qi0, qi1 of this lane) or
+ * past the sequence: only tiles crossing the diagonal or the end. */
 template <int NS>
-__device__ __forceinline__ void scale_and_mask(float (&s)[NS][4], int u0,
-                                               int qi0, int qi1, int seq_len,
-                                               float scale, int c) {
+__device__ __forceinline__ void mask_scores(float (&s)[NS][4], int u0, int qi0,
+                                            int qi1, int seq_len, int c) {
 #pragma unroll
   for (int j = 0; j < NS; j++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       int kj = u0 + j * 8 + 2 * c + (e & 1);
       int qi = e < 2 ? qi0 : qi1;
-      s[j][e] = (kj > qi || kj >= seq_len) ? -INFINITY : s[j][e] * scale;
+      if (kj > qi || kj >= seq_len)
+        s[j][e] = -INFINITY;
     }
 }
 
-/* The online softmax step: s becomes P = e^(s - m'), the running sums and
- * the accumulator are rescaled by e^(m - m'). */
+/* The online softmax step: s becomes P = 2^(c s - c m'), the running sums
+ * and the accumulator are rescaled by 2^(c (m - m')). */
 template <int NS, int NO>
 __device__ __forceinline__ void online_softmax(float (&s)[NS][4],
                                                float (&acc)[NO][4],
-                                               struct row_stats &st) {
+                                               struct row_stats &st, float c2) {
   float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
   for (int j = 0; j < NS; j++) {
@@ -263,18 +337,18 @@ __device__ __forceinline__ void online_softmax(float (&s)[NS][4],
   float mn0 = fmaxf(st.m0, quad_max(mx0)), mn1 = fmaxf(st.m1, quad_max(mx1));
   /* A row with every key masked so far keeps m = -inf: exponentiate
    * against 0 then, so that no -inf - -inf appears. */
-  float base0 = mn0 == -INFINITY ? 0.0f : mn0;
-  float base1 = mn1 == -INFINITY ? 0.0f : mn1;
-  float corr0 = expf(st.m0 - base0), corr1 = expf(st.m1 - base1);
+  float base0 = mn0 == -INFINITY ? 0.0f : mn0 * c2;
+  float base1 = mn1 == -INFINITY ? 0.0f : mn1 * c2;
+  float corr0 = exp2f(st.m0 * c2 - base0), corr1 = exp2f(st.m1 * c2 - base1);
   st.m0 = mn0;
   st.m1 = mn1;
   float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
   for (int j = 0; j < NS; j++) {
-    s[j][0] = expf(s[j][0] - base0);
-    s[j][1] = expf(s[j][1] - base0);
-    s[j][2] = expf(s[j][2] - base1);
-    s[j][3] = expf(s[j][3] - base1);
+    s[j][0] = exp2f(fmaf(s[j][0], c2, -base0));
+    s[j][1] = exp2f(fmaf(s[j][1], c2, -base0));
+    s[j][2] = exp2f(fmaf(s[j][2], c2, -base1));
+    s[j][3] = exp2f(fmaf(s[j][3], c2, -base1));
     ps0 += s[j][0] + s[j][1];
     ps1 += s[j][2] + s[j][3];
   }
@@ -289,7 +363,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[NS][4],
   }
 }
 
-/* o = acc / l and lse = m + log l for the lane's rows inside the sequence. */
+/* o = acc / l and lse = scale m + ln l for the lane's rows inside the
+ * sequence. */
 template <int NO>
 __device__ __forceinline__ void store_output(bf16 *o, float *lse,
                                              const float (&acc)[NO][4],
@@ -311,47 +386,71 @@ __device__ __forceinline__ void store_output(bf16 *o, float *lse,
           pack_pair(acc[j][2] * inv1, acc[j][3] * inv1);
   }
   if (c == 0 && qi0 < sh.seq_len)
-    lse[(tok0 + qi0) * sh.nq + h] = st.m0 + logf(l0);
+    lse[(tok0 + qi0) * sh.nq + h] = st.m0 * sh.scale + logf(l0);
   if (c == 0 && qi1 < sh.seq_len)
-    lse[(tok0 + qi1) * sh.nq + h] = st.m1 + logf(l1);
+    lse[(tok0 + qi1) * sh.nq + h] = st.m1 * sh.scale + logf(l1);
 }
 
 template <int HD>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(256, 2)
 attention_forward_tc(bf16 *o, float *lse, const bf16 *q, const bf16 *k,
                      const bf16 *v, struct attn_shape sh) {
-  constexpr int BR = 64, BC = 64, LD = HD + 8, KS = HD / 16, NS = BC / 8,
-                NO = HD / 8;
-  __shared__ __align__(16) bf16 sk[BC * LD], sv[BC * LD];
+  typedef fwd_cfg<HD> C;
+  constexpr int BR = C::BR, BC = C::BC, LD = C::LD, KS = HD / 16,
+                NS = BC / 8, NO = HD / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16 *sq = reinterpret_cast<bf16 *>(smem);
+  bf16 *sk = sq + BR * LD, *sv = sk + 2 * BC * LD; /* [2][BC][LD] each */
   int tile = gridDim.x - 1 - blockIdx.x; /* long (late) tiles first */
   int h = blockIdx.y, seq = blockIdx.z;
   int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
   long tok0 = (long)seq * sh.seq_len;
-  int lane = threadIdx.x & 31;
-  lane_id id = {lane, lane >> 2, lane & 3};
-  int row0 = tile * BR, wrow = row0 + (int)(threadIdx.x >> 5) * 16;
-  int qi0 = wrow + id.g, qi1 = qi0 + 8; /* this lane's two rows */
+  const bf16 *ks = k + tok0 * sh.ldkv, *vs = v + tok0 * sh.ldkv;
+  int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  int wr = (int)(threadIdx.x >> 5) * 16; /* the warp's rows in the tile */
+  int row0 = tile * BR, wrow = row0 + wr;
+  int qi0 = wrow + g, qi1 = qi0 + 8; /* this lane's two rows */
 
-  uint32_t qf[KS][4];
-  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, id.g,
-                  id.c);
+  load_tile_async<HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, row0, BR, sh.seq_len);
+  load_tile_async<HD>(sk, ks, sh.ldkv, kvh, 0, BC, sh.seq_len);
+  load_tile_async<HD>(sv, vs, sh.ldkv, kvh, 0, BC, sh.seq_len);
+  cp_async_commit();
   float acc[NO][4];
   zero_frags(acc);
   struct row_stats st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
+  const float c2 = sh.scale * LOG2E;
   int key_end = min(sh.seq_len, row0 + BR); /* causal: no later keys */
-  for (int u0 = 0; u0 < key_end; u0 += BC) {
-    __syncthreads(); /* the previous tile is no longer read */
-    copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
-    copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
-    __syncthreads();
-    float s[NS][4];
-    zero_frags(s);
-    mma_a_tt(s, qf, sk, LD, id); /* S = Q K^T */
-    scale_and_mask(s, u0, qi0, qi1, sh.seq_len, sh.scale, id.c);
-    online_softmax(s, acc, st);
-    mma_c_m(acc, s, sv, LD, lane); /* O += P V */
+  int ntiles = (key_end + BC - 1) / BC;
+  bool warp_live = wrow < sh.seq_len;
+  for (int it = 0; it < ntiles; it++) {
+    int u0 = it * BC;
+    if (it + 1 < ntiles) { /* the next tile's copy overlaps this one */
+      int nb = (it + 1) & 1;
+      load_tile_async<HD>(sk + nb * BC * LD, ks, sh.ldkv, kvh, u0 + BC, BC,
+                          sh.seq_len);
+      load_tile_async<HD>(sv + nb * BC * LD, vs, sh.ldkv, kvh, u0 + BC, BC,
+                          sh.seq_len);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads(); /* tile it (and Q) landed, for every thread */
+    /* Warp-uniform: a warp whose rows all precede the tile skips it. */
+    if (warp_live && u0 <= wrow + 15) {
+      const bf16 *tk = sk + (it & 1) * BC * LD, *tv = sv + (it & 1) * BC * LD;
+      float s[NS][4];
+      zero_frags(s);
+      mma_rows_tt<KS, NS>(s, sq, wr, tk, LD, lane); /* S = Q K^T */
+      if (u0 + BC - 1 > wrow || u0 + BC > sh.seq_len)
+        mask_scores(s, u0, qi0, qi1, sh.seq_len, c);
+      online_softmax(s, acc, st, c2);
+      mma_c_m(acc, s, tv, LD, 0, lane); /* O += P V */
+    }
+    __syncthreads(); /* buffer it&1 is free for tile it+2's copy */
   }
-  store_output(o, lse, acc, st, tok0, qi0, qi1, h, sh, id.c);
+  if (warp_live)
+    store_output(o, lse, acc, st, tok0, qi0, qi1, h, sh, c);
 }
 
 /* ---- backward: D_t = dO_t . O_t, one warp per (token, head) ------------------ */
@@ -400,243 +499,338 @@ __device__ __forceinline__ void add_rows(bf16 *grad, long ld, long col,
   }
 }
 
-/* ---- backward, dQ: block = 64 query rows of one head; per key tile
- *   P = e^(scale Q K^T - lse) (masked), dP = dO V^T, dS = P (dP - D),
- *   dQ += dS K;  at the end dq += scale dQ.
+/* ---- backward: block = 64 keys of one kv head (4 warps x 16 keys); over
+ * every query head h reading it and every query tile t0 from the block's
+ * first key on (c = scale log2 e):
+ *   S^T = K Q^T, dP^T = V dO^T,  P^T = 2^(c S^T - lse log2 e) (masked),
+ *   dS^T = P^T (dP^T - D),  dV += P^T dO,  dK += dS^T Q,
+ *   dQ_acc[t0 tile] += dS K (fp32, in key-tile order);
+ *   at the end dk += scale dK, dv += dV; dq += scale dQ_acc afterwards.
  * ------------------------------------------------------------------------- */
-template <int HD> struct dq_cfg {
-  static constexpr int BC = HD == 128 ? 32 : 64; /* keys per tile */
-};
-
-/* dS = P (dP - D) in place of s, P = e^(scale s - lse) and 0 where masked;
- * the lane's rows qi0, qi1 have lse (l0, l1) and D (d0, d1). */
-template <int NS>
-__device__ __forceinline__ void ds_rows(float (&s)[NS][4],
-                                        const float (&dp)[NS][4], int u0,
-                                        int qi0, int qi1, float l0, float l1,
-                                        float d0, float d1,
-                                        const struct attn_shape &sh, int c) {
-#pragma unroll
-  for (int j = 0; j < NS; j++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      int kj = u0 + j * 8 + 2 * c + (e & 1);
-      int qi = e < 2 ? qi0 : qi1;
-      bool in = kj <= qi && kj < sh.seq_len;
-      float p = in ? expf(s[j][e] * sh.scale - (e < 2 ? l0 : l1)) : 0.0f;
-      s[j][e] = p * (dp[j][e] - (e < 2 ? d0 : d1));
-    }
-}
-
-template <int HD>
-__global__ void __launch_bounds__(128)
-attention_backward_dq_tc(bf16 *dq, const float *dbuf, const bf16 *dout,
-                         const bf16 *q, const bf16 *k, const bf16 *v,
-                         const float *lse, struct attn_shape sh) {
-  constexpr int BR = 64, BC = dq_cfg<HD>::BC, LD = HD + 8, KS = HD / 16,
-                NS = BC / 8, NO = HD / 8;
-  __shared__ __align__(16) bf16 sk[BC * LD], sv[BC * LD];
-  int tile = gridDim.x - 1 - blockIdx.x;
-  int h = blockIdx.y, seq = blockIdx.z;
-  int kvh = (sh.map.q_begin + h) / sh.map.group - sh.map.kv_begin;
-  long tok0 = (long)seq * sh.seq_len;
-  int lane = threadIdx.x & 31;
-  lane_id id = {lane, lane >> 2, lane & 3};
-  int row0 = tile * BR, wrow = row0 + (int)(threadIdx.x >> 5) * 16;
-  int qi0 = wrow + id.g, qi1 = qi0 + 8;
-
-  uint32_t qf[KS][4], df[KS][4];
-  load_rows_a<HD>(qf, q + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, id.g,
-                  id.c);
-  load_rows_a<HD>(df, dout + tok0 * sh.ldq, sh.ldq, h, wrow, sh.seq_len, id.g,
-                  id.c);
-  bool in0 = qi0 < sh.seq_len, in1 = qi1 < sh.seq_len;
-  float l0 = in0 ? lse[(tok0 + qi0) * sh.nq + h] : 0.0f;
-  float l1 = in1 ? lse[(tok0 + qi1) * sh.nq + h] : 0.0f;
-  float d0 = in0 ? dbuf[(tok0 + qi0) * sh.nq + h] : 0.0f;
-  float d1 = in1 ? dbuf[(tok0 + qi1) * sh.nq + h] : 0.0f;
-  float acc[NO][4];
-  zero_frags(acc);
-  int key_end = min(sh.seq_len, row0 + BR);
-  for (int u0 = 0; u0 < key_end; u0 += BC) {
-    __syncthreads();
-    copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
-    copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, u0, BC, sh.seq_len);
-    __syncthreads();
-    float s[NS][4], dp[NS][4];
-    zero_frags(s);
-    zero_frags(dp);
-    mma_a_tt(s, qf, sk, LD, id);  /* S = Q K^T */
-    mma_a_tt(dp, df, sv, LD, id); /* dP = dO V^T */
-    ds_rows(s, dp, u0, qi0, qi1, l0, l1, d0, d1, sh, id.c);
-    mma_c_m(acc, s, sk, LD, lane); /* dQ += dS K */
-  }
-  add_rows(dq, sh.ldq, (long)h * HD, acc, sh.scale, tok0, qi0, qi1,
-           sh.seq_len, id.c);
-}
-
-/* ---- backward, dK and dV: block = 64 keys of one kv head (4 warps x 16
- * keys); over every query head reading it and every query tile from the
- * block's first key on:
- *   P^T = e^(scale K Q^T - lse) (masked), dV += P^T dO,
- *   dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q;
- *   at the end dk += scale dK, dv += dV.
- * K, V, the query tile, dO tile, lse and D live in dynamic shared memory.
- * ------------------------------------------------------------------------- */
-template <int HD> struct dkv_cfg {
-  static constexpr int BK = 64;                  /* keys per block */
+template <int HD> struct bwd_cfg {
+  static constexpr int BK = 64, THREADS = 128;   /* 4 warps x 16 keys */
   static constexpr int BQ = HD == 128 ? 32 : 64; /* queries per tile */
-  static constexpr int LD = HD + 8;
+  static constexpr int LD = HD + 8, LDS = BQ + 8;
+  /* dQ = dS K over the block's 4 warps: QROWS strips of 16 query rows x
+   * QCOLS column groups of HD / QCOLS. */
+  static constexpr int QROWS = BQ / 16, QCOLS = 4 / QROWS;
+  static constexpr int NOQ = HD / 8 / QCOLS;
+  /* K, V [BK]; Q, dO [2][BQ]; dS^T [BK][LDS]; lse, D [2][BQ] */
   static constexpr size_t SMEM =
-      (size_t)(2 * BK + 2 * BQ) * LD * sizeof(bf16) + 2 * BQ * sizeof(float);
+      ((size_t)2 * BK * LD + 4 * BQ * LD + BK * LDS) * sizeof(bf16) +
+      4 * BQ * sizeof(float);
 };
 
-/* P^T in s and dS^T in dp (rows keys kj0, kj1 of this lane, columns the
- * queries t0 + col), from S^T, dP^T and the tile's lse and D. */
+/* The scratch of one backward over nseq sequences: D [n, nq], the dQ
+ * accumulator [n, nq, hd] (fp32), the ticket counter (64-bit: key tiles x
+ * kv heads x sequences passes 2^31 at the largest shapes) and the flags
+ * [nseq, nq, query tiles]. */
+struct tc_scratch {
+  float *dbuf, *dq_acc;
+  unsigned long long *ticket;
+  int *flags;
+  size_t flag_count;
+};
+static size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+static size_t tc_flag_count(long nseq, int seq_len, int nq, int hd) {
+  int bq = hd == 128 ? bwd_cfg<128>::BQ : bwd_cfg<64>::BQ;
+  return (size_t)nseq * nq * (size_t)((seq_len + bq - 1) / bq);
+}
+static size_t tc_scratch_bytes(long nseq, int seq_len, int nq, int hd) {
+  size_t rows = (size_t)nseq * seq_len * nq;
+  return align256(rows * sizeof(float)) +
+         align256(rows * hd * sizeof(float)) +
+         align256(sizeof(unsigned long long) +
+                  tc_flag_count(nseq, seq_len, nq, hd) * sizeof(int));
+}
+static struct tc_scratch tc_scratch_at(void *base, long nseq, int seq_len,
+                                       int nq, int hd) {
+  size_t rows = (size_t)nseq * seq_len * nq;
+  char *at = (char *)base;
+  struct tc_scratch s;
+  s.dbuf = (float *)at;
+  at += align256(rows * sizeof(float));
+  s.dq_acc = (float *)at;
+  at += align256(rows * hd * sizeof(float));
+  s.flag_count = tc_flag_count(nseq, seq_len, nq, hd);
+  s.ticket = (unsigned long long *)at;
+  s.flags = (int *)(s.ticket + 1);
+  return s;
+}
+
+/* Starts the copies of query tile t0 of head h (q, dO, lse, D) into stage
+ * buffers; rows past the sequence are zero. */
+template <int HD>
+__device__ __forceinline__ void load_query_tile(
+    bf16 *sq, bf16 *sdo, float *slse, float *sd, const bf16 *q,
+    const bf16 *dout, const float *lse, const float *dbuf, int h, int t0,
+    long tok0, const struct attn_shape &sh) {
+  constexpr int BQ = bwd_cfg<HD>::BQ;
+  load_tile_async<HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
+  load_tile_async<HD>(sdo, dout + tok0 * sh.ldq, sh.ldq, h, t0, BQ,
+                      sh.seq_len);
+  for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+    bool in = t0 + r < sh.seq_len;
+    long at = in ? (tok0 + t0 + r) * sh.nq + h : 0;
+    cp_async_4(slse + r, lse + at, in);
+    cp_async_4(sd + r, dbuf + at, in);
+  }
+}
+
+/* P^T in s and dS^T in dp (rows the keys kj0, kj1 of this lane, columns
+ * the queries t0 + col), from S^T, dP^T and the tile's lse and D; masked
+ * (P = 0) past the diagonal or the sequence when `edge`. */
 template <int NS>
-__device__ __forceinline__ void ds_cols(float (&s)[NS][4], float (&dp)[NS][4],
-                                        int t0, int kj0, int kj1,
-                                        const float *slse, const float *sd,
-                                        const struct attn_shape &sh, int c) {
+__device__ __forceinline__ void p_ds(float (&s)[NS][4], float (&dp)[NS][4],
+                                     int t0, int kj0, int kj1,
+                                     const float *slse, const float *sd,
+                                     float c2, bool edge,
+                                     const struct attn_shape &sh, int c) {
 #pragma unroll
   for (int j = 0; j < NS; j++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       int col = j * 8 + 2 * c + (e & 1);
       int qi = t0 + col, kj = e < 2 ? kj0 : kj1;
-      bool in = kj <= qi && qi < sh.seq_len && kj < sh.seq_len;
-      float p = in ? expf(s[j][e] * sh.scale - slse[col]) : 0.0f;
+      float p = exp2f(fmaf(s[j][e], c2, -slse[col] * LOG2E));
+      if (edge && (kj > qi || qi >= sh.seq_len || kj >= sh.seq_len))
+        p = 0.0f;
       s[j][e] = p;
       dp[j][e] = p * (dp[j][e] - sd[col]);
     }
 }
 
-/* Loads query tile t0 of head h (q, dO, lse, D) into shared memory. */
-template <int HD>
-__device__ void load_query_tile(bf16 *sq, bf16 *sdo, float *slse, float *sd,
-                                const bf16 *q, const bf16 *dout,
-                                const float *lse, const float *dbuf, int h,
-                                int t0, long tok0, const struct attn_shape &sh) {
-  constexpr int BQ = dkv_cfg<HD>::BQ;
-  copy_tile<HD>(sq, q + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
-  copy_tile<HD>(sdo, dout + tok0 * sh.ldq, sh.ldq, h, t0, BQ, sh.seq_len);
-  for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
-    bool in = t0 + r < sh.seq_len;
-    slse[r] = in ? lse[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
-    sd[r] = in ? dbuf[(tok0 + t0 + r) * sh.nq + h] : 0.0f;
+/* dS^T's C fragments (this warp's 16 keys from row wk) into smem, bf16. */
+template <int NS>
+__device__ __forceinline__ void store_ds(bf16 *sds, int lds, int wk,
+                                         const float (&ds)[NS][4], int g,
+                                         int c) {
+#pragma unroll
+  for (int j = 0; j < NS; j++) {
+    *reinterpret_cast<uint32_t *>(sds + (wk + g) * lds + j * 8 + 2 * c) =
+        pack_pair(ds[j][0], ds[j][1]);
+    *reinterpret_cast<uint32_t *>(sds + (wk + g + 8) * lds + j * 8 + 2 * c) =
+        pack_pair(ds[j][2], ds[j][3]);
+  }
+}
+
+/* Adds a warp's dQ part (rows t0+m0.., columns n0.. of head h) into the
+ * fp32 accumulator. The caller holds the tile's turn, so the adds of the
+ * key tiles happen in key order (an atomic add each: no lost updates,
+ * L2-coherent, and in a fixed order the same bits every run). */
+template <int NO>
+__device__ __forceinline__ void add_dq(float *dq_acc, const float (&acc)[NO][4],
+                                       long tok0, int r0, int h, int n0,
+                                       const struct attn_shape &sh, int hd,
+                                       int g, int c) {
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    int r = r0 + g + 8 * half;
+    if (r >= sh.seq_len)
+      continue;
+    float *row = dq_acc + ((tok0 + r) * sh.nq + h) * (long)hd + n0 + 2 * c;
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+      atomicAdd(row + j * 8, acc[j][2 * half]);
+      atomicAdd(row + j * 8 + 1, acc[j][2 * half + 1]);
+    }
   }
 }
 
 template <int HD>
-__global__ void __launch_bounds__(128)
-attention_backward_dkv_tc(bf16 *dk, bf16 *dv, const float *dbuf,
-                          const bf16 *dout, const bf16 *q, const bf16 *k,
-                          const bf16 *v, const float *lse, struct attn_shape sh) {
-  typedef dkv_cfg<HD> C;
-  constexpr int BK = C::BK, BQ = C::BQ, LD = C::LD, KS = HD / 16,
-                NS = BQ / 8, NO = HD / 8;
+__global__ void __launch_bounds__(128, 2)
+attention_backward_tc(bf16 *dk, bf16 *dv, struct tc_scratch scr,
+                      const bf16 *dout, const bf16 *q, const bf16 *k,
+                      const bf16 *v, const float *lse, struct attn_shape sh) {
+  typedef bwd_cfg<HD> C;
+  constexpr int BK = C::BK, BQ = C::BQ, LD = C::LD, LDS = C::LDS,
+                KS = HD / 16, NS = BQ / 8, NO = HD / 8;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *sk = reinterpret_cast<bf16 *>(smem);
-  bf16 *sv = sk + BK * LD, *sq = sv + BK * LD, *sdo = sq + BQ * LD;
-  float *slse = reinterpret_cast<float *>(sdo + BQ * LD), *sd = slse + BQ;
-  int tile = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+  bf16 *sv = sk + BK * LD, *sq = sv + BK * LD; /* sq, sdo: [2][BQ][LD] */
+  bf16 *sdo = sq + 2 * BQ * LD, *sds = sdo + 2 * BQ * LD;
+  float *slse = reinterpret_cast<float *>(sds + BK * LDS); /* [2][BQ] */
+  float *sd = slse + 2 * BQ;
+  __shared__ unsigned long long ticket;
+  /* The block's (key tile, kv head, sequence) comes from a ticket, in the
+   * order blocks start, not from blockIdx: the tile it waits for in dQ's
+   * order has a smaller ticket, taken by a block that is running or done.
+   * Key tiles vary fastest. */
+  if (threadIdx.x == 0)
+    ticket = atomicAdd(scr.ticket, 1ull);
+  __syncthreads();
+  int nkt = (sh.seq_len + BK - 1) / BK, nqt = (sh.seq_len + BQ - 1) / BQ;
+  int jt = (int)(ticket % nkt), kvh = (int)(ticket / nkt % sh.nkv);
+  long seq = (long)(ticket / nkt / sh.nkv);
   long tok0 = (long)seq * sh.seq_len;
-  int lane = threadIdx.x & 31;
-  lane_id id = {lane, lane >> 2, lane & 3};
-  int key0 = tile * BK, wkey = (int)(threadIdx.x >> 5) * 16; /* warp's keys */
-  int kj0 = key0 + wkey + id.g, kj1 = kj0 + 8; /* this lane's two keys */
+  int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  int warp = (int)(threadIdx.x >> 5);
+  int key0 = jt * BK, wk = warp * 16; /* the warp's keys in the tile */
+  int kj0 = key0 + wk + g, kj1 = kj0 + 8; /* this lane's two keys */
+  /* dQ's split of the warps: 16 query rows x HD / QCOLS columns each. */
+  int qm0 = (warp % C::QROWS) * 16, qn0 = (warp / C::QROWS) * C::NOQ * 8;
+  const float c2 = sh.scale * LOG2E;
 
-  copy_tile<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK, sh.seq_len);
-  copy_tile<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK, sh.seq_len);
-  float dka[NO][4], dva[NO][4];
-  zero_frags(dka);
-  zero_frags(dva);
+  load_tile_async<HD>(sk, k + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK,
+                      sh.seq_len);
+  load_tile_async<HD>(sv, v + tok0 * sh.ldkv, sh.ldkv, kvh, key0, BK,
+                      sh.seq_len);
   /* Local query heads reading kv head kvh: (q_begin + h)/group == kv. */
   int kv_global = kvh + sh.map.kv_begin;
   int h_begin = max(0, kv_global * sh.map.group - sh.map.q_begin);
   int h_end = min(sh.nq, (kv_global + 1) * sh.map.group - sh.map.q_begin);
-  for (int h = h_begin; h < h_end; h++)
-    for (int t0 = key0; t0 < sh.seq_len; t0 += BQ) {
-      __syncthreads(); /* the previous query tile is no longer read */
-      load_query_tile<HD>(sq, sdo, slse, sd, q, dout, lse, dbuf, h, t0, tok0,
-                          sh);
-      __syncthreads();
+  int tiles_per_head = nqt - key0 / BQ; /* query tiles from key0 on */
+  int items = (h_end - h_begin) * tiles_per_head;
+  if (items > 0)
+    load_query_tile<HD>(sq, sdo, slse, sd, q, dout, lse, scr.dbuf, h_begin,
+                        key0, tok0, sh);
+  cp_async_commit(); /* group 0: K, V and the first query tile */
+  float dka[NO][4], dva[NO][4];
+  zero_frags(dka);
+  zero_frags(dva);
+  for (int it = 0; it < items; it++) {
+    int h = h_begin + it / tiles_per_head;
+    int t0 = key0 + (it % tiles_per_head) * BQ;
+    int b = it & 1;
+    if (it + 1 < items) { /* the next query tile's copy overlaps this one */
+      int hn = h_begin + (it + 1) / tiles_per_head;
+      int tn = key0 + ((it + 1) % tiles_per_head) * BQ;
+      load_query_tile<HD>(sq + (b ^ 1) * BQ * LD, sdo + (b ^ 1) * BQ * LD,
+                          slse + (b ^ 1) * BQ, sd + (b ^ 1) * BQ, q, dout, lse,
+                          scr.dbuf, hn, tn, tok0, sh);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads(); /* tile `it` landed for every thread */
+    const bf16 *tq = sq + b * BQ * LD, *tdo = sdo + b * BQ * LD;
+    const float *tl = slse + b * BQ, *td = sd + b * BQ;
+    {
       float s[NS][4], dp[NS][4]; /* rows keys, columns queries */
       zero_frags(s);
       zero_frags(dp);
-      mma_smem_tt<KS>(s, sk, wkey, sq, LD, id);   /* S^T = K Q^T */
-      mma_smem_tt<KS>(dp, sv, wkey, sdo, LD, id); /* dP^T = V dO^T */
-      ds_cols(s, dp, t0, kj0, kj1, slse, sd, sh, id.c);
-      mma_c_m(dva, s, sdo, LD, lane); /* dV += P^T dO */
-      mma_c_m(dka, dp, sq, LD, lane); /* dK += dS^T Q */
+      mma_rows_tt<KS, NS, 1>(s, sk, wk, tq, LD, lane);   /* S^T = K Q^T */
+      mma_rows_tt<KS, NS, 1>(dp, sv, wk, tdo, LD, lane); /* dP^T = V dO^T */
+      /* Warp-uniform: masks only where the tile crosses the diagonal
+       * (a query before one of the warp's keys) or an end. */
+      bool edge = t0 < key0 + wk + 15 || t0 + BQ > sh.seq_len ||
+                  key0 + wk + 16 > sh.seq_len;
+      p_ds(s, dp, t0, kj0, kj1, tl, td, c2, edge, sh, c);
+      mma_c_m(dva, s, tdo, LD, 0, lane); /* dV += P^T dO */
+      mma_c_m(dka, dp, tq, LD, 0, lane); /* dK += dS^T Q */
+      store_ds(sds, LDS, wk, dp, g, c);
     }
+    __syncthreads(); /* dS^T complete */
+    float dqa[C::NOQ][4];
+    zero_frags(dqa);
+    mma_tt_m<BK / 16, C::NOQ>(dqa, sds, LDS, qm0, sk, LD, qn0,
+                              lane); /* dQ = dS K */
+    /* This key tile's turn at query tile t0 of head h: after tiles 0..jt-1. */
+    int *flag = scr.flags + ((long)seq * sh.nq + h) * nqt + t0 / BQ;
+    if (threadIdx.x == 0)
+      wait_flag(flag, jt);
+    __syncthreads();
+    add_dq(scr.dq_acc, dqa, tok0, t0 + qm0, h, qn0, sh, HD, g, c);
+    __threadfence(); /* the adds are visible before the flag moves on */
+    __syncthreads(); /* ... and every thread's; dS^T, Q, dO buffers free */
+    if (threadIdx.x == 0)
+      set_flag(flag, jt + 1);
+  }
   add_rows(dk, sh.ldkv, (long)kvh * HD, dka, sh.scale, tok0, kj0, kj1,
-           sh.seq_len, id.c);
+           sh.seq_len, c);
   add_rows(dv, sh.ldkv, (long)kvh * HD, dva, 1.0f, tok0, kj0, kj1, sh.seq_len,
-           id.c);
+           c);
 }
 
-/* The launches for nseq sequences (one chunk of attention.cu's split):
- * block = (64-row query tile or BK-row key tile, head, sequence), 4 warps;
- * the delta rows D_t one warp each, 8 per block. The dK/dV pass stages
- * its tiles in dynamic shared memory, above 48 KiB: it opts in. */
-#define TC_THREADS 128
+/* dq += scale dQ_acc, elementwise over n * nq * hd (both token-major). */
+__global__ void attention_dq_finish_tc(bf16 *dq, const float *dq_acc,
+                                       long pairs, float scale) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < pairs;
+       i += (long)gridDim.x * blockDim.x)
+    add_pair(dq + 2 * i, scale * dq_acc[2 * i], scale * dq_acc[2 * i + 1]);
+}
+
+/* The launches for nseq sequences (one chunk of attention.cu's split). The
+ * forward and the backward stage their tiles in dynamic shared memory,
+ * above 48 KiB: they opt in. */
 template <int HD>
-struct hxc_launch_dims tc_query_launch(int seq_len, int nq, long nseq) {
-  return launch_dims((unsigned long)(seq_len + 63) / 64, (unsigned long)nq,
-                     (unsigned long)nseq, TC_THREADS, 0, false);
+struct hxc_launch_dims tc_forward_launch(int seq_len, int nq, long nseq) {
+  typedef fwd_cfg<HD> C;
+  return launch_dims((unsigned long)(seq_len + C::BR - 1) / C::BR,
+                     (unsigned long)nq, (unsigned long)nseq, C::THREADS,
+                     C::SMEM, true);
 }
 static struct hxc_launch_dims tc_rowdot_launch(long rows) {
   return launch_dims(grid_for(rows, 8), 1, 1, 256, 0, false);
 }
+/* The backward's grid only sizes the launch (its blocks take tickets). */
 template <int HD>
-struct hxc_launch_dims tc_dkv_launch(int seq_len, int nkv, long nseq) {
-  return launch_dims(
-      (unsigned long)(seq_len + dkv_cfg<HD>::BK - 1) / dkv_cfg<HD>::BK,
-      (unsigned long)nkv, (unsigned long)nseq, TC_THREADS,
-      dkv_cfg<HD>::SMEM, true);
+struct hxc_launch_dims tc_backward_launch(int seq_len, int nkv, long nseq) {
+  typedef bwd_cfg<HD> C;
+  return launch_dims((unsigned long)(seq_len + C::BK - 1) / C::BK,
+                     (unsigned long)nkv, (unsigned long)nseq, C::THREADS,
+                     C::SMEM, true);
+}
+static struct hxc_launch_dims tc_finish_launch(long pairs) {
+  return launch_dims(grid_for(pairs, EW_THREADS), 1, 1, EW_THREADS, 0, false);
 }
 
 template <int HD>
 void forward_tc(void *o, float *lse, const void *q, const void *k,
                 const void *v, const struct attn_shape &sh, long nseq,
                 cudaStream_t stream) {
-  struct hxc_launch_dims l = tc_query_launch<HD>(sh.seq_len, sh.nq, nseq);
-  attention_forward_tc<HD><<<grid_of(l), l.threads, 0, stream>>>(
+  struct hxc_launch_dims l = tc_forward_launch<HD>(sh.seq_len, sh.nq, nseq);
+  /* Above 48 KiB a kernel must opt in to its dynamic shared memory. */
+  HXC_CHECK(cudaFuncSetAttribute(attention_forward_tc<HD>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)l.smem));
+  attention_forward_tc<HD><<<grid_of(l), l.threads, l.smem, stream>>>(
       (bf16 *)o, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, sh);
   HXC_LAUNCHED("attention_forward_tc");
 }
 
 template <int HD>
-void backward_tc(void *dq, void *dk, void *dv, float *dbuf, const void *dout,
+void backward_tc(void *dq, void *dk, void *dv, void *scratch, const void *dout,
                  const void *q, const void *k, const void *v, const void *o,
                  const float *lse, const struct attn_shape &sh, long nseq,
                  cudaStream_t stream) {
+  struct tc_scratch scr = tc_scratch_at(scratch, nseq, sh.seq_len, sh.nq, HD);
   long rows = nseq * sh.seq_len * sh.nq; /* (token, head) rows of HD */
+  HXC_CHECK(cudaMemsetAsync(scr.dq_acc, 0, (size_t)rows * HD * sizeof(float),
+                            stream));
+  HXC_CHECK(cudaMemsetAsync(scr.ticket, 0,
+                            sizeof *scr.ticket + scr.flag_count * sizeof(int),
+                            stream));
   struct hxc_launch_dims lr = tc_rowdot_launch(rows);
   attention_rowdot_tc<HD><<<grid_of(lr), lr.threads, 0, stream>>>(
-      dbuf, (const bf16 *)dout, (const bf16 *)o, rows);
+      scr.dbuf, (const bf16 *)dout, (const bf16 *)o, rows);
   HXC_LAUNCHED("attention_rowdot_tc");
-  struct hxc_launch_dims lq = tc_query_launch<HD>(sh.seq_len, sh.nq, nseq);
-  attention_backward_dq_tc<HD><<<grid_of(lq), lq.threads, 0, stream>>>(
-      (bf16 *)dq, dbuf, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k,
-      (const bf16 *)v, lse, sh);
-  HXC_LAUNCHED("attention_backward_dq_tc");
-  /* Above 48 KiB a kernel must opt in to its dynamic shared memory. */
-  struct hxc_launch_dims lk = tc_dkv_launch<HD>(sh.seq_len, sh.nkv, nseq);
-  HXC_CHECK(cudaFuncSetAttribute(attention_backward_dkv_tc<HD>,
+  struct hxc_launch_dims lb = tc_backward_launch<HD>(sh.seq_len, sh.nkv, nseq);
+  HXC_CHECK(cudaFuncSetAttribute(attention_backward_tc<HD>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)lk.smem));
-  attention_backward_dkv_tc<HD><<<grid_of(lk), lk.threads, lk.smem, stream>>>(
-      (bf16 *)dk, (bf16 *)dv, dbuf, (const bf16 *)dout, (const bf16 *)q,
+                                 (int)lb.smem));
+  attention_backward_tc<HD><<<grid_of(lb), lb.threads, lb.smem, stream>>>(
+      (bf16 *)dk, (bf16 *)dv, scr, (const bf16 *)dout, (const bf16 *)q,
       (const bf16 *)k, (const bf16 *)v, lse, sh);
-  HXC_LAUNCHED("attention_backward_dkv_tc");
+  HXC_LAUNCHED("attention_backward_tc");
+  long pairs = rows * HD / 2;
+  struct hxc_launch_dims lf = tc_finish_launch(pairs);
+  attention_dq_finish_tc<<<grid_of(lf), lf.threads, 0, stream>>>(
+      (bf16 *)dq, scr.dq_acc, pairs, sh.scale);
+  HXC_LAUNCHED("attention_dq_finish_tc");
 }
 
 } /* namespace */
 
 bool hxc_attention_tc_supports(int hd, enum hxc_dtype dt) {
   return dt == HXC_BF16 && (hd == 64 || hd == 128);
+}
+
+size_t hxc_attention_tc_scratch(long nseq, int seq_len, int nq, int hd) {
+  if (nseq <= 0 || seq_len <= 0 || nq <= 0)
+    return 0;
+  return tc_scratch_bytes(nseq, seq_len, nq, hd);
 }
 
 void hxc_attention_tc_forward(void *o, float *lse, const void *q,
@@ -650,34 +844,36 @@ void hxc_attention_tc_forward(void *o, float *lse, const void *q,
     forward_tc<128>(o, lse, q, k, v, sh, nseq, stream);
 }
 
-void hxc_attention_tc_backward(void *dq, void *dk, void *dv, float *dbuf,
+void hxc_attention_tc_backward(void *dq, void *dk, void *dv, void *scratch,
                                const void *dout, const void *q, const void *k,
                                const void *v, const void *o, const float *lse,
                                struct hxc_kv_map map, long nseq, int seq_len,
                                int nq, int nkv, int hd, cudaStream_t stream) {
   struct attn_shape sh = attn_shape_of(map, seq_len, nq, nkv, hd);
   if (hd == 64)
-    backward_tc<64>(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh, nseq, stream);
+    backward_tc<64>(dq, dk, dv, scratch, dout, q, k, v, o, lse, sh, nseq,
+                    stream);
   else
-    backward_tc<128>(dq, dk, dv, dbuf, dout, q, k, v, o, lse, sh, nseq,
+    backward_tc<128>(dq, dk, dv, scratch, dout, q, k, v, o, lse, sh, nseq,
                      stream);
 }
 
 template <int HD>
 static void tc_launches(const struct hxc_launch_shapes *s, long ns,
                         hxc_launch_fn fn, void *arg) {
-  struct hxc_launch_dims q = tc_query_launch<HD>(s->seq_len, s->nq, ns);
-  struct hxc_launch_dims r = tc_rowdot_launch(ns * s->seq_len * s->nq);
-  struct hxc_launch_dims k = tc_dkv_launch<HD>(s->seq_len, s->nkv, ns);
+  long rows = ns * s->seq_len * s->nq;
+  struct hxc_launch_dims f = tc_forward_launch<HD>(s->seq_len, s->nq, ns);
+  struct hxc_launch_dims r = tc_rowdot_launch(rows);
+  struct hxc_launch_dims b = tc_backward_launch<HD>(s->seq_len, s->nkv, ns);
+  struct hxc_launch_dims d = tc_finish_launch(rows * HD / 2);
   char name[64];
   snprintf(name, sizeof name, "attention_forward_tc<%d>", HD);
-  fn(arg, name, &q);
+  fn(arg, name, &f);
   snprintf(name, sizeof name, "attention_rowdot_tc<%d>", HD);
   fn(arg, name, &r);
-  snprintf(name, sizeof name, "attention_backward_dq_tc<%d>", HD);
-  fn(arg, name, &q);
-  snprintf(name, sizeof name, "attention_backward_dkv_tc<%d>", HD);
-  fn(arg, name, &k);
+  snprintf(name, sizeof name, "attention_backward_tc<%d>", HD);
+  fn(arg, name, &b);
+  fn(arg, "attention_dq_finish_tc", &d);
 }
 
 HXC_LAUNCHES(hxc_attention_tc_launches) {

@@ -217,14 +217,17 @@ static inline struct attn_shape attn_shape_of(struct hxc_kv_map map,
 /* ---------------------------------------------------------------------------
  * The tensor-core attention (attention_tc.cu), behind the entry points of
  * attention.cu. bf16 only, head dims 64 and 128; every pointer 16-byte
- * aligned (the caller checks). dbuf: n*nq floats of scratch (D_t).
+ * aligned (the caller checks). The backward's scratch (D_t, the fp32 dQ
+ * accumulator and its flags) is hxc_attention_tc_scratch bytes for the
+ * nseq it is given, 256-byte aligned.
  * ------------------------------------------------------------------------- */
 bool hxc_attention_tc_supports(int hd, enum hxc_dtype dt);
+size_t hxc_attention_tc_scratch(long nseq, int seq_len, int nq, int hd);
 void hxc_attention_tc_forward(void *o, float *lse, const void *q,
                               const void *k, const void *v,
                               struct hxc_kv_map map, long nseq, int seq_len,
                               int nq, int nkv, int hd, cudaStream_t stream);
-void hxc_attention_tc_backward(void *dq, void *dk, void *dv, float *dbuf,
+void hxc_attention_tc_backward(void *dq, void *dk, void *dv, void *scratch,
                                const void *dout, const void *q, const void *k,
                                const void *v, const void *o, const float *lse,
                                struct hxc_kv_map map, long nseq, int seq_len,

@@ -210,8 +210,10 @@ void hxc_attention_forward(void *o, float *lse, const void *q, const void *k,
                            enum hxc_dtype dt, cudaStream_t stream);
 /* D_t = dO_t . O_t;  P from lse;  dP = dO V^T;  dS = P (dP - D);
  * dV += P^T dO;  dQ += dS K / sqrt(hd);  dK += dS^T Q / sqrt(hd).
- * Needs the forward's o (for D) besides its inputs; no atomics (dQ and
- * dK/dV come from two passes). */
+ * Needs the forward's o (for D) besides its inputs. Deterministic: the
+ * tiled kernel takes two passes (dQ, then dK/dV), the tensor-core kernel
+ * one (each product once) whose dQ is summed in fp32 in key-tile order.
+ * Scratch: hxc_attention_backward_scratch. */
 void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
                             const void *dout, const void *q, const void *k,
                             const void *v, const void *o, const float *lse,

@@ -614,6 +614,10 @@ static const struct attn_case attn_cases[] = {
     /* a TP shard that cuts a GQA group: heads 1..3 of 6 over 3 kv heads */
     {"hd64.shard", 64, 6, 3, 1, 4, SEQ, 0},
     {"hd128.gqa4.t333", 128, 8, 2, 0, 8, 333, 0},
+    /* hd 128 small enough for CI's emulator: 2 forward query tiles (128
+     * rows), 5 key tiles of 32; backward 3 key tiles of 64 whose dQ adds
+     * meet in 5 query tiles of 32 (key order by flags), GQA 2 */
+    {"hd128.gqa2.t140", 128, 2, 1, 0, 2, 140, 0},
     /* the micro-batch in launches of one sequence (gridDim.z <= 65535
      * splits larger ones the same way): the shard above, offsets and all */
     {"hd64.shard.t70.split", 64, 6, 3, 1, 4, 70, 1},

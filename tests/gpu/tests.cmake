@@ -61,7 +61,7 @@ if(HEXIC_CUDA)
     add_test(NAME gpu.emulated COMMAND check_kernels_emu)
     set_tests_properties(gpu.emulated PROPERTIES
       LABELS "gpu-emulated;kernels" TIMEOUT 600
-      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,hd64.shard.t70.split,tiny,wide,seq,sp2,sp3,sp4,block.hd40.shard,block.hd40.shard.split")
+      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;HEXIC_CHECK_ONLY=hd16,hd64.shard,hd64.shard.t70.split,hd128.gqa2.t140,tiny,wide,seq,sp2,sp3,sp4,block.hd40.shard,block.hd40.shard.split")
 
     # rtlib/seq's HexiSeq hook with the CUDA backend's kernel table
     # (rtlib/cuda/seq_cuda.c: the block kernels, hxc_copy_rows, positions on

@@ -14,6 +14,11 @@ A kernel passes an architecture when every launch of it fits:
   - shared memory: static + dynamic within 48 KiB, or within the
     architecture's opt-in limit per block when the launcher opts in
     (cudaFuncSetAttribute): sm_80 166912, sm_89 101376, sm_90 232448 bytes.
+Kernels named in MIN_BLOCKS (the tensor-core attention) must also spill
+nothing (ptxas's spill stores and loads 0) and fit that many blocks an SM
+at their largest launch: registers on every architecture, shared memory
+(static + dynamic + the 1 KiB the hardware reserves a block) within the
+SM's on sm_80 and sm_90 (sm_89's 100 KiB holds one block at head dim 128).
 A kernel of the cubins that no launch names fails (a new kernel cannot
 escape the check), and so does a launch that names no kernel of the cubins
 (a stale or misspelt name). Launch names: "name" covers every
@@ -31,6 +36,11 @@ REG_UNIT = 256  # registers a warp is allocated in
 MAX_THREADS = 1024
 DEFAULT_SMEM = 48 * 1024
 OPT_IN_SMEM = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448}
+SM_SMEM = {"sm_80": 167936, "sm_90": 233472}  # per SM, where MIN_BLOCKS' smem is checked
+BLOCK_RESERVED_SMEM = 1024
+# Blocks an SM a kernel must fit, spilling nothing (kernels/cuda/attention_tc.cu's
+# budgets: the FlashAttention-2 forward and backward at 2 blocks an SM).
+MIN_BLOCKS = {"attention_forward_tc": 2, "attention_backward_tc": 2}
 
 
 def run_ptxas(out, cmd):
@@ -98,21 +108,43 @@ def demangle(names):
 
 
 def parse_ptxas(paths):
-    """[(mangled, registers, static smem)] of every entry function."""
+    """[(mangled, registers, static smem, spilled bytes)] of every entry
+    function."""
     kernels = []
     for path in paths:
-        fn = None
+        fn, spill = None, 0
         for line in open(path):
             m = re.search(r"Compiling entry function '(\S+)'", line)
             if m:
-                fn = m.group(1)
+                fn, spill = m.group(1), 0
+                continue
+            m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+            if m and fn:
+                spill = int(m.group(1)) + int(m.group(2))
                 continue
             m = re.search(r"Used (\d+) registers", line)
             if m and fn:
                 sm = re.search(r"(\d+) bytes smem", line)
-                kernels.append((fn, int(m.group(1)), int(sm.group(1)) if sm else 0))
+                kernels.append((fn, int(m.group(1)), int(sm.group(1)) if sm else 0, spill))
                 fn = None
     return kernels
+
+
+def occupancy_errors(arch, label, base, regs, static, threads, smem):
+    """MIN_BLOCKS' bound for one launch of a kernel (empty when it holds)."""
+    want = MIN_BLOCKS.get(base)
+    if not want:
+        return []
+    errors = []
+    where = "%s %s at %d threads" % (arch, label, threads)
+    if want * reg_per_block(regs, threads) > REGS_PER_SM:
+        errors.append("%s: %d registers a thread leave room for fewer than %d blocks an SM"
+                      % (where, regs, want))
+    per_block = static + smem + BLOCK_RESERVED_SMEM
+    if arch in SM_SMEM and want * per_block > SM_SMEM[arch]:
+        errors.append("%s: %d bytes of shared memory a block leave room for fewer than %d "
+                      "blocks an SM (%d)" % (where, per_block, want, SM_SMEM[arch]))
+    return errors
 
 
 def matches(launch_name, base, targs):
@@ -145,7 +177,8 @@ def check(launch_table, arch_specs):
         kernels = parse_ptxas(files.split(","))
         if not kernels:
             errors.append("%s: ptxas reported no kernels" % arch)
-        for (mangled, regs, static), dem in zip(kernels, demangle([k[0] for k in kernels])):
+        for (mangled, regs, static, spill), dem in zip(kernels,
+                                                      demangle([k[0] for k in kernels])):
             base, targs = split_name(dem)
             label = base + ("<%s>" % ", ".join(targs) if targs else "")
             names = [n for n in launches if matches(n, base, targs)]
@@ -154,6 +187,9 @@ def check(launch_table, arch_specs):
                               "launcher's shape there" % (arch, label, mangled))
                 continue
             used.update(names)
+            if base in MIN_BLOCKS and spill:
+                errors.append("%s %s: ptxas spills %d bytes (the budget is none)"
+                              % (arch, label, spill))
             worst = None
             for n in names:
                 for threads, smem, opt_in, gx, gy, gz in sorted(launches[n]):
@@ -171,6 +207,7 @@ def check(launch_table, arch_specs):
                                          "" if opt_in else " (no opt-in)"))
                     if not (1 <= gx < 2 ** 31 and 1 <= gy <= 65535 and 1 <= gz <= 65535):
                         errors.append("%s: grid past the hardware's limits" % where)
+                    errors += occupancy_errors(arch, label, base, regs, static, threads, smem)
                     key = (rb, static + smem)
                     if worst is None or key > worst[0]:
                         worst = (key, threads, smem, limit)

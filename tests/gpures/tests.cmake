@@ -4,7 +4,8 @@
 # shapes --target=cuda accepts (hxc_launch_table, printed by launch_table):
 # threads x registers within the SM's 65536, shared memory within 48 KiB or
 # the architecture's opt-in limit, grid within its limits; a kernel no
-# launch names fails. ptxas's reports are made at build time, one
+# launch names fails; the tensor-core attention must spill nothing and fit
+# 2 blocks an SM (MIN_BLOCKS). ptxas's reports are made at build time, one
 # `nvcc -cubin --resource-usage` per .cu and architecture (no GPU needed).
 if(HEXIC_CUDA)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)

@@ -47,8 +47,29 @@ double shfl_xor(double x, int lane_mask);
 void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                uint32_t b1);
 void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row_addr);
+void ldmatrix_x4(uint32_t (&r)[4], const void *row_addr);
 void *dynamic_smem();
 float atomic_add(float *p, float v);
+int atomic_add(int *p, int v);
+unsigned long long atomic_add(unsigned long long *p, unsigned long long v);
+
+/* cp.async (.ca and .cg, 4/8/16 bytes, src_bytes < bytes zero-fills the
+ * rest), cp.async.commit_group and cp.async.wait_group N, per thread as the
+ * PTX ISA defines them. A copy is not visible when it is issued: its
+ * destination turns to NaN bytes then (the hardware may have written any
+ * part of it by any time), and takes the source's bytes, read at issue,
+ * only when a wait_group retires its group. So a kernel that reads a tile
+ * before waiting for it, or that another thread reads before a barrier
+ * after the wait, sees NaN. */
+void cp_async(void *dst, const void *src, int bytes, int src_bytes);
+void cp_async_commit();
+void cp_async_wait(int newest_pending);
+
+/* A flag one block sets and a later block waits for (an ordered
+ * accumulation across blocks). Blocks run one after another here, in the
+ * order of their tickets: a wait whose flag does not hold the value yet
+ * would spin forever, which is reported (exit 4) as the deadlock it is. */
+void wait_flag(const int *flag, int value);
 
 /* A launch of the kernel of that name was just made (HXC_LAUNCHED):
  * HEXIC_EMU_FREEZE_AFTER=NAME makes every cudaMalloc, cudaFree and
@@ -103,13 +124,15 @@ cudaError_t cudaFuncSetAttribute(T *func, enum cudaFuncAttribute attr,
 #define __syncthreads() emu::block_barrier()
 #define __shfl_xor_sync(mask, x, lane_mask) emu::shfl_xor((x), (lane_mask))
 #define atomicAdd(p, v) emu::atomic_add((p), (v))
+#define __threadfence() ((void)0) /* one OS thread: every write is seen */
 #undef __shared__
 #define __shared__ static
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
 
-/* attention_tc.cu's two warp-collective instructions. */
+/* attention_tc.cu's inline PTX: the warp-collective mma.sync and
+ * ldmatrix, the asynchronous copies and the flags between blocks. */
 #define HXC_EMULATED_MMA 1
 static inline void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                              uint32_t b0, uint32_t b1) {
@@ -119,5 +142,21 @@ static inline void ldmatrix_x4_trans(uint32_t (&r)[4],
                                      const __nv_bfloat16 *row_addr) {
   emu::ldmatrix_x4_trans(r, row_addr);
 }
+static inline void ldmatrix_x4(uint32_t (&r)[4],
+                               const __nv_bfloat16 *row_addr) {
+  emu::ldmatrix_x4(r, row_addr);
+}
+static inline void cp_async_16(void *dst, const void *src, bool valid) {
+  emu::cp_async(dst, src, 16, valid ? 16 : 0);
+}
+static inline void cp_async_4(void *dst, const void *src, bool valid) {
+  emu::cp_async(dst, src, 4, valid ? 4 : 0);
+}
+static inline void cp_async_commit() { emu::cp_async_commit(); }
+template <int N> static inline void cp_async_wait() { emu::cp_async_wait(N); }
+static inline void wait_flag(const int *flag, int value) {
+  emu::wait_flag(flag, value);
+}
+static inline void set_flag(int *flag, int value) { *flag = value; }
 
 #endif

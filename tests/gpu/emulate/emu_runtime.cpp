@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cublasLt.h>
+#include <deque>
 #include <vector>
 
 /* A coroutine switch for x86-64 (what swapcontext does, without its
@@ -68,6 +69,15 @@ struct warp_slots {
 };
 enum { SHFL_F = 1, SHFL_D, MMA, LDMATRIX };
 
+/* One cp.async in flight: its destination and the source's bytes as read
+ * at issue (zero-filled past src_bytes). */
+struct async_copy {
+  void *dst;
+  int bytes;
+  unsigned char data[16];
+};
+typedef std::vector<async_copy> copy_group;
+
 struct coro {
   void *sp; /* saved stack pointer while switched out */
   thread_state state;
@@ -75,6 +85,8 @@ struct coro {
   const barrier *wait; /* the barrier it waits on, and that barrier's */
   unsigned wait_gen;   /* generation when it arrived */
   int phase;           /* which of its warp's two slot sets is next */
+  copy_group uncommitted;       /* cp.async since the last commit_group */
+  std::deque<copy_group> groups; /* committed, oldest first */
 };
 
 const size_t STACK_BYTES = 256 * 1024;
@@ -251,6 +263,62 @@ float atomic_add(float *p, float v) {
   *p = old + v;
   return old;
 }
+int atomic_add(int *p, int v) {
+  int old = *p;
+  *p = old + v;
+  return old;
+}
+unsigned long long atomic_add(unsigned long long *p, unsigned long long v) {
+  unsigned long long old = *p;
+  *p = old + v;
+  return old;
+}
+
+void cp_async(void *dst, const void *src, int bytes, int src_bytes) {
+  bool size_ok = bytes == 4 || bytes == 8 || bytes == 16;
+  if (!size_ok || src_bytes < 0 || src_bytes > bytes ||
+      (uintptr_t)dst % (uintptr_t)bytes != 0 ||
+      (src_bytes > 0 && (uintptr_t)src % (uintptr_t)bytes != 0)) {
+    fprintf(stderr, "emulator: cp.async of %d bytes (%d from the source) "
+                    "with dst %p, src %p: size 4, 8 or 16, both aligned to it\n",
+            bytes, src_bytes, dst, src);
+    exit(4);
+  }
+  async_copy c;
+  c.dst = dst;
+  c.bytes = bytes;
+  memset(c.data, 0, sizeof c.data);
+  if (src_bytes > 0)
+    memcpy(c.data, src, (size_t)src_bytes);
+  memset(dst, 0xff, (size_t)bytes); /* in flight: not yet the source's */
+  running->uncommitted.push_back(c);
+}
+
+void cp_async_commit() {
+  running->groups.push_back(running->uncommitted);
+  running->uncommitted.clear();
+}
+
+/* cp.async.wait_group N: every committed group but the newest N is done. */
+void cp_async_wait(int newest_pending) {
+  std::deque<copy_group> &g = running->groups;
+  while ((int)g.size() > newest_pending) {
+    for (const async_copy &c : g.front())
+      memcpy(c.dst, c.data, (size_t)c.bytes);
+    g.pop_front();
+  }
+}
+
+void wait_flag(const int *flag, int value) {
+  if (*flag != value) {
+    fprintf(stderr,
+            "emulator: block (%u,%u,%u) waits for a flag to hold %d, it holds "
+            "%d: no earlier block sets it (on the GPU: a hang)\n",
+            current->block_idx.x, current->block_idx.y, current->block_idx.z,
+            value, *flag);
+    exit(4);
+  }
+}
 
 namespace {
 
@@ -371,6 +439,24 @@ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
  * addresses of rows 0..7 of matrix i (8 contiguous b16 each); with .trans
  * lane (g, c) receives in r[i] the elements (2c, g) and (2c+1, g) of
  * matrix i, the lower row in the low half. */
+/* ldmatrix.sync.aligned.m8n8.x4.shared.b16 (no .trans): lane (g, c)
+ * receives in r[i] the elements (g, 2c) and (g, 2c+1) of matrix i. */
+void ldmatrix_x4(uint32_t (&r)[4], const void *row_addr) {
+  if ((uintptr_t)row_addr % 16 != 0) {
+    fprintf(stderr, "emulator: ldmatrix row address not 16-byte aligned\n");
+    exit(4);
+  }
+  collective col = enter(LDMATRIX);
+  col.s->addr[col.lane] = row_addr;
+  arrive(*col.bar);
+  check_same(col);
+  int g = col.lane >> 2, c = col.lane & 3;
+  for (int i = 0; i < 4; i++) {
+    const uint16_t *row = (const uint16_t *)col.s->addr[8 * i + g];
+    r[i] = (uint32_t)row[2 * c] | ((uint32_t)row[2 * c + 1] << 16);
+  }
+}
+
 void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row_addr) {
   if ((uintptr_t)row_addr % 16 != 0) {
     fprintf(stderr, "emulator: ldmatrix row address not 16-byte aligned\n");
