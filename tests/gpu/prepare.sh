@@ -5,7 +5,8 @@
 #
 # KIT holds kit.tar.xz (the stage below, symlinks kept) and manifest.txt.
 # The stage ($build/kit-stage):
-#   bin/        check_kernels, attention_bench (sm_80, sm_89, sm_90 + PTX)
+#   bin/        check_kernels, gpu_bench (sm_80, sm_89, sm_90 + PTX),
+#               gpu_throughput.sh (bench/'s, for the throughput row)
 #   sets/NAME/  each generated program set's launch.sh, rank binaries, plan.json
 #   ref/        the CPU reference losses (NAME-STEPS.steps: "STEP LOSS MS")
 #   data/       text.bin (hexic-shard of the licence texts)
@@ -283,7 +284,7 @@ prepare_kit() {
   bash "$root/scripts/setup.sh" >>"$log" 2>&1 || echo "setup.sh could not install what is missing (see $log)"
   if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHEXIC_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$archs" >>"$log" 2>&1 ||
-    ! cmake --build "$build" -j"$jobs" --target hexic hexic-shard check_kernels attention_bench >>"$log" 2>&1; then
+    ! cmake --build "$build" -j"$jobs" --target hexic hexic-shard check_kernels gpu_bench >>"$log" 2>&1; then
     tail -30 "$log"
     echo "prepare: the build failed (see $log)" >&2
     return 1
@@ -292,7 +293,7 @@ prepare_kit() {
   rm -rf "$work" "$stage"
   mkdir -p "$work" "$stage"/{bin,sets,ref,data}
   : >"$stage/nccl-sets"
-  cp "$build/tests/check_kernels" "$build/attention_bench" "$stage/bin/"
+  cp "$build/tests/check_kernels" "$build/tests/gpu_bench" "$root/bench/gpu_throughput.sh" "$stage/bin/"
   tiny=$root/examples/models/tiny.hx
   seqtiny=$root/tests/exec/models/seqtiny.hx
   seqplan=$root/tests/exec/plans/seq_pp_tp_cp_hp.json

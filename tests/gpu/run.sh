@@ -6,7 +6,7 @@
 #   bash tests/gpu/run.sh               # a machine with everything: both, KIT=build-gpu-kit
 #
 # prepare (tests/gpu/prepare.sh) builds hexic, check_kernels and
-# attention_bench for sm_80/89/90, generates and builds every program set the
+# gpu_bench for sm_80/89/90, generates and builds every program set the
 # checks run, computes their CPU references at the same --steps, and packs
 # them with Open MPI's and OpenBLAS's runtime from Debian's packages into
 # KIT/kit.tar.xz. run unpacks KIT into /tmp, uses nothing of the machine's
@@ -16,7 +16,7 @@
 #
 # run ends within HEXIC_GPU_BUDGET_S (540 s) on one H200. Each check has a
 # share of it (printed at the start, in this order): kit, kernels,
-# sanitizer, fp32, bf16, multirank, hexiseq, nccl, multigpu, bench,
+# sanitizer, fp32, bf16, multirank, hexiseq, nccl, multigpu,
 # throughput; a check's time limit is what is left less the later checks'
 # shares, so time saved passes on and no check eats a later one's share.
 # Every row says PASS, FAIL or SKIP with its reason on the row. A kernel
@@ -212,12 +212,12 @@ run_kit() {
   machine
 
   # The shares (seconds) of HEXIC_GPU_BUDGET_S, in the order the checks run.
-  order=(kit kernels sanitizer fp32 bf16 multirank hexiseq nccl multigpu bench throughput)
+  order=(kit kernels sanitizer fp32 bf16 multirank hexiseq nccl multigpu throughput)
   share=([kit]=15 [kernels]=150 [sanitizer]=60 [fp32]=30 [bf16]=40 [multirank]=45
-    [hexiseq]=60 [nccl]=25 [multigpu]=0 [bench]=30 [throughput]=60)
+    [hexiseq]=60 [nccl]=25 [multigpu]=0 [throughput]=90)
   if [ "${ngpus:-0}" -ge 2 ]; then share[multigpu]=120; share[sanitizer]=0; fi
   order+=(close)
-  share[close]=$((budget - 15 - 150 - 60 - 30 - 40 - 45 - 60 - 25 - 30 - 60))
+  share[close]=$((budget - 15 - 150 - 60 - 30 - 40 - 45 - 60 - 25 - 90))
   [ "${share[close]}" -ge 5 ] || share[close]=5
   echo "== budget ${budget} s: $(shares_line)"
 
@@ -458,60 +458,33 @@ run_kit() {
     fi
   done
 
-  # [attention bench] figures, not a check.
-  row="attention bench (tensor cores)"
-  if [ "$gpu_state" != ok ]; then
-    record "$row" SKIP "$gpu_skip"
-  else
-    lim=$(allot bench)
-    if [ "$lim" = 0 ]; then
-      record "$row" SKIP "$(past_deadline bench)"
-    else
-      t=$(date +%s)
-      local bout brc best
-      bout=$(timeout -k 5 "$lim" "$k/bin/attention_bench" 2>&1)
-      brc=$?
-      echo "$bout" >>"$log"
-      best=$(awk '$1 == "tc" && $3 == 2048 && $9 == 128 {print "T 2048 hd 128: fwd " $13 ", bwd " $18 " TFLOP/s"; exit}' <<<"$bout")
-      if [ $brc = 0 ]; then
-        record "$row" PASS "${best:-see log}; $(($(date +%s) - t)) s"
-      elif [ -n "$(died $brc "$lim")" ]; then
-        record "$row" FAIL "$(died $brc "$lim")${best:+; $best}"
-      else
-        record "$row" FAIL "exit $brc: $(tail -1 <<<"$bout" | cut -c1-100)"
-      fi
-    fi
-  fi
-
   # [throughput] the 1.3B Llama, bf16, micro-batches of 8, one GPU: 8
-  # steps, the first 2 left out. MFU = tokens/s x model FLOPs per token (the
-  # simulator's: plan.json's simulated MFU x peak / simulated tokens/s) / the
-  # dense bf16 peak (the cluster file's: 989 TFLOP/s for H100/H200).
+  # steps, the first 2 left out; then bench/gpu_throughput.sh (the kit's
+  # bin/gpu_throughput.sh) adds the kernels' TFLOP/s and GB/s at its shapes,
+  # the attention's at head dims 64/128 and T 2048, tokens/s, MFU (the
+  # simulator's FLOPs a token over the dense bf16 peak, the cluster file's
+  # 989 TFLOP/s for H100/H200 unless HEXIC_GPU_PEAK_TFLOPS) and the
+  # simulated step beside the measured one; its figures go to the log.
   row="1.3B throughput, bf16, 1 GPU"
   t=$(date +%s)
   if can_run "$row" throughput g13; then
     if ! run_set g13 "$steps_13b" "$run_limit"; then
       record "$row" FAIL "did not run: $(why g13)"
     else
-      local peak=${HEXIC_GPU_PEAK_TFLOPS:-$(fact peak_tflops)} fig mfu
-      fig=$("$py" - "$k/sets/g13/plan.json" "$out/g13.steps" "$peak" "$(fact peak_tflops)" <<'EOF'
-import json, sys
-plan = json.load(open(sys.argv[1]))
-ms = [float(s.split()[2]) for s in open(sys.argv[2])][2:]
-tokens = plan["model"]["global_batch"] * plan["model"]["seq_len"]
-tps = tokens / (sum(ms) / len(ms) / 1000)
-sim = plan["simulated"]
-# the simulator's MFU is against the cluster file's peak (argv[4])
-mfu = sim["mfu"] * tps / sim["tokens_per_s"] * float(sys.argv[4]) / float(sys.argv[3])
-print("%.1f|%.0f tokens/s, MFU %.1f%% of %s TFLOP/s, %.0f ms/step; simulated %.0f tokens/s"
-      % (100 * mfu, tps, 100 * mfu, sys.argv[3], sum(ms) / len(ms), sim["tokens_per_s"]))
-EOF
-      )
-      if [ -n "$fig" ]; then
-        mfu=${fig%%|*}
-        record "$row" PASS "${fig#*|}, $(mfu_verdict "$mfu" 40); $(($(date +%s) - t)) s"
+      local peak=${HEXIC_GPU_PEAK_TFLOPS:-$(fact peak_tflops)} tout trc fig mfu
+      local blimit=$(($(left) - 10))
+      [ "$blimit" -ge 10 ] || blimit=10
+      tout=$(bash "$k/bin/gpu_throughput.sh" --kit "$k" --plan "$k/sets/g13/plan.json" \
+        --steps "$out/g13.steps" --peak "$peak" --cluster-peak "$(fact peak_tflops)" \
+        --quick --limit "$blimit" 2>&1)
+      trc=$?
+      echo "$tout" >>"$log"
+      fig=$(sed -n 's/^throughput: //p' <<<"$tout" | tail -1)
+      mfu=$(sed -n 's/.*MFU \([0-9.]*\)%.*/\1/p' <<<"$fig")
+      if [ $trc = 0 ] && [ -n "$mfu" ]; then
+        record "$row" PASS "$fig, $(mfu_verdict "$mfu" 40); $(($(date +%s) - t)) s"
       else
-        record "$row" FAIL "no figures from $out/g13.steps"
+        record "$row" FAIL "gpu_throughput.sh exit $trc: $(tail -1 <<<"$tout" | cut -c1-120)"
       fi
     fi
   fi

@@ -12,12 +12,21 @@ if(HEXIC_CUDA)
     SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
 
+  # The kernels' speed (figures, not a test), for bench/gpu_throughput.sh;
+  # tests/gpu/run.sh's kit carries it (ctest gpukit.throughput_no_gpu).
+  add_executable(gpu_bench ${HX_TESTS_DIR}/gpu/gpu_bench.cu)
+  target_compile_options(gpu_bench PRIVATE
+    "$<$<COMPILE_LANGUAGE:CUDA>:${HX_CUDA_WARNINGS}>")
+  target_link_libraries(gpu_bench PRIVATE hexic_kernels_cuda)
+
   # The same program and the kernels' own source on the host emulator of
   # tests/gpu/emulate/ (x86-64: its coroutine switch is assembly), so that
   # a machine without a GPU still runs every kernel against the CPU. The
   # slow cases are left to tests/gpu/emulate/run.sh: here the attention of
   # the tiny model (hd 16, tiled) and a GQA TP shard at hd 64 (tiled and
-  # tensor-core, a sequence that is no multiple of the tiles), both layers,
+  # tensor-core, a sequence that is no multiple of the tiles), hd 128 at
+  # T 140 (the tensor-core kernel's hd-128 tiles, several key tiles adding
+  # into each query tile's dQ), both layers,
   # the tiny layer holding some tokens at their positions (seq: RoPE by
   # position, attention through the local hook, fp32 views in bf16), the
   # strided copies of the hooks (copy_rows), the block attention by

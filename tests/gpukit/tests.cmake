@@ -9,3 +9,16 @@ add_test(NAME gpukit.self_contained
   COMMAND bash ${HX_TESTS_DIR}/gpukit/check_kit.sh ${CMAKE_CURRENT_BINARY_DIR}/gpukit)
 set_tests_properties(gpukit.self_contained PROPERTIES
   SKIP_RETURN_CODE 77 LABELS "gpukit;mpi" TIMEOUT 1200 RUN_SERIAL TRUE)
+
+# bench/gpu_throughput.sh without a GPU: says it needs one and exits 2, with
+# the kernels' bench program (CUDA builds: it probes the device) and without
+# it; skipped where a GPU is visible (tests/gpu/run.sh runs it there).
+if(HEXIC_CUDA)
+  add_test(NAME gpukit.throughput_no_gpu
+    COMMAND bash ${HX_TESTS_DIR}/gpukit/test_throughput.sh $<TARGET_FILE:gpu_bench>)
+else()
+  add_test(NAME gpukit.throughput_no_gpu
+    COMMAND bash ${HX_TESTS_DIR}/gpukit/test_throughput.sh)
+endif()
+set_tests_properties(gpukit.throughput_no_gpu PROPERTIES
+  SKIP_RETURN_CODE 77 LABELS gpukit TIMEOUT 60)
