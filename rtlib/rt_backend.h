@@ -202,6 +202,13 @@ struct rt_device {
    * resume): refresh whatever the forward reads instead of the master
    * weights (a bf16 copy). */
   void (*weights_changed)(void);
+  /* Optional (NULL: the executor draws the initial weights on the host and
+   * uploads them): writes them into the weights buffer on the device, for
+   * every tensor of model->layout the slice hxk_init_param gives (local
+   * layer l is global layer layer_begin + l), then refreshes what the
+   * forward reads. The CUDA backend's values are each within one float ulp
+   * of the host's (kernels/cuda/init.cu); asynchronous like a kernel. */
+  void (*init_weights)(uint64_t seed, int layer_begin);
   /* Bytes of the activations one layer keeps per micro-batch, and of the
    * scratch that layers and head share. */
   size_t (*acts_bytes)(void);

@@ -5,6 +5,7 @@
 #define HXC_COMMON_CUH
 
 #include <cmath>
+#include <cstdint>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -25,6 +26,53 @@ __device__ __forceinline__ float load_f(const bf16 *p) {
 __device__ __forceinline__ void store_f(float *p, float x) { *p = x; }
 __device__ __forceinline__ void store_f(bf16 *p, float x) {
   *p = __float2bfloat16_rn(x);
+}
+
+/* Eight consecutive elements in fp32 through 16-byte accesses (one for
+ * bf16, two for fp32): the element-wise kernels' vector path. `p` must be
+ * 16-byte aligned (vec8_ok). A bf16 is the high half of its float, so the
+ * words of a uint4 unpack by shifts (and pack through the rounding
+ * conversion's bits), with no cast between unrelated types. */
+#define VEC 8
+__device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {
+  return __bfloat162float(__ushort_as_bfloat16(b));
+}
+__device__ __forceinline__ void load8(const bf16 *p, float v[VEC]) {
+  uint4 raw = *reinterpret_cast<const uint4 *>(p);
+  unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    v[2 * i] = bf16_bits_to_float((unsigned short)(words[i] & 0xffffu));
+    v[2 * i + 1] = bf16_bits_to_float((unsigned short)(words[i] >> 16));
+  }
+}
+__device__ __forceinline__ void load8(const float *p, float v[VEC]) {
+  float4 lo = reinterpret_cast<const float4 *>(p)[0];
+  float4 hi = reinterpret_cast<const float4 *>(p)[1];
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
+  v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+__device__ __forceinline__ void store8(bf16 *p, const float v[VEC]) {
+  unsigned words[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    words[i] = (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i])) |
+               (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1]))
+                   << 16;
+  *reinterpret_cast<uint4 *>(p) = make_uint4(words[0], words[1], words[2],
+                                             words[3]);
+}
+__device__ __forceinline__ void store8(float *p, const float v[VEC]) {
+  reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+/* Whether every pointer is 16-byte aligned (NULL counts as aligned), so
+ * that rows of a multiple of 8 elements can take the vector path. */
+static inline bool vec8_ok(const void *a, const void *b = NULL,
+                           const void *c = NULL, const void *d = NULL) {
+  return ((uintptr_t)a % 16 | (uintptr_t)b % 16 | (uintptr_t)c % 16 |
+          (uintptr_t)d % 16) == 0;
 }
 
 /* Sum over the 32 lanes of a warp; every lane gets the result. */
@@ -65,7 +113,7 @@ __device__ __forceinline__ float block_sum(float x, float *shared) {
   return warp_sum(x);
 }
 /* block_sum in double (`shared`: 32 doubles), for the rare recount of a
- * float sum that overflowed (rmsnorm.cu). */
+ * float sum that overflowed (norm.cu). */
 __device__ __forceinline__ double block_sum_f64(double x, double *shared) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int nwarps = blockDim.x >> 5;
@@ -106,6 +154,11 @@ static inline struct hxc_launch_dims ew_launch(long n) {
                               false};
   return l;
 }
+/* The launch of an element-wise kernel over n elements of which the
+ * first nvec * 8 go eight to a thread (the rest one to a thread). */
+static inline struct hxc_launch_dims vec_launch(long n, long nvec) {
+  return ew_launch(nvec + (n - nvec * VEC));
+}
 static inline struct hxc_launch_dims launch_dims(unsigned long gx,
                                                  unsigned long gy,
                                                  unsigned long gz, int threads,
@@ -122,6 +175,7 @@ static inline dim3 grid_of(const struct hxc_launch_dims &l) {
   void name(const struct hxc_launch_shapes *s, hxc_launch_fn fn, void *arg)
 HXC_LAUNCHES(hxc_context_launches);
 HXC_LAUNCHES(hxc_embedding_launches);
+HXC_LAUNCHES(hxc_init_launches);
 HXC_LAUNCHES(hxc_rmsnorm_launches);
 HXC_LAUNCHES(hxc_rope_launches);
 HXC_LAUNCHES(hxc_swiglu_launches);

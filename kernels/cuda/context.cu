@@ -184,6 +184,7 @@ void hxc_launch_table(const struct hxc_launch_shapes *s, hxc_launch_fn fn,
                       void *arg) {
   hxc_context_launches(s, fn, arg);
   hxc_embedding_launches(s, fn, arg);
+  hxc_init_launches(s, fn, arg);
   hxc_rmsnorm_launches(s, fn, arg);
   hxc_rope_launches(s, fn, arg);
   hxc_swiglu_launches(s, fn, arg);

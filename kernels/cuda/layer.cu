@@ -7,6 +7,22 @@
  *   m = rmsnorm(x1, mlp_norm); h = silu(m w_gate^T) * (m w_up^T);
  *   out = x1 + allreduce(h w_down^T)
  *
+ * Fewer, larger launches than that list (each step's result as the CPU's
+ * within the checks' tolerances; the speed is unmeasured here, no GPU):
+ *  - wq, wk, wv lie back to back in the layer's buffer (hxk_layer_bind's
+ *    order), as do w_gate and w_up, and so do their gradients: one GEMM
+ *    gives [q | k | v] per token (qkv, scratch) and one [gate | up] (gu, kept
+ *    for the backward); their backward is one GEMM each too, so the input
+ *    gradients da and dm are each one fp32-accumulated sum rounded once,
+ *    where three (two) bf16 partial sums were rounded and added before;
+ *  - RoPE of q and k and the split of qkv are one kernel, and its transpose
+ *    merges dq, dk, dv into dqkv; SwiGLU reads gu and writes dgu;
+ *  - the residual x1 = x + attention is fused into the MLP norm, and the
+ *    residual path's gradient into each norm's backward (no copies of dout
+ *    or dx1); every gradient buffer's first write is a GEMM or kernel that
+ *    writes (beta 0) rather than adds into zeros: only dq, dk and dv, which
+ *    the attention kernels add into, are still zeroed.
+ *
  * Buffers are carved out of caller memory by one cursor routine (slices
  * aligned to 256 bytes, which cuBLASLt and the tensor-core attention like),
  * so the size functions and the users can never disagree. Elements are of
@@ -135,7 +151,7 @@ static float *take_f(struct cursor *c, long n) {
  * rstd2 and m are the residual stream's rows (sh->rows); the rest every
  * token's (a TP shard of heads or ffn columns). */
 struct layer_acts {
-  void *x, *a, *q, *k, *v, *o, *x1, *m, *gate, *up, *h;
+  void *x, *a, *q, *k, *v, *o, *x1, *m, *gu, *h; /* gu: [gate | up] */
   float *rstd1, *lse, *rstd2, *saved;
 };
 
@@ -154,8 +170,7 @@ static struct layer_acts carve_acts(struct cursor *c,
   a.x1 = take_el(c, sh, rows * sh->dim);
   a.rstd2 = take_f(c, rows);
   a.m = take_el(c, sh, rows * sh->dim);
-  a.gate = take_el(c, sh, n * sh->nf);
-  a.up = take_el(c, sh, n * sh->nf);
+  a.gu = take_el(c, sh, n * 2 * sh->nf);
   a.h = take_el(c, sh, n * sh->nf);
   a.saved = take_f(c, sh->hook ? sh->hook->saved_floats(sh->nseq, sh->hook->arg)
                                : 0);
@@ -176,9 +191,11 @@ struct layer_scratch {
   void *gathered;          /* sequence parallel: all-gathered rows (= partial) */
   float *attn;             /* the hook's scratch */
   struct wide_bufs wide;   /* bf16 with a hook */
+  void *qkv;               /* [n, qw + 2 kvw]: the fused product, then dqkv */
   void *dx1;               /* [rows, D]: the residual stream's gradient */
   void *dm, *da;           /* [n, D] */
-  void *dh, *dgate, *dup;  /* [n, nf] */
+  void *dh;                /* [n, nf] */
+  void *dgu;               /* [n, 2 nf]: [dgate | dup] */
   void *dout_attn, *dq;    /* [n, nq*hd] */
   void *dk, *dv;           /* [n, nkv*hd] */
 };
@@ -218,12 +235,12 @@ static struct layer_scratch carve_scratch(struct cursor *c,
   s.attn = take_f(c, sh->hook ? sh->hook->scratch_floats(sh->nseq, sh->hook->arg)
                               : 0);
   s.wide = carve_wide(c, sh);
+  s.qkv = take_el(c, sh, n * (sh->qw + 2 * sh->kvw));
   s.dx1 = take_el(c, sh, sh->rows * sh->dim);
   s.dm = take_el(c, sh, n * sh->dim);
   s.da = take_el(c, sh, n * sh->dim);
   s.dh = take_el(c, sh, n * sh->nf);
-  s.dgate = take_el(c, sh, n * sh->nf);
-  s.dup = take_el(c, sh, n * sh->nf);
+  s.dgu = take_el(c, sh, n * 2 * sh->nf);
   s.dout_attn = take_el(c, sh, n * sh->qw);
   s.dq = take_el(c, sh, n * sh->qw);
   s.dk = take_el(c, sh, n * sh->kvw);
@@ -397,15 +414,12 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
   hxc_rmsnorm_forward(a->a, a->rstd1, a->x, w->attn_norm, rows, sh->dim,
                       d->norm_eps, dt, st);
   const void *af = gather_rows(ctx, sh, s->gathered, a->a);
-  hxc_linear_forward(gpu, a->q, af, w->wq, n, sh->dim, sh->qw, 0.0f, dt, st);
-  hxc_linear_forward(gpu, a->k, af, w->wk, n, sh->dim, sh->kvw, 0.0f, dt, st);
-  hxc_linear_forward(gpu, a->v, af, w->wv, n, sh->dim, sh->kvw, 0.0f, dt, st);
-  /* by the tokens' positions; without positions (NULL, local_len =
-   * seq_len) the same kernel call as hxc_rope_forward */
-  hxc_rope_forward_pos(a->q, ctx->rope, n, sh->nq, sh->hd, sh->positions,
-                       sh->local_len, dt, st);
-  hxc_rope_forward_pos(a->k, ctx->rope, n, sh->nkv, sh->hd, sh->positions,
-                       sh->local_len, dt, st);
+  /* [q | k | v] = a [wq; wk; wv]^T, then RoPE by the tokens' positions
+   * (NULL, local_len = seq_len: whole sequences) as it splits them */
+  hxc_linear_forward(gpu, s->qkv, af, w->wq, n, sh->dim,
+                     sh->qw + 2 * sh->kvw, 0.0f, dt, st);
+  hxc_rope_qkv_split(a->q, a->k, a->v, s->qkv, ctx->rope, n, sh->nq, sh->nkv,
+                     sh->hd, sh->positions, sh->local_len, dt, st);
   if (sh->hook)
     hook_forward(ctx, sh, a, s);
   else
@@ -417,20 +431,39 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
   /* row-parallel wo: sum the TP partials (into x1's rows: the residual may
    * alias its operand) */
   const void *attn = sum_partials(ctx, sh, s->partial, a->x1);
-  hxc_residual_forward(a->x1, a->x, attn, rd, dt, st);
-  /* MLP block */
-  hxc_rmsnorm_forward(a->m, a->rstd2, a->x1, w->mlp_norm, rows, sh->dim,
-                      d->norm_eps, dt, st);
+  /* x1 = x + attn and the MLP block's norm of it, in one pass */
+  hxc_residual_rmsnorm_forward(a->x1, a->m, a->rstd2, a->x, attn,
+                               w->mlp_norm, rows, sh->dim, d->norm_eps, dt,
+                               st);
   const void *mf = gather_rows(ctx, sh, s->gathered, a->m);
-  hxc_linear_forward(gpu, a->gate, mf, w->w_gate, n, sh->dim, sh->nf, 0.0f,
+  /* [gate | up] = m [w_gate; w_up]^T */
+  hxc_linear_forward(gpu, a->gu, mf, w->w_gate, n, sh->dim, 2 * sh->nf, 0.0f,
                      dt, st);
-  hxc_linear_forward(gpu, a->up, mf, w->w_up, n, sh->dim, sh->nf, 0.0f, dt,
-                     st);
-  hxc_swiglu_forward(a->h, a->gate, a->up, n * sh->nf, dt, st);
+  hxc_swiglu_gu_forward(a->h, a->gu, n, sh->nf, dt, st);
   hxc_linear_forward(gpu, s->partial, a->h, w->w_down, n, sh->nf, sh->dim,
                      0.0f, dt, st);
   const void *mlp = sum_partials(ctx, sh, s->partial, out); /* row-parallel w_down */
   hxc_residual_forward(out, a->x1, mlp, rd, dt, st);
+}
+
+/* The fused products read wq, wk, wv (w_gate, w_up) and write their
+ * gradients as one matrix each: they must lie back to back, as
+ * hxc_layer_bind and hxc_layer_grads_bind lay them. */
+static void require_fused_layout(const struct layer_shape *sh,
+                                 const struct hxc_layer_params *w,
+                                 const struct hxc_layer_grads *g) {
+  size_t qb = (size_t)sh->qw * sh->dim, kvb = (size_t)sh->kvw * sh->dim;
+  size_t fb = (size_t)sh->nf * sh->dim;
+  const char *wq = (const char *)w->wq, *wg = (const char *)w->w_gate;
+  HXC_REQUIRE((const char *)w->wk == wq + qb * sh->es &&
+                  (const char *)w->wv == wq + (qb + kvb) * sh->es &&
+                  (const char *)w->w_up == wg + fb * sh->es,
+              "layer weights: wq, wk, wv and w_gate, w_up back to back "
+              "(hxc_layer_bind's layout)");
+  HXC_REQUIRE(!g || (g->wk == g->wq + qb && g->wv == g->wq + qb + kvb &&
+                     g->w_up == g->w_gate + fb),
+              "layer gradients: wq, wk, wv and w_gate, w_up back to back "
+              "(hxc_layer_grads_bind's layout)");
 }
 
 void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
@@ -438,6 +471,7 @@ void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
                        void *out, void *acts, void *scratch, long nseq) {
   struct layer_shape sh;
   shape_of(&sh, ctx, nseq);
+  require_fused_layout(&sh, w, NULL);
   struct cursor sc = {(char *)scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;
@@ -455,8 +489,8 @@ void hxc_layer_forward(const struct hxc_layer_ctx *ctx,
   forward_full(ctx, w, &sh, &a, out, &s);
 }
 
-/* MLP half of the backward: from dx1 (= dout) to dx1 += d(mlp)/dx1. With
- * sequence parallelism dx1 is the rows: all-gathered for the products (the
+/* MLP half of the backward: dx1 = dout + d(mlp)/dx1 (written). With
+ * sequence parallelism dout is the rows: all-gathered for the products (the
  * reduce-scatter's gradient), and m gathered again into the same buffer
  * once that gradient's last reader is queued. */
 static void backward_mlp(const struct hxc_layer_ctx *ctx,
@@ -464,31 +498,28 @@ static void backward_mlp(const struct hxc_layer_ctx *ctx,
                          const struct hxc_layer_grads *g,
                          const struct layer_shape *sh,
                          const struct layer_acts *a,
-                         const struct layer_scratch *s) {
+                         const struct layer_scratch *s, const void *dout) {
   enum hxc_dtype dt = ctx->dt;
   cudaStream_t st = ctx->stream;
   struct hxc_ctx *gpu = ctx->gpu;
-  long n = sh->n, nf_all = n * sh->nf;
-  zero(ctx, s->dh, (size_t)nf_all * sh->es);
-  zero(ctx, s->dgate, (size_t)nf_all * sh->es);
-  zero(ctx, s->dup, (size_t)nf_all * sh->es);
-  zero(ctx, s->dm, (size_t)n * sh->dim * sh->es);
-  const void *dy = gather_rows(ctx, sh, s->gathered, s->dx1);
-  hxc_linear_backward(gpu, s->dh, g->w_down, dy, a->h, w->w_down, n,
-                      sh->nf, sh->dim, dt, st);
-  hxc_swiglu_backward(s->dgate, s->dup, s->dh, a->gate, a->up, nf_all, dt, st);
+  long n = sh->n;
+  const void *dy = gather_rows(ctx, sh, s->gathered, dout);
+  hxc_linear_backward_beta(gpu, s->dh, 0.0f, g->w_down, dy, a->h, w->w_down,
+                           n, sh->nf, sh->dim, dt, st);
+  hxc_swiglu_gu_backward(s->dgu, s->dh, a->gu, n, sh->nf, dt, st);
   const void *mf = gather_rows(ctx, sh, s->gathered, a->m);
-  hxc_linear_backward(gpu, s->dm, g->w_gate, s->dgate, mf, w->w_gate, n,
-                      sh->dim, sh->nf, dt, st);
-  hxc_linear_backward(gpu, s->dm, g->w_up, s->dup, mf, w->w_up, n, sh->dim,
-                      sh->nf, dt, st);
+  /* dm = [dgate | dup] [w_gate; w_up], one fp32 sum; the gradients of
+   * w_gate and w_up, back to back, in one product too */
+  hxc_linear_backward_beta(gpu, s->dm, 0.0f, g->w_gate, s->dgu, mf, w->w_gate,
+                           n, sh->dim, 2 * sh->nf, dt, st);
   /* column-parallel input gradient (the free partial buffer takes the rows) */
   const void *dm = sum_partials(ctx, sh, s->dm, s->partial);
-  hxc_rmsnorm_backward(gpu, s->dx1, g->mlp_norm, dm, a->x1, w->mlp_norm,
-                       a->rstd2, sh->rows, sh->dim, dt, st);
+  hxc_rmsnorm_backward_residual(gpu, s->dx1, g->mlp_norm, dout, dm, a->x1,
+                                w->mlp_norm, a->rstd2, sh->rows, sh->dim, dt,
+                                st);
 }
 
-/* Attention half: from dx1 to dx (written). */
+/* Attention half: from dx1 to dx = dx1 + d(attention)/dx (written). */
 static void backward_attention(const struct hxc_layer_ctx *ctx,
                                const struct hxc_layer_params *w,
                                const struct hxc_layer_grads *g,
@@ -498,15 +529,14 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
   enum hxc_dtype dt = ctx->dt;
   cudaStream_t st = ctx->stream;
   struct hxc_ctx *gpu = ctx->gpu;
-  long n = sh->n, nd = n * sh->dim, nseq = sh->nseq;
-  zero(ctx, s->dout_attn, (size_t)n * sh->qw * sh->es);
+  long n = sh->n, nseq = sh->nseq;
+  /* the attention kernels and hooks add into dq, dk and dv */
   zero(ctx, s->dq, (size_t)n * sh->qw * sh->es);
   zero(ctx, s->dk, (size_t)n * sh->kvw * sh->es);
   zero(ctx, s->dv, (size_t)n * sh->kvw * sh->es);
-  zero(ctx, s->da, (size_t)nd * sh->es);
   const void *dy = gather_rows(ctx, sh, s->gathered, s->dx1);
-  hxc_linear_backward(gpu, s->dout_attn, g->wo, dy, a->o, w->wo, n,
-                      sh->qw, sh->dim, dt, st);
+  hxc_linear_backward_beta(gpu, s->dout_attn, 0.0f, g->wo, dy, a->o, w->wo,
+                           n, sh->qw, sh->dim, dt, st);
   if (sh->hook)
     hook_backward(ctx, sh, a, s);
   else
@@ -514,23 +544,18 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
                            a->v, a->o, a->lse,
                            hxc_kv_map_of(ctx->dims, ctx->shard), nseq,
                            sh->seq_len, sh->nq, sh->nkv, sh->hd, dt, st);
-  hxc_rope_backward_pos_inplace(s->dq, ctx->rope, n, sh->nq, sh->hd,
-                                sh->positions, sh->local_len, dt, st);
-  hxc_rope_backward_pos_inplace(s->dk, ctx->rope, n, sh->nkv, sh->hd,
-                                sh->positions, sh->local_len, dt, st);
+  /* dqkv = [R^T dq | R^T dk | dv] in the product's layout */
+  hxc_rope_qkv_merge(s->qkv, s->dq, s->dk, s->dv, ctx->rope, n, sh->nq,
+                     sh->nkv, sh->hd, sh->positions, sh->local_len, dt, st);
   const void *af = gather_rows(ctx, sh, s->gathered, a->a);
-  hxc_linear_backward(gpu, s->da, g->wq, s->dq, af, w->wq, n, sh->dim,
-                      sh->qw, dt, st);
-  hxc_linear_backward(gpu, s->da, g->wk, s->dk, af, w->wk, n, sh->dim,
-                      sh->kvw, dt, st);
-  hxc_linear_backward(gpu, s->da, g->wv, s->dv, af, w->wv, n, sh->dim,
-                      sh->kvw, dt, st);
+  /* da = dqkv [wq; wk; wv], one fp32 sum; wq, wk, wv's gradients at once */
+  hxc_linear_backward_beta(gpu, s->da, 0.0f, g->wq, s->qkv, af, w->wq, n,
+                           sh->dim, sh->qw + 2 * sh->kvw, dt, st);
   /* column-parallel input gradient */
   const void *da = sum_partials(ctx, sh, s->da, s->partial);
-  HXC_CHECK(cudaMemcpyAsync(dx, s->dx1, (size_t)sh->rows * sh->dim * sh->es,
-                            cudaMemcpyDeviceToDevice, st)); /* residual path */
-  hxc_rmsnorm_backward(gpu, dx, g->attn_norm, da, a->x, w->attn_norm,
-                       a->rstd1, sh->rows, sh->dim, dt, st);
+  hxc_rmsnorm_backward_residual(gpu, dx, g->attn_norm, s->dx1, da, a->x,
+                                w->attn_norm, a->rstd1, sh->rows, sh->dim,
+                                dt, st);
 }
 
 void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
@@ -539,6 +564,7 @@ void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
                         void *dx, const void *acts, void *scratch, long nseq) {
   struct layer_shape sh;
   shape_of(&sh, ctx, nseq);
+  require_fused_layout(&sh, w, g);
   struct cursor sc = {(char *)scratch, 0};
   struct layer_scratch s = carve_scratch(&sc, ctx, &sh);
   struct layer_acts a;
@@ -554,9 +580,7 @@ void hxc_layer_backward(const struct hxc_layer_ctx *ctx,
     struct cursor ac = {(char *)acts, 0};
     a = carve_acts(&ac, &sh);
   }
-  HXC_CHECK(cudaMemcpyAsync(s.dx1, dout, xbytes, cudaMemcpyDeviceToDevice,
-                            ctx->stream));
-  backward_mlp(ctx, w, g, &sh, &a, &s);
+  backward_mlp(ctx, w, g, &sh, &a, &s, dout);
   backward_attention(ctx, w, g, &sh, &a, &s, dx);
 }
 

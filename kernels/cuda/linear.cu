@@ -187,9 +187,19 @@ void hxc_linear_backward(struct hxc_ctx *ctx, void *dx, float *dw,
                          const void *dy, const void *x, const void *w, long n,
                          int in, int out, enum hxc_dtype dt,
                          cudaStream_t stream) {
+  hxc_linear_backward_beta(ctx, dx, 1.0f, dw, dy, x, w, n, in, out, dt,
+                           stream);
+}
+
+/* The same with dx = dy W + dx_beta dx: 0 for a buffer's first write, which
+ * then needs no zeroing (and reads nothing of dx). */
+void hxc_linear_backward_beta(struct hxc_ctx *ctx, void *dx, float dx_beta,
+                              float *dw, const void *dy, const void *x,
+                              const void *w, long n, int in, int out,
+                              enum hxc_dtype dt, cudaStream_t stream) {
   if (dx) {
     struct hxc_gemm gx = {false, false, in, n, out, in, out, in, dt, dt};
-    hxc_gemm_run(ctx, &gx, 1.0f, w, dy, 1.0f, dx, stream);
+    hxc_gemm_run(ctx, &gx, 1.0f, w, dy, dx_beta, dx, stream);
   }
   if (n <= 0)
     return;

@@ -2,9 +2,10 @@
  * conventions as kernels/cpu/llama.h (read side by side: hxk_X there is
  * hxc_X here), on device pointers and a cudaStream_t. The math is
  * docs/model-spec.md; each kernel restates the part it computes above its
- * definition in the .cu file of its op group (embedding.cu, rmsnorm.cu,
- * rope.cu, swiglu.cu, residual.cu, linear.cu, attention.cu,
- * attention_tc.cu and attention_block.cu, head.cu, optim.cu, layer.cu).
+ * definition in the .cu file of its op group (init.cu, embedding.cu,
+ * norm.cu (RMSNorm and residuals), rope.cu, swiglu.cu, linear.cu,
+ * attention.cu, attention_tc.cu and attention_block.cu, head.cu, optim.cu,
+ * layer.cu).
  *
  * Conventions (those of the CPU kernels, plus what a GPU adds):
  *  - Row-major; a linear layer y = x W^T has W [out, in]; token n = s*T + t.
@@ -129,6 +130,14 @@ void hxc_convert(void *dst, enum hxc_dtype dst_dt, const void *src,
  * (a) Single kernels. n = number of tokens.
  * ------------------------------------------------------------------------- */
 
+/* The shard's slice of parameter p (fp32, packed as hxk_init_param packs
+ * it) drawn on the device from the spec's stream: hxk_init_param's values,
+ * each within one float ulp of the CPU's (the device's double log and cos
+ * against glibc's; init.cu). */
+void hxc_init_param(float *dst, const struct hxk_dims *d,
+                    const struct hxk_shard *s, uint64_t seed,
+                    enum hxk_param p, int layer, cudaStream_t stream);
+
 /* out[n, D] = emb[tok[n], :]. */
 void hxc_embedding_forward(void *out, const int32_t *tok, const void *emb,
                            long n, int dim, enum hxc_dtype dt,
@@ -149,6 +158,22 @@ void hxc_rmsnorm_backward(struct hxc_ctx *ctx, void *dx, float *dg,
                           const void *dout, const void *x, const void *g,
                           const float *rstd, long n, int dim,
                           enum hxc_dtype dt, cudaStream_t stream);
+
+/* The residual fused with the norm after it, as a layer has them:
+ * y = a + b (rounded to dt; y may alias a or b), out = rmsnorm(y), rstd:
+ * hxc_residual_forward then hxc_rmsnorm_forward, bit for bit, in one pass. */
+void hxc_residual_rmsnorm_forward(void *y, void *out, float *rstd,
+                                  const void *a, const void *b, const void *g,
+                                  long n, int dim, float eps,
+                                  enum hxc_dtype dt, cudaStream_t stream);
+/* The norm's backward with the residual path's gradient dres added: WRITES
+ * dx = dres + (the norm's dx term); dres may alias dx (then it is
+ * hxc_rmsnorm_backward). dg as there. */
+void hxc_rmsnorm_backward_residual(struct hxc_ctx *ctx, void *dx, float *dg,
+                                   const void *dres, const void *dout,
+                                   const void *x, const void *g,
+                                   const float *rstd, long n, int dim,
+                                   enum hxc_dtype dt, cudaStream_t stream);
 
 /* The RoPE table of hxk_rope_table (fp32 [seq_len, hd/2, 2], computed in
  * double), written on the device: hxk_rope_table_floats(d) floats. */
@@ -173,6 +198,20 @@ void hxc_rope_backward_pos_inplace(void *dy, const float *tab, long n,
                                    int nheads, int hd, const int *pos,
                                    long local_len, enum hxc_dtype dt,
                                    cudaStream_t stream);
+
+/* RoPE on the fused product qkv [n, (nq + 2 nkv) hd] (each token's q, k
+ * and v columns back to back), in one launch for q and k: split WRITES
+ * q [n, nq hd], k, v [n, nkv hd] (q and k rotated by +phi); merge WRITES
+ * dqkv from dq, dk (rotated by -phi) and dv. Positions as
+ * hxc_rope_forward_pos (pos NULL, local_len seq_len: whole sequences). */
+void hxc_rope_qkv_split(void *q, void *k, void *v, const void *qkv,
+                        const float *tab, long n, int nq, int nkv, int hd,
+                        const int *pos, long local_len, enum hxc_dtype dt,
+                        cudaStream_t stream);
+void hxc_rope_qkv_merge(void *dqkv, const void *dq, const void *dk,
+                        const void *dv, const float *tab, long n, int nq,
+                        int nkv, int hd, const int *pos, long local_len,
+                        enum hxc_dtype dt, cudaStream_t stream);
 
 /* Which kv head a local query head reads: (q_begin + i) / group - kv_begin,
  * the rule of hxk_kv_map, as three numbers instead of a table. */
@@ -265,6 +304,13 @@ void hxc_swiglu_forward(void *h, const void *g, const void *u, long n,
 void hxc_swiglu_backward(void *dg, void *du, const void *dh, const void *g,
                          const void *u, long n, enum hxc_dtype dt,
                          cudaStream_t stream);
+/* The same on the fused gate/up product gu [n, 2 nf] (each token's gate
+ * columns, then its up columns): h [n, nf] = silu(g) u, and the backward
+ * WRITING dgu [n, 2 nf] (dg, du in gu's places). */
+void hxc_swiglu_gu_forward(void *h, const void *gu, long n, int nf,
+                           enum hxc_dtype dt, cudaStream_t stream);
+void hxc_swiglu_gu_backward(void *dgu, const void *dh, const void *gu, long n,
+                            int nf, enum hxc_dtype dt, cudaStream_t stream);
 
 /* y[n, out] = x[n, in] W^T + beta y, on cuBLASLt: fp32 accumulation; the
  * algorithm is chosen once per shape and cached in ctx. */
@@ -277,6 +323,12 @@ void hxc_linear_backward(struct hxc_ctx *ctx, void *dx, float *dw,
                          const void *dy, const void *x, const void *w, long n,
                          int in, int out, enum hxc_dtype dt,
                          cudaStream_t stream);
+/* dx = dy W + dx_beta dx (0: the first write, nothing read; 1:
+ * hxc_linear_backward); dW as there. */
+void hxc_linear_backward_beta(struct hxc_ctx *ctx, void *dx, float dx_beta,
+                              float *dw, const void *dy, const void *x,
+                              const void *w, long n, int in, int out,
+                              enum hxc_dtype dt, cudaStream_t stream);
 
 /* y = a + b (y may alias a or b). */
 void hxc_residual_forward(void *y, const void *a, const void *b, long n,

@@ -8,8 +8,10 @@
  *         in bf16 — a bf16 copy of the master weights that every AdamW step
  *         refreshes (hxc_adamw_tensor.w_bf16) —, with fp32 master weights,
  *         gradients, moments and gradient sums.
- * Parameters are initialised on the host by the executor (kernels/cpu's
- * init: the same values on every backend) and uploaded.
+ * Parameters are initialised on the device (init_weights: kernels/cuda's
+ * hxc_init_param, the spec's stream of draws, each weight within one float
+ * ulp of kernels/cpu's) where the executor asks for it, else on the host by
+ * the executor and uploaded.
  *
  * HexiSeq stages (context/head parallelism): the layers take the rank's
  * token positions (uploaded once) and the executor's rtlib/seq hook, which
@@ -320,6 +322,28 @@ static void cu_weights_changed(void) {
     hxc_convert(cu.wf, HXC_BF16, cu.p.w, HXC_FP32, cu.model->layout->n, cu.stream);
 }
 
+/* Every tensor of the layout drawn on the device, in buffer order (the
+ * host's init_values in rtlib/rt_exec_params.c, tensor for tensor). */
+static void cu_init_weights(uint64_t seed, int layer_begin) {
+  const struct rt_layout *lay = cu.model->layout;
+  const struct hxk_dims *d = cu.model->dims;
+  const struct hxk_shard *s = cu.model->shard;
+  if (lay->tok_emb >= 0)
+    hxc_init_param(cu.p.w + lay->tok_emb, d, s, seed, HXK_TOK_EMB, 0, cu.stream);
+  for (int l = 0; l < lay->nlayers; l++) {
+    long off = lay->layers + (long)l * lay->layer_floats;
+    for (int t = 0; t < HXK_LAYER_NPARAMS; t++) {
+      hxc_init_param(cu.p.w + off, d, s, seed, (enum hxk_param)t, layer_begin + l, cu.stream);
+      off += hxk_layer_param_floats(d, s, (enum hxk_param)t);
+    }
+  }
+  if (lay->final_norm >= 0)
+    hxc_init_param(cu.p.w + lay->final_norm, d, s, seed, HXK_FINAL_NORM, 0, cu.stream);
+  if (lay->lm_head >= 0)
+    hxc_init_param(cu.p.w + lay->lm_head, d, s, seed, HXK_LM_HEAD, 0, cu.stream);
+  cu_weights_changed();
+}
+
 static size_t cu_acts_bytes(void) { return hxc_layer_acts_bytes(&cu.ctx, cu.model->nseq); }
 
 static size_t cu_scratch_bytes(void) {
@@ -402,6 +426,7 @@ static struct rt_device cuda_device = {
     .unpack = cu_unpack,
     .setup = cu_setup,
     .weights_changed = cu_weights_changed,
+    .init_weights = cu_init_weights,
     .acts_bytes = cu_acts_bytes,
     .scratch_bytes = cu_scratch_bytes,
     .recompute_bytes = cu_recompute_bytes,

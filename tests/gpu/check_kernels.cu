@@ -185,6 +185,76 @@ static void check_bitwise(const char *name, const char *dt, const vec &a,
   report(same, name, dt, same ? 0.0 : 1.0, 0.0, why);
 }
 
+/* ---- parameter init ------------------------------------------------------ */
+
+/* Largest distance in float ulps between a and b (same signs: the draws
+ * are never near 0 on one side and across it on the other), and how many
+ * elements differ at all. */
+static long ulp_distance(const vec &a, const vec &b, long *differing) {
+  long worst = 0;
+  *differing = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    int32_t x, y;
+    memcpy(&x, &a[i], 4);
+    memcpy(&y, &b[i], 4);
+    long d = labs((long)x - (long)y);
+    *differing += d != 0;
+    worst = d > worst ? d : worst;
+  }
+  return worst;
+}
+
+/* hxc_init_param against hxk_init_param, tensor by tensor of a GQA TP
+ * shard (row slices of wq/wk/w_gate, column slices of wo/w_down, whole
+ * tok_emb and a norm gain): the same stream of draws. On the emulator the
+ * device's log and cos are the host's, so the values must be the CPU's
+ * bit for bit; on a GPU each within one float ulp (init.cu says why), and
+ * differing in at most 1 element in 1e5 (expected: about 1 in 1e8). The
+ * weights are fp32 whatever the mode: one run. */
+static void check_init(enum hxc_dtype dt) {
+  if (dt != HXC_FP32)
+    return;
+  struct hxk_dims d;
+  memset(&d, 0, sizeof d);
+  d.dim = 192, d.ffn = 344, d.heads = 6, d.kv_heads = 2, d.vocab = 1003;
+  d.seq_len = 16, d.layers = 5, d.norm_eps = 1e-5f, d.rope_theta = 10000;
+  if (!hxk_dims_check(&d)) {
+    report(false, "init.dims", "fp32", 1.0, 0.0, "test dims invalid");
+    return;
+  }
+  struct hxk_shard s;
+  hxk_shard_make(&d, 2, 5, 100, 271, &s); /* query heads 2-4: kv heads 0 and 1 */
+  const enum hxk_param params[] = {HXK_TOK_EMB, HXK_WQ, HXK_WK, HXK_WV,
+                                   HXK_WO, HXK_W_GATE, HXK_W_DOWN,
+                                   HXK_MLP_NORM, HXK_LM_HEAD};
+  const char *names[] = {"tok_emb", "wq", "wk", "wv", "wo", "w_gate",
+                         "w_down", "mlp_norm", "lm_head"};
+  const uint64_t seed = 1234567;
+  for (int k = 0; k < (int)(sizeof params / sizeof params[0]); k++) {
+    enum hxk_param p = params[k];
+    long r0, r1, c0, c1;
+    hxk_param_slice(&d, &s, p, &r0, &r1, &c0, &c1);
+    long n = (r1 - r0) * (c1 - c0);
+    vec ref((size_t)n);
+    hxk_init_param(ref.data(), &d, &s, seed, p, 3);
+    float *dev = (float *)device_alloc((size_t)n * sizeof(float));
+    hxc_init_param(dev, &d, &s, seed, p, 3, stream);
+    vec got = download_f32(dev, n);
+    release(dev);
+    long differing = 0, ulps = ulp_distance(got, ref, &differing);
+    char name[64];
+    snprintf(name, sizeof name, "init_param.%s", names[k]);
+#ifdef HXC_CUDA_EMU_H
+    check_bitwise(name, "fp32", got, ref, "the host's libm on both sides: bit for bit");
+    (void)ulps;
+#else
+    bool ok = ulps <= 1 && differing * 100000 <= n;
+    report(ok, name, "fp32", (double)ulps, 1.0,
+           "device log/cos against glibc's: within one float ulp");
+#endif
+  }
+}
+
 /* ---- element-wise kernels ------------------------------------------------ */
 enum { NSEQ = 2, SEQ = 200, NTOK = NSEQ * SEQ, DIM = 320, FFN = 176,
        VOCAB = 1000 };
@@ -401,6 +471,241 @@ static void check_residual(enum hxc_dtype dt) {
   compare("residual_backward.da", dt, download(gda, n, dt), da, tol, why);
   compare("residual_backward.db", dt, download(gdb, n, dt), db, tol, why);
   release(ga), release(gb), release(gdy), release(gda), release(gdb);
+}
+
+/* ---- fused kernels of the layer ----------------------------------------- */
+
+/* A device buffer of v (dt elements) starting `skew` elements into its
+ * allocation: skew 1 puts it off the 16-byte grid, so the kernels' vector
+ * paths must step aside for the scalar ones. *base is what to release. */
+static void *upload_skewed(const vec &v, enum hxc_dtype dt, int skew,
+                           void **base) {
+  vec padded((size_t)skew, 0.0f);
+  padded.insert(padded.end(), v.begin(), v.end());
+  *base = upload(padded, dt);
+  return (char *)*base + (size_t)skew * hxc_dtype_bytes(dt);
+}
+
+/* hxc_residual_rmsnorm_forward against hxc_residual_forward +
+ * hxc_rmsnorm_forward (bit for bit: the fused kernel rounds the sum as
+ * stored) and against the CPU's; hxc_rmsnorm_backward_residual (WRITES dx
+ * = dres + ...: dx starts as garbage) against the CPU's add into a copy of
+ * dres. dim 320 aligned: the vector path; dim 327 or skewed: scalar. */
+static void check_residual_norm_case(enum hxc_dtype dt, int ntok, int dim,
+                                     int skew, const char *tag) {
+  reseed(21);
+  long nd = (long)ntok * dim;
+  vec a = representable(random_vec(nd, 1.0f), dt);
+  vec b = representable(random_vec(nd, 1.0f), dt);
+  vec g = representable(random_vec(dim, 0.5f), dt);
+  vec dout = representable(random_vec(nd, 1.0f), dt);
+  vec dres = representable(random_vec(nd, 1.0f), dt);
+  vec garbage = representable(random_vec(nd, 9.0f), dt);
+  void *ba, *bb, *bd, *br, *bx, *bo;
+  void *da = upload_skewed(a, dt, skew, &ba), *db = upload_skewed(b, dt, skew, &bb);
+  void *ddout = upload_skewed(dout, dt, skew, &bd);
+  void *ddres = upload_skewed(dres, dt, skew, &br);
+  void *ddx = upload_skewed(garbage, dt, skew, &bx);
+  void *dm = upload_skewed(vec((size_t)nd), dt, skew, &bo);
+  /* the unfused pair on the same grid: the same path, the same sum order */
+  void *bua, *bum, *dg = upload(g, dt);
+  void *ua = upload_skewed(a, dt, skew, &bua);
+  void *um = upload_skewed(vec((size_t)nd), dt, skew, &bum);
+  float *rstd = upload_f32(vec((size_t)ntok)), *urstd = upload_f32(vec((size_t)ntok));
+  float *ddg = upload_f32(vec((size_t)dim)), *uddg = upload_f32(vec((size_t)dim));
+  /* fused, y aliasing a; then the two kernels on a copy */
+  hxc_residual_rmsnorm_forward(da, dm, rstd, da, db, dg, ntok, dim, 1e-5f, dt,
+                               stream);
+  hxc_residual_forward(ua, ua, db, nd, dt, stream);
+  hxc_rmsnorm_forward(um, urstd, ua, dg, ntok, dim, 1e-5f, dt, stream);
+  vec y = download(da, nd, dt), m = download(dm, nd, dt);
+  char name[96];
+  snprintf(name, sizeof name, "residual_rmsnorm%s.unfused", tag);
+  vec fused = y, unfused = download(ua, nd, dt);
+  fused.insert(fused.end(), m.begin(), m.end());
+  vec um_h = download(um, nd, dt);
+  unfused.insert(unfused.end(), um_h.begin(), um_h.end());
+  check_bitwise(name, dt_name(dt), fused, unfused,
+                "the two kernels' results bit for bit");
+  vec ry((size_t)nd), rm((size_t)nd), rr((size_t)ntok);
+  hxk_residual_forward(ry.data(), a.data(), b.data(), nd);
+  ry = representable(ry, dt);
+  hxk_rmsnorm_forward(rm.data(), rr.data(), ry.data(), g.data(), ntok, dim,
+                      1e-5f);
+  bool bf = dt == HXC_BF16;
+  double tol = bf ? 2 * U : 1e-5;
+  const char *why = bf ? "one bf16 rounding of the result (2u)"
+                       : "fp32: sum order only";
+  snprintf(name, sizeof name, "residual_rmsnorm%s.out", tag);
+  compare(name, dt, m, rm, tol, why);
+  snprintf(name, sizeof name, "residual_rmsnorm%s.rstd", tag);
+  compare(name, dt, download_f32(rstd, ntok), rr, TOL_F32);
+  /* backward from the CPU's y and rstd */
+  restore(da, ry, dt);
+  HXC_CHECK(cudaMemcpy(rstd, rr.data(), rr.size() * 4, cudaMemcpyHostToDevice));
+  hxc_rmsnorm_backward_residual(ctx, ddx, ddg, ddres, ddout, da, dg, rstd,
+                                ntok, dim, dt, stream);
+  vec rdx = dres, rdg((size_t)dim, 0.0f);
+  hxk_rmsnorm_backward(rdx.data(), rdg.data(), dout.data(), ry.data(),
+                       g.data(), rr.data(), ntok, dim);
+  snprintf(name, sizeof name, "rmsnorm_backward_residual%s.dx", tag);
+  compare(name, dt, download(ddx, nd, dt), rdx, tol, why);
+  snprintf(name, sizeof name, "rmsnorm_backward_residual%s.dg", tag);
+  compare(name, dt, download_f32(ddg, dim), rdg, TOL_F32);
+  (void)uddg;
+  release(ba), release(bb), release(bd), release(br), release(bx), release(bo);
+  release(dg), release(bua), release(bum), release(rstd), release(urstd),
+      release(ddg), release(uddg);
+}
+
+/* hxc_residual_forward's vector path with a scalar tail (n not a multiple
+ * of 8) and off the 16-byte grid (all scalar). */
+static void check_residual_tail(enum hxc_dtype dt, int skew, const char *name) {
+  reseed(22);
+  long n = 8 * 1000 + 5;
+  vec a = representable(random_vec(n, 1.0f), dt);
+  vec b = representable(random_vec(n, 1.0f), dt);
+  void *ba, *bb, *by;
+  void *da = upload_skewed(a, dt, skew, &ba), *db = upload_skewed(b, dt, skew, &bb);
+  void *dy = upload_skewed(vec((size_t)n), dt, skew, &by);
+  hxc_residual_forward(dy, da, db, n, dt, stream);
+  vec ry((size_t)n);
+  hxk_residual_forward(ry.data(), a.data(), b.data(), n);
+  bool bf = dt == HXC_BF16;
+  compare(name, dt, download(dy, n, dt), ry, bf ? 2 * U : 0.0,
+          bf ? "one bf16 rounding of the sum (2u)" : "fp32 adds: exact");
+  release(ba), release(bb), release(by);
+}
+
+/* hxc_swiglu_gu_forward/backward on gu = [gate | up] rows against the CPU's
+ * swiglu on the separated halves; the backward WRITES dgu (it starts as
+ * garbage; the CPU adds into zeros). nf 176: 8 columns a thread; nf 67:
+ * one (rows off the 16-byte grid). */
+static void check_swiglu_gu_case(enum hxc_dtype dt, int nf, const char *tag) {
+  reseed(23);
+  long n = 150, e = n * nf;
+  vec gu = representable(random_vec(2 * e, 4.0f), dt);
+  vec dh = representable(random_vec(e, 1.0f), dt);
+  vec g((size_t)e), u((size_t)e);
+  for (long t = 0; t < n; t++)
+    for (int c = 0; c < nf; c++) {
+      g[(size_t)(t * nf + c)] = gu[(size_t)(t * 2 * nf + c)];
+      u[(size_t)(t * nf + c)] = gu[(size_t)(t * 2 * nf + nf + c)];
+    }
+  void *dgu_in = upload(gu, dt), *ddh = upload(dh, dt);
+  void *dh_out = upload(vec((size_t)e), dt);
+  void *ddgu = upload(representable(random_vec(2 * e, 9.0f), dt), dt);
+  hxc_swiglu_gu_forward(dh_out, dgu_in, n, nf, dt, stream);
+  hxc_swiglu_gu_backward(ddgu, ddh, dgu_in, n, nf, dt, stream);
+  vec h((size_t)e), rdg((size_t)e, 0.0f), rdu((size_t)e, 0.0f);
+  hxk_swiglu_forward(h.data(), g.data(), u.data(), e);
+  hxk_swiglu_backward(rdg.data(), rdu.data(), dh.data(), g.data(), u.data(), e);
+  vec rdgu((size_t)(2 * e));
+  for (long t = 0; t < n; t++)
+    for (int c = 0; c < nf; c++) {
+      rdgu[(size_t)(t * 2 * nf + c)] = rdg[(size_t)(t * nf + c)];
+      rdgu[(size_t)(t * 2 * nf + nf + c)] = rdu[(size_t)(t * nf + c)];
+    }
+  bool bf = dt == HXC_BF16;
+  double tol = bf ? 2 * U : 1e-5;
+  const char *why = bf ? "one bf16 rounding of the result (2u)"
+                       : "fp32: expf and FMA contraction only";
+  char name[64];
+  snprintf(name, sizeof name, "swiglu_gu_forward%s", tag);
+  compare(name, dt, download(dh_out, e, dt), h, tol, why);
+  snprintf(name, sizeof name, "swiglu_gu_backward%s", tag);
+  compare(name, dt, download(ddgu, 2 * e, dt), rdgu, tol, why);
+  release(dgu_in), release(ddh), release(dh_out), release(ddgu);
+}
+
+/* hxc_rope_qkv_split/merge against the CPU's RoPE by positions on q and k
+ * separately (GQA: 6 query heads, 2 kv heads), v copied; the merge WRITES
+ * dqkv (it starts as garbage). hd a multiple of 8 and aligned: four pairs
+ * a thread; otherwise one. */
+static void check_rope_qkv(enum hxc_dtype dt, int hd_wanted, int skew,
+                           const char *tag) {
+  reseed(24);
+  struct hxk_dims d = test_dims(5 * hd_wanted, 64, 5, 5, 16, SEQ, 1);
+  hxk_dims_check(&d);
+  const int nq = 6, nkv = 2, hd = d.head_dim, W = (nq + 2 * nkv) * hd;
+  const int qw = nq * hd, kvw = nkv * hd;
+  enum { LOCAL = 100 };
+  std::vector<int> pos(LOCAL);
+  for (int i = 0; i < LOCAL; i++)
+    pos[(size_t)i] = (i * 37 + 11) % SEQ;
+  long n = 3 * LOCAL;
+  vec tab((size_t)hxk_rope_table_floats(&d));
+  hxk_rope_table(tab.data(), &d);
+  vec qkv = representable(random_vec(n * W, 1.0f), dt);
+  vec q((size_t)(n * qw)), k((size_t)(n * kvw)), v((size_t)(n * kvw));
+  for (long t = 0; t < n; t++) {
+    for (int c = 0; c < qw; c++)
+      q[(size_t)(t * qw + c)] = qkv[(size_t)(t * W + c)];
+    for (int c = 0; c < kvw; c++) {
+      k[(size_t)(t * kvw + c)] = qkv[(size_t)(t * W + qw + c)];
+      v[(size_t)(t * kvw + c)] = qkv[(size_t)(t * W + qw + kvw + c)];
+    }
+  }
+  float *dtab = upload_f32(tab);
+  int *dpos = upload_ints(pos);
+  void *bqkv, *bq, *bk, *bv;
+  void *dqkv = upload_skewed(qkv, dt, skew, &bqkv);
+  void *dq = upload_skewed(vec(q.size()), dt, skew, &bq);
+  void *dk = upload_skewed(vec(k.size()), dt, skew, &bk);
+  void *dv = upload_skewed(vec(v.size()), dt, skew, &bv);
+  hxc_rope_qkv_split(dq, dk, dv, dqkv, dtab, n, nq, nkv, hd, dpos, LOCAL, dt,
+                     stream);
+  vec rq = q, rk = k;
+  hxk_rope_forward_pos(rq.data(), tab.data(), n, nq, hd, pos.data(), LOCAL);
+  hxk_rope_forward_pos(rk.data(), tab.data(), n, nkv, hd, pos.data(), LOCAL);
+  bool bf = dt == HXC_BF16;
+  double tol = bf ? 2 * U : 1e-5;
+  const char *why = bf ? "one bf16 rounding of the result (2u)"
+                       : "fp32: FMA contraction only";
+  char name_q[64], name_k[64], name_v[64], name_m[64];
+  snprintf(name_q, sizeof name_q, "rope_qkv_split%s.q", tag);
+  snprintf(name_k, sizeof name_k, "rope_qkv_split%s.k", tag);
+  snprintf(name_v, sizeof name_v, "rope_qkv_split%s.v", tag);
+  snprintf(name_m, sizeof name_m, "rope_qkv_merge%s", tag);
+  compare(name_q, dt, download(dq, n * qw, dt), rq, tol, why);
+  compare(name_k, dt, download(dk, n * kvw, dt), rk, tol, why);
+  check_bitwise(name_v, dt_name(dt), download(dv, n * kvw, dt), v,
+                "a copy");
+  /* the merge: q, k, v stand for dq, dk, dv */
+  restore(dqkv, representable(random_vec(n * W, 9.0f), dt), dt);
+  restore(dq, q, dt), restore(dk, k, dt), restore(dv, v, dt);
+  hxc_rope_qkv_merge(dqkv, dq, dk, dv, dtab, n, nq, nkv, hd, dpos, LOCAL, dt,
+                     stream);
+  rq = q, rk = k;
+  hxk_rope_backward_pos_inplace(rq.data(), tab.data(), n, nq, hd, pos.data(),
+                                LOCAL);
+  hxk_rope_backward_pos_inplace(rk.data(), tab.data(), n, nkv, hd, pos.data(),
+                                LOCAL);
+  vec rqkv((size_t)(n * W));
+  for (long t = 0; t < n; t++) {
+    for (int c = 0; c < qw; c++)
+      rqkv[(size_t)(t * W + c)] = rq[(size_t)(t * qw + c)];
+    for (int c = 0; c < kvw; c++) {
+      rqkv[(size_t)(t * W + qw + c)] = rk[(size_t)(t * kvw + c)];
+      rqkv[(size_t)(t * W + qw + kvw + c)] = v[(size_t)(t * kvw + c)];
+    }
+  }
+  compare(name_m, dt, download(dqkv, n * W, dt), rqkv, tol, why);
+  release(dtab), release(dpos), release(bqkv), release(bq), release(bk),
+      release(bv);
+}
+
+static void check_fused(enum hxc_dtype dt) {
+  check_residual_norm_case(dt, 150, 320, 0, "");
+  check_residual_norm_case(dt, 150, 327, 0, ".d327");
+  check_residual_norm_case(dt, 150, 320, 1, ".skewed");
+  check_residual_tail(dt, 0, "residual_forward.tail");
+  check_residual_tail(dt, 1, "residual_forward.skewed");
+  check_swiglu_gu_case(dt, 176, "");
+  check_swiglu_gu_case(dt, 67, ".nf67");
+  check_rope_qkv(dt, 32, 0, "");          /* four pairs a thread */
+  check_rope_qkv(dt, 20, 0, ".hd20");     /* hd / 2 odd: one pair */
+  check_rope_qkv(dt, 32, 1, ".skewed");   /* off the grid: one pair */
 }
 
 static void check_linear(enum hxc_dtype dt) {
@@ -1617,9 +1922,11 @@ static void check_nonfinite(enum hxc_dtype dt) {
 }
 
 static const struct group groups[] = {
+    {"init", check_init},
     {"embedding", check_embedding},   {"rmsnorm", check_rmsnorm},
     {"rope", check_rope},             {"swiglu", check_swiglu},
-    {"residual", check_residual},     {"copy_rows", check_copy_rows},
+    {"residual", check_residual},     {"fused", check_fused},
+    {"copy_rows", check_copy_rows},
     {"linear", check_linear},         {"attention", check_attention},
     {"attention_block", check_attention_block},
     {"head", check_head},             {"optim", run_optim},
