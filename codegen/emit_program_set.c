@@ -1,6 +1,7 @@
 /* From the plan to what each MPI rank runs: dense world ranks, the pipeline
  * neighbours, the TP shards, the 1F1B (or GPipe) op order, and the
- * gradient-sync groups. */
+ * gradient-sync groups; and the runtime library's Makefile rules both
+ * targets share. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -483,4 +484,31 @@ void hx_build_program_set(const struct hx_ctx *ctx, const struct hx_plan *plan,
     build_schedule(set, &set->ranks[w]);
   build_groups(set);
   compute_fingerprint(set);
+}
+
+/* ---- the runtime library's Makefile rules, which both targets' Makefiles
+ * hold (emit_scripts.c, emit_cuda.c): here, below both, so neither calls the
+ * other for them ---- */
+
+/* One pattern rule: obj/PREFIX_X.o from $(HEXIC_HOME)/DIR/X.c, with mpicc. */
+static void emit_object_rule(FILE *f, const char *prefix, const char *dir) {
+  fprintf(f,
+          "obj/%s_%%.o: $(HEXIC_HOME)/%s/%%.c $(LIB_HEADERS)\n"
+          "\t@mkdir -p obj\n"
+          "\t$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@\n\n",
+          prefix, dir);
+}
+
+void hx_emit_runtime_library_rules(FILE *f, const char *backend) {
+  char backend_dir[32];
+  snprintf(backend_dir, sizeof backend_dir, "rtlib/%s", backend);
+  emit_object_rule(f, "rtlib", "rtlib");
+  emit_object_rule(f, backend, backend_dir);
+  emit_object_rule(f, "seq", "rtlib/seq");
+  emit_object_rule(f, "ckpt", "rtlib/ckpt");
+  emit_object_rule(f, "kernels", "kernels/cpu");
+  fputs("libhexic.a: $(LIB_OBJECTS)\n"
+        "\trm -f $@\n"
+        "\tar rcs $@ $^\n\n",
+        f);
 }

@@ -92,7 +92,8 @@ bool hx_plan_groups_agree(const struct program_set *set);
 void hx_emit_rank_source(const struct program_set *set, FILE *f, int rank);
 void hx_emit_makefile(const struct program_set *set, FILE *f, int unused);
 /* The Makefile rules that build libhexic.a from rtlib/, its backend
- * rtlib/BACKEND/ ("cpu" or "cuda") and kernels/cpu/; both targets share them. */
+ * rtlib/BACKEND/ ("cpu" or "cuda") and kernels/cpu/; both targets share them
+ * (emit_program_set.c). */
 void hx_emit_runtime_library_rules(FILE *f, const char *backend);
 void hx_emit_launch_script(const struct program_set *set, FILE *f, int unused);
 void hx_emit_slurm_script(const struct program_set *set, FILE *f, int unused);

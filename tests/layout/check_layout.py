@@ -95,7 +95,6 @@ def check_includes(root, errors):
 KNOWN_CIRCLES = {
     ("passes/cost/cost.c", "passes/cost/cost_seq.c"),
     ("rtlib/cuda/device_cuda.c", "rtlib/cuda/seq_cuda.c"),
-    ("codegen/emit_cuda.c", "codegen/emit_scripts.c"),
     # found by this check, not named in the issue
     ("kernels/cuda/attention.cu", "kernels/cuda/attention_tc.cu"),
     ("kernels/cuda/context.cu", "kernels/cuda/linear.cu"),
