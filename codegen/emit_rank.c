@@ -611,6 +611,16 @@ static void emit_seq_table(const struct program_set *set, FILE *f, int w) {
           r->st->tp, r->tp_rank, ring->nranks, ngroups, group_position(ring, r->device), mine);
 }
 
+/* What the runtime's --metrics measures MFU against, as the plan's own
+ * figure does (plan.json's mfu): the model's FLOPs per optimizer step and
+ * the plan's peak FLOP/s. */
+static void emit_mfu_figures(const struct program_set *set, FILE *f) {
+  char flops[40], peak[40];
+  format_double(flops, sizeof flops, hx_model_flops_per_iteration(set->ctx));
+  format_double(peak, sizeof peak, hx_plan_peak_flops(set->ctx, set->plan));
+  fprintf(f, "    .model_flops_per_step = %s,\n    .plan_peak_flops = %s,\n", flops, peak);
+}
+
 static void emit_config(const struct program_set *set, FILE *f, int w, int ngroups) {
   const struct hx_prog_rank *r = &set->ranks[w];
   fprintf(f, "static const struct hx_rt_rank_config rank_config = {\n");
@@ -645,6 +655,7 @@ static void emit_config(const struct program_set *set, FILE *f, int w, int ngrou
             hx_esc_c_string(hx_prog_arena(set), type),
             (long long)floor(set->memory_need[r->device]));
   }
+  emit_mfu_figures(set, f);
   fputs("    .emulation = &emulation,\n", f);
   if (r->st->seq_layout)
     fprintf(f, "    .seq = &seq_table,\n    .stage_leader = %d,\n",

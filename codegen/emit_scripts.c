@@ -134,7 +134,8 @@ static const struct rank_option {
     {"--dump-weights", "FILE"},  {"--init-from", "FILE.safetensors"},
     {"--memory-report", "FILE"}, {"--val-data", "FILE"},
     {"--val-every", "N"},        {"--val-batches", "K"},
-    {"--eval-only", NULL},
+    {"--eval-only", NULL},       {"--metrics", "FILE.jsonl"},
+    {"--metrics-append", NULL},
 };
 enum { N_RANK_OPTIONS = sizeof rank_options / sizeof rank_options[0] };
 

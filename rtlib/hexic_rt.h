@@ -165,6 +165,11 @@ struct hx_rt_rank_config {
    * rank exits at start when the GPU has less free). */
   const char *device_type;
   int64_t device_memory_bytes;
+  /* What --metrics measures a step's MFU against: the model's FLOPs of one
+   * optimizer step (3 x the forward's FLOPs per token x B x T, as the plan's
+   * own MFU counts them) and the plan's peak FLOP/s (the sum of its devices'
+   * tflops x 1e12). 0: unknown, and the metrics leave mfu out. */
+  double model_flops_per_step, plan_peak_flops;
   /* What --emulate applies (NULL: the program cannot emulate; --emulate is
    * then refused). */
   const struct hx_rt_emulation *emulation;

@@ -4,6 +4,7 @@
  * rank's schedule table, the gradient sync, clipping by the global norm,
  * AdamW, one log line and the checkpoints. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -41,6 +42,9 @@ struct rt_args {
   int64_t val_batches;  /* --val-batches K */
   bool val_batches_set; /* given on the command line */
   bool eval_only;       /* --eval-only: the loss of the loaded weights, no update */
+  bool checkpoint_dir_existed; /* before this run made it (check_checkpoint_dir) */
+  const char *metrics;  /* --metrics FILE.jsonl; NULL: none */
+  bool metrics_append;  /* --metrics-append: add to an existing FILE */
 };
 
 /* --val-batches' default: enough batches that the loss is not one batch's. */
@@ -50,7 +54,7 @@ static const char usage_text[] =
     "options: --data FILE  --steps N  --checkpoint-dir DIR  --checkpoint-every N  --resume  "
     "--checkpoint-overwrite  --reschedule  --emulate  --dump-weights FILE  "
     "--init-from FILE.safetensors  --memory-report FILE  --val-data FILE  --val-every N  "
-    "--val-batches K  --eval-only";
+    "--val-batches K  --eval-only  --metrics FILE.jsonl  --metrics-append";
 
 static int64_t parse_count(const char *opt, const char *text) {
   char *end;
@@ -74,6 +78,10 @@ static void check_eval_args(const struct rt_args *a) {
   if (!a->val_data && a->val_batches_set && !a->eval_only)
     hx_rt_fatal(HX_RT_EXIT_ERROR,
                 "--val-batches needs --val-data FILE or --eval-only (nothing is evaluated)");
+  if (a->metrics && !*a->metrics)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--metrics wants a file name, not an empty one");
+  if (a->metrics_append && !a->metrics)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--metrics-append needs --metrics FILE.jsonl");
   if (a->eval_only && a->val_every > 0)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "--eval-only trains nothing: --val-every has no step to act on");
 }
@@ -111,6 +119,10 @@ static void parse_args(const struct hx_rt_rank_config *c, int argc, char **argv,
       a->checkpoint_dir_named = true;
     } else if (!strcmp(opt, "--eval-only")) {
       a->eval_only = true;
+    } else if (!strcmp(opt, "--metrics-append")) {
+      a->metrics_append = true;
+    } else if (!strcmp(opt, "--metrics") && has_value) {
+      a->metrics = argv[++i];
     } else if (!strcmp(opt, "--val-data") && has_value) {
       a->val_data = argv[++i];
     } else if (!strcmp(opt, "--val-every") && has_value) {
@@ -245,8 +257,15 @@ _Noreturn static void stop_non_finite(struct rt_exec *e, struct step_totals tot)
   exit(HX_RT_EXIT_ERROR);
 }
 
-static void run_step(struct rt_exec *e) {
-  double start = hx_rt_now_s(), lr = 0, loss = 0;
+/* What one step measured, for its log line and --metrics: rank 0's wall
+ * time of the step; the loss, learning rate and gradient norm (before
+ * clipping) every rank holds alike. */
+struct step_record {
+  double loss, lr, grad_norm, step_s;
+};
+
+static struct step_record run_step(struct rt_exec *e) {
+  double start = hx_rt_now_s(), lr = 0, loss = 0, grad_norm = 0;
   e->dev->zero(e->p.dev.g, (size_t)e->p.lay.n * sizeof(float));
   for (int i = 0; i < e->cfg->nops; i++) {
     const struct hx_rt_op *op = &e->cfg->schedule[i];
@@ -261,6 +280,7 @@ static void run_step(struct rt_exec *e) {
         stop_non_finite(e, tot);
       }
       loss = tot.loss;
+      grad_norm = sqrt(tot.sumsq);
       lr = optimizer_step(e, tot.sumsq);
       rt_sync_gather_weights(e); /* ZeRO-1: the updated shards to every member */
       rt_emu_op_end(e);
@@ -273,12 +293,13 @@ static void run_step(struct rt_exec *e) {
       rt_run_op(e, op);
     }
   }
+  double s = hx_rt_now_s() - start;
   if (e->cfg->rank == 0) {
-    double s = hx_rt_now_s() - start;
     double tokens = (double)e->cfg->train->global_batch * e->dims.seq_len;
     struct hx_rt_step_stats st = {e->step, e->steps, loss, lr, 1e3 * s, s > 0 ? tokens / s : 0};
     hx_rt_log_step(&st);
   }
+  return (struct step_record){loss, lr, grad_norm, s};
 }
 
 /* What a checkpoint must share with this run to continue it under any plan:
@@ -372,7 +393,9 @@ static bool checkpoint_due(const struct rt_exec *e, const struct rt_args *a) {
 
 /* An unwritable directory fails now, not at the first checkpoint: every rank
  * writes its own file there. */
-static void check_checkpoint_dir(const struct rt_exec *e, const struct rt_args *a) {
+static void check_checkpoint_dir(const struct rt_exec *e, struct rt_args *a) {
+  struct stat dir_stat;
+  a->checkpoint_dir_existed = stat(a->checkpoint_dir, &dir_stat) == 0;
   if (!writes_checkpoints(a))
     return;
   if (!hx_rt_ckpt_check_dir(MPI_COMM_WORLD, a->checkpoint_dir)) {
@@ -415,8 +438,7 @@ static void check_checkpoint_steps(const struct rt_exec *e, const struct rt_args
 static void report_fresh_start(const struct rt_exec *e, const struct rt_args *a) {
   if (e->cfg->rank != 0)
     return;
-  struct stat st;
-  bool exists = stat(a->checkpoint_dir, &st) == 0;
+  bool exists = a->checkpoint_dir_existed;
   fprintf(stderr,
           "hexic-rt: warning: --resume found no complete checkpoint in '%s'%s: training "
           "starts from scratch, at step 1 of %lld\n",
@@ -527,6 +549,9 @@ static void maybe_checkpoint(struct rt_exec *e, const struct rt_args *a) {
   rt_host_params_free(&h);
   if (!ok)
     hx_rt_fatal(HX_RT_EXIT_ERROR, "checkpoint of step %lld failed", (long long)e->step);
+  if (e->cfg->rank == 0) /* said, so a run's checkpoints are never silent */
+    hx_rt_log_banner("checkpoint of step %lld written to %s", (long long)e->step,
+                     a->checkpoint_dir);
   hx_rt_progress();
 }
 
@@ -599,10 +624,116 @@ static double maybe_validate(struct rt_exec *e, const struct rt_args *a,
 }
 
 /* --eval-only: the loaded weights' loss on --val-data, else on --data. */
-static void eval_only(struct rt_exec *e, const struct rt_args *a, const struct hx_rt_data *val) {
+static double eval_only(struct rt_exec *e, const struct rt_args *a, const struct hx_rt_data *val) {
   const struct hx_rt_data *stream = a->val_data ? val : &e->data;
   double loss = evaluate(e, stream, a->val_batches);
   log_validation(e, loss, a->val_batches);
+  return loss;
+}
+
+/* ---- --metrics FILE.jsonl ---- */
+
+/* Rank 0's metrics file; on every rank, whether the per-step gather runs. */
+struct rt_metrics {
+  bool on;
+  FILE *out;
+};
+
+/* Rank 0 creates the file (O_EXCL: nothing the user wrote is replaced) or,
+ * with --metrics-append, adds to it; every rank takes its verdict. */
+static void open_metrics(const struct rt_exec *e, const struct rt_args *a, struct rt_metrics *m) {
+  *m = (struct rt_metrics){.on = a->metrics != NULL};
+  if (!m->on)
+    return;
+  char err[2048] = "";
+  if (e->cfg->rank == 0) {
+    int flags = O_WRONLY | O_CREAT | (a->metrics_append ? O_APPEND : O_EXCL);
+    int fd = open(a->metrics, flags | O_CLOEXEC, 0644);
+    if (fd >= 0)
+      m->out = fdopen(fd, "a");
+    if (fd >= 0 && !m->out)
+      close(fd);
+    if (!m->out && errno == EEXIST)
+      snprintf(err, sizeof err,
+               "--metrics '%s' exists: the metrics do not write over a file; remove it, name "
+               "another, or add --metrics-append to add to it",
+               a->metrics);
+    else if (!m->out)
+      snprintf(err, sizeof err, "--metrics '%s': cannot write it: %s", a->metrics,
+               strerror(errno));
+  }
+  agree_or_exit(e, e->cfg->rank != 0 || m->out != NULL, err);
+}
+
+/* The largest peak of device memory over the ranks (rt_memory.c's total of
+ * every kind), and the rank that has it (the lowest on a tie); rank 0's
+ * answer only. Collective. */
+static void peak_memory_over_ranks(const struct rt_exec *e, int64_t *bytes, int *rank) {
+  struct rt_mem_figures f;
+  rt_mem_figures(&f);
+  int64_t mine = f.peak_total, *all = NULL;
+  int world = e->cfg->world_size;
+  if (e->cfg->rank == 0)
+    all = hx_rt_calloc((size_t)world, sizeof *all);
+  MPI_Request req;
+  hx_rt_mpi_check(MPI_Igather(&mine, 1, MPI_INT64_T, all, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req),
+                  "gather the peak memory");
+  hx_rt_wait_all(1, &req, &(struct hx_rt_wait){"gather the peak memory", -1, 0, 0, NULL});
+  *bytes = all ? -1 : mine;
+  *rank = e->cfg->rank;
+  for (int r = 0; all && r < world; r++)
+    if (all[r] > *bytes) {
+      *bytes = all[r];
+      *rank = r;
+    }
+  free(all);
+}
+
+/* ", \"name\": value" with value finite (a JSON number); nothing otherwise. */
+static void json_number(FILE *f, const char *name, double v) {
+  if (isfinite(v))
+    fprintf(f, ", \"%s\": %.9g", name, v);
+}
+
+/* One line of the step just taken (r NULL: --eval-only's line of the
+ * loaded weights, its validation loss only), flushed so that a reader
+ * tailing the file sees each step as it ends. */
+static void write_metrics(const struct rt_exec *e, const struct rt_metrics *m,
+                          const struct step_record *r, double val_loss) {
+  if (!m->on)
+    return;
+  int64_t peak = 0;
+  int peak_rank = 0;
+  peak_memory_over_ranks(e, &peak, &peak_rank);
+  if (!m->out)
+    return;
+  FILE *f = m->out;
+  fprintf(f, "{\"step\": %lld", (long long)e->step);
+  if (r) {
+    double tokens = (double)e->cfg->train->global_batch * e->dims.seq_len;
+    double flops = e->cfg->model_flops_per_step, peak_flops = e->cfg->plan_peak_flops;
+    json_number(f, "loss", r->loss);
+    json_number(f, "val_loss", val_loss);
+    json_number(f, "lr", r->lr);
+    json_number(f, "grad_norm", r->grad_norm);
+    json_number(f, "tokens_per_s", r->step_s > 0 ? tokens / r->step_s : NAN);
+    json_number(f, "mfu", r->step_s > 0 && flops > 0 && peak_flops > 0
+                              ? flops / (r->step_s * peak_flops)
+                              : NAN);
+    json_number(f, "step_s", r->step_s);
+  } else {
+    json_number(f, "val_loss", val_loss);
+  }
+  fprintf(f, ", \"peak_memory_bytes\": %lld, \"peak_memory_rank\": %d}\n", (long long)peak,
+          peak_rank);
+  if (fflush(f) != 0 || ferror(f))
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--metrics: cannot write: %s", strerror(errno));
+}
+
+static void close_metrics(struct rt_metrics *m) {
+  if (m->out && fclose(m->out) != 0)
+    hx_rt_fatal(HX_RT_EXIT_ERROR, "--metrics: cannot write: %s", strerror(errno));
+  m->out = NULL;
 }
 
 /* HEXIC_STATE_BYTES=1: every rank prints the bytes of model state it
@@ -772,22 +903,26 @@ int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv) {
   open_val_data(&e, &args, &val);
   check_checkpoint_dir(&e, &args);
   check_memory_report(&e, args.memory_report);
+  struct rt_metrics metrics;
+  open_metrics(&e, &args, &metrics);
   maybe_init_from(&e, &args);
   maybe_resume(&e, &args);
   args.resumed_step = args.resume ? e.step : -1;
   check_checkpoint_steps(&e, &args);
   if (args.eval_only) {
-    eval_only(&e, &args, &val); /* at this machine's speed: --emulate is for training */
+    /* at this machine's speed: --emulate is for training */
+    write_metrics(&e, &metrics, NULL, eval_only(&e, &args, &val));
   } else {
     rt_emu_init(&e, args.emulate); /* from here on, at the device's speed */
     while (e.step < e.steps) {
-      run_step(&e);
+      struct step_record r = run_step(&e);
       e.step++;
-      maybe_validate(&e, &args, &val);
+      write_metrics(&e, &metrics, &r, maybe_validate(&e, &args, &val));
       maybe_checkpoint(&e, &args);
     }
     rt_emu_stop(&e);
   }
+  close_metrics(&metrics);
   if (args.dump_weights)
     rt_dump_weights(&e, args.dump_weights);
   report_memory(&e, args.memory_report);

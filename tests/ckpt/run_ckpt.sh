@@ -469,7 +469,12 @@ skipped)
     { cat mix.out; fail "a damaged newer checkpoint: wrong message"; }
   grep -q "^step " mix.out && fail "a damaged newer checkpoint: training started"
   [ "$(cat ck.mix/step_00000012/* | cksum)" = "$sums" ] || fail "the damaged step-12 checkpoint was changed"
-  train mix2 one --checkpoint-dir ck.mix --resume  # writes no checkpoint: runs
+  # --checkpoint-dir without --checkpoint-every writes the last step's (12)
+  # checkpoint: refused alike
+  one/launch.sh --steps $steps --checkpoint-dir ck.mix --resume >mix2.out 2>&1 &&
+    { cat mix2.out; fail "the last step's checkpoint was written over a damaged one"; }
+  grep -q "error: --checkpoint-dir 'ck.mix': checkpoint step_00000012 does not verify" mix2.out ||
+    { cat mix2.out; fail "a damaged last-step checkpoint: wrong message"; }
   [ "$(cat ck.mix/step_00000012/* | cksum)" = "$sums" ] || fail "the damaged checkpoint was changed"
   train mix3 one --checkpoint-dir ck.mix --checkpoint-every 6 --resume --checkpoint-overwrite
   "$(dirname "$hexic")/hexic-ckpt" info ck.mix --step 12 >/dev/null || fail "--checkpoint-overwrite did not write step 12"

@@ -245,6 +245,7 @@ options)
   has longer "resuming at step 4 from ck; the learning-rate schedule is laid over 6 steps"
   [ "$(grep -c '^step [56]/6 ' longer.log)" -eq 2 ] && ! grep -q "^step [1-4]/" longer.log ||
     { cat longer.log; fail "--reschedule did not run steps 5 and 6 only"; }
+  rm -rf none # the run writes its last step's checkpoint there
   launch fresh 0 --steps 1 --checkpoint-dir none --resume
   has fresh "--resume found no complete checkpoint in 'none' (no such directory): training starts from scratch, at step 1 of 1"
   echo "  zeroed and truncated data, unwritable checkpoint directory, --resume against --steps"

@@ -60,3 +60,15 @@ add_test(NAME exec.memory
   COMMAND bash ${HX_EXEC_TESTS}/run_memory.sh ${CMAKE_CURRENT_BINARY_DIR}/exec-memory
           ${CMAKE_SOURCE_DIR} ${HX_BIN})
 set_tests_properties(exec.memory PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
+
+# Evaluation and metrics (issue 27, items 3 and 4): --eval-only's loss is the
+# first step's on TP + PP + uneven DP and HexiSeq plans and one rank's;
+# --val-every leaves training as it is (loss); the last step's checkpoint,
+# --resume and --eval-only after it, --metrics' JSON lines, the plot script
+# and bad values (options).
+foreach(mode loss options)
+  add_test(NAME exec.eval_${mode}
+    COMMAND bash ${HX_EXEC_TESTS}/run_eval.sh ${mode} ${CMAKE_CURRENT_BINARY_DIR}/exec-eval-${mode}
+            ${CMAKE_SOURCE_DIR} ${HX_BIN} $<TARGET_FILE:emit_fixture>)
+  set_tests_properties(exec.eval_${mode} PROPERTIES LABELS "exec;mpi" TIMEOUT 300 PROCESSORS 2)
+endforeach()
