@@ -119,6 +119,11 @@ used = [b for b in busy if b > 0]
 print("          per rank, simulated busy / emulated compute (s): " +
       ", ".join("%.3f / %s" % (b, "%.3f" % emu[i] if i < len(emu) else "?")
                 for i, b in enumerate(used)))
+# the machine could not keep up (another load, too few cores): the measured
+# steps and kinds are then slower than the emulated cluster's
+late = [l for l in open(sys.argv[2]) if "ran past their emulated end" in l]
+if late:
+    print("          " + late[-1].strip())
 PY
 }
 
