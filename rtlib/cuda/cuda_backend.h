@@ -19,10 +19,11 @@ struct CUstream_st;
 struct CUstream_st *rt_cuda_stream(void);
 
 /* rtlib/seq's kernel table on the device (seq_cuda.c): the HexiSeq hook's
- * block kernels, copies and positions on device memory and the stream
- * above; the device's setup hands it to rt_seq_use_kernels. */
+ * block kernels, copies and positions on device memory, queued on `stream`
+ * (the one above: the device's setup passes it, and hands the table to
+ * rt_seq_use_kernels). */
 struct rt_seq_kernels;
-const struct rt_seq_kernels *rt_cuda_seq_kernels(void);
+const struct rt_seq_kernels *rt_cuda_seq_kernels(struct CUstream_st *stream);
 
 /* ---- binding.c: which GPU a rank takes, and whether it is the plan's ---- */
 

@@ -201,7 +201,7 @@ static void set_up_sequence_split(const struct rt_model *m) {
   if (!s)
     device_fatal("the executor's attention hook is not rtlib/seq's: the CUDA layer runs only that "
                  "one on the device");
-  rt_seq_use_kernels(s, rt_cuda_seq_kernels());
+  rt_seq_use_kernels(s, rt_cuda_seq_kernels(cu.stream));
 }
 
 static void set_up_layers(const struct rt_model *m) {

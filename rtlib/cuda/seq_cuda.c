@@ -1,7 +1,8 @@
 /* rtlib/seq's kernel table on the GPU (struct rt_seq_kernels): the HexiSeq
  * hook's exchanges are planned and run by rtlib/seq/rt_seq_attn.c, one code
  * path for every backend; this file supplies what it does to the buffers,
- * on device memory and the device's stream (rt_cuda_stream): the block
+ * on device memory and the device's stream (handed in by device_cuda.c, so
+ * this file never calls back into it): the block
  * kernels of kernels/cuda/attention_block.cu (fp32 in and out: the hook's
  * buffers are fp32), strided copies and sums (hxc_copy_rows), and the
  * positions uploaded once. The transports order their messages after the
@@ -13,7 +14,8 @@
 #include "rtlib/cuda/cuda_backend.h"
 #include "rtlib/seq/rt_seq.h"
 
-static cudaStream_t stream(void) { return rt_cuda_stream(); }
+static cudaStream_t seq_stream; /* the rank's one stream, from rt_cuda_seq_kernels */
+static cudaStream_t stream(void) { return seq_stream; }
 
 static struct hxc_kv_map map_of(const struct rt_seq_heads *h) {
   return (struct hxc_kv_map){h->q0, h->per_kv, h->kv0};
@@ -67,7 +69,8 @@ static int *ints(const int *host, long n) {
 
 static void free_ints(int *p) { HXC_CHECK(cudaFree(p)); }
 
-const struct rt_seq_kernels *rt_cuda_seq_kernels(void) {
+const struct rt_seq_kernels *rt_cuda_seq_kernels(struct CUstream_st *stream_of_rank) {
+  seq_stream = stream_of_rank;
   /* 64 floats: every slice of the hook's scratch starts 256-byte aligned,
    * as the layer's own buffers do. */
   static const struct rt_seq_kernels cuda = {

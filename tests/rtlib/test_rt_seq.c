@@ -291,7 +291,7 @@ static int run_case(const struct spec *sp, int stalled) {
 #ifdef HX_SEQ_TEST_CUDA
   /* test_rt_seq_emu: the CUDA backend's kernel table on the host emulator
    * (its device memory is host memory), tests/gpu/tests.cmake */
-  rt_seq_use_kernels(s, rt_cuda_seq_kernels());
+  rt_seq_use_kernels(s, rt_cuda_seq_kernels(rt_cuda_stream()));
 #endif
   const struct hxk_attention_hook *hook = rt_seq_attention_hook(s);
 
