@@ -199,8 +199,13 @@ struct hx_rt_rank_config {
  * (after training, rank 0 gathers every rank's shards and writes the full
  * unsharded parameters in the spec's order: see rt_exec_params.c),
  * --init-from FILE.safetensors (initial weights from hexic-ckpt import; each
- * rank reads its slices). --resume reads a checkpoint of any plan of the
- * same model (rt_ckpt.h). */
+ * rank reads its slices), --memory-report FILE; evaluation (docs/evaluation.md):
+ * --val-data FILE, --val-every N, --val-batches K (a validation loss after
+ * every N steps and the last, on K global batches of FILE), --eval-only (the
+ * loaded weights' loss, no update, no checkpoint); --metrics FILE.jsonl and
+ * --metrics-append (one JSON object per step, rank 0). --checkpoint-dir
+ * alone writes the last step's checkpoint. --resume reads a checkpoint of
+ * any plan of the same model (rt_ckpt.h). */
 int hx_rt_main(const struct hx_rt_rank_config *cfg, int argc, char **argv);
 
 #endif
