@@ -3,8 +3,9 @@
 # and 4; docs/evaluation.md).
 #   run_eval.sh MODE WORKDIR SRCDIR HEXIC FIXTURE
 # MODE loss: --eval-only of the initial weights on K = 1 batch prints the
-#   first training step's loss, on TP + PP + uneven DP with recompute and
-#   sequence parallelism, and on a HexiSeq plan (PP x TP x CP x HP); K = 2
+#   first training step's loss, on TP + PP + uneven DP with recompute, with
+#   and without sequence parallelism, under ZeRO-1, and on a HexiSeq plan
+#   (PP x TP x CP x HP); K = 2
 #   batches of --val-data equal one rank's; --val-every leaves the training
 #   losses as they are and prints its lines after the right steps.
 # MODE options: the last step's checkpoint with --checkpoint-dir alone, steps
@@ -109,6 +110,17 @@ loss)
   eval_matches_step1 t "TP + PP + uneven DP" 512
   same_val one t "TP + PP + uneven DP"
   val_every t 5 2 "2 4 5" "TP + PP + uneven DP"
+  # the same shape without sequence parallelism (the TP all-reduces)
+  "$fixture" tnosp "3x2@2:2r,3,4:3l;2x1@4:2" --no-sp >/dev/null || fail "emit_fixture tnosp"
+  build tnosp
+  eval_matches_step1 tnosp "TP + PP + uneven DP without SP" 512
+  # ZeRO-1 with uneven shards, SP over 31 uneven rows (weights all-gathered
+  # after each step: the validation reads them)
+  "$hexic" "$here/models/tiny12odd.hx" "$src/examples/clusters/cpu8.hx" \
+    --plan="$here/plans/sp_tp4_tp3_zero1.json" --target=cpu -o spz >/dev/null || fail "hexic spz"
+  build spz
+  eval_matches_step1 spz "ZeRO-1 + SP TP 4 / TP 3" 155
+  val_every spz 3 1 "1 2 3" "ZeRO-1 + SP TP 4 / TP 3"
   # HexiSeq: PP x TP x CP x HP with uneven tokens and heads, against one rank
   "$hexic" "$here/models/seqtiny.hx" "$src/examples/clusters/cpu1.hx" --target=cpu -o sone \
     >/dev/null || fail "hexic sone"
