@@ -442,7 +442,9 @@ typedef void (*hxc_sp_allgather_fn)(void *buf, long n, int width,
                                     void *arg);
 
 /* One layer's tensors (a TP shard), laid out as hxk_layer_bind lays them.
- * Weights in dt, gradients fp32. */
+ * Weights in dt, gradients fp32. wq, wk, wv must lie back to back, and
+ * w_gate, w_up (in both structs): the layer multiplies by [wq; wk; wv] and
+ * [w_gate; w_up] as one matrix each, and refuses other pointers. */
 struct hxc_layer_params {
   const void *attn_norm, *wq, *wk, *wv, *wo;
   const void *mlp_norm, *w_gate, *w_up, *w_down;
