@@ -35,13 +35,14 @@ report() {
            n, s, m, 100 * (s - m) / m, p }'
 }
 
-# profile_figures FILE: hexic-profile's figures in FILE as tflops, eff, beff
-# (the backward's efficiency), membw and copybw (MB/s), netbw (MB/s) and netlat
-# (us), for a bench to write its clusters with
+# profile_figures FILE: hexic-profile's figures in FILE as tflops, eff, beff and
+# heff (the backward's and the LM head's efficiency), membw and copybw (MB/s),
+# netbw (MB/s) and netlat (us), for a bench to write its clusters with
 profile_figures() {
   tflops=$(profile_value 's/^gpu .* tflops = \([0-9.]*\);.*/\1/p' "$1")
   eff=$(profile_value 's/^gpu .*; efficiency = \([0-9.]*\);.*/\1/p' "$1")
   beff=$(profile_value 's/^gpu .* backward_efficiency = \([0-9.]*\);.*/\1/p' "$1")
+  heff=$(profile_value 's/^gpu .* head_efficiency = \([0-9.]*\);.*/\1/p' "$1")
   membw=$(profile_value 's/^gpu .* mem_bandwidth = \([0-9.]*\) MB\/s.*/\1/p' "$1")
   copybw=$(profile_value 's/^gpu .* copy_bandwidth = \([0-9.]*\) MB\/s.*/\1/p' "$1")
   netbw=$(profile_value 's/^network { bandwidth = \([0-9.]*\) MB\/s;.*/\1/p' "$1")

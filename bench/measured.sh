@@ -13,7 +13,8 @@
 #      the median layer rate kept) measures sgemm at the
 #      model's shapes (one thread), the forward and the backward of a stack of the
 #      model's decoder layers through the CPU kernels (efficiency,
-#      backward_efficiency), the optimizer step on the stack's parameters
+#      backward_efficiency), the LM head's (head_efficiency), the optimizer
+#      step on the stack's parameters
 #      (mem_bandwidth) and a copy of them (copy_bandwidth: ZeRO-1's weight
 #      pack), each in CPU seconds as --emulate's reference is, and
 #      MPI ping-pong: the gpu type "cpu-host", this
@@ -58,11 +59,13 @@ trap 'rm -rf "$work"' EXIT
 # the model's shapes: one micro-batch of one sequence is the smallest GEMM a plan runs
 field() { sed -n "s/.*\\b$1 = \\([0-9]*\\).*/\\1/p" "$model" | head -n 1; }
 hidden=$(field hidden) ffn=$(field ffn) heads=$(field heads) seq=$(field seq_len) layers=$(field layers)
+vocab=$(field vocab)
 # three profiles, the one of the median layer rate kept: one measurement
 # moves by a few percent with what else the machine does at that moment
 echo "== calibration (hexic-profile, mpirun -np 2, three times; the median layer rate is kept)"
 for k in 1 2 3; do
-  mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" --tokens "$seq" \
+  mpirun -np 2 "$build/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" \
+    --tokens "$seq" --vocab "$vocab" \
     --layers "$layers" --gpus 2 --name cpu-host -o "$work/profile.$k.hx" 2>"$work/profile.$k.log"
   cat "$work/profile.$k.log"
   echo "$(sed -n 's/.*layer fwd \([0-9.]*\) GFLOP.*/\1/p' "$work/profile.$k.log") $k"
@@ -79,8 +82,8 @@ slower=$(awk -v a="$fast" -v b="$slow" 'BEGIN { print a * b }')
 cat >"$work/mixed.hx" <<HX
 $(grep '^gpu ' "$work/profile.hx")
 emulation { host = "cpu-host" }
-gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$fast") MB/s; copy_bandwidth = $(over "$copybw" "$fast") MB/s }
-gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; mem_bandwidth = $(over "$membw" "$slower") MB/s; copy_bandwidth = $(over "$copybw" "$slower") MB/s }
+gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; head_efficiency = $heff; mem_bandwidth = $(over "$membw" "$fast") MB/s; copy_bandwidth = $(over "$copybw" "$fast") MB/s }
+gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; head_efficiency = $heff; mem_bandwidth = $(over "$membw" "$slower") MB/s; copy_bandwidth = $(over "$copybw" "$slower") MB/s }
 node "fast" { gpu = "cpu-fast"; gpus = $nfast; bandwidth = $netbw MB/s; latency = $netlat us }
 node "slow" { gpu = "cpu-slow"; gpus = $nslow; bandwidth = $netbw MB/s; latency = $netlat us }
 network { bandwidth = $netbw MB/s; latency = $netlat us }

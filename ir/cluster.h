@@ -26,6 +26,10 @@ struct hx_gpu_type {
    * efficiency (a backward 2x the forward's time, the model before it was
    * measured apart); 0 (IR built by hand) means efficiency. */
   double backward_efficiency;
+  /* The LM head's (final norm, head GEMM, cross-entropy) reachable fraction
+   * of peak, forward and backward alike, (0, 1]; 0 when not given: its
+   * forward at efficiency, its backward at backward_efficiency. */
+  double head_efficiency;
   /* CUDA compute capability x 10 (90: sm_90): the block's cuda_arch when
    * given, else what the GPU's name says (sema's table), else 0 (unknown;
    * an error only for --target=cuda). */
@@ -146,6 +150,14 @@ static inline double hx_device_flops(const struct hx_cluster *c, int rank) {
 static inline double hx_device_backward_flops(const struct hx_cluster *c, int rank) {
   const struct hx_gpu_type *g = &c->gpus[c->devices[rank].gpu_type];
   return g->tflops * 1e12 * (g->backward_efficiency > 0 ? g->backward_efficiency : g->efficiency);
+}
+/* FLOP/s a device reaches in the LM head's forward or backward: its type's
+ * head_efficiency of peak, else the forward's or the backward's rate. */
+static inline double hx_device_head_flops(const struct hx_cluster *c, int rank, bool backward) {
+  const struct hx_gpu_type *g = &c->gpus[c->devices[rank].gpu_type];
+  if (g->head_efficiency > 0)
+    return g->tflops * 1e12 * g->head_efficiency;
+  return backward ? hx_device_backward_flops(c, rank) : hx_device_flops(c, rank);
 }
 
 #endif

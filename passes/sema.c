@@ -95,7 +95,7 @@ static const struct field_spec train_fields[TR_COUNT] = {
 };
 
 enum { G_TFLOPS, G_MEMORY, G_MEM_BW, G_COPY_BW, G_EFFICIENCY, G_BACKWARD_EFFICIENCY,
-       G_CUDA_ARCH, G_TP_EFFICIENCY, G_LAYER_OVERHEAD, G_COUNT };
+       G_HEAD_EFFICIENCY, G_CUDA_ARCH, G_TP_EFFICIENCY, G_LAYER_OVERHEAD, G_COUNT };
 static const struct field_spec gpu_fields[G_COUNT] = {
     {"tflops", T_REAL, true, 0, 1e9, true, NULL},
     {"memory", T_BYTES, true, 0, 1e18, true, NULL},
@@ -103,6 +103,7 @@ static const struct field_spec gpu_fields[G_COUNT] = {
     {"copy_bandwidth", T_BANDWIDTH, false, 0, 1e18, true, NULL},
     {"efficiency", T_REAL, false, 0, 1, true, NULL},
     {"backward_efficiency", T_REAL, false, 0, 1, true, NULL},
+    {"head_efficiency", T_REAL, false, 0, 1, true, NULL},
     {"cuda_arch", T_INT, false, 0, 10000, false, NULL}, /* then one of cuda_archs[] */
     {"tp_efficiency", T_REAL, false, 0, 1, true, NULL}, /* a list, per item */
     {"layer_overhead", T_TIME, false, 0, 3600, false, NULL},
@@ -763,6 +764,8 @@ static void build_gpu(struct sema *s, const struct hx_block *b, struct hx_gpu_ty
    * run at a higher rate than the forward's attention and norms). */
   get_real(s, f[G_BACKWARD_EFFICIENCY], &gpu_fields[G_BACKWARD_EFFICIENCY], g->efficiency,
            &g->backward_efficiency);
+  /* 0: the head's forward and backward at the layers' two rates */
+  get_real(s, f[G_HEAD_EFFICIENCY], &gpu_fields[G_HEAD_EFFICIENCY], 0.0, &g->head_efficiency);
   get_cuda_arch(s, f[G_CUDA_ARCH], g);
   get_tp_efficiency(s, f[G_TP_EFFICIENCY], g);
   get_real(s, f[G_LAYER_OVERHEAD], &gpu_fields[G_LAYER_OVERHEAD], 0.0, &g->layer_overhead);

@@ -212,19 +212,21 @@ bool hx_tp_calibrate(const struct hx_model *m, const struct hx_profile *profiles
   return true;
 }
 
-/* Compute seconds of `flops` that every member of the stage's TP group
- * runs whole (the embedding, final norm and LM head: hexic's runtime does
- * not split them), on the slowest member. */
-static double unsplit_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, double flops) {
-  return flops / hx_stage_min_flops(&ctx->cluster, st);
-}
-
-/* The slowest member's backward FLOP/s. */
-static double stage_min_backward_flops(const struct hx_cluster *c, const struct hx_stage *st) {
+/* The slowest member's FLOP/s in the LM head's forward or backward. */
+static double stage_min_head_flops(const struct hx_cluster *c, const struct hx_stage *st,
+                                   bool backward) {
   double slowest = INFINITY;
   for (int i = 0; i < st->ndevices; i++)
-    slowest = fmin(slowest, hx_device_backward_flops(c, st->devices[i]));
+    slowest = fmin(slowest, hx_device_head_flops(c, st->devices[i], backward));
   return slowest;
+}
+
+/* Compute seconds of the forward `flops` that every member of the stage's
+ * TP group runs whole (the embedding, none, and the final norm and LM
+ * head: hexic's runtime does not split them), on the slowest member at the
+ * head's rate. */
+static double unsplit_compute_s(const struct hx_ctx *ctx, const struct hx_stage *st, double flops) {
+  return flops / stage_min_head_flops(&ctx->cluster, st, false);
 }
 
 /* One decoder layer's forward and backward compute for one micro-batch on
@@ -342,9 +344,9 @@ static int nlayers(const struct hx_stage *st) { return st->layer_end - st->layer
 double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs) {
   if (st->seq_layout)
     return seq_cost(ctx, st, mbs, true).head_bwd;
-  /* 2x the forward's FLOPs, at the backward's rate, whole on every member */
+  /* 2x the forward's FLOPs, at the head's backward rate, whole on every member */
   double flops = 2 * ctx->model.flops_head_fwd * (double)tokens_of(ctx, mbs);
-  return flops / stage_min_backward_flops(&ctx->cluster, st);
+  return flops / stage_min_head_flops(&ctx->cluster, st, true);
 }
 
 /* A TP stage's communication per micro-batch, as the runtime runs it.

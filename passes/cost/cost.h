@@ -443,9 +443,11 @@ struct hx_seq_layout {
   int *heads;      /* per unit: query heads each of its devices computes */
   /* Filled by hx_seq_layout_links from the cluster (fixed while tokens and
    * heads change): per unit its slowest device's FLOP/s (forward, and
-   * backward at its type's backward_efficiency) and smallest memory, its TP
+   * backward at its type's backward_efficiency; the LM head's forward and
+   * backward, at head_efficiency when given) and smallest memory, its TP
    * group's links; per group its all-to-all links; the ring's links. */
   double *unit_flops, *unit_bwd_flops, *unit_memory, *unit_bw, *unit_lat;
+  double *unit_head_flops, *unit_head_bwd_flops;
   double *group_bw, *group_lat;
   double *hop_bw, *hop_lat; /* per group: the ring hop from the previous group */
 };

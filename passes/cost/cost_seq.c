@@ -29,6 +29,8 @@ struct hx_seq_layout *hx_seq_layout_new(struct hx_arena *a, int tp, int nunits, 
   l->heads = HX_NEW_ARRAY(a, int, nunits);
   l->unit_flops = HX_NEW_ARRAY(a, double, nunits);
   l->unit_bwd_flops = HX_NEW_ARRAY(a, double, nunits);
+  l->unit_head_flops = HX_NEW_ARRAY(a, double, nunits);
+  l->unit_head_bwd_flops = HX_NEW_ARRAY(a, double, nunits);
   l->unit_memory = HX_NEW_ARRAY(a, double, nunits);
   l->unit_bw = HX_NEW_ARRAY(a, double, nunits);
   l->unit_lat = HX_NEW_ARRAY(a, double, nunits);
@@ -68,6 +70,8 @@ struct hx_seq_layout *hx_seq_layout_copy(struct hx_arena *a, const struct hx_seq
   COPY_INTO(l->heads, src->heads, n);
   COPY_INTO(l->unit_flops, src->unit_flops, n);
   COPY_INTO(l->unit_bwd_flops, src->unit_bwd_flops, n);
+  COPY_INTO(l->unit_head_flops, src->unit_head_flops, n);
+  COPY_INTO(l->unit_head_bwd_flops, src->unit_head_bwd_flops, n);
   COPY_INTO(l->unit_memory, src->unit_memory, n);
   COPY_INTO(l->unit_bw, src->unit_bw, n);
   COPY_INTO(l->unit_lat, src->unit_lat, n);
@@ -89,6 +93,7 @@ static int unit_device(const int *stage_devices, const struct hx_seq_layout *l, 
 static void unit_links(const struct hx_ctx *ctx, const int *devs, struct hx_seq_layout *l, int u) {
   const struct hx_cluster *c = &ctx->cluster;
   double flops = INFINITY, bwd_flops = INFINITY, mem = INFINITY;
+  double head = INFINITY, head_bwd = INFINITY; /* the LM head, as the unit prices it */
   for (int k = 0; k < l->tp; k++) {
     int r = devs[u * l->tp + k];
     const struct hx_gpu_type *g = &c->gpus[c->devices[r].gpu_type];
@@ -96,10 +101,14 @@ static void unit_links(const struct hx_ctx *ctx, const int *devs, struct hx_seq_
     double b = hx_device_backward_flops(c, r) * hx_tp_efficiency(g, l->tp);
     flops = f < flops ? f : flops;
     bwd_flops = b < bwd_flops ? b : bwd_flops;
+    head = fmin(head, hx_device_head_flops(c, r, false) * hx_tp_efficiency(g, l->tp));
+    head_bwd = fmin(head_bwd, hx_device_head_flops(c, r, true) * hx_tp_efficiency(g, l->tp));
     mem = m < mem ? m : mem;
   }
   l->unit_flops[u] = flops;
   l->unit_bwd_flops[u] = bwd_flops;
+  l->unit_head_flops[u] = head;
+  l->unit_head_bwd_flops[u] = head_bwd;
   l->unit_memory[u] = mem;
   l->unit_bw[u] = INFINITY;
   l->unit_lat[u] = 0;
@@ -466,8 +475,8 @@ void hx_seq_stage_cost(const struct hx_ctx *ctx, const struct hx_stage *st, int6
       per_pair = max2(per_pair, unit_per_pair(ctx, l, u, mbs, l->unit_flops[u]));
       per_pair_b = max2(per_pair_b, unit_per_pair(ctx, l, u, mbs, l->unit_bwd_flops[u]));
       double n = (double)l->tokens[u] * (double)mbs;
-      head = max2(head, n * m->flops_head_fwd / (l->tp * l->unit_flops[u]));
-      head_b = max2(head_b, n * m->flops_head_fwd / (l->tp * l->unit_bwd_flops[u]));
+      head = max2(head, n * m->flops_head_fwd / (l->tp * l->unit_head_flops[u]));
+      head_b = max2(head_b, n * m->flops_head_fwd / (l->tp * l->unit_head_bwd_flops[u]));
       embed = max2(embed, comm * unit_allreduce_s(l, u, n * (double)m->hidden * elem(ctx)));
     }
     attn_f = max2(attn_f, ring_attention_s(&r, g, per_pair));

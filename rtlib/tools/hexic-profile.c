@@ -8,6 +8,7 @@
  *     through kernels/cpu/ (what the programs run), counted with
  *     model-stats' FLOPs (the backward 2x the forward's): each one's rate
  *     over the sgemm rate is the efficiency and the backward_efficiency;
+ *     and the LM head's forward + backward (--vocab): head_efficiency;
  *   - memory bandwidth, with a streaming triad a[i] = b[i] + s * c[i], and
  *     the runtime's optimizer step (the gradient norm, clipping, AdamW
  *     through kernels/cpu) on the stack's parameters, as the bytes hexic
@@ -46,6 +47,7 @@ enum { MAX_TP = 8, MAX_MICRO_BATCHES = 8 };
 
 struct options {
   long hidden, ffn, heads, tokens;
+  long vocab; /* the LM head's rows */
   long layers; /* the decoder stack the efficiency is measured on */
   double seconds; /* time spent on each measurement, at least */
   long stream_mib;
@@ -70,6 +72,7 @@ static void usage(FILE *f) {
         "  --ffn N        the model's ffn size (default 2048)\n"
         "  --heads N      the model's attention heads (default hidden / 64, at least 1)\n"
         "  --tokens N     rows of each GEMM: tokens of a micro-batch (default 1024)\n"
+        "  --vocab N      the model's vocabulary: the LM head's rows (default 32000)\n"
         "  --layers N     the efficiency is measured on a stack of N layers, forward through\n"
         "                 all then backward through all, as a stage runs them: their\n"
         "                 weights and activations compete for the caches (default 1)\n"
@@ -149,7 +152,7 @@ static bool parse_sizes(const char *s, struct options *o) {
 
 /* Returns 0, or 2 after a usage message. */
 static int parse_options(int argc, char **argv, struct options *o) {
-  *o = (struct options){768, 2048, 0, 1024, 1, 1.0, 64, 0, "cpu", NULL, false, {1, 2, 4}, 3};
+  *o = (struct options){768, 2048, 0, 1024, 32000, 1, 1.0, 64, 0, "cpu", NULL, false, {1, 2, 4}, 3};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long n;
@@ -170,6 +173,8 @@ static int parse_options(int argc, char **argv, struct options *o) {
       o->heads = n;
     else if (!strcmp(a, "--tokens") && ok && (ok = parse_long(v, 1, 65536, &n)))
       o->tokens = n;
+    else if (!strcmp(a, "--vocab") && ok && (ok = parse_long(v, 1, 16777216, &n)))
+      o->vocab = n;
     else if (!strcmp(a, "--layers") && ok && (ok = parse_long(v, 1, 1024, &n)))
       o->layers = n;
     else if (!strcmp(a, "--seconds") && ok)
@@ -288,6 +293,13 @@ static float *floats(long n) {
 static double layer_fwd_flops_per_token(const struct options *o) {
   double d = (double)o->hidden, f = (double)o->ffn, t = (double)o->tokens;
   return 2 * d * (d + 2 * d) + 2 * d * d + 6 * d * f + 2 * d * (t + 1) + 8 * d + 4 * f;
+}
+
+/* Forward FLOPs per token of the final norm, LM head and cross-entropy as
+ * model-stats counts them (passes/model_stats.c: head_fwd_flops). */
+static double head_fwd_flops_per_token(const struct options *o) {
+  double d = (double)o->hidden, v = (double)o->vocab;
+  return 4 * d + 2 * d * v + 3 * v;
 }
 
 /* One rank's shard of a decoder layer in a TP group of degree tp, ready
@@ -423,6 +435,46 @@ static struct layer_rates measure_layer_tflops(const struct options *o) {
   free(b);
   double flops = (double)o->layers * layer_fwd_flops_per_token(o) * (double)o->tokens;
   return (struct layer_rates){flops / fwd / 1e12, 2 * flops / bwd / 1e12};
+}
+
+/* TFLOP/s of the final norm, LM head and cross-entropy, forward and
+ * backward (3 x the forward's FLOPs: kernels/cpu runs them as one call, as
+ * the last stage does), on one sequence of --tokens tokens, the fewest CPU
+ * seconds of repeated calls: the gpu block's head_efficiency over sgemm. */
+static double measure_head_tflops(const struct options *o) {
+  struct hxk_dims d = {.dim = (int)o->hidden, .ffn = (int)o->ffn, .heads = (int)o->heads,
+                       .kv_heads = (int)o->heads, .vocab = (int)o->vocab,
+                       .seq_len = (int)o->tokens, .layers = 1, .norm_eps = 1e-5f,
+                       .rope_theta = 10000.0};
+  long n = o->tokens, dv = o->hidden * o->vocab;
+  float *x = floats(n * o->hidden), *dx = floats(n * o->hidden);
+  float *scratch = floats(hxk_head_scratch_floats(&d, n));
+  float *w = floats(o->hidden + dv), *g = floats(o->hidden + dv);
+  int32_t *targets = calloc((size_t)n, sizeof *targets);
+  if (!targets) {
+    fprintf(stderr, "hexic-profile: out of memory for the head's targets\n");
+    exit(1);
+  }
+  for (long i = 0; i < n; i++)
+    targets[i] = (int32_t)((i * 7919) % o->vocab);
+  for (long i = 0; i < n * o->hidden; i++)
+    x[i] = (float)((i * 7919) % 13) * 0.05f - 0.3f;
+  for (long i = 0; i < o->hidden + dv; i++)
+    w[i] = i < o->hidden ? 1.0f : (float)(i % 7 - 3) * 0.01f;
+  struct hxk_head_params hw = {w, w + o->hidden}, hg = {g, g + o->hidden};
+  double fewest = INFINITY, start = cpu_s();
+  for (int pass = 0; pass < 3 || cpu_s() - start < o->seconds / 2; pass++) {
+    double t0 = cpu_s();
+    hxk_head_forward_backward(&d, &hw, &hg, x, targets, n, 1.0 / (double)n, dx, scratch);
+    double t = cpu_s() - t0;
+    if (pass > 0 && t < fewest) /* the first touches the buffers */
+      fewest = t;
+  }
+  float *buffers[] = {x, dx, scratch, w, g};
+  for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
+    free(buffers[i]);
+  free(targets);
+  return 3 * head_fwd_flops_per_token(o) * (double)n / fewest / 1e12;
 }
 
 /* One profile point: seconds of one forward and one backward of a TP
@@ -674,6 +726,7 @@ static long long device_memory_bytes(int gpus) {
 struct measured {
   double tflops, efficiency, mem_bw;
   double backward_efficiency;
+  double head_efficiency;
   double opt_bw;  /* what the optimizer streams (mem_bandwidth) */
   double copy_bw; /* ZeRO-1's pack and unpack (copy_bandwidth) */
   double tp_eff[4]; /* degrees 1, 2, 4, 8 */
@@ -688,17 +741,20 @@ static void write_cluster(FILE *f, const struct options *o, int gpus, const stru
           o->hidden, o->ffn, o->heads, o->tokens, o->layers);
   fprintf(f,
           "# efficiency: the forward's share of the sgemm rate; backward_efficiency: the "
-          "backward's\n# (2x the forward's FLOPs). mem_bandwidth: the optimizer step (norm, clip, "
+          "backward's\n# (2x the forward's FLOPs); head_efficiency: the LM head's forward + "
+          "backward (--vocab %ld).\n# mem_bandwidth: the optimizer step (norm, clip, "
           "AdamW\n# through the CPU kernels on %ld parameters) as %.0f bytes a parameter, what "
           "hexic prices\n# it by; copy_bandwidth: ZeRO-1's weight pack and unpack on them; a "
           "streaming triad\n# reaches %.1f MB/s.\n",
-          stack_params(o), OPTIMIZER_BYTES_PER_PARAM, m->mem_bw / 1e6);
+          o->vocab, stack_params(o), OPTIMIZER_BYTES_PER_PARAM, m->mem_bw / 1e6);
   /* fixed-point figures: the .hx lexer reads them whatever their size */
   fprintf(f,
           "gpu \"%s\" { tflops = %.6f; memory = %lld MiB; efficiency = %.3f; backward_efficiency "
-          "= %.3f; mem_bandwidth = %.1f MB/s; copy_bandwidth = %.1f MB/s; tp_efficiency = [",
+          "= %.3f; head_efficiency = %.3f; mem_bandwidth = %.1f MB/s; copy_bandwidth = %.1f MB/s; "
+          "tp_efficiency = [",
           o->name, m->tflops > 1e-6 ? m->tflops : 1e-6, device_memory_bytes(gpus) >> 20,
-          m->efficiency, m->backward_efficiency, m->opt_bw / 1e6, m->copy_bw / 1e6);
+          m->efficiency, m->backward_efficiency, m->head_efficiency, m->opt_bw / 1e6,
+          m->copy_bw / 1e6);
   for (int k = 0; k < m->ntp; k++)
     fprintf(f, "%s%.3f", k ? ", " : "", k ? m->tp_eff[k] : 1.0);
   fputs("] }\n", f);
@@ -739,7 +795,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  double tflops = 0, mem_bw = 0, opt_bw = 0, copy_bw = 0;
+  double tflops = 0, mem_bw = 0, opt_bw = 0, copy_bw = 0, head_tflops = 0;
   struct layer_rates layer = {0, 0};
   struct measured m = {0};
   if (rank != 0) /* idle while rank 0 measures: asleep, not polling a core away from it */
@@ -748,6 +804,7 @@ int main(int argc, char **argv) {
     tflops = measure_gemm_tflops(&o, 1, o.seconds);
     m.ntp = measure_tp_curve(&o, tflops, m.tp_eff);
     layer = measure_layer_tflops(&o);
+    head_tflops = measure_head_tflops(&o);
     mem_bw = measure_mem_bandwidth(&o);
     opt_bw = measure_optimizer_bandwidth(&o);
     copy_bw = measure_copy_bandwidth(&o);
@@ -763,6 +820,7 @@ int main(int argc, char **argv) {
     m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = mem_bw, m.opt_bw = opt_bw;
     m.backward_efficiency = share_of(layer.bwd, tflops);
     m.copy_bw = copy_bw;
+    m.head_efficiency = share_of(head_tflops, tflops);
     write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, &m, size >= 2 ? &link : NULL);
     if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
       fprintf(stderr, "hexic-profile: cannot write the output\n");
@@ -770,9 +828,10 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr,
             "hexic-profile: sgemm %.2f GFLOP/s, layer fwd %.2f GFLOP/s (efficiency %.3f), bwd "
-            "%.2f GFLOP/s (%.3f), memory %.2f GB/s (triad), optimizer %.2f GB/s, copy %.2f "
-            "GB/s%s",
+            "%.2f GFLOP/s (%.3f), head %.2f GFLOP/s (%.3f), memory %.2f GB/s (triad), optimizer "
+            "%.2f GB/s, copy %.2f GB/s%s",
             tflops * 1e3, layer.fwd * 1e3, efficiency, layer.bwd * 1e3, m.backward_efficiency,
+            head_tflops * 1e3, m.head_efficiency,
             mem_bw / 1e9, opt_bw / 1e9, copy_bw / 1e9,
             size >= 2 ? "" : "\n");
     if (size >= 2)

@@ -12,6 +12,7 @@
  *    the backward's the slowest backward (members may differ);
  *  - a HexiSeq stage's backward (outside attention, ring attention, head)
  *    at the backward's rate too.
+ * head_efficiency: the LM head's forward and backward at it.
  * copy_bandwidth: ZeRO-1's weight pack and unpack (4 x the element size a
  * parameter) at it, at the optimizer's rate when none is given, and the
  * simulated optimizer step of a ZeRO-1 plan moves by it.
@@ -118,6 +119,31 @@ static void test_mixed_group(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* head_efficiency: the LM head's forward and backward (final norm, head
+ * GEMM, cross-entropy) at their own rate, the layers' unchanged; none
+ * given: the forward's and the backward's rates. */
+static void test_head_rate(void) {
+  static const int types[2] = {0, 0};
+  struct hx_ctx ctx;
+  two_nodes(&ctx, types, 1);
+  struct hx_gpu_type *g = &ctx.cluster.gpus[0];
+  g->backward_efficiency = 0.625;
+  int ranks[1] = {0};
+  struct hx_stage st;
+  hx_stage_init(&ctx.arena, &st, ranks, 1, 31, 32, false);
+  struct hx_stage_times none, own;
+  hx_stage_times(&ctx, &st, false, true, 1, false, &none);
+  double head = ctx.model.flops_head_fwd * 4096, layer = ctx.model.flops_layer_fwd * 4096;
+  NEAR(none.fwd, layer / (312e12 * 0.5) + head / (312e12 * 0.5));
+  NEAR(none.head_bwd, 2 * head / (312e12 * 0.625));
+  g->head_efficiency = 0.4;
+  hx_stage_times(&ctx, &st, false, true, 1, false, &own);
+  NEAR(own.fwd, layer / (312e12 * 0.5) + head / (312e12 * 0.4));
+  NEAR(own.head_bwd, 2 * head / (312e12 * 0.4));
+  CHECK(own.layer_bwd == none.layer_bwd);
+  hx_arena_free(&ctx.arena);
+}
+
 /* A small model on two devices of one type, one single-stage pipeline
  * each, the optimizer state sharded over them (ZeRO-1). */
 static struct hx_plan *zero1_plan(struct hx_ctx *ctx) {
@@ -200,6 +226,13 @@ static void test_seq_stage(void) {
   CHECK(none.layer_bwd > 0 && none.head_bwd > 0);
   NEAR(own.layer_bwd, none.layer_bwd * 0.5 / 0.625);
   NEAR(own.head_bwd, none.head_bwd * 0.5 / 0.625);
+  struct hx_seq_stage_cost head;
+  g->head_efficiency = 0.4; /* the head at its own rate, the layers as they were */
+  hx_seq_layout_links(&ctx, ranks, l);
+  hx_seq_stage_cost(&ctx, &st, 2, false, &head);
+  NEAR(head.head_fwd, none.head_fwd * 0.5 / 0.4);
+  NEAR(head.head_bwd, none.head_bwd * 0.5 / 0.4);
+  CHECK(head.layer_fwd == own.layer_fwd && head.layer_bwd == own.layer_bwd);
   hx_arena_free(&ctx.arena);
 }
 
@@ -207,6 +240,7 @@ int main(void) {
   test_default_is_two_forwards();
   test_backward_rate();
   test_mixed_group();
+  test_head_rate();
   test_copy_rate();
   test_seq_stage();
   if (failures) {

@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 fail() { echo "FAIL: $*"; exit 1; }
-small=(--hidden 64 --ffn 176 --tokens 64 --seconds 0.1 --stream-mib 4)
+small=(--hidden 64 --ffn 176 --tokens 64 --vocab 256 --seconds 0.1 --stream-mib 4)
 
 "$profile" --help | grep -q "usage: hexic-profile" || fail "--help"
 "$profile" --bogus >/dev/null 2>"$work/err"; [ $? = 2 ] || fail "unknown option: not exit 2"
@@ -24,18 +24,20 @@ grep -q "cannot create" "$work/err" || fail "unwritable output: $(cat "$work/err
 # One rank (no mpirun): a gpu block and a node of --gpus devices, no network.
 "$profile" "${small[@]}" --gpus 3 --name cpu-one -o "$work/one.hx" 2>"$work/err" \
   || fail "one rank: $(cat "$work/err")"
-grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; backward_efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; copy_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
+grep -q '^gpu "cpu-one" { tflops = [0-9.]*; memory = [0-9]* MiB; efficiency = [0-9.]*; backward_efficiency = [0-9.]*; head_efficiency = [0-9.]*; mem_bandwidth = [0-9.]* MB/s; copy_bandwidth = [0-9.]* MB/s; tp_efficiency = \[1.000[0-9., ]*\] }$' \
   "$work/one.hx" || fail "one rank: gpu block: $(cat "$work/one.hx")"
 grep -q 'gpus = 3;' "$work/one.hx" || fail "one rank: --gpus: $(cat "$work/one.hx")"
 grep -q '^# Measured by hexic-profile (.* --layers 1, ' "$work/one.hx" || fail "one rank: header: $(cat "$work/one.hx")"
-grep -q '^# (2x the forward.s FLOPs). mem_bandwidth: the optimizer step' "$work/one.hx" ||
+grep -q '^# mem_bandwidth: the optimizer step' "$work/one.hx" ||
   fail "one rank: no mem_bandwidth note"
 # The forward's and the backward's rates read back: a plan on one device of
 # this type prices its backward (layers and head, 2x the forward's FLOPs) at
 # backward_efficiency and its forward at efficiency, so the simulated
 # iteration's backward over its forward is 2 x efficiency / backward_efficiency
-# (tiny.hx: no layer_overhead, no TP, the embedding counts no FLOPs).
-"$hexic" "$model" "$work/one.hx" -o "$work/one-plan" >/dev/null 2>"$work/err" ||
+# (tiny.hx: no layer_overhead, no TP, the embedding counts no FLOPs), the
+# head_efficiency left out (the head's own rate: checked below).
+sed 's/ head_efficiency = [0-9.]*;//' "$work/one.hx" >"$work/one-nohead.hx"
+"$hexic" "$model" "$work/one-nohead.hx" -o "$work/one-plan" >/dev/null 2>"$work/err" ||
   fail "one rank: no plan: $(cat "$work/err")"
 python3 - "$work/one.hx" "$work/one-plan/trace.json" <<'PY' || fail "one rank: backward_efficiency not used"
 import json, re, sys
@@ -50,11 +52,29 @@ print("efficiency %.3f, backward_efficiency %.3f: simulated backward / forward %
       % (eff, beff, bwd / fwd, want))
 sys.exit(0 if fwd > 0 and abs(bwd / fwd - want) <= 1e-3 * want else 1)
 PY
+# head_efficiency read back: the head priced at it moves the simulated step
+# the way it differs from the layers' rates
+"$hexic" "$model" "$work/one.hx" -o "$work/one-head" >/dev/null 2>"$work/err" ||
+  fail "one rank: no plan with head_efficiency: $(cat "$work/err")"
+python3 - "$work/one.hx" "$work/one-plan/plan.json" "$work/one-head/plan.json" <<'PY' ||
+import json, re, sys
+hx = open(sys.argv[1]).read()
+eff = float(re.search(r"; efficiency = ([0-9.]+);", hx).group(1))
+beff = float(re.search(r"backward_efficiency = ([0-9.]+);", hx).group(1))
+heff = float(re.search(r"head_efficiency = ([0-9.]+);", hx).group(1))
+step = [json.load(open(f))["simulated"]["iteration_s"] for f in sys.argv[2:]]
+print("head_efficiency %.3f: simulated step %.6f s, %.6f s without it" % (heff, step[1], step[0]))
+slower, faster = heff < min(eff, beff), heff > max(eff, beff)
+sys.exit(0 if (slower and step[1] > step[0]) or (faster and step[1] < step[0])
+         or not (slower or faster) else 1)
+PY
+  fail "one rank: head_efficiency not used"
 # --layers: the efficiency of a stack (its own weights per layer), said in the header
 "$profile" "${small[@]}" --layers 3 -o "$work/stack.hx" 2>"$work/err" || fail "--layers 3: $(cat "$work/err")"
 grep -q '^# Measured by hexic-profile (.* --layers 3, ' "$work/stack.hx" || fail "--layers 3: $(cat "$work/stack.hx")"
 "$hexic" --check "$model" "$work/stack.hx" || fail "--layers 3: hexic refused $(cat "$work/stack.hx")"
 "$profile" --layers 0 >/dev/null 2>&1; [ $? = 2 ] || fail "--layers 0 accepted"
+"$profile" --vocab 0 >/dev/null 2>&1; [ $? = 2 ] || fail "--vocab 0 accepted"
 # a stack no machine holds (about 5 TiB) is refused before anything is measured
 "$profile" --hidden 4096 --ffn 16384 --tokens 4096 --layers 1024 -o "$work/huge.hx" 2>"$work/err" &&
   fail "--layers 1024 of 4096-wide layers accepted"
