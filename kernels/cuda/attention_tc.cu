@@ -737,6 +737,7 @@ attention_backward_tc(bf16 *dk, bf16 *dv, struct tc_scratch scr,
     if (threadIdx.x == 0)
       set_flag(flag, jt + 1);
   }
+  cp_async_wait<0>(); /* a block with no query tile still waits for K, V */
   add_rows(dk, sh.ldkv, (long)kvh * HD, dka, sh.scale, tok0, kj0, kj1,
            sh.seq_len, c);
   add_rows(dv, sh.ldkv, (long)kvh * HD, dva, 1.0f, tok0, kj0, kj1, sh.seq_len,
