@@ -410,7 +410,10 @@ static void check_checkpoint_dir(const struct rt_exec *e, struct rt_args *a) {
   }
   hx_rt_progress();
   /* another run's checkpoints there are not written over unless asked */
-  if (a->checkpoint_overwrite)
+  /* --resume without --checkpoint-every names the folder it reads, which
+   * resume itself checks (another model's or data order's checkpoint is
+   * refused there, naming both): its message, not this one */
+  if (a->checkpoint_overwrite || (a->resume && a->checkpoint_every <= 0))
     return;
   struct hx_rt_ckpt_state st = {.model = ckpt_model_line(e), .data = ckpt_data_line(e)};
   char err[2048] = "";
