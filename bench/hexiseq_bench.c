@@ -39,6 +39,9 @@ int main(int argc, char **argv) {
   hx_arena_init(&ctx.arena);
   ctx.opt.inputs = (const char **)argv + 1;
   ctx.opt.ninputs = argc - 1;
+  /* GPU clusters: memory as the CUDA programs allocate it (the plan's bf16;
+   * the CPU target's fp32 would double every activation, issue 25) */
+  ctx.opt.target = HX_TARGET_CUDA;
   if (!hx_pass_parse(&ctx) || !hx_pass_sema(&ctx) || !hx_pass_model_stats(&ctx) ||
       !hx_pass_cluster_table(&ctx) || !hx_pass_baseline(&ctx)) {
     hx_arena_free(&ctx.arena);

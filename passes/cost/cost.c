@@ -467,9 +467,6 @@ double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st
 
 double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                           bool last, int64_t mbs, int64_t in_flight) {
-  if (st->seq_layout) /* the most any unit needs */
-    return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight) -
-           hx_stage_static_bytes(ctx, st, first, last) - HX_MEMORY_RESERVE_BYTES;
   const struct hx_model *m = &ctx->model;
   double tokens = (double)tokens_of(ctx, mbs);
   double layer = layer_act_bytes(ctx, st, mbs); /* per device: already / tp */
@@ -485,18 +482,6 @@ double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, b
     bytes += tokens * m->act_bytes_head; /* logits of one micro-batch, whole on every TP rank */
   (void)first;
   return bytes;
-}
-
-double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
-                             bool last, int64_t mbs, int64_t in_flight) {
-  if (st->seq_layout) {
-    double most = 0;
-    for (int u = 0; u < st->seq_layout->nunits; u++)
-      most = fmax(most, hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight));
-    return most;
-  }
-  return hx_stage_static_bytes(ctx, st, first, last) +
-         hx_stage_act_bytes(ctx, st, first, last, mbs, in_flight) + HX_MEMORY_RESERVE_BYTES;
 }
 
 double hx_stage_memory_capacity(const struct hx_cluster *c, const struct hx_stage *st) {
@@ -958,77 +943,6 @@ void hx_plan_optimizer_params(const struct hx_ctx *ctx, const struct hx_plan *pl
   }
   for (int r = 0; r < plan->ndevices; r++)
     params[r] = fmax(params[r], 0.0);
-}
-
-/* What each rank needs: with_optimizer false leaves the optimizer state out
- * (the free memory a ZeRO-1 split is proportional to); true prices it as the
- * plan holds it (the groups' shards when sharded, else stage_opt_bytes). */
-static bool plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
-                        double *shortfall, int *worst_rank, bool with_optimizer) {
-  const struct hx_cluster *c = &ctx->cluster;
-  double worst = -INFINITY;
-  int worst_at = -1;
-  for (int r = 0; need && r < plan->ndevices; r++)
-    need[r] = 0;
-  struct hx_arena scratch;
-  hx_arena_init(&scratch);
-  double *opt = NULL, state = hx_optimizer_state_bytes_per_param(&ctx->train);
-  if (with_optimizer && hx_plan_sharded(plan)) {
-    opt = HX_NEW_ARRAY(&scratch, double, plan->ndevices + 1);
-    hx_plan_optimizer_params(ctx, plan, opt);
-  }
-  for (int i = 0; i < plan->npipelines; i++) {
-    const struct hx_pipeline *p = &plan->pipelines[i];
-    for (int s = 0; s < p->nstages; s++) {
-      const struct hx_stage *st = &p->stages[s];
-      bool first = s == 0, last = s == p->nstages - 1;
-      int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
-      double bytes = 0;
-      for (int k = 0; k < st->ndevices; k++) {
-        /* a stage with a layout: each unit of tp devices has its own need */
-        if (k == 0 || (st->seq_layout && k % st->tp == 0))
-          bytes = st->seq_layout ? hx_seq_unit_memory_bytes(ctx, st, k / st->tp, first, last,
-                                                            p->micro_batch_size, keep)
-                                 : hx_stage_memory_bytes(ctx, st, first, last,
-                                                         p->micro_batch_size, keep);
-        int r = st->devices[k];
-        double estimate = stage_opt_bytes(ctx, st, first, last);
-        double mine = !with_optimizer ? bytes - estimate
-                      : opt           ? bytes - estimate + opt[r] * state
-                                      : bytes;
-        if (need)
-          need[r] = mine;
-        double have = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
-        if (mine - have > worst) {
-          worst = mine - have;
-          worst_at = r;
-        }
-      }
-    }
-  }
-  hx_arena_free(&scratch);
-  if (shortfall)
-    *shortfall = worst;
-  if (worst_rank)
-    *worst_rank = worst_at;
-  return worst_at >= 0 && worst <= 0;
-}
-
-bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
-                    double *shortfall, int *worst_rank) {
-  return plan_memory(ctx, plan, need, shortfall, worst_rank, true);
-}
-
-void hx_plan_free_bytes(const struct hx_ctx *ctx, const struct hx_plan *plan, double *free_bytes) {
-  plan_memory(ctx, plan, free_bytes, NULL, NULL, false);
-  const struct hx_cluster *c = &ctx->cluster;
-  for (int r = 0; r < plan->ndevices; r++)
-    free_bytes[r] = (double)c->gpus[c->devices[r].gpu_type].memory_bytes - free_bytes[r];
-}
-
-bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
-                         int *worst_rank) {
-  return hx_plan_memory(ctx, plan, NULL, shortfall, worst_rank);
 }
 
 /* 1F1B and GPipe share the bubble term for a pipeline whose stages take

@@ -183,8 +183,14 @@ double hx_stage_static_bytes(const struct hx_ctx *ctx, const struct hx_stage *st
  * micro-batch, whole on every TP rank (the head is not TP-split). */
 double hx_stage_act_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                           bool last, int64_t mbs, int64_t in_flight);
-/* static + activations + HX_MEMORY_RESERVE_BYTES: what one device of the stage
- * needs at its peak. */
+/* What one device of the stage needs at its peak, as a search prices it
+ * before the plan exists: the per-kind model of hx_rank_memory_by_kind
+ * (passes/cost/cost_memory.c) for the largest of its TP ranks, the pipeline
+ * around it guessed from first, last and in_flight, plus
+ * HX_MEMORY_RESERVE_BYTES (a stage with a HexiSeq layout: its largest unit,
+ * hx_seq_unit_memory_bytes). The old figure, hx_stage_static_bytes +
+ * hx_stage_act_bytes + the reserve, left out the hop buffers, the layer
+ * scratch and the gradient-sync pack (issue 25). */
 double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
                              bool last, int64_t mbs, int64_t in_flight);
 /* The smallest memory of the stage's devices, in bytes. */
@@ -335,7 +341,10 @@ void hx_plan_free_bytes(const struct hx_ctx *ctx, const struct hx_plan *plan, do
 bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
                          int *worst_rank);
 /* The same check, and need[r] (when need is not NULL: plan->ndevices
- * entries) what rank r needs at its peak, 0 for unused ranks. */
+ * entries) what rank r needs at its peak, 0 for unused ranks: the sum of
+ * its hx_rank_memory_by_kind (plan.json's memory_by_kind) plus
+ * HX_MEMORY_RESERVE_BYTES, the one figure every planner, message and the
+ * simulator's peak_memory use (passes/cost/cost_memory.c). */
 bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
                     double *shortfall, int *worst_rank);
 
@@ -363,6 +372,12 @@ extern const char *const hx_mem_kind_names[HX_MEM_NKINDS];
 /* bytes[HX_MEM_NKINDS]; all 0 for an unused rank. */
 void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan, int r,
                             double *bytes);
+/* A searched HexiSeq stage's unit u (its layout's tokens, heads and hook
+ * scratch; hops unless the stage is a whole pipeline; the leader's unit
+ * gathers whole activations): the per-kind total of its largest TP rank
+ * plus HX_MEMORY_RESERVE_BYTES. */
+double hx_seq_unit_bytes_by_kind(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
+                                 bool first, bool last, int64_t mbs, int64_t in_flight);
 
 /* Closed-form iteration estimate for searches: per pipeline the 1F1B (or
  * GPipe) makespan (m - 1) * max_s(f_s + b_s) + sum_s(f_s + b_s + 2 hop_s);
@@ -510,8 +525,8 @@ double hx_seq_ring_s(const struct hx_ctx *ctx, const struct hx_seq_layout *l, in
 /* K/V heads that unit u's devices read (query heads grouped by GQA). */
 int64_t hx_seq_kv_heads_used(const struct hx_seq_layout *l, const struct hx_model *m, int u);
 
-/* Peak bytes on a device of unit u (static + activations + attention
- * working set + HX_MEMORY_RESERVE_BYTES). */
+/* Peak bytes on a device of unit u: hx_seq_unit_bytes_by_kind, the per-kind
+ * model plus HX_MEMORY_RESERVE_BYTES. */
 double hx_seq_unit_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
                                 bool first, bool last, int64_t mbs, int64_t in_flight);
 /* True when every unit of the stage fits its smallest device's memory (one

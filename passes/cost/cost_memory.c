@@ -114,32 +114,84 @@ static void sp_adjust(const struct hx_model *m, const struct rank_shape *s,
                              (p->ends ? n * D * e : 0);
 }
 
-/* Where rank r runs: its stage and TP rank; false when unused. */
-static bool place_of(const struct hx_plan *plan, int r, const struct hx_pipeline **pl, int *s,
-                     int *tp_rank) {
-  const struct hx_device_plan *d = &plan->devices[r];
-  if (d->pipeline < 0)
-    return false;
-  *pl = &plan->pipelines[d->pipeline];
-  *s = d->stage;
-  const struct hx_stage *st = &(*pl)->stages[*s];
-  *tp_rank = 0;
-  for (int k = 0; k < st->ndevices; k++)
-    if (st->devices[k] == r)
-      *tp_rank = k % st->tp;
-  return true;
+/* Everything the per-kind model needs to know of a rank: its stage and TP
+ * rank, the pipeline around it (hops, receive buffers, slots in flight) and
+ * what its gradient sync holds. A plan gives it exactly (plan_places); a
+ * searching planner, which has no plan yet, gives its best guess
+ * (stage_place). Both are priced by rank_bytes, the one formula. */
+struct mem_place {
+  const struct hx_stage *st;
+  bool first, last, hops;
+  int tp_rank;
+  double receive; /* hop receive buffers besides the slots */
+  double mbs, slots;
+  /* gradient sync, floats: the optimizer steps all it holds less unstepped
+   * (or held / stepped_div when that is > 0); the pack is the whole held
+   * set when pack_held, else pack; recv is ZeRO-1's own blocks */
+  double unstepped, stepped_div, pack, recv;
+  bool pack_held, recv_stepped; /* recv_stepped: it receives what it steps */
+  /* a HexiSeq rank: its unit's tokens, its hook's attention scratch and, on
+   * a leader, the whole activation it gathers (hx_seq_rank_buffers) */
+  bool seq;
+  double tokens, attention, whole;
+};
+
+static void rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p, double *bytes) {
+  memset(bytes, 0, HX_MEM_NKINDS * sizeof *bytes);
+  const struct hx_model *m = &ctx->model;
+  const struct hx_stage *st = p->st;
+  struct rank_shape s = shape_of(m, st->tp, p->tp_rank);
+  double nlayers = st->layer_end - st->layer_begin;
+  /* the CPU backend computes in fp32 whatever the plan's precision */
+  double e = ctx->opt.target == HX_TARGET_CPU ? 4.0 : hx_elem_bytes(&ctx->train);
+  double held = nlayers * layer_floats(&s) + (double)hx_stage_params(m, 0, 0, p->first, p->last);
+  double stepped = p->stepped_div > 0 ? held / p->stepped_div : held - p->unstepped;
+  double pack = p->pack_held ? held : p->pack, recv = p->recv_stepped ? stepped : p->recv;
+  bytes[HX_MEM_WEIGHTS] = held * (4.0 + (e < 4.0 ? e : 0.0)); /* master, and a bf16 copy */
+  bytes[HX_MEM_GRADIENTS] = held * 4.0;
+  bytes[HX_MEM_OPTIMIZER] = stepped * 8.0; /* AdamW m and v: the runtime steps AdamW */
+
+  double tokens = p->seq ? p->tokens : (double)m->seq_len;
+  double attention = p->seq ? p->attention : 2.0 * tokens * tokens, whole = p->seq ? p->whole : 0;
+  double n = p->mbs * tokens, D = (double)m->hidden;
+  double full = n * acts_floats_per_token(&s); /* one layer's, floats */
+  double kept = st->recompute ? n * D : full;  /* recompute keeps the layer input */
+  bytes[HX_MEM_ACTIVATIONS] = p->slots * (nlayers > 0 ? nlayers : 1) * kept * e;
+  double recompute = st->recompute ? full * e : 0.0;
+  bytes[HX_MEM_RECOMPUTE] = recompute;
+
+  /* out_act, dout and din per slot; out_act and din hold what a hop carries */
+  double sent = whole > 0 ? whole : n * D;
+  double boundary = p->slots * (n * D + 2 * sent) * e;
+  double receive = p->hops ? p->receive * n * D * e : 0.0;
+  bytes[HX_MEM_COMM] = (p->hops ? boundary + receive + 2 * whole * e : 0.0) + (pack + recv) * 4.0;
+  double layer_scratch = recompute + layer_scratch_floats(&s, n, attention) * e;
+  double scratch = fmax(layer_scratch, head_scratch_floats(m, n) * e);
+  bytes[HX_MEM_WORKSPACE] = (p->hops ? 0.0 : boundary) + p->slots * 2 * n * 4.0 /* tokens */ +
+                            2 * n * D * e /* x0, x1 */ + scratch - recompute +
+                            (double)m->seq_len * s.hd * 4.0 /* RoPE */ + (double)m->heads * 4.0;
+  if (hx_stage_sequence_parallel(ctx, st)) {
+    int64_t tokens_mb = (int64_t)p->mbs * m->seq_len;
+    struct sp_shape sp = {(double)tokens_mb,
+                          (double)(tokens_mb / st->tp + (p->tp_rank < tokens_mb % st->tp ? 1 : 0)),
+                          (double)m->hidden,
+                          e,
+                          p->slots,
+                          nlayers,
+                          st->recompute,
+                          p->first || p->last};
+    sp_adjust(m, &s, &sp, bytes);
+  }
 }
 
-static bool in_group(const struct hx_group *g, int r, int *member) {
-  for (int i = 0; i < g->nranks; i++)
-    if (g->ranks[i] == r) {
-      *member = i;
-      return true;
-    }
-  return false;
+static double total_of(const double *bytes) {
+  double sum = 0;
+  for (int k = 0; k < HX_MEM_NKINDS; k++)
+    sum += bytes[k];
+  return sum;
 }
 
-/* Floats of rank r's gradients a gradient-sync group reduces (its part of
+/* Floats of a rank's gradients a gradient-sync group reduces (its part of
  * every bucket's pack): its TP shard's slice of the group's layers, the two
  * gains of each, or the weights outside the layers. */
 static double group_floats(const struct hx_ctx *ctx, const struct hx_plan *plan,
@@ -181,130 +233,294 @@ static bool nonlayer_sharded(const struct hx_plan *plan) {
 /* ZeRO-1 of the weights outside the layers: codegen's group of every rank
  * that holds them (each TP rank holds them whole) matches no plan group, so
  * the runtime splits their state evenly over the holders (codegen/
- * emit_rank.c's group_shards). */
-static void nonlayer_shares(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                            const struct hx_stage *st, double *stepped, double *recv) {
+ * emit_rank.c's group_shards). nholders: of the embedding, of the head. */
+static void nonlayer_shares(const struct hx_ctx *ctx, struct mem_place *p, const int *nholders) {
   const struct hx_model *m = &ctx->model;
-  const struct hx_pipeline *pl = NULL;
-  int index = -1;
-  for (int i = 0; i < plan->npipelines && index < 0; i++)
-    for (int s = 0; s < plan->pipelines[i].nstages; s++)
-      if (&plan->pipelines[i].stages[s] == st) {
-        pl = &plan->pipelines[i];
-        index = s;
-      }
-  bool first = index == 0, last = index == pl->nstages - 1, tied = m->tie_embeddings;
+  bool tied = m->tie_embeddings;
   double emb = (double)m->params_embedding, head = (double)(m->params_final_norm + m->params_head);
-  double parts[2] = {first || (tied && last) ? emb : 0.0, last ? head : 0.0};
+  double parts[2] = {p->first || (tied && p->last) ? emb : 0.0, p->last ? head : 0.0};
   for (int k = 0; k < 2; k++) {
-    int n = holders(plan, k == 0, tied);
-    if (parts[k] <= 0 || n <= 1)
+    if (parts[k] <= 0 || nholders[k] <= 1)
       continue;
-    *stepped -= parts[k] * (1.0 - 1.0 / n);
-    *recv += parts[k] / n;
+    p->unstepped += parts[k] * (1.0 - 1.0 / nholders[k]);
+    p->recv += parts[k] / nholders[k];
   }
 }
 
-/* Floats rank r steps (m and v): all it holds, less the others' shares of
- * its ZeRO-1 groups; a plan with HexiSeq units splits evenly over the
- * replicas (hx_plan_optimizer_params). Also ZeRO-1's receive (its own
- * blocks) and the gradient-sync pack: every weight a rank holds has a
- * replica when the plan has several pipelines or its stage several
- * HexiSeq units (codegen derives the groups from the TP shards' overlaps,
- * so each held element is in exactly one); else a TP stage's ranks all hold
- * the norm gains, embedding and head whole, and one pipeline's tied
- * embedding is held by its first and last stages. */
-static void sync_floats(const struct hx_ctx *ctx, const struct hx_plan *plan, int r,
-                        const struct hx_stage *st, const struct rank_shape *s, double held,
-                        double *stepped, double *pack, double *recv) {
-  *stepped = held;
-  *pack = *recv = 0;
+/* The gradient sync of a placed rank (its ZeRO-1 group shares already in
+ * unstepped and recv): every weight a rank holds has a replica when the
+ * plan has several pipelines or its stage several HexiSeq units (codegen
+ * derives the groups from the TP shards' overlaps, so each held element is
+ * in exactly one); else a TP stage's ranks all hold the norm gains,
+ * embedding and head whole, and one pipeline's tied embedding is held by
+ * its first and last stages. A plan with HexiSeq units splits the state
+ * evenly over the replicas (hx_plan_optimizer_params). */
+static void sync_of(const struct hx_ctx *ctx, const struct hx_plan *plan, struct mem_place *p,
+                    bool shard_nonlayer, const int *nholders) {
+  const struct hx_stage *st = p->st;
+  const struct hx_model *m = &ctx->model;
   bool zero1 = plan->optimizer_sharding == HX_SHARD_ZERO1;
-  for (int gi = 0; gi < plan->ngroups; gi++) {
-    const struct hx_group *g = &plan->groups[gi];
-    int member;
-    if (!in_group(g, r, &member))
-      continue;
-    double floats = group_floats(ctx, plan, g, s, st->tp);
-    if (!zero1 || !g->shard_ppm)
-      continue;
-    double share = g->shard_ppm[member] / (double)HX_PPM;
-    *stepped -= floats * (1 - share);
-    *recv += floats * share;
-  }
-  bool tied_pair = ctx->model.tie_embeddings && plan->npipelines == 1 &&
-                   plan->pipelines[0].nstages > 1 &&
-                   (st == &plan->pipelines[0].stages[0] ||
-                    st == &plan->pipelines[0].stages[plan->pipelines[0].nstages - 1]);
+  bool tied_pair = m->tie_embeddings && plan->npipelines == 1 && plan->pipelines[0].nstages > 1 &&
+                   (p->first || p->last);
   double layers = st->layer_end - st->layer_begin;
   if (plan->npipelines > 1 || (st->seq_layout && st->seq_layout->nunits > 1))
-    *pack = held;
+    p->pack_held = true;
   else if (st->tp > 1) /* its TP ranks' whole norm gains, embedding and head */
-    *pack = layers * 2 * s->dim + held - layers * layer_floats(s);
+    p->pack = layers * 2 * (double)m->hidden + (double)hx_stage_params(m, 0, 0, p->first, p->last);
   else if (tied_pair)
-    *pack = (double)ctx->model.params_embedding;
-  if (zero1 && hx_plan_sharded(plan) && !hx_plan_has_units(plan) && !nonlayer_sharded(plan))
-    nonlayer_shares(ctx, plan, st, stepped, recv);
+    p->pack = (double)m->params_embedding;
+  if (zero1 && shard_nonlayer)
+    nonlayer_shares(ctx, p, nholders);
   if (zero1 && hx_plan_has_units(plan)) {
     int width;
     hx_grad_slicing(plan, st->layer_begin, &width);
-    *stepped = held / (width > 1 ? width : 1);
+    p->stepped_div = width > 1 ? width : 1;
   }
+}
+
+/* Every rank's place in the plan (used[r] false for an unused rank), in one
+ * pass over the stages and one over the groups' members, so that the fit
+ * check costs O(ranks + members) however often a search calls it. */
+static void plan_places(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                        struct mem_place *places, bool *used) {
+  for (int r = 0; r < plan->ndevices; r++)
+    used[r] = false;
+  for (int i = 0; i < plan->npipelines; i++) {
+    const struct hx_pipeline *pl = &plan->pipelines[i];
+    for (int si = 0; si < pl->nstages; si++) {
+      const struct hx_stage *st = &pl->stages[si];
+      for (int k = 0; k < st->ndevices; k++) {
+        int r = st->devices[k];
+        struct mem_place *p = &places[r];
+        memset(p, 0, sizeof *p);
+        used[r] = true;
+        p->st = st;
+        p->first = si == 0;
+        p->last = si == pl->nstages - 1;
+        p->hops = pl->nstages > 1;
+        p->tp_rank = k % st->tp;
+        p->receive = hop_receive_buffers(plan, pl, si, st);
+        p->mbs = (double)pl->micro_batch_size;
+        p->slots = (double)hx_in_flight(plan->schedule, si, pl->nstages, pl->micro_batches);
+        if (st->seq_layout) {
+          p->seq = true;
+          hx_seq_rank_buffers(ctx, plan, st, r, &p->tokens, &p->attention, &p->whole);
+        }
+      }
+    }
+  }
+  if (plan->optimizer_sharding == HX_SHARD_ZERO1)
+    for (int gi = 0; gi < plan->ngroups; gi++) {
+      const struct hx_group *g = &plan->groups[gi];
+      if (!g->shard_ppm)
+        continue;
+      for (int i = 0; i < g->nranks; i++) {
+        struct mem_place *p = &places[g->ranks[i]];
+        if (!used[g->ranks[i]])
+          continue;
+        struct rank_shape s = shape_of(&ctx->model, p->st->tp, p->tp_rank);
+        double floats = group_floats(ctx, plan, g, &s, p->st->tp);
+        double share = g->shard_ppm[i] / (double)HX_PPM;
+        p->unstepped += floats * (1 - share);
+        p->recv += floats * share;
+      }
+    }
+  bool shard_nonlayer = hx_plan_sharded(plan) && !hx_plan_has_units(plan) && !nonlayer_sharded(plan);
+  int nholders[2] = {0, 0};
+  if (shard_nonlayer) {
+    nholders[0] = holders(plan, true, ctx->model.tie_embeddings);
+    nholders[1] = holders(plan, false, ctx->model.tie_embeddings);
+  }
+  for (int r = 0; r < plan->ndevices; r++)
+    if (used[r])
+      sync_of(ctx, plan, &places[r], shard_nonlayer, nholders);
 }
 
 void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan, int r,
                             double *bytes) {
   memset(bytes, 0, HX_MEM_NKINDS * sizeof *bytes);
-  const struct hx_pipeline *pl;
-  int si, tp_rank;
-  if (!place_of(plan, r, &pl, &si, &tp_rank))
-    return;
-  const struct hx_model *m = &ctx->model;
-  const struct hx_stage *st = &pl->stages[si];
-  bool first = si == 0, last = si == pl->nstages - 1, hops = pl->nstages > 1;
-  struct rank_shape s = shape_of(m, st->tp, tp_rank);
-  double nlayers = st->layer_end - st->layer_begin;
-  /* the CPU backend computes in fp32 whatever the plan's precision */
-  double e = ctx->opt.target == HX_TARGET_CPU ? 4.0 : hx_elem_bytes(&ctx->train);
-  double held = nlayers * layer_floats(&s) + (double)hx_stage_params(m, 0, 0, first, last);
-  double stepped, pack, recv;
-  sync_floats(ctx, plan, r, st, &s, held, &stepped, &pack, &recv);
-  bytes[HX_MEM_WEIGHTS] = held * (4.0 + (e < 4.0 ? e : 0.0)); /* master, and a bf16 copy */
-  bytes[HX_MEM_GRADIENTS] = held * 4.0;
-  bytes[HX_MEM_OPTIMIZER] = stepped * 8.0; /* AdamW m and v: the runtime steps AdamW */
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  struct mem_place *places = HX_NEW_ARRAY(&scratch, struct mem_place, plan->ndevices + 1);
+  bool *used = HX_NEW_ARRAY(&scratch, bool, plan->ndevices + 1);
+  plan_places(ctx, plan, places, used);
+  if (r >= 0 && r < plan->ndevices && used[r])
+    rank_bytes(ctx, &places[r], bytes);
+  hx_arena_free(&scratch);
+}
 
-  /* a HexiSeq rank holds its unit's tokens, and its leader whole activations */
-  double tokens = (double)m->seq_len, attention = 2.0 * tokens * tokens, whole = 0;
-  if (st->seq_layout)
-    hx_seq_rank_buffers(ctx, plan, st, r, &tokens, &attention, &whole);
-  double n = (double)pl->micro_batch_size * tokens, D = (double)m->hidden;
-  double slots = (double)hx_in_flight(plan->schedule, si, pl->nstages, pl->micro_batches);
-  double full = n * acts_floats_per_token(&s); /* one layer's, floats */
-  double kept = st->recompute ? n * D : full;  /* recompute keeps the layer input */
-  bytes[HX_MEM_ACTIVATIONS] = slots * (nlayers > 0 ? nlayers : 1) * kept * e;
-  double recompute = st->recompute ? full * e : 0.0;
-  bytes[HX_MEM_RECOMPUTE] = recompute;
+/* ---- the fit check ------------------------------------------------------
+ * Every planner's memory figure is rank_bytes' total plus the reserve: a
+ * plan's ranks exactly (plan_memory), a searched stage by its best guess of
+ * the pipeline around it (hx_stage_memory_bytes). */
 
-  /* out_act, dout and din per slot; out_act and din hold what a hop carries */
-  double sent = whole > 0 ? whole : n * D;
-  double boundary = slots * (n * D + 2 * sent) * e;
-  double receive = hops ? hop_receive_buffers(plan, pl, si, st) * n * D * e : 0.0;
-  bytes[HX_MEM_COMM] = (hops ? boundary + receive + 2 * whole * e : 0.0) + (pack + recv) * 4.0;
-  double layer_scratch = recompute + layer_scratch_floats(&s, n, attention) * e;
-  double scratch = fmax(layer_scratch, head_scratch_floats(m, n) * e);
-  bytes[HX_MEM_WORKSPACE] = (hops ? 0.0 : boundary) + slots * 2 * n * 4.0 /* tokens */ +
-                            2 * n * D * e /* x0, x1 */ + scratch - recompute +
-                            (double)m->seq_len * s.hd * 4.0 /* RoPE */ + (double)m->heads * 4.0;
-  if (hx_stage_sequence_parallel(ctx, st)) {
-    int64_t tokens_mb = pl->micro_batch_size * m->seq_len;
-    struct sp_shape sp = {(double)tokens_mb,
-                          (double)(tokens_mb / st->tp + (tp_rank < tokens_mb % st->tp ? 1 : 0)),
-                          (double)m->hidden,
-                          e,
-                          (double)hx_in_flight(plan->schedule, si, pl->nstages, pl->micro_batches),
-                          nlayers,
-                          st->recompute,
-                          first || last};
-    sp_adjust(m, &s, &sp, bytes);
+/* What each rank needs: with_optimizer false leaves the optimizer state out
+ * (the free memory a ZeRO-1 split is proportional to). */
+static bool plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
+                        double *shortfall, int *worst_rank, bool with_optimizer) {
+  const struct hx_cluster *c = &ctx->cluster;
+  double worst = -INFINITY;
+  int worst_at = -1;
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  struct mem_place *places = HX_NEW_ARRAY(&scratch, struct mem_place, plan->ndevices + 1);
+  bool *used = HX_NEW_ARRAY(&scratch, bool, plan->ndevices + 1);
+  plan_places(ctx, plan, places, used);
+  for (int r = 0; r < plan->ndevices; r++) {
+    if (need)
+      need[r] = 0;
+    if (!used[r])
+      continue;
+    double bytes[HX_MEM_NKINDS];
+    rank_bytes(ctx, &places[r], bytes);
+    double mine = total_of(bytes) + HX_MEMORY_RESERVE_BYTES -
+                  (with_optimizer ? 0.0 : bytes[HX_MEM_OPTIMIZER]);
+    if (need)
+      need[r] = mine;
+    double have = (double)c->gpus[c->devices[r].gpu_type].memory_bytes;
+    if (mine - have > worst) {
+      worst = mine - have;
+      worst_at = r;
+    }
   }
+  hx_arena_free(&scratch);
+  if (shortfall)
+    *shortfall = worst;
+  if (worst_rank)
+    *worst_rank = worst_at;
+  return worst_at >= 0 && worst <= 0;
+}
+
+bool hx_plan_memory(const struct hx_ctx *ctx, const struct hx_plan *plan, double *need,
+                    double *shortfall, int *worst_rank) {
+  return plan_memory(ctx, plan, need, shortfall, worst_rank, true);
+}
+
+bool hx_plan_memory_fits(const struct hx_ctx *ctx, const struct hx_plan *plan, double *shortfall,
+                         int *worst_rank) {
+  return plan_memory(ctx, plan, NULL, shortfall, worst_rank, true);
+}
+
+void hx_plan_free_bytes(const struct hx_ctx *ctx, const struct hx_plan *plan, double *free_bytes) {
+  plan_memory(ctx, plan, free_bytes, NULL, NULL, false);
+  const struct hx_cluster *c = &ctx->cluster;
+  for (int r = 0; r < plan->ndevices; r++)
+    free_bytes[r] = (double)c->gpus[c->devices[r].gpu_type].memory_bytes - free_bytes[r];
+}
+
+/* A searched stage, before its plan exists: the pipeline around it guessed
+ * from first, last and in_flight (hops unless it is a whole pipeline; two
+ * receive buffers in the middle, and on a first stage with two or more
+ * micro-batches in flight; a GPipe last stage too); its sync from what the
+ * search knows (st->opt_share: a ZeRO-1 share, so replicated; HexiSeq
+ * units: replicas), else a TP stage's replicated tensors. A plan's own
+ * check prices its ranks exactly (plan_memory). */
+static void stage_place(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
+                        int64_t mbs, int64_t in_flight, int tp_rank, struct mem_place *p) {
+  const struct hx_model *m = &ctx->model;
+  memset(p, 0, sizeof *p);
+  p->st = st;
+  p->first = first;
+  p->last = last;
+  p->hops = !(first && last);
+  p->tp_rank = tp_rank;
+  bool two = in_flight >= 2 && (first || ctx->train.schedule == HX_PP_GPIPE);
+  p->receive = !first && !last ? 2 : two ? 2 : 1;
+  p->mbs = (double)mbs;
+  p->slots = (double)in_flight;
+  bool zero1 = ctx->train.optimizer_sharding == HX_SHARD_ZERO1;
+  bool shared = zero1 && st->opt_share > 0 && st->opt_share < 1;
+  double layers = st->layer_end - st->layer_begin;
+  if (shared || hx_stage_replicas(st) > 1)
+    p->pack_held = true;
+  else if (st->tp > 1)
+    p->pack = layers * 2 * (double)m->hidden + (double)hx_stage_params(m, 0, 0, first, last);
+  if (shared) {
+    p->stepped_div = 1.0 / st->opt_share;
+    p->recv_stepped = true;
+  } else if (zero1)
+    p->stepped_div = hx_stage_replicas(st);
+}
+
+double hx_seq_unit_bytes_by_kind(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
+                                 bool first, bool last, int64_t mbs, int64_t in_flight) {
+  const struct hx_seq_layout *l = st->seq_layout;
+  const struct hx_model *m = &ctx->model;
+  int leader_unit = 0;
+  for (int k = 0; k < st->ndevices; k++)
+    if (st->devices[k] == st->leader)
+      leader_unit = k / st->tp;
+  double most = 0, attention = hx_seq_hook_scratch_floats(m, l, u);
+  for (int k = 0; k < st->tp; k++) {
+    struct mem_place p;
+    stage_place(ctx, st, first, last, mbs, in_flight, k, &p);
+    p.seq = true;
+    p.tokens = (double)l->tokens[u];
+    p.attention = attention;
+    p.whole = p.hops && u == leader_unit ? (double)mbs * (double)m->seq_len * (double)m->hidden : 0;
+    p.receive = 1; /* a leader's receive lands in its whole buffer */
+    double bytes[HX_MEM_NKINDS];
+    rank_bytes(ctx, &p, bytes);
+    most = fmax(most, total_of(bytes));
+  }
+  return most + HX_MEMORY_RESERVE_BYTES;
+}
+
+double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                             bool last, int64_t mbs, int64_t in_flight) {
+  if (st->seq_layout) {
+    double most = 0;
+    for (int u = 0; u < st->seq_layout->nunits; u++)
+      most = fmax(most, hx_seq_unit_bytes_by_kind(ctx, st, u, first, last, mbs, in_flight));
+    return most;
+  }
+  double most = 0;
+  for (int k = 0; k < st->tp; k++) { /* uneven shards: the largest */
+    struct mem_place p;
+    stage_place(ctx, st, first, last, mbs, in_flight, k, &p);
+    double bytes[HX_MEM_NKINDS];
+    rank_bytes(ctx, &p, bytes);
+    most = fmax(most, total_of(bytes));
+  }
+  return most + HX_MEMORY_RESERVE_BYTES;
+}
+
+/* A unit's memory is the per-kind model's (passes/cost/cost_memory.c,
+ * plan.json's memory_by_kind) plus the reserve: the figure the plan's own
+ * fit check gives its ranks. */
+double hx_seq_unit_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
+                                bool first, bool last, int64_t mbs, int64_t in_flight) {
+  return hx_seq_unit_bytes_by_kind(ctx, st, u, first, last, mbs, in_flight);
+}
+
+bool hx_seq_stage_memory_fits(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                              bool last, int64_t mbs, int64_t in_flight, double *worst) {
+  const struct hx_seq_layout *l = st->seq_layout;
+  double over = -INFINITY;
+  for (int u = 0; u < l->nunits; u++)
+    over = fmax(over, hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight) -
+                          l->unit_memory[u]);
+  if (worst)
+    *worst = over;
+  return over <= 0;
+}
+
+/* The per-kind figure grows with the unit's tokens almost linearly (its
+ * activations, hop buffers and scratch by rows; the attention hook's
+ * scratch by its group's tokens): the capacity is read off the slope
+ * between its tokens and one more. */
+int64_t hx_seq_unit_token_capacity(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
+                                   bool first, bool last, int64_t mbs, int64_t in_flight) {
+  /* the searches' layouts are their own: one more token, then back */
+  struct hx_seq_layout *l = (struct hx_seq_layout *)st->seq_layout;
+  int64_t had = l->tokens[u];
+  double now = hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight);
+  l->tokens[u] = had + 1;
+  double per = hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight) - now;
+  l->tokens[u] = had;
+  double room = l->unit_memory[u] - (now - (double)had * per);
+  if (room <= 0 || per <= 0)
+    return room > 0 ? ctx->model.seq_len : 0;
+  double cap = floor(room / per);
+  return cap > (double)ctx->model.seq_len ? ctx->model.seq_len : (int64_t)cap;
 }

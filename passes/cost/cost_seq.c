@@ -519,33 +519,6 @@ double hx_seq_stage_step_s(const struct hx_ctx *ctx, const struct hx_stage *st, 
 
 /* ---- memory ------------------------------------------------------------ */
 
-/* Bytes per token (of mbs sequences) a device of the stage keeps, and the
- * attention working set of a unit with k heads reading kvh K/V heads. */
-static double act_bytes_per_token(const struct hx_ctx *ctx, const struct hx_stage *st, bool last,
-                                  int64_t in_flight) {
-  const struct hx_model *m = &ctx->model;
-  int nl = st->layer_end - st->layer_begin;
-  double per = nl * (st->recompute ? m->act_bytes_layer_recompute : m->act_bytes_layer) *
-               (double)in_flight;
-  if (st->recompute && nl > 0)
-    per += m->act_bytes_layer;
-  if (last)
-    per += m->act_bytes_head;
-  return per / st->tp;
-}
-
-static double working_set(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t group_tokens,
-                          int64_t max_group_tokens, int k, int64_t kvh, int64_t mbs) {
-  if (st->layer_end == st->layer_begin)
-    return 0;
-  double hd_e = (double)ctx->model.head_dim * elem(ctx) * (double)mbs;
-  double qkvo = (double)group_tokens * (2.0 * k + 2.0 * (double)kvh) * hd_e;
-  double ring_buffers = st->seq_layout->ngroups > 1
-                            ? 2.0 * (double)max_group_tokens * 2.0 * (double)kvh * hd_e
-                            : 0;
-  return qkvo + ring_buffers;
-}
-
 static int64_t max_group_tokens(const struct hx_seq_layout *l) {
   int64_t best = 0;
   for (int g = 0; g < l->ngroups; g++) {
@@ -553,54 +526,6 @@ static int64_t max_group_tokens(const struct hx_seq_layout *l) {
     best = t > best ? t : best;
   }
   return best;
-}
-
-double hx_seq_unit_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
-                                bool first, bool last, int64_t mbs, int64_t in_flight) {
-  const struct hx_seq_layout *l = st->seq_layout;
-  double tokens = (double)l->tokens[u] * (double)mbs;
-  int64_t kvh = hx_seq_kv_heads_used(l, &ctx->model, u);
-  return hx_stage_static_bytes(ctx, st, first, last) +
-         tokens * act_bytes_per_token(ctx, st, last, in_flight) +
-         working_set(ctx, st, hx_seq_group_tokens(l, l->group_of[u]), max_group_tokens(l),
-                     l->heads[u], kvh, mbs) +
-         HX_MEMORY_RESERVE_BYTES;
-}
-
-bool hx_seq_stage_memory_fits(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
-                              bool last, int64_t mbs, int64_t in_flight, double *worst) {
-  const struct hx_seq_layout *l = st->seq_layout;
-  double base = hx_stage_static_bytes(ctx, st, first, last) + HX_MEMORY_RESERVE_BYTES;
-  double per_token = (double)mbs * act_bytes_per_token(ctx, st, last, in_flight);
-  int64_t most = max_group_tokens(l);
-  double over = -INFINITY;
-  for (int g = 0; g < l->ngroups; g++) {
-    int64_t tg = hx_seq_group_tokens(l, g), off = 0;
-    for (int k = l->group_start[g]; k < l->group_start[g + 1]; k++) {
-      int u = l->order[k];
-      int64_t kvh = kv_heads_at(&ctx->model, off, l->heads[u]);
-      off += l->heads[u];
-      double need = base + (double)l->tokens[u] * per_token +
-                    working_set(ctx, st, tg, most, l->heads[u], kvh, mbs);
-      over = max2(over, need - l->unit_memory[u]);
-    }
-  }
-  if (worst)
-    *worst = over;
-  return over <= 0;
-}
-
-int64_t hx_seq_unit_token_capacity(const struct hx_ctx *ctx, const struct hx_stage *st, int u,
-                                   bool first, bool last, int64_t mbs, int64_t in_flight) {
-  const struct hx_seq_layout *l = st->seq_layout;
-  double per = (double)mbs * act_bytes_per_token(ctx, st, last, in_flight);
-  double fixed = hx_seq_unit_memory_bytes(ctx, st, u, first, last, mbs, in_flight) -
-                 (double)l->tokens[u] * per;
-  double room = l->unit_memory[u] - fixed;
-  if (room <= 0 || per <= 0)
-    return room > 0 ? ctx->model.seq_len : 0;
-  double cap = floor(room / per);
-  return cap > (double)ctx->model.seq_len ? ctx->model.seq_len : (int64_t)cap;
 }
 
 /* ---- memory by kind: the runtime's buffers ------------------------------ */
@@ -614,6 +539,18 @@ struct seq_member {
   double tokens;
   int64_t h0, nh, kv0, nkv;
 };
+
+/* Unit u whose heads start at h0 of its group's (head_offset). */
+static struct seq_member member_from(const struct hx_model *m, const struct hx_seq_layout *l, int u,
+                                     int64_t h0) {
+  int64_t per_kv = m->heads / m->kv_heads;
+  struct seq_member x = {(double)l->tokens[u], h0, l->heads[u], 0, 0};
+  if (x.nh > 0) {
+    x.kv0 = x.h0 / per_kv;
+    x.nkv = (x.h0 + x.nh - 1) / per_kv + 1 - x.kv0;
+  }
+  return x;
+}
 
 static struct seq_member member_at(const struct hx_model *m, const struct hx_seq_layout *l, int u) {
   int64_t per_kv = m->heads / m->kv_heads;
@@ -652,16 +589,54 @@ static int64_t link_heads(const struct hx_model *m, const struct hx_seq_layout *
   return n;
 }
 
+enum { MAX_KV_OWNERS = 1024 };
+
+/* kv_owner of every kv head of group g in one walk of its members; false
+ * when there are more kv heads than owner[] holds. */
+static bool group_kv_owners(const struct hx_model *m, const struct hx_seq_layout *l, int g,
+                            int *owner) {
+  int64_t nkv = m->kv_heads / l->tp, h0 = 0;
+  if (nkv > MAX_KV_OWNERS)
+    return false;
+  for (int64_t k = 0; k < nkv; k++)
+    owner[k] = -1;
+  for (int i = l->group_start[g]; i < l->group_start[g + 1]; i++) {
+    struct seq_member x = member_from(m, l, l->order[i], h0);
+    h0 += l->heads[l->order[i]];
+    for (int64_t k = x.kv0; x.nh > 0 && k < x.kv0 + x.nkv && k < nkv; k++)
+      if (owner[k] < 0)
+        owner[k] = l->order[i];
+  }
+  return true;
+}
+
 /* Floats of unit u's ring send (out) or receive buffer: every link at the
- * largest group's block (rt_seq_attn.c's ring_floats). */
+ * largest group's block (rt_seq_attn.c's ring_floats). link_heads counts a
+ * link's heads the same way in both directions; with the owners of both
+ * groups found once (the fit check prices every unit of every searched
+ * layout) the sum costs the other group's members times its kv heads. */
 static double ring_buffer_floats(const struct hx_model *m, const struct hx_seq_layout *l, int u,
                                  bool out) {
   if (l->ngroups < 2)
     return 0;
   int g = l->group_of[u], other = (g + (out ? 1 : l->ngroups - 1)) % l->ngroups;
   double heads = 0;
-  for (int i = l->group_start[other]; i < l->group_start[other + 1]; i++)
-    heads += (double)(out ? link_heads(m, l, u, l->order[i]) : link_heads(m, l, l->order[i], u));
+  int own_g[MAX_KV_OWNERS], own_o[MAX_KV_OWNERS];
+  if (group_kv_owners(m, l, g, own_g) && group_kv_owners(m, l, other, own_o)) {
+    struct seq_member me = member_at(m, l, u);
+    int64_t h0 = 0, nkv = m->kv_heads / l->tp;
+    for (int i = l->group_start[other]; i < l->group_start[other + 1]; i++) {
+      int v = l->order[i];
+      struct seq_member x = member_from(m, l, v, h0);
+      h0 += l->heads[v];
+      for (int64_t k = 0; k < nkv; k++)
+        heads += (double)((member_reads(&x, k) && own_g[k] == u) +
+                          (member_reads(&me, k) && own_o[k] == v));
+    }
+  } else {
+    for (int i = l->group_start[other]; i < l->group_start[other + 1]; i++)
+      heads += (double)(out ? link_heads(m, l, u, l->order[i]) : link_heads(m, l, l->order[i], u));
+  }
   return 2.0 * (double)max_group_tokens(l) * (double)m->head_dim * heads;
 }
 
@@ -675,8 +650,10 @@ static double a2a_buffer_floats(const struct hx_model *m, const struct hx_seq_la
   for (int kind = 0; kind < 4; kind++) {
     bool to_heads = kind == 0 || kind == 2, me_tokens = to_heads == send;
     double n = 0;
+    int64_t h0 = 0; /* the members' head offsets, walked in group order */
     for (int i = l->group_start[l->group_of[u]]; i < l->group_start[l->group_of[u] + 1]; i++) {
-      struct seq_member x = member_at(m, l, l->order[i]);
+      struct seq_member x = member_from(m, l, l->order[i], h0);
+      h0 += l->heads[l->order[i]];
       const struct seq_member *tok = me_tokens ? &me : &x, *hs = me_tokens ? &x : &me;
       double nh = (double)hs->nh, nkv = (double)hs->nkv;
       double per = kind == 1   ? nh * (hd + 1)

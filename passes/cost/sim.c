@@ -250,9 +250,22 @@ struct pipe_tasks {
   int *send_f, *send_b; /* hops out of stage s, forward to s+1 / backward to s-1 */
 };
 
+/* Sequence parallelism leaves each layer's two norm gains' gradients summed
+ * over this TP rank's rows only: the runtime all-reduces them over the TP
+ * group (2 x D fp32) right after the layer's backward of the step's last
+ * micro-batch, blocking, before the layer's gradient buckets start
+ * (rtlib/rt_exec_sync.c sum_norm_gains). */
+static double norm_gain_sum_s(const struct sim *s, const struct hx_stage *st) {
+  if (s->zero_comm || !hx_stage_sequence_parallel(s->ctx, st))
+    return 0;
+  return 2 * hx_allreduce_s(&s->ctx->cluster, st->devices, st->tp,
+                            4.0 * (double)s->ctx->model.hidden);
+}
+
 /* The last micro-batch's backward, split per layer so each layer's gradient
- * sync can start as soon as that layer is done: head, layers end-1..begin,
- * then the embedding (0 s). Returns the last piece. */
+ * sync can start as soon as that layer is done: head, layers end-1..begin
+ * (each with its norm-gain sum under sequence parallelism), then the
+ * embedding (0 s). Returns the last piece. */
 static int backward_pieces(struct sim *s, int i, int si, int gs, int j, struct stage_times t) {
   const struct hx_pipeline *p = &s->plan->pipelines[i];
   const struct hx_stage *st = &p->stages[si];
@@ -260,8 +273,9 @@ static int backward_pieces(struct sim *s, int i, int si, int gs, int j, struct s
   int *piece = HX_NEW_ARRAY(&s->scratch, int, nl + 2);
   s->piece[gs] = piece;
   int prev = -1;
+  double norms = norm_gain_sum_s(s, st);
   for (int k = -1; k <= nl; k++) {
-    double dur = k < 0 ? t.head_bwd : k < nl ? t.layer_bwd : 0;
+    double dur = k < 0 ? t.head_bwd : k < nl ? t.layer_bwd + norms : 0;
     int id = new_task(s, HX_EV_BACKWARD, dur, i, si);
     s->tasks[id].micro_batch = j;
     s->tasks[id].gstage = gs;

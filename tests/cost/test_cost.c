@@ -120,9 +120,12 @@ static void test_memory(void) {
   NEAR(hx_stage_act_bytes(&ctx, &st, true, false, 2, 3), 64.0 * 2 * (whole + rest / 2) * 3);
   st.recompute = true;
   ctx.train.sequence_parallel = true;
-  NEAR(hx_stage_memory_bytes(&ctx, &st, true, false, 2, 3),
-       hx_stage_static_bytes(&ctx, &st, true, false) +
-           hx_stage_act_bytes(&ctx, &st, true, false, 2, 3) + 1.5 * 1073741824.0);
+  /* a stage's figure is the runtime's buffers by kind (tests/cost/test_fit.c
+   * holds it to memory_by_kind): more than state, activations and reserve,
+   * as the hop buffers and the layer scratch come on top */
+  CHECK(hx_stage_memory_bytes(&ctx, &st, true, false, 2, 3) >
+        hx_stage_static_bytes(&ctx, &st, true, false) +
+            hx_stage_act_bytes(&ctx, &st, true, false, 2, 3) + 1.5 * 1073741824.0);
   hx_arena_free(&ctx.arena);
 }
 

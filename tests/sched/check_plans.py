@@ -397,8 +397,13 @@ def check_seq_label(plan):
 
 
 def check_hexiseq(hexic, d, repo):
+    # hetero-64 with twice the memory: its GPUs hold these plans in bf16, and
+    # the CPU target allocates (and the fit check prices, issue 25) fp32
+    with open(os.path.join(repo, "examples/clusters/hetero-64.hx")) as f:
+        doubled = re.sub(r"memory = (\d+) GiB",
+                         lambda m: "memory = %d GiB" % (2 * int(m.group(1))), f.read())
     files = [os.path.join(repo, "examples/models/long-context-13b.hx"),
-             os.path.join(repo, "examples/clusters/hetero-64.hx")]
+             write(d, "hetero-64-x2.hx", doubled)]
     p, plan = plan_json(hexic, files, os.path.join(d, "seq"))
     # the CPU programs run context parallelism (issue 14): plan.json and
     # the programs are written, exit 0

@@ -6,8 +6,14 @@
 # Sequence parallelism is off here because hexic then ran none: the same
 # plans, and only the TP ranks' peak_memory_bytes higher, as those plans
 # priced TP activations divided by the degree although the runtime kept
-# x, a, x1 and m whole. UPDATE=1 rewrites them from the current hexic (check
-# the diff: only those lines may differ from the old ones).
+# x, a, x1 and m whole. Since issue 25 every peak_memory_bytes is the rank's
+# memory_by_kind plus the reserve, and plans the old, cruder fit check
+# accepted but the runtime's buffers do not fit changed: hetero-32's dp=2
+# plan (1.6 GiB short on g4090-3:3) became dp=1 over 24 devices, the case
+# study's subset baseline tp=1 pp=2 became tp=2 pp=1, and tiny-long's token
+# split follows the per-kind capacity on cpu8-long's 1546 MiB. UPDATE=1
+# rewrites them from the current hexic (check the diff: only what a change
+# of the cost model explains may differ from the old ones).
 # usage: zero1_off.sh HEXIC SOURCE_DIR WORK_DIR
 set -u
 hexic=$1; src=$2; work=$3
