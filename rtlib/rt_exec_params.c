@@ -189,6 +189,13 @@ void rt_params_init(struct rt_exec *e) {
   rt_sync_plan(e); /* the optimizer table, moments and norm (ZeRO-1's shards) */
   describe_model(e);
   e->dev->setup(&e->model, &e->p.dev);
+  /* A backend that draws the spec's stream itself (CUDA: a 1.3B rank in
+   * seconds, where the host took a minute) saves the host buffer and its
+   * upload; the values are the host's to within a float ulp. */
+  if (e->dev->init_weights) {
+    e->dev->init_weights(e->cfg->train->seed, e->cfg->layer_begin);
+    return;
+  }
   struct rt_host_params init = rt_host_params_new(e, false);
   init_values(e, init.w);
   rt_host_params_upload(e, &init);
