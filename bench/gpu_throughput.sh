@@ -19,6 +19,7 @@
 #                 --peak when both are given, else against the cluster's
 #   --quick       fewer repetitions, no T = 8192 (what run.sh's share allows)
 #   --limit S     the bench program's time limit (default 300 s)
+#   -h, --help    print this text
 # Exit status: 0 figures printed; 2 no GPU (it says it needs one); 1 else.
 # The last line, "throughput: ...", is the summary run.sh puts on its row.
 set -uo pipefail
@@ -34,7 +35,8 @@ while [ $# -gt 0 ]; do
   --cluster-peak) cluster_peak=$2; shift 2 ;;
   --quick) quick=--quick; shift ;;
   --limit) limit=$2; shift 2 ;;
-  *) echo "gpu_throughput.sh: unknown argument '$1' (see the header)" >&2; exit 1 ;;
+  -h | --help) sed -n '2,/^# The last line/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) echo "gpu_throughput.sh: unknown argument '$1' (--help lists them)" >&2; exit 1 ;;
   esac
 done
 py=${HEXIC_PYTHON:-$(command -v python3 || echo /opt/torch/.venv/bin/python3)}

@@ -46,6 +46,7 @@ def helps(root, bindir, scratch):
         yield tool, run([os.path.join(bindir, tool), "--help"])
     yield "hexic-tokenize.py", run([sys.executable, os.path.join(root, "rtlib/tools/hexic-tokenize.py"), "--help"])
     yield "launch.sh (and the rank programs)", run(["bash", os.path.join(out, "launch.sh"), "--help"])
+    yield "bench/gpu_throughput.sh", run(["bash", os.path.join(root, "bench/gpu_throughput.sh"), "--help"])
 
 
 def docs_text(root):
