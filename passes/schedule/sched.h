@@ -14,6 +14,7 @@
  *   sched_search.c     the outer search over D_dp, k_i and the objective
  *   sched_local.c      local search over structures on small clusters
  *   sched_exhaustive.c the exact planner for clusters of <= 8 devices
+ *   sched_memo.c       int-keyed memo tables the searches share
  *
  * Everything is deterministic: random choices come from a seeded splitmix64
  * and METIS always gets METIS_OPTION_SEED explicitly. */
@@ -59,6 +60,24 @@ bool hx_search_limit_stop(struct hx_search_limit *l);
 /* Says on stderr why `search` ("the plan search") stopped: a warning when
  * the clock cut it, a note when it used every evaluation; nothing else. */
 void hx_search_limit_report(const struct hx_search_limit *l, const char *search);
+
+/* ---- memo: int keys -> values (sched_memo.c) ---------------------------- */
+
+struct hx_sched_memo_entry {
+  uint64_t hash;
+  int n;
+  int *key;
+  void *value;
+  bool set;
+};
+/* Zero-initialised: empty. Entries and keys live in the arena passed in. */
+struct hx_sched_memo {
+  struct hx_sched_memo_entry *e;
+  int cap, n;
+};
+/* The entry of key[0..n) (copied in when new, with value NULL, set false). */
+struct hx_sched_memo_entry *hx_sched_memo_get(struct hx_arena *a, struct hx_sched_memo *m,
+                                              const int *key, int n);
 
 /* ---- graphs for METIS (sched_graph.c) ---------------------------------- */
 
@@ -273,6 +292,10 @@ void hx_sched_build_groups(struct hx_ctx *ctx, struct hx_arena *a, struct hx_pla
  * 0 (whole) without zero1 or with one pipeline. */
 double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
                           const struct hx_stage *st);
+/* The denominator of hx_sched_opt_share (the sum of each pipeline's mean
+ * device memory; 0 without zero1 or with one pipeline): one pass over the
+ * plan's devices, which the shares of all its stages have in common. */
+double hx_sched_opt_total(const struct hx_ctx *ctx, const struct hx_plan *plan);
 /* hx_sched_build_groups, then ZeRO-1 (issue 16): when the train block
  * allows it (optimizer_sharding = zero1) and the plan replicates weights,
  * marks the plan zero1 and gives every grad / unsplit group its shard_ppm:
@@ -341,9 +364,11 @@ struct hx_plan *hx_sched_exhaustive(struct hx_ctx *ctx);
  * size tried and recompute setting allowed, splits the layers exactly and
  * the batch so pipelines finish together; keeps the fastest by the closed
  * form estimate. Returns the completed plan (new, in a) or NULL when no
- * setting fits memory. The skeleton's stages carry devices and tp only. */
+ * setting fits memory. The skeleton's stages carry devices and tp only.
+ * pieces: a memo of pipeline pieces (hx_sched_pieces_new below), or NULL. */
+struct hx_sched_pieces;
 struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
-                                  const struct hx_plan *skeleton);
+                                  const struct hx_plan *skeleton, struct hx_sched_pieces *pieces);
 
 /* Whether the train block's recompute setting allows full recompute (full)
  * or none (!full): `auto` allows both. */
@@ -373,5 +398,20 @@ struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a
 struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
                                         const struct hx_plan *skeleton, const int64_t *mbs,
                                         bool recompute);
+
+/* Every setting's completion at once: out[k] is what
+ * hx_sched_complete_setting gives for (mbs[k], recompute[k]), k < n, bit
+ * for bit, or NULL also where that setting cannot beat `beat` (a bound
+ * below hx_sim_lower_bound's, from each stage's compute after the stages
+ * before it, is above it). One working copy of the skeleton serves every
+ * setting; survivors are copied into a. pieces (or NULL) is a memo of
+ * pipeline pieces, each pipeline's leaders, layer split and times, which
+ * depend on that pipeline, its setting and its micro-batches in flight
+ * alone: a search whose skeletons share pipelines computes each once. It
+ * lives in (and grows) the arena it was made in. */
+struct hx_sched_pieces *hx_sched_pieces_new(struct hx_arena *a);
+void hx_sched_complete_each(struct hx_ctx *ctx, struct hx_arena *a, const struct hx_plan *skeleton,
+                            int n, const int64_t *mbs, const bool *recompute,
+                            struct hx_sched_pieces *pieces, double beat, struct hx_plan **out);
 
 #endif

@@ -10,23 +10,30 @@
  * the global batch is exactly micro-batches x size, no sequence dropped. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes/cost/cost.h"
 #include "ir/plan_util.h"
 #include "sched.h"
+
+/* fwd + bwd of one micro-batch on stage s of p: hx_stage_fwd_s +
+ * hx_stage_bwd_s, bit for bit, from one hx_stage_times. */
+static double stage_busy_s(const struct hx_ctx *ctx, const struct hx_pipeline *p, int s) {
+  struct hx_stage_times t;
+  hx_stage_times(ctx, &p->stages[s], s == 0, s == p->nstages - 1, p->micro_batch_size, true, &t);
+  return t.fwd + t.bwd;
+}
 
 void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline *p,
                              double *slowest, double *chain) {
   double worst = 0, sum = 0;
   int64_t mbs = p->micro_batch_size;
   for (int s = 0; s < p->nstages; s++) {
-    const struct hx_stage *st = &p->stages[s];
-    bool first = s == 0, last = s == p->nstages - 1;
-    double t = hx_stage_fwd_s(ctx, st, first, last, mbs) + hx_stage_bwd_s(ctx, st, first, last, mbs);
+    double t = stage_busy_s(ctx, p, s);
     worst = fmax(worst, t);
     sum += t;
-    if (!last)
-      sum += 2 * hx_hop_s(ctx, st, &p->stages[s + 1], mbs);
+    if (s < p->nstages - 1)
+      sum += 2 * hx_hop_s(ctx, &p->stages[s], &p->stages[s + 1], mbs);
   }
   *slowest = worst;
   *chain = sum;
@@ -56,7 +63,9 @@ static int64_t finishes_total(const double *slowest, const double *chain, int n,
  * hand out with a finish time <= some t: the greedy takes the finish times
  * in increasing order (each pipeline's grow with its count), so all those
  * <= t come before any later one, and t is found by bisection as the largest
- * with at most `left` of them. What is left (the ties at the threshold) the
+ * with at most `left` of them (any t with exactly `left` ends it: most
+ * splits have a gap between finish times, found in a few steps where the
+ * bisection to adjacent doubles took some sixty). What is left (the ties at the threshold) the
  * greedy hands out as before, so the split is the greedy's to the bit, in
  * O(n log) instead of O(total n): 4096 micro-batches over 256 pipelines
  * were a million steps per completion. Returns how many were handed out. */
@@ -75,7 +84,12 @@ static int64_t hand_out_below(const double *slowest, const double *chain, int n,
     double mid = lo + (hi - lo) / 2;
     if (mid <= lo || mid >= hi)
       break;
-    if (finishes_total(slowest, chain, n, mid, left) <= left)
+    int64_t count = finishes_total(slowest, chain, n, mid, left);
+    if (count == left) { /* exactly the greedy's first `left`: no tie to settle */
+      lo = mid;
+      break;
+    }
+    if (count < left)
       lo = mid;
     else
       hi = mid;
@@ -161,69 +175,290 @@ static void set_settings(struct hx_plan *p, const int64_t *mbs, bool recompute,
   }
 }
 
-static bool assign_all_layers(const struct hx_ctx *ctx, struct hx_plan *p) {
-  for (int i = 0; i < p->npipelines; i++)
-    if (!hx_sched_assign_layers(ctx, p, &p->pipelines[i]))
+/* ---- pieces: one pipeline's part of a completion ---------------------------- */
+
+/* What a completion derives for one pipeline from that pipeline alone (its
+ * stages' devices, its micro-batch size, recompute, the micro-batches each
+ * stage keeps in flight) and the plan's optimizer-share denominator: its
+ * leaders, the exact layer split and the pipeline's times. A search prices
+ * thousands of skeletons one move apart that share most pipelines, each at
+ * every setting: the pieces are computed once. */
+struct piece {
+  bool fits;             /* the layer split fits memory */
+  double slowest, chain; /* hx_sched_pipeline_times */
+  int *leader, *layers;  /* per stage */
+  /* per stage: fwd + bwd of one micro-batch, and the sum of that over the
+   * stages before it (see compute_bound) */
+  double *busy, *before;
+};
+
+struct hx_sched_pieces {
+  struct hx_arena *a;
+  struct hx_sched_memo memo;
+};
+
+struct hx_sched_pieces *hx_sched_pieces_new(struct hx_arena *a) {
+  struct hx_sched_pieces *pc = HX_NEW(a, struct hx_sched_pieces);
+  pc->a = a;
+  return pc;
+}
+
+static int key_double(int *key, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  key[0] = (int)(uint32_t)bits;
+  key[1] = (int)(uint32_t)(bits >> 32);
+  return 2;
+}
+
+static int key_int64(int *key, int64_t v) {
+  key[0] = (int)(uint32_t)(uint64_t)v;
+  key[1] = (int)(uint32_t)((uint64_t)v >> 32);
+  return 2;
+}
+
+/* Ints a pipeline's piece key takes. */
+static int piece_key_length(const struct hx_pipeline *pl) {
+  int n = 6;
+  for (int s = 0; s < pl->nstages; s++)
+    n += 7 + pl->stages[s].ndevices;
+  return n;
+}
+
+/* Everything the piece depends on, as ints. */
+static int piece_key(const struct hx_plan *plan, const struct hx_pipeline *pl, double opt_total,
+                     int *key) {
+  int n = 0;
+  key[n++] = pl->nstages;
+  key[n++] = pl->stages[0].recompute;
+  n += key_int64(key + n, pl->micro_batch_size);
+  n += key_double(key + n, opt_total);
+  for (int s = 0; s < pl->nstages; s++) {
+    const struct hx_stage *st = &pl->stages[s];
+    key[n++] = st->ndevices;
+    key[n++] = st->tp;
+    key[n++] = st->cp;
+    key[n++] = st->hp;
+    key[n++] = st->recompute;
+    n += key_int64(key + n, hx_in_flight(plan->schedule, s, pl->nstages, pl->micro_batches));
+    memcpy(key + n, st->devices, sizeof(int) * (size_t)st->ndevices);
+    n += st->ndevices;
+  }
+  return n;
+}
+
+/* Computes pipeline pl's piece in place (leaders and layers set on pl);
+ * its arrays in a. */
+static void compute_piece(const struct hx_ctx *ctx, struct hx_arena *a, const struct hx_plan *plan,
+                          struct hx_pipeline *pl, struct piece *out) {
+  hx_sched_set_leaders(ctx, pl);
+  out->fits = hx_sched_assign_layers(ctx, plan, pl);
+  out->slowest = out->chain = 0;
+  out->leader = HX_NEW_ARRAY(a, int, pl->nstages);
+  out->layers = HX_NEW_ARRAY(a, int, pl->nstages);
+  out->busy = HX_NEW_ARRAY(a, double, pl->nstages);
+  out->before = HX_NEW_ARRAY(a, double, pl->nstages);
+  for (int s = 0; s < pl->nstages; s++) {
+    out->leader[s] = pl->stages[s].leader;
+    out->layers[s] = pl->stages[s].layer_end - pl->stages[s].layer_begin;
+  }
+  if (!out->fits)
+    return;
+  hx_sched_pipeline_times(ctx, pl, &out->slowest, &out->chain);
+  double sum = 0;
+  for (int s = 0; s < pl->nstages; s++) {
+    out->busy[s] = stage_busy_s(ctx, pl, s);
+    out->before[s] = sum;
+    sum += out->busy[s];
+  }
+}
+
+/* A bound below the simulator's lower bound (hx_sim_lower_bound) on a
+ * pipeline of m micro-batches: a stage starts its first forward after the
+ * forwards of the stages before it, runs m forwards and backwards one at a
+ * time, and the backwards of the stages before it follow its last. The
+ * simulator's bound adds links, broadcasts, the optimizer step and the
+ * gradient sync; this one needs no completed plan, so settings that cannot
+ * beat a time are dropped before the rest of their completion. Shaved by
+ * 1e-12 so that rounding in the other order of the sums never puts it
+ * above. */
+static double compute_bound(const struct piece *pc, int nstages, int64_t m) {
+  double bound = 0;
+  for (int s = 0; s < nstages; s++)
+    bound = fmax(bound, pc->before[s] + (double)m * pc->busy[s]);
+  return bound * (1 - 1e-12);
+}
+
+/* Gives pipeline pl its leaders and layer split, from the memo when it
+ * holds them; NULL when its layers do not fit memory. The piece lives in
+ * pieces' arena, or in a (no memo). */
+static const struct piece *complete_pipeline(const struct hx_ctx *ctx, struct hx_arena *a,
+                                             const struct hx_plan *plan, struct hx_pipeline *pl,
+                                             double opt_total, struct hx_sched_pieces *pieces) {
+  bool memo = pieces != NULL;
+  for (int s = 0; s < pl->nstages && memo; s++)
+    memo = pl->stages[s].seq_layout == NULL; /* HexiSeq layouts are not keyed */
+  if (!memo) {
+    struct piece *pc = HX_NEW(a, struct piece);
+    compute_piece(ctx, a, plan, pl, pc);
+    return pc->fits ? pc : NULL;
+  }
+  enum { STACK = 512 };
+  int stack[STACK];
+  int len = piece_key_length(pl);
+  int *key = len <= STACK ? stack : HX_NEW_ARRAY(a, int, len);
+  int n = piece_key(plan, pl, opt_total, key);
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(pieces->a, &pieces->memo, key, n);
+  if (!e->set) {
+    struct piece *pc = HX_NEW(pieces->a, struct piece);
+    compute_piece(ctx, pieces->a, plan, pl, pc);
+    e->value = pc;
+    e->set = true;
+    return pc->fits ? pc : NULL;
+  }
+  const struct piece *pc = e->value;
+  int at = 0;
+  for (int s = 0; s < pl->nstages; s++) {
+    pl->stages[s].leader = pc->leader[s];
+    pl->stages[s].layer_begin = at;
+    at += pc->layers[s];
+    pl->stages[s].layer_end = at;
+  }
+  return pc->fits ? pc : NULL;
+}
+
+/* Whether pipeline pl keeps as many micro-batches in flight on every stage
+ * with m micro-batches as with its own count (its piece is then the same). */
+static bool same_in_flight(enum hx_pp_schedule schedule, const struct hx_pipeline *pl, int64_t m) {
+  for (int s = 0; s < pl->nstages; s++)
+    if (hx_in_flight(schedule, s, pl->nstages, m) !=
+        hx_in_flight(schedule, s, pl->nstages, pl->micro_batches))
       return false;
   return true;
 }
 
-static bool split_all_batches(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
-                              const int64_t *mbs, bool uniform) {
+/* One setting's work on p (a prepared copy, its settings set): each
+ * pipeline's piece by its micro-batches in flight (pc[i] kept from the round
+ * before when those did not change), then the batch split by their times;
+ * false when some pipeline's layers or the batch do not fit. Sets *bound to
+ * the largest compute_bound of the split, *pipes to the closed-form
+ * estimate's slowest pipeline. */
+static bool split_layers_and_batch(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
+                                   const int64_t *mbs, bool uniform, double opt_total,
+                                   struct hx_sched_pieces *pieces, const struct piece **pc,
+                                   double *bound, double *pipes) {
   int n = p->npipelines;
   double *slowest = HX_NEW_ARRAY(a, double, n), *chain = HX_NEW_ARRAY(a, double, n);
   int64_t *m = HX_NEW_ARRAY(a, int64_t, n);
-  for (int i = 0; i < n; i++)
-    hx_sched_pipeline_times(ctx, &p->pipelines[i], &slowest[i], &chain[i]);
+  for (int i = 0; i < n; i++) {
+    if (!pc[i])
+      pc[i] = complete_pipeline(ctx, a, p, &p->pipelines[i], opt_total, pieces);
+    if (!pc[i])
+      return false;
+    slowest[i] = pc[i]->slowest;
+    chain[i] = pc[i]->chain;
+  }
   int64_t B = ctx->train.global_batch;
   if (uniform ? !hx_sched_split_batch(slowest, chain, n, B / mbs[0], m)
               : !split_mixed(slowest, chain, mbs, n, B, m))
     return false;
-  for (int i = 0; i < n; i++)
+  *bound = *pipes = 0;
+  for (int i = 0; i < n; i++) {
+    *bound = fmax(*bound, compute_bound(pc[i], p->pipelines[i].nstages, m[i]));
+    /* the estimate's pipeline term (pipeline_estimate_s), bit for bit */
+    *pipes = fmax(*pipes, (double)(m[i] - 1) * pc[i]->slowest + pc[i]->chain);
+    if (!same_in_flight(p->schedule, &p->pipelines[i], m[i]))
+      pc[i] = NULL; /* a next round computes it again */
     p->pipelines[i].micro_batches = m[i];
+  }
   return true;
 }
 
-struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
-                                        const struct hx_plan *skeleton, const int64_t *mbs,
-                                        bool recompute) {
-  int n = skeleton->npipelines;
-  int64_t B = ctx->train.global_batch, least = 0;
-  bool uniform = true;
-  for (int i = 0; i < n; i++) {
-    if (mbs[i] < 1 || B % mbs[i])
-      return NULL;
-    least += mbs[i];
-    uniform = uniform && mbs[i] == mbs[0];
-  }
-  if (least > B) /* every pipeline takes at least one micro-batch */
-    return NULL;
+/* The skeleton as every completion starts from it, in a. */
+static struct hx_plan *prepared_copy(struct hx_arena *a, const struct hx_plan *skeleton) {
   struct hx_plan *p = hx_plan_copy(a, skeleton);
   p->groups = NULL; /* a skeleton's old groups would price the sync of other layers */
   p->ngroups = 0;
   /* TP ranks in ascending device order, whoever built the skeleton: the
    * gradient-sync slices pair TP rank k of every pipeline, so one canonical
    * order keeps hexic's plans inside the exhaustive planner's space */
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < p->npipelines; i++)
     for (int s = 0; s < p->pipelines[i].nstages; s++) {
       struct hx_stage *st = &p->pipelines[i].stages[s];
       hx_sched_sort_ranks(st->devices, st->ndevices);
     }
+  return p;
+}
+
+/* p (a prepared copy) at one setting: sizes, recompute, leaders, layers and
+ * micro-batches; false when the setting does not fit the batch or memory
+ * of the layer split, cannot beat `beat`, or is too large to simulate.
+ * *pipes: the estimate's pipeline term (a bound below its iteration).
+ * Scratch in a. */
+static bool split_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
+                          const int64_t *mbs, bool recompute, struct hx_sched_pieces *pieces,
+                          double beat, double *pipes) {
+  int n = p->npipelines;
+  int64_t B = ctx->train.global_batch, least = 0;
+  bool uniform = true;
+  for (int i = 0; i < n; i++) {
+    if (mbs[i] < 1 || B % mbs[i])
+      return false;
+    least += mbs[i];
+    uniform = uniform && mbs[i] == mbs[0];
+  }
+  if (least > B) /* every pipeline takes at least one micro-batch */
+    return false;
   /* the first layer split assumes the even share of micro-batches; the
    * second uses the split's own counts (GPipe keeps them all in memory) */
   set_settings(p, mbs, recompute, B);
-  for (int i = 0; i < n; i++)
-    hx_sched_set_leaders(ctx, &p->pipelines[i]);
+  double opt_total = hx_sched_opt_total(ctx, p), bound = 0;
+  const struct piece **pc = HX_NEW_ARRAY(a, const struct piece *, n);
   for (int round = 0; round < 2; round++)
-    if (!assign_all_layers(ctx, p) || !split_all_batches(ctx, a, p, mbs, uniform))
-      return NULL;
+    if (!split_layers_and_batch(ctx, a, p, mbs, uniform, opt_total, pieces, pc, &bound, pipes))
+      return false;
+  if (bound > beat)
+    return false;
   /* a plan the simulator cannot judge is not proposed */
-  if (hx_sim_task_bound(ctx, p) > HX_SIM_MAX_TASKS)
-    return NULL;
+  return hx_sim_task_bound(ctx, p) <= HX_SIM_MAX_TASKS;
+}
+
+/* p with its devices filled in; NULL when it does not fit memory. */
+static struct hx_plan *fitting(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p) {
   hx_plan_fill_devices(a, p, &ctx->model);
-  if (!hx_plan_memory_fits(ctx, p, NULL, NULL))
-    return NULL;
-  return p;
+  return hx_plan_memory_fits(ctx, p, NULL, NULL) ? p : NULL;
+}
+
+void hx_sched_complete_each(struct hx_ctx *ctx, struct hx_arena *a, const struct hx_plan *skeleton,
+                            int nsettings, const int64_t *mbs, const bool *recompute,
+                            struct hx_sched_pieces *pieces, double beat, struct hx_plan **out) {
+  /* one working copy for every setting (each sets all it reads), copied
+   * out only for the settings that survive: most do not */
+  struct hx_arena scratch;
+  hx_arena_init(&scratch);
+  struct hx_plan *w = prepared_copy(&scratch, skeleton);
+  int n = skeleton->npipelines;
+  int64_t *each = HX_NEW_ARRAY(&scratch, int64_t, n);
+  for (int k = 0; k < nsettings; k++) {
+    out[k] = NULL;
+    if (ctx->train.global_batch / mbs[k] < n)
+      continue;
+    for (int i = 0; i < n; i++)
+      each[i] = mbs[k];
+    double pipes;
+    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, beat, &pipes))
+      out[k] = fitting(ctx, a, hx_plan_copy(a, w));
+  }
+  hx_arena_free(&scratch);
+}
+
+struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
+                                        const struct hx_plan *skeleton, const int64_t *mbs,
+                                        bool recompute) {
+  struct hx_plan *p = prepared_copy(a, skeleton);
+  double pipes;
+  return split_setting(ctx, a, p, mbs, recompute, NULL, INFINITY, &pipes) ? fitting(ctx, a, p)
+                                                                          : NULL;
 }
 
 struct hx_plan *hx_sched_complete_setting(struct hx_ctx *ctx, struct hx_arena *a,
@@ -260,58 +495,85 @@ int hx_sched_settings(const struct hx_ctx *ctx, int64_t *mbs, bool *recompute) {
   return n;
 }
 
-/* A setting's plan and the estimate's bound on it (pipelines and
- * optimizer, without the gradient sync), for hx_sched_complete's order. */
-struct completed {
-  struct hx_plan *plan;
+/* A setting and the estimate's pipeline term, for hx_sched_complete's
+ * order. */
+struct bounded_setting {
   double bound;
   int index; /* in hx_sched_settings' order: ties go to the earlier */
 };
 
 static int by_bound(const void *x, const void *y) {
-  const struct completed *a = x, *b = y;
+  const struct bounded_setting *a = x, *b = y;
   if (a->bound != b->bound)
     return a->bound < b->bound ? -1 : 1;
   return (a->index > b->index) - (a->index < b->index);
 }
 
+/* w at setting k, copied into a with its devices; NULL when it does not
+ * fit. */
+static struct hx_plan *at_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *w,
+                                  int64_t mbs, bool recompute, struct hx_sched_pieces *pieces,
+                                  int64_t *each) {
+  for (int i = 0; i < w->npipelines; i++)
+    each[i] = mbs;
+  double pipes;
+  if (!split_setting(ctx, a, w, each, recompute, pieces, INFINITY, &pipes))
+    return NULL;
+  return fitting(ctx, a, hx_plan_copy(a, w));
+}
+
 struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
-                                  const struct hx_plan *skeleton) {
-  int64_t mbs[HX_SCHED_MAX_SETTINGS];
-  bool recompute[HX_SCHED_MAX_SETTINGS];
+                                  const struct hx_plan *skeleton, struct hx_sched_pieces *pieces) {
+  int64_t mbs[HX_SCHED_MAX_SETTINGS] = {0};
+  bool recompute[HX_SCHED_MAX_SETTINGS] = {false};
   int n = hx_sched_settings(ctx, mbs, recompute);
-  /* The settings are completed in a scratch arena (a plan has per-device
-   * arrays: keeping every setting of every skeleton of a search over 4096
-   * devices cost more in page faults than the completions), then priced
-   * in the order of their bound, so the gradient sync (most of an estimate
-   * on large clusters) is priced only for settings that may still win. The
-   * winner is the first setting (in hx_sched_settings' order) of least
-   * estimate, as when every setting is priced in full. */
+  /* Every setting's layers and batch are split on one working copy in a
+   * scratch arena (a plan has per-device arrays: keeping every setting of
+   * every skeleton of a search over 4096 devices cost more in page faults
+   * than the completions), which gives the estimate's pipeline term, a
+   * bound below its iteration; then settings are completed and priced in
+   * the order of that bound, and only while it may still win, so the rest
+   * of a completion and the gradient sync (most of an estimate on large
+   * clusters) are priced for few. The winner is the first setting (in
+   * hx_sched_settings' order) of least estimate, as when every setting is
+   * priced in full. */
   struct hx_arena scratch;
   hx_arena_init(&scratch);
-  struct completed done[HX_SCHED_MAX_SETTINGS];
-  int ndone = 0;
+  struct hx_plan *w = prepared_copy(&scratch, skeleton);
+  int np = skeleton->npipelines;
+  int64_t *each = HX_NEW_ARRAY(&scratch, int64_t, np);
+  struct bounded_setting order[HX_SCHED_MAX_SETTINGS];
+  int norder = 0;
   for (int k = 0; k < n; k++) {
-    struct hx_plan *p = hx_sched_complete_setting(ctx, &scratch, skeleton, mbs[k], recompute[k]);
-    if (p)
-      done[ndone++] = (struct completed){p, hx_estimate_iteration_below(ctx, p, -INFINITY), k};
+    if (ctx->train.global_batch / mbs[k] < np)
+      continue;
+    for (int i = 0; i < np; i++)
+      each[i] = mbs[k];
+    double pipes;
+    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, INFINITY, &pipes))
+      order[norder++] = (struct bounded_setting){pipes, k};
   }
-  qsort(done, (size_t)ndone, sizeof done[0], by_bound);
-  const struct completed *best = NULL;
+  qsort(order, (size_t)norder, sizeof order[0], by_bound);
+  struct hx_plan *best = NULL;
+  int best_index = -1;
   double best_s = INFINITY;
-  for (int i = 0; i < ndone && !(done[i].bound > best_s); i++) {
+  for (int i = 0; i < norder && !(order[i].bound > best_s); i++) {
+    int k = order[i].index;
+    struct hx_plan *p = at_setting(ctx, &scratch, w, mbs[k], recompute[k], pieces, each);
+    if (!p)
+      continue;
     /* an earlier setting wins a tie: price it exactly up to best_s too */
-    bool earlier = best && done[i].index < best->index;
-    double t = hx_estimate_iteration_below(ctx, done[i].plan,
-                                           earlier ? nextafter(best_s, INFINITY) : best_s);
+    bool earlier = best && k < best_index;
+    double t = hx_estimate_iteration_below(ctx, p, earlier ? nextafter(best_s, INFINITY) : best_s);
     if (t < best_s || (earlier && t == best_s)) {
       best_s = t;
-      best = &done[i];
+      best = p;
+      best_index = k;
     }
   }
   struct hx_plan *out = NULL;
   if (best) {
-    out = hx_plan_copy(a, best->plan);
+    out = hx_plan_copy(a, best);
     out->sim.iteration_s = best_s; /* the estimate, until simulated */
   }
   hx_arena_free(&scratch);

@@ -20,7 +20,9 @@ static double stage_time(const struct hx_ctx *ctx, struct hx_stage *st, bool fir
                          int64_t mbs, int n) {
   st->layer_begin = 0;
   st->layer_end = n;
-  return hx_stage_fwd_s(ctx, st, first, last, mbs) + hx_stage_bwd_s(ctx, st, first, last, mbs);
+  struct hx_stage_times t; /* once: hx_stage_fwd_s + hx_stage_bwd_s priced it twice */
+  hx_stage_times(ctx, st, first, last, mbs, true, &t);
+  return t.fwd + t.bwd;
 }
 
 static double stage_memory(const struct hx_ctx *ctx, struct hx_stage *st, bool first, bool last,
@@ -50,8 +52,7 @@ static int max_layers(const struct hx_ctx *ctx, struct hx_stage *st, bool first,
   return n;
 }
 
-double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                          const struct hx_stage *st) {
+double hx_sched_opt_total(const struct hx_ctx *ctx, const struct hx_plan *plan) {
   if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1 || plan->npipelines <= 1)
     return 0;
   const struct hx_cluster *c = &ctx->cluster;
@@ -65,16 +66,27 @@ double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
         sum += (double)c->gpus[c->devices[p->stages[s].devices[k]].gpu_type].memory_bytes;
     all += n ? sum / n : 0;
   }
-  double mine = hx_stage_memory_capacity(c, st);
-  return all > 0 ? fmin(1.0, mine / all) : 0;
+  return all;
+}
+
+/* A stage's share of the optimizer state given hx_sched_opt_total. */
+static double share_of(const struct hx_ctx *ctx, double total, const struct hx_stage *st) {
+  double mine = hx_stage_memory_capacity(&ctx->cluster, st);
+  return total > 0 ? fmin(1.0, mine / total) : 0;
+}
+
+double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          const struct hx_stage *st) {
+  return share_of(ctx, hx_sched_opt_total(ctx, plan), st);
 }
 
 void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
                           const struct hx_pipeline *p, struct hx_stage_cost *cost) {
   int L = (int)ctx->model.layers;
+  double total = hx_sched_opt_total(ctx, plan); /* once: it sums every device */
   for (int s = 0; s < p->nstages; s++) {
     struct hx_stage st = p->stages[s]; /* a copy: its layer range is scratch */
-    st.opt_share = hx_sched_opt_share(ctx, plan, &st);
+    st.opt_share = share_of(ctx, total, &st);
     bool first = s == 0, last = s == p->nstages - 1;
     int64_t mbs = p->micro_batch_size;
     double t0 = stage_time(ctx, &st, first, last, mbs, 0);

@@ -105,66 +105,6 @@ static struct budgets budgets_for(int ndevices) {
   return (struct budgets){2, 4, 2, 1, 12, 40, 0, 0, 4, 8, 8};
 }
 
-/* ---- memo: int keys -> values -------------------------------------------- */
-
-struct memo_entry {
-  uint64_t hash;
-  int n;
-  int *key;
-  void *value;
-  bool set;
-};
-
-struct memo {
-  struct memo_entry *e;
-  int cap, n;
-};
-
-static uint64_t hash_ints(const int *key, int n) {
-  uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
-  for (int i = 0; i < n; i++) {
-    h ^= (uint64_t)(uint32_t)key[i];
-    h *= 0x100000001b3ull;
-  }
-  return h ^ (h >> 29);
-}
-
-static void memo_grow(struct hx_arena *a, struct memo *m) {
-  int cap = m->cap ? 2 * m->cap : 1024;
-  struct memo_entry *e = HX_NEW_ARRAY(a, struct memo_entry, cap);
-  for (int i = 0; i < m->cap; i++) {
-    if (!m->e[i].key)
-      continue;
-    int at = (int)(m->e[i].hash & (uint64_t)(cap - 1));
-    while (e[at].key)
-      at = (at + 1) & (cap - 1);
-    e[at] = m->e[i];
-  }
-  m->e = e;
-  m->cap = cap;
-}
-
-/* The entry of key (copied in when new, with set = false). */
-static struct memo_entry *memo_get(struct hx_arena *a, struct memo *m, const int *key, int n) {
-  if (2 * (m->n + 1) > m->cap)
-    memo_grow(a, m);
-  uint64_t h = hash_ints(key, n);
-  int at = (int)(h & (uint64_t)(m->cap - 1));
-  for (;; at = (at + 1) & (m->cap - 1)) {
-    struct memo_entry *e = &m->e[at];
-    if (!e->key) {
-      e->hash = h;
-      e->n = n;
-      e->key = HX_NEW_ARRAY(a, int, n > 0 ? n : 1);
-      memcpy(e->key, key, sizeof(int) * (size_t)n);
-      m->n++;
-      return e;
-    }
-    if (e->hash == h && e->n == n && !memcmp(e->key, key, sizeof(int) * (size_t)n))
-      return e;
-  }
-}
-
 /* ---- the search state ----------------------------------------------------- */
 
 struct pool {
@@ -207,13 +147,14 @@ struct search {
   struct hx_search_limit limit;
   bool first_phase;             /* first_plan runs regardless of the limit */
   bool tp_any_link;             /* groupings let TP span any link (last resort) */
-  struct memo groupings;      /* (kmode, devices) -> struct hx_sched_grouping */
-  struct memo skeletons;      /* stage lists -> completed plan (or none) */
-  struct memo scores;         /* stage lists -> simulated time (local search) */
+  struct hx_sched_memo groupings; /* (kmode, devices) -> struct hx_sched_grouping */
+  struct hx_sched_memo skeletons; /* stage lists -> completed plan (or none) */
+  struct hx_sched_memo scores;    /* stage lists -> simulated time (local search) */
   int *keybuf;                /* scratch for keys */
   /* progress lines only (stderr): the clock never steers the search */
   double progress_start, last_progress;
   double ema[2];              /* per objective: moving average of best score */
+  struct hx_sched_pieces *pieces; /* completions' pipeline pieces, shared */
   int nsettings;              /* hx_sched_settings, for complete_by_simulation */
   int64_t mbs[HX_SCHED_MAX_SETTINGS];
   bool recompute[HX_SCHED_MAX_SETTINGS];
@@ -270,8 +211,10 @@ static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena 
                                               const struct hx_plan *sk, double beat) {
   struct bounded done[HX_SCHED_MAX_SETTINGS];
   int ndone = 0;
+  struct hx_plan *each[HX_SCHED_MAX_SETTINGS];
+  hx_sched_complete_each(s->ctx, a, sk, s->nsettings, s->mbs, s->recompute, s->pieces, beat, each);
   for (int k = 0; k < s->nsettings; k++) {
-    struct hx_plan *p = hx_sched_complete_setting(s->ctx, a, sk, s->mbs[k], s->recompute[k]);
+    struct hx_plan *p = each[k];
     if (p)
       done[ndone++] = (struct bounded){p, hx_sim_lower_bound(s->ctx, p), k};
   }
@@ -375,7 +318,7 @@ static int skeleton_key(const struct hx_plan *sk, int *key) {
 static struct hx_plan *complete_below(struct search *s, const struct hx_plan *sk, bool *fresh,
                                       double beat) {
   int n = skeleton_key(sk, s->keybuf);
-  struct memo_entry *e = memo_get(s->a, &s->skeletons, s->keybuf, n);
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(s->a, &s->skeletons, s->keybuf, n);
   *fresh = false;
   if (e->set)
     return e->value;
@@ -384,7 +327,7 @@ static struct hx_plan *complete_below(struct search *s, const struct hx_plan *sk
   *fresh = true;
   s->limit.evals++;
   struct hx_plan *p = s->sim_score ? complete_by_simulation(s, s->a, sk, beat)
-                                   : hx_sched_complete(s->ctx, s->a, sk);
+                                   : hx_sched_complete(s->ctx, s->a, sk, s->pieces);
   if (p || !s->sim_score || beat == INFINITY) {
     e->value = p;
     e->set = true;
@@ -411,7 +354,7 @@ static const struct hx_sched_grouping *grouping(struct search *s, const int *dev
                                                 int kmode) {
   s->keybuf[0] = s->tp_any_link ? NKS + kmode : kmode;
   memcpy(s->keybuf + 1, devices, sizeof(int) * (size_t)n);
-  struct memo_entry *e = memo_get(s->a, &s->groupings, s->keybuf, n + 1);
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(s->a, &s->groupings, s->keybuf, n + 1);
   if (!e->set) {
     struct hx_sched_grouping *g =
         hx_sched_grouping(s->ctx, s->a, devices, n, k_for(kmode), s->tau, 0x9a0u + (uint64_t)kmode);
@@ -660,7 +603,7 @@ struct pool_list {
   struct pool *items;
   double *compute;
   int n, cap;
-  struct memo seen;
+  struct hx_sched_memo seen;
 };
 
 /* The most devices one plan can use: at most global_batch pipelines, each
@@ -718,7 +661,8 @@ static void add_pool(struct search *s, struct pool_list *l, const int *devices, 
   if (!pool_may_fit(s->ctx, &p))
     return;
   int *key = HX_NEW_ARRAY(s->a, int, 3 * n + 1);
-  struct memo_entry *e = memo_get(s->a, &l->seen, key, pool_signature(&s->ctx->cluster, &p, key));
+  struct hx_sched_memo_entry *e =
+      hx_sched_memo_get(s->a, &l->seen, key, pool_signature(&s->ctx->cluster, &p, key));
   if (e->set)
     return;
   e->set = true;
@@ -1216,7 +1160,7 @@ static double price_skeleton(void *cookie, const struct hx_plan *skeleton, doubl
                              bool *fresh) {
   struct search *s = cookie;
   int n = skeleton_key(skeleton, s->keybuf);
-  struct memo_entry *e = memo_get(s->a, &s->scores, s->keybuf, n);
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(s->a, &s->scores, s->keybuf, n);
   struct score *sc = e->value;
   *fresh = !sc || (!sc->exact && sc->t < beat);
   if (!*fresh)
@@ -1372,6 +1316,7 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   struct search s = {.ctx = ctx, .a = &scratch, .tau = hx_sched_tau(&ctx->opt)};
   s.b = budgets_for(ctx->cluster.ndevices);
   s.nsettings = hx_sched_settings(ctx, s.mbs, s.recompute);
+  s.pieces = hx_sched_pieces_new(&scratch);
   s.sim_score = ctx->cluster.ndevices <= SIM_SCORE_MAX;
   s.rng.state = 0x4865786953636c65ull; /* fixed: same inputs, same plan */
   s.keybuf = HX_NEW_ARRAY(&scratch, int, longest_key(ctx));

@@ -116,7 +116,7 @@ static void check_layout(enum hx_tp_layout layout) {
   struct hx_plan *sk = hx_plan_new(&ctx.arena, NDEV, 1);
   sk->strategy = "test";
   CHECK(hx_sched_phase2(&ctx, &ctx.arena, devs, NDEV, 1, layout, 3, 0, 1, &sk->pipelines[0]));
-  struct hx_plan *plan = hx_sched_complete(&ctx, &ctx.arena, sk);
+  struct hx_plan *plan = hx_sched_complete(&ctx, &ctx.arena, sk, NULL);
   CHECK(plan != NULL);
   if (!plan)
     return;

@@ -1,7 +1,8 @@
 /* Unit tests of the HexiScale scheduler's phases: METIS graph validation,
  * the exact layer split (against brute force), the exact batch split, the
  * gradient-sync slices for mixed TP degrees, the embedding and head
- * gradients reduced exactly once, and the legal TP degrees phase 2 proposes.
+ * gradients reduced exactly once, the legal TP degrees phase 2 proposes,
+ * and completions with the pieces memo equal to those without.
  * The IR is filled by hand (no front end). */
 #include <math.h>
 #include <stdio.h>
@@ -900,6 +901,117 @@ static void test_split_brute_force(void) {
     check_split_optimum(speeds[k]);
 }
 
+/* ---- completions with the pieces memo ---------------------------------------- */
+
+/* Layers, leaders and micro-batches of two completions agree. */
+static bool same_completion(const struct hx_plan *a, const struct hx_plan *b) {
+  if (!a || !b)
+    return a == b;
+  if (a->npipelines != b->npipelines)
+    return false;
+  for (int i = 0; i < a->npipelines; i++) {
+    const struct hx_pipeline *x = &a->pipelines[i], *y = &b->pipelines[i];
+    if (x->nstages != y->nstages || x->micro_batches != y->micro_batches ||
+        x->micro_batch_size != y->micro_batch_size)
+      return false;
+    for (int s = 0; s < x->nstages; s++)
+      if (x->stages[s].layer_begin != y->stages[s].layer_begin ||
+          x->stages[s].layer_end != y->stages[s].layer_end ||
+          x->stages[s].leader != y->stages[s].leader ||
+          x->stages[s].recompute != y->stages[s].recompute)
+        return false;
+  }
+  return true;
+}
+
+/* A random skeleton over the 8 devices of pieces_cluster: 1-3 pipelines of
+ * 1-3 stages of 1 or 2 devices, some devices left out. Drawn from a few
+ * pipelines so that skeletons share them, as a search's do. */
+static struct hx_plan *random_skeleton(struct hx_ctx *ctx, uint64_t *rng) {
+  static const int shapes[][4] = {{1, 0, 0, 0}, {2, 1, 0, 0}, {1, 1, 1, 0},
+                                  {2, 2, 0, 0}, {1, 2, 1, 0}, {1, 1, 0, 0}};
+  int perm[8];
+  for (int i = 0; i < 8; i++)
+    perm[i] = i;
+  for (int i = 7; i > 0; i--) {
+    int j = fx_below(rng, i + 1), t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  int np = 1 + fx_below(rng, 3), used = 0;
+  struct hx_plan *sk = hx_plan_new(&ctx->arena, 8, np);
+  for (int i = 0; i < np; i++) {
+    const int *shape = shapes[fx_below(rng, 6)];
+    int nst = 0;
+    while (nst < 4 && shape[nst] && used + shape[nst] <= 8 - (np - 1 - i))
+      used += shape[nst++];
+    if (nst == 0) { /* no room: one device */
+      nst = 1;
+      used++;
+      shape = shapes[0];
+    }
+    hx_pipeline_init(&ctx->arena, &sk->pipelines[i], nst);
+    int first = used;
+    for (int s = nst - 1; s >= 0; s--) {
+      first -= shape[s];
+      hx_stage_init(&ctx->arena, &sk->pipelines[i].stages[s], &perm[first], shape[s], 0, 0, false);
+    }
+  }
+  sk->schedule = ctx->train.schedule;
+  return sk;
+}
+
+/* The memo of pipeline pieces changes no completion: over random skeletons
+ * sharing one memo (1F1B and GPipe, with and without ZeRO-1, memory tight
+ * enough that some settings do not fit), every setting completes to the
+ * same layers, leaders and micro-batches as without it, and hx_sched_complete
+ * picks the same setting. The bound completions drop settings by is below
+ * the simulator's lower bound: a setting is kept with beat at that bound. */
+static void test_pieces_same(void) {
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  int compared = 0, completed = 0, kept = 0;
+  for (int trial = 0; trial < 12; trial++) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    fx_model(&ctx, "t", 12, 2048, 5632, 16, 16, 32000, 2048);
+    fx_train(&ctx, HX_RECOMPUTE_AUTO, trial % 3 == 0 ? 48 : trial % 3 == 1 ? 64 : 6);
+    ctx.train.schedule = trial % 4 == 3 ? HX_PP_GPIPE : HX_PP_1F1B;
+    ctx.train.optimizer_sharding = trial % 2 ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
+    int types[4] = {0, 1, 2, 1};
+    double tflops[] = {300, 120, 60}, mem[] = {16, 8, 6};
+    fx_cluster(&ctx, 4, 2, types, tflops, mem, 3, 2e11, 1e10, 1e-5);
+    int64_t mbs[HX_SCHED_MAX_SETTINGS] = {0};
+    bool recompute[HX_SCHED_MAX_SETTINGS] = {false};
+    int n = hx_sched_settings(&ctx, mbs, recompute);
+    struct hx_sched_pieces *pieces = hx_sched_pieces_new(&ctx.arena);
+    for (int k = 0; k < (trial % 2 ? 45 : 15); k++) { /* ZeRO-1 shares vary most */
+      struct hx_plan *sk = random_skeleton(&ctx, &rng);
+      struct hx_plan *with[HX_SCHED_MAX_SETTINGS], *bounded[HX_SCHED_MAX_SETTINGS];
+      hx_sched_complete_each(&ctx, &ctx.arena, sk, n, mbs, recompute, pieces, INFINITY, with);
+      for (int j = 0; j < n; j++) {
+        struct hx_plan *plain =
+            hx_sched_complete_setting(&ctx, &ctx.arena, sk, mbs[j], recompute[j]);
+        CHECK(same_completion(plain, with[j]));
+        compared++;
+        if (!plain)
+          continue;
+        completed++;
+        double lb = hx_sim_lower_bound(&ctx, plain);
+        hx_sched_complete_each(&ctx, &ctx.arena, sk, n, mbs, recompute, pieces, lb, bounded);
+        CHECK(bounded[j] != NULL);
+        kept += bounded[j] != NULL;
+      }
+      struct hx_plan *a = hx_sched_complete(&ctx, &ctx.arena, sk, NULL);
+      struct hx_plan *b = hx_sched_complete(&ctx, &ctx.arena, sk, pieces);
+      CHECK(same_completion(a, b) && (!a || a->sim.iteration_s == b->sim.iteration_s));
+    }
+    hx_arena_free(&ctx.arena);
+  }
+  printf("pieces: %d settings compared, %d complete, %d kept at the simulator's bound\n", compared,
+         completed, kept);
+  CHECK(completed >= 100 && completed < compared);
+}
+
 int main(void) {
   test_graph_check();
   test_metis_totals();
@@ -916,6 +1028,7 @@ int main(void) {
   test_withheld_random();
   test_split_brute_force();
   test_subset_baseline();
+  test_pieces_same();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
