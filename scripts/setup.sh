@@ -100,19 +100,21 @@ install_python_modules() {
   step "installing safetensors and numpy from PyPI" pip_install safetensors numpy
 }
 
-# Optional: hexic-tokenize's tokenizers (and pyarrow for Parquet input);
-# tests/tokenize skips without tokenizers, so a failed install stops nothing.
+# Optional: hexic-tokenize's tokenizers (and pyarrow for Parquet input) and
+# hexic-plot-metrics' matplotlib; tests/tokenize skips without tokenizers and
+# exec.eval_options draws no PNG without matplotlib, so a failed install
+# stops nothing.
 install_optional_python_modules() {
-  if python3 -c 'import tokenizers, pyarrow' 2>/dev/null; then
-    echo "setup: python tokenizers and pyarrow present"
+  if python3 -c 'import tokenizers, pyarrow, matplotlib' 2>/dev/null; then
+    echo "setup: python tokenizers, pyarrow and matplotlib present"
     return 0
   fi
-  printf 'setup: installing tokenizers and pyarrow from PyPI (optional) ... '
-  printf '\n== optional: pip install tokenizers pyarrow\n' >> "$log"
-  if pip_install tokenizers pyarrow >> "$log" 2>&1; then
+  printf 'setup: installing tokenizers, pyarrow and matplotlib from PyPI (optional) ... '
+  printf '\n== optional: pip install tokenizers pyarrow matplotlib\n' >> "$log"
+  if pip_install tokenizers pyarrow matplotlib >> "$log" 2>&1; then
     echo done
   else
-    echo "not installed: hexic-tokenize and tests/tokenize unavailable (see $log)"
+    echo "not installed: hexic-tokenize, hexic-plot-metrics and their tests unavailable (see $log)"
   fi
 }
 
