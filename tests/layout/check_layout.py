@@ -172,7 +172,7 @@ def check_sizes(root, errors):
 
 def check_readme(root, errors):
     text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
-    m = re.search(r"^## Layout\n(.*?)^## ", text, re.M | re.S)
+    m = re.search(r"^## Layout\n(.*?)(?:^## |\Z)", text, re.M | re.S)
     if not m:
         errors.append("README.md: no '## Layout' section")
         return

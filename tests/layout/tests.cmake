@@ -10,3 +10,12 @@ add_test(NAME layout.docs
   COMMAND ${Python3_EXECUTABLE} ${HX_TESTS_DIR}/layout/check_docs.py ${CMAKE_SOURCE_DIR}
           $<TARGET_FILE_DIR:hexic> ${CMAKE_CURRENT_BINARY_DIR}/layout-docs)
 set_tests_properties(layout.docs PROPERTIES LABELS layout TIMEOUT 300)
+
+# The README's commands run, its shown outputs and picture are what they print
+# and write (check_readme.py: hexic compiles, make builds the tiny CPU set,
+# launch.sh trains it 20 steps and evaluates the checkpoint).
+add_test(NAME layout.readme
+  COMMAND ${Python3_EXECUTABLE} ${HX_TESTS_DIR}/layout/check_readme.py ${CMAKE_SOURCE_DIR}
+          $<TARGET_FILE_DIR:hexic> ${CMAKE_CURRENT_BINARY_DIR}/layout-readme)
+set_tests_properties(layout.readme PROPERTIES LABELS layout TIMEOUT 900
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
