@@ -113,17 +113,18 @@ grep -qE "^hexic: error: plan .*plan.json does not fit in memory: needs [1-9][0-
   /tmp/hx_cli_err.$$ || { echo "FAIL: --plan a few MiB short: message"; cat /tmp/hx_cli_err.$$; fail=1; }
 rm -rf /tmp/hx_cli_roomy_out.$$ /tmp/hx_cli_roomy.$$.hx
 # Fits only with recompute, which the train block forbids (issue 24 item 13):
-# the memory between the two needs (~2.6 and ~4.0 GiB). It said "needs at
-# least -456.4 MiB more"; now the shortfall without recompute and the shape
-# that fits with it. No negative figure either way.
+# the memory between the two needs (~4.4 and ~7.3 GiB as the CPU target
+# prices them, in fp32). It said "needs at least -456.4 MiB more"; now the
+# shortfall without recompute and the shape that fits with it. No negative
+# figure either way.
 cat >/tmp/hx_cli_rc.$$.hx <<'EOF2'
 model "m" { layers = 4; hidden = 512; ffn = 1408; heads = 8; kv_heads = 8; vocab = 1024; seq_len = 4096 }
 train { global_batch = 8; micro_batch = 8; precision = bf16; recompute = none }
-gpu "g" { tflops = 100; memory = 3328 MiB }
+gpu "g" { tflops = 100; memory = 6000 MiB }
 node "n" { gpu = "g"; gpus = 1 }
 EOF2
 expect 3 "fits only with recompute" -- "$hexic" /tmp/hx_cli_rc.$$.hx -o /tmp/hx_cli_rc_out.$$
-grep -qE "^hexic: error: no plan fits in memory with recompute = none: needs at least [1-9][0-9.]* MiB more on n:0; with recompute = full the symmetric shape dp=1 tp=1 pp=1 mbs=8 fits \([1-9][0-9.]* MiB to spare on n:0\): set recompute = full or auto" /tmp/hx_cli_err.$$ &&
+grep -qE "^hexic: error: no plan fits in memory with recompute = none: needs at least [1-9][0-9.]* [MG]iB more on n:0; with recompute = full the symmetric shape dp=1 tp=1 pp=1 mbs=8 fits \([1-9][0-9.]* [MG]iB to spare on n:0\): set recompute = full or auto" /tmp/hx_cli_err.$$ &&
   ! grep -q -- " -[0-9]" /tmp/hx_cli_err.$$ ||
   { echo "FAIL: fits only with recompute: message"; cat /tmp/hx_cli_err.$$; fail=1; }
 rm -rf /tmp/hx_cli_rc_out.$$
