@@ -365,10 +365,16 @@ static void emit_groups(const struct program_set *set, FILE *f, int w, int *coun
     int32_t *shards = HX_NEW_ARRAY(arena, int32_t, g->nranks);
     if (!group_shards(set, g, shards))
       continue;
+    /* a row per member, as the ranks above: one line of them passes the
+     * column limit from 8 members on, and clang-format would re-pack it */
     fprintf(f, "// ZeRO-1: each member's share of the optimizer state, parts per million\n"
-               "static const int32_t group_%d_shards[] = {", id);
-    for (int i = 0; i < g->nranks; i++)
-      fprintf(f, "%s%d", i ? ", " : "", shards[i]);
+               "static const int32_t group_%d_shards[] = {\n", id);
+    struct aligned share = new_aligned(set, g->nranks);
+    for (int i = 0; i < g->nranks; i++) {
+      share.code[share.n] = hx_sprintf(arena, "%d,", shards[i]);
+      share.comment[share.n++] = hx_sprintf(arena, "rank %d", g->ranks[i]);
+    }
+    put_aligned(f, &share);
     fputs("};\n\n", f);
   }
   *count = n;
@@ -493,12 +499,40 @@ static struct emu_link slowest_ring_link(const struct program_set *set, const in
   return worst;
 }
 
-/* "    FIELD{latency, bandwidth},TRAILER": one link of the emulation tables. */
-static void emit_link_row(FILE *f, const char *field, struct emu_link l, const char *trailer) {
+/* "FIELD{latency, bandwidth}," of one link of the emulation tables; its
+ * length (snprintf's). */
+static int link_text(char *buf, size_t size, const char *field, struct emu_link l) {
   char lat[40], bw[40];
   format_double(lat, sizeof lat, l.latency);
   format_double(bw, sizeof bw, l.bandwidth);
-  fprintf(f, "    %s{%s, %s},%s\n", field, lat, bw, trailer);
+  return snprintf(buf, size, "%s{%s, %s},", field, lat, bw);
+}
+
+/* "    FIELD{latency, bandwidth},": one link of the emulation struct. */
+static void emit_link_row(FILE *f, const char *field, struct emu_link l) {
+  char row[128];
+  link_text(row, sizeof row, field, l);
+  fprintf(f, "    %s\n", row);
+}
+
+/* group_links[]: one row per group rank w is in, its id in a trailing
+ * comment (which also keeps clang-format from packing the rows), the
+ * comments aligned one space past the longest row as clang-format aligns
+ * consecutive trailing comments. */
+static void emit_group_links(const struct program_set *set, FILE *f, int w) {
+  int width = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int id = 0; id < set->ngroups; id++) {
+      const struct hx_prog_group *g = &set->groups[id];
+      if (!hx_group_has_rank(g, w))
+        continue;
+      char row[128];
+      int n = link_text(row, sizeof row, "", slowest_ring_link(set, g->ranks, g->nranks));
+      if (pass == 0)
+        width = n > width ? n : width;
+      else
+        fprintf(f, "    %-*s // group %d\n", width, row, id);
+    }
 }
 
 /* ngroups: how many groups rank w is in (emit_groups counted them). */
@@ -509,15 +543,7 @@ static void emit_emulation(const struct program_set *set, FILE *f, int w, int ng
     fputs("// --emulate: the slowest link of each group above, {latency s, bytes/s}\n"
           "static const struct hx_rt_link group_links[] = {\n",
           f);
-    for (int id = 0; id < set->ngroups; id++) {
-      const struct hx_prog_group *g = &set->groups[id];
-      if (!hx_group_has_rank(g, w))
-        continue;
-      /* one row per group, its id in a comment (which also keeps clang-format
-       * from packing the rows) */
-      emit_link_row(f, "", slowest_ring_link(set, g->ranks, g->nranks),
-                    hx_sprintf(hx_prog_arena(set), " // group %d", id));
-    }
+    emit_group_links(set, f, w);
     fputs("};\n\n", f);
   }
   /* a cluster without speeds (a test's hand-built one): no slowdown */
@@ -529,9 +555,9 @@ static void emit_emulation(const struct program_set *set, FILE *f, int w, int ng
           "static const struct hx_rt_emulation emulation = {\n",
           c->has_emulation_host ? "the emulation host" : "the cluster's fastest");
   fprintf(f, "    .slowdown = %s,\n", slow);
-  emit_link_row(f, ".prev = ", link_between(set, w, r->prev_leader), "");
-  emit_link_row(f, ".next = ", link_between(set, w, r->next_leader), "");
-  emit_link_row(f, ".tp = ", slowest_ring_link(set, r->tp_group, r->st->tp), "");
+  emit_link_row(f, ".prev = ", link_between(set, w, r->prev_leader));
+  emit_link_row(f, ".next = ", link_between(set, w, r->next_leader));
+  emit_link_row(f, ".tp = ", slowest_ring_link(set, r->tp_group, r->st->tp));
   fprintf(f, "    .groups = %s,\n};\n\n", ngroups > 0 ? "group_links" : "NULL");
 }
 

@@ -19,7 +19,7 @@ network { bandwidth = 1 GB/s; latency = 20 us }
 HX
 "$hexic" tiny.hx two.hx -o out > hexic.out 2>&1 || { cat hexic.out; fail "hexic failed"; }
 grep -qx '    .lr = 2e-05,' out/rank_0000.c || { grep -n '\.lr' out/rank_0000.c; fail "rank_0000.c: lr is not 2e-05"; }
-grep -qE '^    \{2e-05, 1000000000\.0\}, // group 0$' out/rank_0000.c ||
+grep -qE '^    \{2e-05, 1000000000\.0\}, +// group 0$' out/rank_0000.c ||
   { grep -n -A2 'group_links\[\]' out/rank_0000.c; fail "rank_0000.c: the 20 us link is not {2e-05, 1000000000.0}"; }
 # Every number with a fraction or an exponent, against Python's repr (the
 # shortest round-trip form): the same count of significant digits.
