@@ -9,7 +9,7 @@
 
 #include "ir/hexic.h"
 
-/* plan.json: the plan, its simulated figures and the baseline (README documents it). */
+/* plan.json: the plan, its simulated figures and the baseline (docs/plan-json.md documents it). */
 bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f);
 /* report.md: the human-readable table. */
 bool hx_emit_report(const struct hx_ctx *ctx, FILE *f);

@@ -1,5 +1,5 @@
 /* plan.json: the plan, its simulated figures and both baselines. The layout is
- * documented in README.md; passes/planload/plan_load.c reads it back. Deterministic:
+ * documented in docs/plan-json.md; passes/planload/plan_load.c reads it back. Deterministic:
  * fixed key order, numbers through hx_json_number. */
 #include <math.h>
 
