@@ -441,7 +441,9 @@ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
  * matrix i, the lower row in the low half. */
 /* ldmatrix.sync.aligned.m8n8.x4.shared.b16 (no .trans): lane (g, c)
  * receives in r[i] the elements (g, 2c) and (g, 2c+1) of matrix i. */
-void ldmatrix_x4(uint32_t (&r)[4], const void *row_addr) {
+/* The warp's 32 row addresses of one ldmatrix, every lane's in col.s->addr
+ * once all have arrived (both forms share it). */
+static collective ldmatrix_rows(const void *row_addr) {
   if ((uintptr_t)row_addr % 16 != 0) {
     fprintf(stderr, "emulator: ldmatrix row address not 16-byte aligned\n");
     exit(4);
@@ -450,6 +452,11 @@ void ldmatrix_x4(uint32_t (&r)[4], const void *row_addr) {
   col.s->addr[col.lane] = row_addr;
   arrive(*col.bar);
   check_same(col);
+  return col;
+}
+
+void ldmatrix_x4(uint32_t (&r)[4], const void *row_addr) {
+  collective col = ldmatrix_rows(row_addr);
   int g = col.lane >> 2, c = col.lane & 3;
   for (int i = 0; i < 4; i++) {
     const uint16_t *row = (const uint16_t *)col.s->addr[8 * i + g];
@@ -458,14 +465,7 @@ void ldmatrix_x4(uint32_t (&r)[4], const void *row_addr) {
 }
 
 void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row_addr) {
-  if ((uintptr_t)row_addr % 16 != 0) {
-    fprintf(stderr, "emulator: ldmatrix row address not 16-byte aligned\n");
-    exit(4);
-  }
-  collective col = enter(LDMATRIX);
-  col.s->addr[col.lane] = row_addr;
-  arrive(*col.bar);
-  check_same(col);
+  collective col = ldmatrix_rows(row_addr);
   int g = col.lane >> 2, c = col.lane & 3;
   for (int i = 0; i < 4; i++) {
     const uint16_t *row0 = (const uint16_t *)col.s->addr[8 * i + 2 * c];
