@@ -422,6 +422,11 @@ static void forward_full(const struct hxc_layer_ctx *ctx,
                      sh->hd, sh->positions, sh->local_len, dt, st);
   if (sh->hook)
     hook_forward(ctx, sh, a, s);
+  else if (ctx->attention_ops)
+    ctx->attention_ops->forward(ctx->attention_ops->arg, a->o, a->lse, a->q,
+                                a->k, a->v, hxc_kv_map_of(d, ctx->shard),
+                                nseq, sh->seq_len, sh->nq, sh->nkv, sh->hd, dt,
+                                st);
   else
     hxc_attention_forward(a->o, a->lse, a->q, a->k, a->v,
                           hxc_kv_map_of(d, ctx->shard), nseq, sh->seq_len,
@@ -539,6 +544,11 @@ static void backward_attention(const struct hxc_layer_ctx *ctx,
                            n, sh->qw, sh->dim, dt, st);
   if (sh->hook)
     hook_backward(ctx, sh, a, s);
+  else if (ctx->attention_ops) /* writes dq, dk, dv: zero above, so alike */
+    ctx->attention_ops->backward(
+        ctx->attention_ops->arg, s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k,
+        a->v, a->o, a->lse, hxc_kv_map_of(ctx->dims, ctx->shard), nseq,
+        sh->seq_len, sh->nq, sh->nkv, sh->hd, dt, st);
   else
     hxc_attention_backward(gpu, s->dq, s->dk, s->dv, s->dout_attn, a->q, a->k,
                            a->v, a->o, a->lse,

@@ -260,6 +260,27 @@ void hxc_attention_backward(struct hxc_ctx *ctx, void *dq, void *dk, void *dv,
                             int nq, int nkv, int hd, enum hxc_dtype dt,
                             cudaStream_t stream);
 
+/* Another whole-head attention the runtime may install in a layer context
+ * (hxc_layer_ctx.attention_ops; rtlib/cuda/attention_cudnn.c's cuDNN under
+ * --cuda-attention=cudnn): the arguments and math of hxc_attention_forward
+ * and _backward, with two differences the layer allows for. lse may be kept
+ * in the implementation's own order (only its backward reads it; the same
+ * count of floats), and the backward WRITES dq, dk, dv where hexic's kernels
+ * add into them: the layer hands it zeroed buffers, so the results agree.
+ * The implementation refuses (fatal, saying why) a shape it cannot take. */
+struct hxc_attention_ops {
+  void (*forward)(void *arg, void *o, float *lse, const void *q, const void *k,
+                  const void *v, struct hxc_kv_map map, long nseq,
+                  int seq_len, int nq, int nkv, int hd, enum hxc_dtype dt,
+                  cudaStream_t stream);
+  void (*backward)(void *arg, void *dq, void *dk, void *dv, const void *dout,
+                   const void *q, const void *k, const void *v, const void *o,
+                   const float *lse, struct hxc_kv_map map, long nseq,
+                   int seq_len, int nq, int nkv, int hd, enum hxc_dtype dt,
+                   cudaStream_t stream);
+  void *arg;
+};
+
 /* Block attention by global token positions, the twins of
  * hxk_attention_block_* (ring attention's building block; the same math,
  * positions and online-softmax state; kernels/cuda/attention_block.cu).
@@ -493,6 +514,9 @@ struct hxc_layer_ctx {
   const int *positions;       /* device [local_len]; NULL: 0..seq_len-1 */
   long local_len;             /* tokens per sequence here; 0: seq_len */
   const struct hxk_attention_hook *attention; /* NULL: local attention */
+  /* The whole-head attention when no hook takes it: NULL, hexic's kernels
+   * (hxc_attention_*); else these (struct hxc_attention_ops). */
+  const struct hxc_attention_ops *attention_ops;
   /* Sequence parallelism (sp_size > 1; 0 or 1: off), as hxk_layer_ctx has
    * it: x, out, dout and dx are this member's rows only (hxk_sp_rows of the
    * n tokens over sp_size); the layer all-gathers the normed rows before the

@@ -90,4 +90,90 @@ struct rt_block {
  * block of one row). Returns the index after it. */
 int rt_runs_block(const struct rt_run *runs, int nruns, int k, long packed, struct rt_block *b);
 
+/* ---- attention_cudnn.c: cuDNN's fused attention (--cuda-attention=cudnn) ----
+ * The rules below are pure C (the CUDA-free test runs them); the rest
+ * exists only in a build with -DHEXIC_ATTENTION_CUDNN, linked with libcudnn,
+ * which is what the generated Makefile's ATTENTION=cudnn gives. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One whole-head causal attention call in hexic's layout (llama_cuda.h's
+ * hxc_attention_forward): q, o [nseq*T, nq*hd], k, v [nseq*T, nkv*hd], token
+ * n = s*T + t; query head i reads kv head (q_begin + i) / group - kv_begin. */
+struct rt_cudnn_attn_shape {
+  long nseq;
+  int seq_len, nq, nkv, hd;
+  int q_begin, group, kv_begin;
+  bool bf16; /* false: fp32, which cuDNN's fused attention does not take */
+};
+
+/* Whether cuDNN's fused attention cannot take the shape: bf16 only, head dim
+ * a multiple of 8 up to 128, and GQA as cuDNN maps it (query head i reads kv
+ * head i / (nq / nkv)), which a TP shard cutting a group breaks. If so, why
+ * (one sentence) in why. */
+bool rt_cudnn_attention_refuses(const struct rt_cudnn_attn_shape *s, char *why, size_t why_size);
+
+/* cuDNN's 4-d view (dims b, h, s, d and strides in elements) of a hexic
+ * token-major tensor of `heads` heads: [nseq*T, heads*hd] row-major. With
+ * transposed, the view of its transpose per head (dims b, h, d, s), the
+ * K^T that the products read. */
+void rt_cudnn_token_view(long nseq, int seq_len, int heads, int hd, bool transposed,
+                         int64_t dims[4], int64_t strides[4]);
+/* The softmax statistics (log-sum-exp per query row) as cuDNN keeps them:
+ * [b, nq, T, 1], head-major, nseq*nq*T floats (the size of hexic's lse
+ * [n, nq], in another order that only cuDNN's own backward reads). */
+void rt_cudnn_stats_view(long nseq, int seq_len, int nq, int64_t dims[4], int64_t strides[4]);
+
+/* Bytes of fp32 buffers the backward graph keeps besides cuDNN's own
+ * workspace (the dQ accumulator [b, nq, T, hd] and the row sums dO.O
+ * [b, nq, T]), each rounded up to 256. */
+size_t rt_cudnn_backward_extra_bytes(const struct rt_cudnn_attn_shape *s);
+
+/* Builds and finalizes every tensor and operation descriptor of the forward
+ * and backward graphs of shape s, as the plans use them, without a handle:
+ * no GPU needed (the operation graph, engines and plans need one). True
+ * with the operation counts, else false with the failing call and cuDNN's
+ * message in why. Without -DHEXIC_ATTENTION_CUDNN: false, saying so. */
+bool rt_cudnn_attention_describe(const struct rt_cudnn_attn_shape *s, int *forward_ops,
+                                 int *backward_ops, char *why, size_t why_size);
+
+/* The runtime state: a cuDNN handle on one stream, the plans by shape (both
+ * directions, built on first use or by prepare) and one workspace for all.
+ * Every cuDNN call is checked: a failure ends the process through the
+ * kernels' fatal handler (cuda_check.h) with the call, cuDNN's error string
+ * and its last message. alloc/release make and free device memory (the
+ * runtime counts it as workspace). */
+struct rt_cudnn_attention;
+typedef void *(*rt_cudnn_alloc_fn)(size_t bytes, void *arg);
+typedef void (*rt_cudnn_release_fn)(void *p, void *arg);
+struct rt_cudnn_attention *rt_cudnn_attention_open(struct CUstream_st *stream,
+                                                   rt_cudnn_alloc_fn alloc,
+                                                   rt_cudnn_release_fn release, void *arg);
+void rt_cudnn_attention_close(struct rt_cudnn_attention *a);
+/* cuDNN's version at run time (cudnnGetVersion: 91900 for 9.19.0). */
+long rt_cudnn_version(void);
+/* Builds the shape's plans now and sizes the workspace for them; returns the
+ * workspace bytes. A refused shape is fatal (rt_cudnn_attention_refuses'
+ * sentence). After seal, a shape whose plans need a larger workspace is
+ * fatal, naming the sizes, instead of a reallocation in the middle of a step. */
+size_t rt_cudnn_attention_prepare(struct rt_cudnn_attention *a, const struct rt_cudnn_attn_shape *s);
+void rt_cudnn_attention_seal(struct rt_cudnn_attention *a);
+/* hxc_attention_forward / _backward's math on cuDNN, on the handle's stream:
+ * o and stats (rt_cudnn_stats_view's order) from q, k, v; dq, dk, dv
+ * WRITTEN (not added into) from dout and the forward's q, k, v, o, stats.
+ * Every pointer 16-byte aligned (fatal if not). Not deterministic: cuDNN
+ * sums dQ with atomics. */
+void rt_cudnn_attention_forward(struct rt_cudnn_attention *a, const struct rt_cudnn_attn_shape *s,
+                                void *o, float *stats, const void *q, const void *k,
+                                const void *v);
+void rt_cudnn_attention_backward(struct rt_cudnn_attention *a,
+                                 const struct rt_cudnn_attn_shape *s, void *dq, void *dk,
+                                 void *dv, const void *dout, const void *q, const void *k,
+                                 const void *v, const void *o, const float *stats);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
 #endif

@@ -204,6 +204,73 @@ static void set_up_sequence_split(const struct rt_model *m) {
   rt_seq_use_kernels(s, rt_cuda_seq_kernels(cu.stream));
 }
 
+#ifdef HEXIC_ATTENTION_CUDNN
+/* --cuda-attention=cudnn (the Makefile's ATTENTION=cudnn): the layers'
+ * whole-head attention on cuDNN (attention_cudnn.c), its plans built and its
+ * workspace allocated here, once, for the plan's one shape. Ranks whose
+ * attention is a hook (HexiSeq's ring, a part of each sequence) keep it:
+ * cuDNN would see whole sequences only. */
+static struct rt_cudnn_attention *cudnn_attention;
+static struct rt_cudnn_attn_shape cudnn_shape;
+
+static void *cudnn_alloc(size_t bytes, void *arg) {
+  (void)arg;
+  return alloc_as(bytes, RT_MEM_WORKSPACE);
+}
+static void cudnn_release(void *p, void *arg) {
+  (void)arg;
+  cu_free(p);
+}
+
+static void cudnn_forward(void *arg, void *o, float *lse, const void *q, const void *k,
+                          const void *v, struct hxc_kv_map map, long nseq, int seq_len, int nq,
+                          int nkv, int hd, enum hxc_dtype dt, cudaStream_t stream) {
+  (void)map, (void)dt, (void)stream; /* the prepared shape's, checked at setup */
+  struct rt_cudnn_attn_shape s = cudnn_shape;
+  s.nseq = nseq, s.seq_len = seq_len, s.nq = nq, s.nkv = nkv, s.hd = hd;
+  rt_cudnn_attention_forward(arg, &s, o, lse, q, k, v);
+}
+
+static void cudnn_backward(void *arg, void *dq, void *dk, void *dv, const void *dout,
+                           const void *q, const void *k, const void *v, const void *o,
+                           const float *lse, struct hxc_kv_map map, long nseq, int seq_len,
+                           int nq, int nkv, int hd, enum hxc_dtype dt, cudaStream_t stream) {
+  (void)map, (void)dt, (void)stream;
+  struct rt_cudnn_attn_shape s = cudnn_shape;
+  s.nseq = nseq, s.seq_len = seq_len, s.nq = nq, s.nkv = nkv, s.hd = hd;
+  rt_cudnn_attention_backward(arg, &s, dq, dk, dv, dout, q, k, v, o, lse);
+}
+
+static struct hxc_attention_ops cudnn_ops = {cudnn_forward, cudnn_backward, NULL};
+
+static void set_up_cudnn_attention(const struct rt_model *m) {
+  if (m->attention || cu.positions || (m->local_len > 0 && m->local_len != m->dims->seq_len))
+    return;
+  const struct hxk_shard *sh = m->shard;
+  cudnn_shape = (struct rt_cudnn_attn_shape){m->nseq,
+                                             m->dims->seq_len,
+                                             sh->q_end - sh->q_begin,
+                                             sh->kv_end - sh->kv_begin,
+                                             m->dims->head_dim,
+                                             sh->q_begin,
+                                             m->dims->heads / m->dims->kv_heads,
+                                             sh->kv_begin,
+                                             cu.dt == HXC_BF16};
+  char why[256];
+  if (rt_cudnn_attention_refuses(&cudnn_shape, why, sizeof why))
+    device_fatal("built with --cuda-attention=cudnn, but cuDNN cannot take this rank's attention: "
+                 "%s (rebuild with make ATTENTION=hexic)",
+                 why);
+  cudnn_attention = rt_cudnn_attention_open(cu.stream, cudnn_alloc, cudnn_release, NULL);
+  rt_cudnn_attention_prepare(cudnn_attention, &cudnn_shape);
+  rt_cudnn_attention_seal(cudnn_attention);
+  cudnn_ops.arg = cudnn_attention;
+  cu.ctx.attention_ops = &cudnn_ops;
+}
+#else
+static void set_up_cudnn_attention(const struct rt_model *m) { (void)m; }
+#endif
+
 static void set_up_layers(const struct rt_model *m) {
   cu.rope = alloc_as((size_t)hxk_rope_table_floats(m->dims) * sizeof(float), RT_MEM_WORKSPACE);
   hxc_rope_table(cu.rope, m->dims, cu.stream);
@@ -230,6 +297,7 @@ static void set_up_layers(const struct rt_model *m) {
     cu.ctx.reduce_scatter = sp_reduce_scatter_hook;
     cu.ctx.allgather = sp_allgather_hook;
   }
+  set_up_cudnn_attention(m);
 }
 
 static void bind_params(const struct rt_model *m) {
