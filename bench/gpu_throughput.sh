@@ -19,12 +19,19 @@
 #                 --peak when both are given, else against the cluster's
 #   --quick       fewer repetitions, no T = 8192 (what run.sh's share allows)
 #   --limit S     the bench program's time limit (default 300 s)
+#   --cudnn-dir DIR  the folder of libcudnn.so.9 for cuDNN's attention rows
+#                 (gpu_bench_cudnn beside the bench program); default the
+#                 first of $CUDNN_HOME/lib{64,}, python3's nvidia.cudnn,
+#                 torch/lib, ldconfig's, $CUDA_HOME/lib{64,}; none found: the
+#                 rows say so, the rest runs
+#   --find-cudnn  print that folder (empty when none) and exit
 #   -h, --help    print this text
 # Exit status: 0 figures printed; 2 no GPU (it says it needs one); 1 else.
 # The last line, "throughput: ...", is the summary run.sh puts on its row.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kit= bench= plan= steps= peak=${HEXIC_GPU_PEAK_TFLOPS:-} cluster_peak= quick= limit=300
+cudnn_dir= find_cudnn=
 while [ $# -gt 0 ]; do
   case $1 in
   --kit) kit=$2; shift 2 ;;
@@ -35,11 +42,34 @@ while [ $# -gt 0 ]; do
   --cluster-peak) cluster_peak=$2; shift 2 ;;
   --quick) quick=--quick; shift ;;
   --limit) limit=$2; shift 2 ;;
+  --cudnn-dir) cudnn_dir=$2; shift 2 ;;
+  --find-cudnn) find_cudnn=1; shift ;;
   -h | --help) sed -n '2,/^# The last line/s/^# \{0,1\}//p' "$0"; exit 0 ;;
   *) echo "gpu_throughput.sh: unknown argument '$1' (--help lists them)" >&2; exit 1 ;;
   esac
 done
 py=${HEXIC_PYTHON:-$(command -v python3 || echo /opt/torch/.venv/bin/python3)}
+
+# The folder of a cuDNN 9 (libcudnn.so.9 with its engine libraries beside
+# it): the kit carries none (cuDNN's libraries are far over its size), so
+# the machine's, or the one PyTorch's wheels ship.
+cudnn_search() {
+  local d py cuda=${CUDA_HOME:-/usr/local/cuda} cands=()
+  [ -z "${CUDNN_HOME:-}" ] || cands+=("$CUDNN_HOME/lib64" "$CUDNN_HOME/lib")
+  for py in ${HEXIC_PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
+    d=$("$py" -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null) &&
+      cands+=("$d/lib")
+    d=$("$py" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("torch").origin))' 2>/dev/null) &&
+      cands+=("$d/lib")
+  done
+  d=$(ldconfig -p 2>/dev/null | awk '$1 == "libcudnn.so.9" { print $NF; exit }')
+  [ -z "$d" ] || cands+=("$(dirname "$d")")
+  cands+=("$cuda/lib64" "$cuda/lib")
+  for d in "${cands[@]}"; do
+    if [ -e "$d/libcudnn.so.9" ]; then echo "$d"; return; fi
+  done
+}
+if [ -n "$find_cudnn" ]; then cudnn_search; exit 0; fi
 
 needs_gpu() {
   echo "gpu_throughput.sh: needs a GPU ($1); nothing measured"
@@ -71,6 +101,27 @@ if [ $rc != 0 ]; then
   exit 1
 fi
 
+# cuDNN's attention rows: gpu_bench_cudnn beside the bench program, with a
+# cuDNN found here; without either a line says why, and nothing else changes.
+cudnn_bench=$(dirname "$bench")/gpu_bench_cudnn
+if [ ! -x "$cudnn_bench" ]; then
+  out+=$'\n'"attention cudnn: skipped (no gpu_bench_cudnn beside $bench: hexic was built without cuDNN)"
+else
+  [ -n "$cudnn_dir" ] || cudnn_dir=$(cudnn_search)
+  if [ -z "$cudnn_dir" ]; then
+    out+=$'\n'"attention cudnn: skipped (no libcudnn.so.9 found: \$CUDNN_HOME, python3's nvidia.cudnn or torch, ldconfig, \$CUDA_HOME)"
+  else
+    cout=$(LD_LIBRARY_PATH=$cudnn_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout -k 5 "$limit" \
+      "$cudnn_bench" --cudnn-only $quick 2>&1)
+    crc=$?
+    if [ $crc = 0 ]; then
+      out+=$'\n'"$(grep -E '^(attention cudnn |gpu_bench: cuDNN)' <<<"$cout")"
+    else
+      out+=$'\n'"attention cudnn: failed (exit $crc, cuDNN from $cudnn_dir): $(tail -1 <<<"$cout" | cut -c1-200)"
+    fi
+  fi
+fi
+
 # The kernels, then attention, as tables.
 "$py" - "$out" "${plan:-}" "${steps:-}" "${peak:-}" "${cluster_peak:-}" <<'EOF'
 import json, sys
@@ -90,7 +141,9 @@ print("%-12s %4s %5s %5s  %9s %8s  %9s %8s" % ("attention", "hd", "T", "nseq",
       "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s"))
 att = []
 for l in lines:
-    if l.startswith("attention "):
+    if l.startswith("attention cudnn:") or l.startswith("gpu_bench: cuDNN"):
+        print(l)  # why cuDNN's rows are missing, or its version
+    elif l.startswith("attention "):
         _, impl, v = fields(l)
         att.append((impl, v))
         print("%-12s %4s %5s %5s  %9s %8s  %9s %8s" % (impl, v["hd"], v["T"], v["nseq"],

@@ -97,6 +97,10 @@ static void emit_gpu_comment(const struct program_set *set, FILE *f, int w) {
           g->cuda_arch_given ? "its cuda_arch" : "known from its name", arch);
   fprintf(f, " *   memory: the plan assumes %.2f GiB of the GPU's %.2f GiB, checked at start\n",
           gib(set->memory_need[set->ranks[w].device]), gib((double)g->memory_bytes));
+  if (set->ctx->opt.cuda_attention == HX_CUDA_ATTN_CUDNN)
+    fputs(" *   attention: cuDNN's fused attention (--cuda-attention=cudnn; the Makefile's\n"
+          " *     ATTENTION=hexic builds hexic's kernels instead)\n",
+          f);
 }
 
 /* The position of cluster device d in plan group g, -1 when absent. */

@@ -201,11 +201,15 @@ bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f) {
   hx_json_string(f, p->description);
   fprintf(f,
           ",\n  \"schedule\": \"%s\",\n  \"train\": {\"optimizer_sharding\": \"%s\", "
-          "\"sequence_parallel\": %s},\n"
-          "  \"devices\": [\n",
+          "\"sequence_parallel\": %s},\n",
           p->schedule == HX_PP_GPIPE ? "gpipe" : "1f1b",
           p->optimizer_sharding == HX_SHARD_ZERO1 ? "zero1" : "none",
           ctx->train.sequence_parallel ? "true" : "false");
+  /* --target=cuda --cuda-attention=cudnn: what the Makefile builds in by
+   * default (absent: hexic's kernels; not read back) */
+  if (ctx->opt.target == HX_TARGET_CUDA && ctx->opt.cuda_attention == HX_CUDA_ATTN_CUDNN)
+    fputs("  \"cuda_attention\": \"cudnn\",\n", f);
+  fputs("  \"devices\": [\n", f);
   for (int r = 0; r < p->ndevices; r++) {
     write_device(ctx, p, r, f);
     fputs(r + 1 < p->ndevices ? ",\n" : "\n", f);

@@ -32,6 +32,10 @@ static const char usage_text[] =
     "                        (default when this hexic was built with it; ranks that\n"
     "                        share a GPU fall back to MPI) or MPI staged through host\n"
     "                        memory only (no NCCL needed)\n"
+    "  --cuda-attention=hexic|cudnn\n"
+    "                        --target=cuda: the attention the programs build in:\n"
+    "                        hexic's kernels (default) or cuDNN's fused attention\n"
+    "                        (bf16 plans; the Makefile's ATTENTION= overrides)\n"
     "  --strategy=NAME       auto (default), hexiscale, symmetric,\n"
     "                        symmetric-subset, exhaustive, hexiseq\n"
     "  --search-evals=N      stop the plan search after N evaluations (candidate\n"
@@ -67,6 +71,7 @@ enum {
   OPT_PRINT_AFTER,
   OPT_TARGET,
   OPT_TRANSPORT,
+  OPT_CUDA_ATTENTION,
   OPT_STRATEGY,
   OPT_BUDGET,
   OPT_EVALS,
@@ -81,6 +86,7 @@ static const struct option long_options[] = {
     {"print-after", required_argument, NULL, OPT_PRINT_AFTER},
     {"target", required_argument, NULL, OPT_TARGET},
     {"transport", required_argument, NULL, OPT_TRANSPORT},
+    {"cuda-attention", required_argument, NULL, OPT_CUDA_ATTENTION},
     {"strategy", required_argument, NULL, OPT_STRATEGY},
     {"search-budget", required_argument, NULL, OPT_BUDGET},
     {"search-evals", required_argument, NULL, OPT_EVALS},
@@ -158,6 +164,14 @@ static int parse_options(int argc, char **argv, struct hx_options *opt) {
       else
         return usage_error("unknown transport '%s' (expected nccl or mpi)", optarg);
       break;
+    case OPT_CUDA_ATTENTION:
+      if (!strcmp(optarg, "hexic"))
+        opt->cuda_attention = HX_CUDA_ATTN_HEXIC;
+      else if (!strcmp(optarg, "cudnn"))
+        opt->cuda_attention = HX_CUDA_ATTN_CUDNN;
+      else
+        return usage_error("unknown attention '%s' (expected hexic or cudnn)", optarg);
+      break;
     case OPT_STRATEGY:
       if (!parse_strategy(optarg, &opt->strategy))
         return usage_error("unknown strategy '%s'", optarg);
@@ -208,6 +222,9 @@ static int parse_options(int argc, char **argv, struct hx_options *opt) {
   /* The CPU programs have one transport, MPI on host memory. */
   if (opt->transport != HX_TRANSPORT_AUTO && opt->target != HX_TARGET_CUDA)
     return usage_error("--transport chooses between GPUs: it needs --target=cuda");
+  if (opt->cuda_attention != HX_CUDA_ATTN_HEXIC && opt->target != HX_TARGET_CUDA)
+    return usage_error("--cuda-attention=cudnn chooses the GPUs' attention: it needs "
+                       "--target=cuda");
   /* Otherwise the dump would silently never come. */
   if (opt->print_after && !hx_pass_runs(opt, opt->print_after))
     return usage_error("--print-after=%s: that pass does not run %s", opt->print_after,

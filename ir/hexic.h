@@ -20,6 +20,10 @@ enum hx_target { HX_TARGET_CPU, HX_TARGET_CUDA };
  * runtime with by default (TRANSPORT); AUTO: NCCL when this hexic was
  * built with it. */
 enum hx_transport { HX_TRANSPORT_AUTO, HX_TRANSPORT_NCCL, HX_TRANSPORT_MPI };
+/* --cuda-attention (--target=cuda): the whole-head attention the generated
+ * Makefile builds in by default (ATTENTION): hexic's kernels, or cuDNN's
+ * fused attention (rtlib/cuda/attention_cudnn.c, -lcudnn). */
+enum hx_cuda_attention { HX_CUDA_ATTN_HEXIC, HX_CUDA_ATTN_CUDNN };
 enum hx_strategy { HX_STRAT_AUTO, HX_STRAT_HEXISCALE, HX_STRAT_SYMMETRIC, HX_STRAT_EXHAUSTIVE, HX_STRAT_HEXISEQ,
                    HX_STRAT_SUBSET };
 
@@ -32,6 +36,7 @@ struct hx_options {
   const char *print_after;/* --print-after=PASS */
   enum hx_target target;
   enum hx_transport transport; /* --transport */
+  enum hx_cuda_attention cuda_attention; /* --cuda-attention */
   enum hx_strategy strategy;
   double search_budget_s; /* --search-budget: wall-clock cut, seconds */
   int64_t search_evals;   /* --search-evals: evaluations (0: the default) */

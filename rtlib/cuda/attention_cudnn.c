@@ -71,6 +71,32 @@ bool rt_cudnn_attention_refuses(const struct rt_cudnn_attn_shape *s, char *why, 
   return false;
 }
 
+bool rt_cudnn_version_refuses(long version, const struct rt_cudnn_attn_shape *s, char *why,
+                              size_t why_size) {
+  if (version < 90000) {
+    snprintf(why, why_size, "cuDNN %ld: the graphs are written for cuDNN 9", version);
+    return true;
+  }
+  if (version == 91000 || version == 91001) {
+    snprintf(why, why_size,
+             "cuDNN %ld.%ld.%ld's attention backward has known bugs (fixed in 9.10.2)",
+             version / 10000, version / 100 % 100, version % 100);
+    return true;
+  }
+  if (s->seq_len == 1) {
+    snprintf(why, why_size, "sequences of one token (cuDNN takes s_q = s_kv = 1 in no engine)");
+    return true;
+  }
+  if (version <= 91500 && s->seq_len % 128 != 0) {
+    snprintf(why, why_size,
+             "cuDNN %ld.%ld.%ld's backward needs the sequence length a multiple of 128 without a "
+             "padding mask (this graph has none), not %d; 9.15.1 or later takes it",
+             version / 10000, version / 100 % 100, version % 100, s->seq_len);
+    return true;
+  }
+  return false;
+}
+
 void rt_cudnn_token_view(long nseq, int seq_len, int heads, int hd, bool transposed,
                          int64_t dims[4], int64_t strides[4]) {
   int64_t row = (int64_t)heads * hd; /* one token's elements */
@@ -648,9 +674,11 @@ static size_t entry_bytes(const struct entry *e) {
   return fwd > bwd ? fwd : bwd;
 }
 
-static void refuse_if_needed(const struct rt_cudnn_attn_shape *s) {
+static void refuse_if_needed(const struct rt_cudnn_attention *a,
+                             const struct rt_cudnn_attn_shape *s) {
   char why[256];
-  if (rt_cudnn_attention_refuses(s, why, sizeof why))
+  if (rt_cudnn_attention_refuses(s, why, sizeof why) ||
+      rt_cudnn_version_refuses(a->version, s, why, sizeof why))
     hxc_fail("cuDNN attention (--cuda-attention=cudnn)", why, __FILE__, __LINE__);
 }
 
@@ -658,7 +686,7 @@ static struct entry *entry_of(struct rt_cudnn_attention *a, const struct rt_cudn
   for (int i = 0; i < a->nentries; i++)
     if (same_shape(&a->entries[i].shape, s))
       return &a->entries[i];
-  refuse_if_needed(s);
+  refuse_if_needed(a, s);
   if (a->nentries == MAX_SHAPES)
     hxc_fail("cuDNN attention: a new shape", "more than 16 shapes cached", __FILE__, __LINE__);
   struct entry *e = &a->entries[a->nentries++];

@@ -114,6 +114,14 @@ struct rt_cudnn_attn_shape {
  * (one sentence) in why. */
 bool rt_cudnn_attention_refuses(const struct rt_cudnn_attn_shape *s, char *why, size_t why_size);
 
+/* Whether the cuDNN found at run time (cudnnGetVersion's number: 91900 for
+ * 9.19.0) cannot take the shape, as cudnn-frontend knows its versions: 9.0
+ * or later, not 9.10.0/9.10.1 (a backward with known bugs), no one-token
+ * sequences, and before 9.15.1 a sequence length that is a multiple of 128
+ * (cudnn-frontend adds a padding mask there; these graphs have none). */
+bool rt_cudnn_version_refuses(long version, const struct rt_cudnn_attn_shape *s, char *why,
+                              size_t why_size);
+
 /* cuDNN's 4-d view (dims b, h, s, d and strides in elements) of a hexic
  * token-major tensor of `heads` heads: [nseq*T, heads*hd] row-major. With
  * transposed, the view of its transpose per head (dims b, h, d, s), the

@@ -16,6 +16,9 @@
 #    carries rtlib/seq and its CUDA kernel table (issue 14 item 5).
 # 3. launch.sh's GPU check with a stand-in nvidia-smi, and a rank started
 #    on this GPU-less machine stopping with a message.
+#    --cuda-attention=cudnn: the Makefile, plan.json and ranks say cudnn;
+#    the runtime compiles cuDNN's attention in and the ranks link libcudnn,
+#    where the default set has neither; fp32 and the CPU target refused.
 # 4. Architectures read off GPU names; shapes and GPUs the kernels refuse.
 set -uo pipefail
 work=$1 src=$2 hexic=$3 parse_check=$4
@@ -145,6 +148,45 @@ done
 nm seq/libhexic.a >seq.nm && grep -q " T rt_cuda_seq_kernels$" seq.nm && grep -q " T rt_seq_open$" seq.nm ||
   fail "libhexic.a lacks rtlib/seq or its CUDA kernel table"
 echo "HexiSeq on 8 H200s (PP x TP x CP x HP): 8 ranks linked with rtlib/seq's CUDA table"
+
+# cuDNN's fused attention (issue 26 item 2): --cuda-attention=cudnn makes
+# ATTENTION=cudnn the Makefile's default, says so in plan.json and the
+# ranks, compiles attention_cudnn.c's cuDNN part and links libcudnn; the
+# default build above has none of it. fp32 plans and a target other than
+# cuda are refused.
+sed 's/precision = fp32/precision = bf16/' "$tiny" >tiny-bf16.hx
+"$hexic" tiny-bf16.hx "$src/examples/clusters/one-h200.hx" --target=cuda --cuda-attention=cudnn \
+  -o dnn >dnn.plan.txt 2>&1 || { cat dnn.plan.txt; fail "hexic --cuda-attention=cudnn"; }
+grep -qx "ATTENTION ?= cudnn" dnn/Makefile || fail "the cudnn Makefile does not default to ATTENTION=cudnn"
+grep -qx "ATTENTION ?= hexic" out/Makefile || fail "the default Makefile does not say ATTENTION ?= hexic"
+grep -q '"cuda_attention": "cudnn"' dnn/plan.json || fail "plan.json does not say cudnn"
+grep -q cuda_attention out/plan.json && fail "the default plan.json names an attention"
+grep -q "attention: cuDNN's fused attention" dnn/rank_0000.c || fail "rank_0000.c does not say cuDNN"
+grep -q -- "^CPPFLAGS += -DHEXIC_ATTENTION_CUDNN" dnn/Makefile && grep -q -- "^LDLIBS.*-lcudnn$" dnn/Makefile ||
+  fail "the Makefile's ATTENTION=cudnn does not define HEXIC_ATTENTION_CUDNN and link -lcudnn"
+if [ -e /usr/local/cuda/include/cudnn.h ] && [ -e /usr/local/cuda/lib64/libcudnn.so ]; then
+  cp -rp mix/obj mix/libhexic.a mix/libhexic_cuda_sm90.a dnn/
+  make -C dnn >dnn.make.log 2>&1 || { cat dnn.make.log; fail "make -C dnn"; }
+  grep -q nvcc dnn.make.log && fail "make -C dnn compiled the kernels again"
+  grep -q -- "-DHEXIC_ATTENTION_CUDNN .* -c .*rtlib/cuda/attention_cudnn.c" dnn.make.log ||
+    fail "attention_cudnn.c was not compiled with -DHEXIC_ATTENTION_CUDNN"
+  nm dnn/libhexic.a >dnn.nm && grep -q " T rt_cudnn_attention_forward$" dnn.nm ||
+    fail "libhexic.a has no cuDNN attention"
+  readelf -d dnn/rank_0000 >dnn.dyn && grep -q "NEEDED.*libcudnn" dnn.dyn || fail "rank_0000 does not load libcudnn"
+  nm out/libhexic.a >out.nm && grep -q "rt_cudnn_attention_forward" out.nm &&
+    fail "the default libhexic.a carries cuDNN code"
+  readelf -d out/rank_0000 >out.dyn && grep -q "NEEDED.*libcudnn" out.dyn && fail "the default rank loads libcudnn"
+  echo "cuDNN attention: ATTENTION=cudnn compiled attention_cudnn.c against cuDNN and linked libcudnn"
+else
+  echo "cuDNN attention: no cuDNN in /usr/local/cuda here; the Makefile and plan checked, not built"
+fi
+"$hexic" "$tiny" "$src/examples/clusters/one-h200.hx" --target=cuda --cuda-attention=cudnn \
+  -o dnn32 >dnn32.txt 2>&1 && fail "an fp32 plan with --cuda-attention=cudnn was accepted"
+grep -q "cuDNN's fused attention runs bf16 only" dnn32.txt || { cat dnn32.txt; fail "fp32 + cudnn: no reason"; }
+"$hexic" tiny-bf16.hx "$src/examples/clusters/one-h200.hx" --cuda-attention=cudnn -o dnncpu >dnncpu.txt 2>&1
+[ $? = 2 ] && grep -q "it needs --target=cuda" dnncpu.txt || fail "--cuda-attention=cudnn on the CPU target was not a usage error"
+bad=$(make --no-print-directory -C dnn -n ATTENTION=flash 2>&1)
+grep -q "ATTENTION=flash: use hexic or cudnn" <<<"$bad" || fail "make ATTENTION=flash: $bad"
 
 # ---- 3. launch.sh -------------------------------------------------------
 # A stand-in nvidia-smi: $FAKE_GPUS names, or exit 9 as without a driver.

@@ -17,6 +17,9 @@
  *    exact bf16 products (weight gradients, lse, loss) get 1e-5 or 1e-4.
  *
  * Usage: check_kernels [GROUP...] (default: every group; --list names them).
+ * check_kernels_cudnn is this file built with -DHEXIC_ATTENTION_CUDNN and
+ * linked with rtlib/cuda/attention_cudnn.c and libcudnn: the same groups
+ * and "cudnn", cuDNN's fused attention against the CPU and hexic's kernel.
  * Exit 0 all passed, 1 some failed, 3 a CUDA error (a later check cannot
  * trust the device: run.sh runs each group in its own process), 77 no GPU
  * (ctest's SKIP_RETURN_CODE: reported as skipped, never as passed). */
@@ -36,6 +39,9 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/llama_cuda.h"
+#ifdef HEXIC_ATTENTION_CUDNN
+#include "rtlib/cuda/cuda_backend.h"
+#endif
 
 typedef std::vector<float> vec;
 
@@ -954,6 +960,134 @@ static void check_attention(enum hxc_dtype dt) {
       check_attention_case(&c, dt, HXC_ATTN_TENSOR_CORE);
   }
 }
+
+#ifdef HEXIC_ATTENTION_CUDNN
+/* ---- cuDNN's fused attention (--cuda-attention=cudnn) -------------------
+ * Built into check_kernels_cudnn only (this file with
+ * -DHEXIC_ATTENTION_CUDNN, linked with rtlib/cuda/attention_cudnn.c and
+ * libcudnn); group "cudnn". cuDNN against the CPU reference with the
+ * tensor-core kernel's tolerances (cuDNN also rounds P and dS to bf16 before
+ * its products), then against hexic's tensor-core kernel on the same inputs
+ * (both errors: twice those). cuDNN WRITES dq, dk, dv: the reference's
+ * gradients start at zero here. Its stats are [b, h, T] (the CPU's lse is
+ * [n, h]): compared after reordering. fp32: the refusal, cleanly. */
+static void *cudnn_alloc(size_t bytes, void *arg) {
+  (void)arg;
+  return device_alloc(bytes);
+}
+static void cudnn_release(void *p, void *arg) {
+  (void)arg;
+  release(p);
+}
+
+static const struct attn_case cudnn_cases[] = {
+    {"hd64.mha.t256", 64, 2, 2, 0, 2, 256, 0},
+    {"hd128.gqa4.t333", 128, 8, 2, 0, 8, 333, 0},
+    /* a TP shard that keeps its GQA groups whole: query heads 4..7 of 8,
+     * kv head 1 of 2 */
+    {"hd64.shard.t200", 64, 8, 2, 4, 8, SEQ, 0},
+    {"hd128.t1024", 128, 4, 4, 0, 4, 1024, 0},
+};
+
+static struct rt_cudnn_attn_shape cudnn_shape_of(const struct attn_problem *p) {
+  struct rt_cudnn_attn_shape s = {NSEQ,          p->T,
+                                  p->nq,         p->nkv,
+                                  p->hd,         p->s.q_begin,
+                                  p->d.heads / p->d.kv_heads, p->s.kv_begin,
+                                  true};
+  return s;
+}
+
+/* cuDNN's stats [b, h, T] in the CPU lse's order [n = b*T + t, h]. */
+static vec stats_as_lse(const vec &stats, const struct attn_problem *p) {
+  vec lse(stats.size());
+  for (long b = 0; b < NSEQ; b++)
+    for (int h = 0; h < p->nq; h++)
+      for (int t = 0; t < p->T; t++)
+        lse[(size_t)((b * p->T + t) * p->nq + h)] =
+            stats[(size_t)((b * p->nq + h) * p->T + t)];
+  return lse;
+}
+
+static void check_cudnn_case(struct rt_cudnn_attention *a,
+                             const struct attn_case *c) {
+  const enum hxc_dtype dt = HXC_BF16;
+  char name[96];
+  struct attn_problem p;
+  if (!make_attn_problem(c, dt, &p)) {
+    report(false, c->name, "bf16", INFINITY, 0, "bad test shape");
+    return;
+  }
+  p.dq0.assign(p.dq0.size(), 0.0f), p.dk0.assign(p.dk0.size(), 0.0f);
+  p.dv0.assign(p.dv0.size(), 0.0f);
+  attn_reference(&p);
+  struct rt_cudnn_attn_shape s = cudnn_shape_of(&p);
+  struct attn_device g = attn_upload(&p, dt);
+  rt_cudnn_attention_forward(a, &s, g.o, g.lse, g.q, g.k, g.v);
+  rt_cudnn_attention_backward(a, &s, g.dq, g.dk, g.dv, g.dout, g.q, g.k, g.v,
+                              g.o, g.lse);
+  vec o = download(g.o, p.qn, dt), dq = download(g.dq, p.qn, dt);
+  vec dk = download(g.dk, p.kvn, dt), dv = download(g.dv, p.kvn, dt);
+  const char *why_o = "P rounded to bf16 before P V, one output rounding (4u)";
+  const char *why_g = "P and dS rounded to bf16, D from the bf16 O (8u)";
+  snprintf(name, sizeof name, "cudnn.%s.o", c->name);
+  compare(name, dt, o, p.o, 4 * U, why_o);
+  snprintf(name, sizeof name, "cudnn.%s.lse", c->name);
+  compare(name, dt, stats_as_lse(download_f32(g.lse, p.n * p.nq), &p), p.lse,
+          1e-4, "fp32 scores from exact products, another sum order");
+  snprintf(name, sizeof name, "cudnn.%s.dq", c->name);
+  compare(name, dt, dq, p.dq, 8 * U, why_g);
+  snprintf(name, sizeof name, "cudnn.%s.dk", c->name);
+  compare(name, dt, dk, p.dk, 8 * U, why_g);
+  snprintf(name, sizeof name, "cudnn.%s.dv", c->name);
+  compare(name, dt, dv, p.dv, 8 * U, why_g);
+  /* hexic's tensor-core kernel on the same inputs, gradients from zero */
+  hxc_attention_set_impl(HXC_ATTN_TENSOR_CORE);
+  restore(g.dq, p.dq0, dt), restore(g.dk, p.dk0, dt), restore(g.dv, p.dv0, dt);
+  attn_run(&p, &g, dt, true);
+  hxc_attention_set_impl(HXC_ATTN_AUTO);
+  const char *why_both = "both within their tolerance of the CPU: twice it";
+  snprintf(name, sizeof name, "cudnn_vs_tc.%s.o", c->name);
+  compare(name, dt, o, download(g.o, p.qn, dt), 8 * U, why_both);
+  snprintf(name, sizeof name, "cudnn_vs_tc.%s.dq", c->name);
+  compare(name, dt, dq, download(g.dq, p.qn, dt), 16 * U, why_both);
+  snprintf(name, sizeof name, "cudnn_vs_tc.%s.dk", c->name);
+  compare(name, dt, dk, download(g.dk, p.kvn, dt), 16 * U, why_both);
+  snprintf(name, sizeof name, "cudnn_vs_tc.%s.dv", c->name);
+  compare(name, dt, dv, download(g.dv, p.kvn, dt), 16 * U, why_both);
+  attn_release(&g);
+}
+
+static void check_cudnn(enum hxc_dtype dt) {
+  if (dt != HXC_BF16) {
+    /* fp32: refused with a reason, never run */
+    struct rt_cudnn_attn_shape s = {NSEQ, SEQ, 2, 2, 64, 0, 1, 0, false};
+    char why[256] = "";
+    bool refused = rt_cudnn_attention_refuses(&s, why, sizeof why);
+    report(refused && why[0], "cudnn.fp32_refused", "fp32", 0.0, 0.0,
+           refused ? why : "fp32 was not refused");
+    return;
+  }
+  printf("check_kernels: cuDNN %ld\n", rt_cudnn_version());
+  struct rt_cudnn_attention *a =
+      rt_cudnn_attention_open((struct CUstream_st *)stream, cudnn_alloc,
+                              cudnn_release, NULL);
+  for (const auto &c : cudnn_cases) {
+    if (!case_selected(c.name))
+      continue;
+    /* a case this cuDNN cannot take (its version's limits) is said, not run */
+    struct rt_cudnn_attn_shape s = {NSEQ, c.seq_len, c.q_end - c.q_begin, 1, c.hd,
+                                    0,    1,         0,                   true};
+    char why[256];
+    if (rt_cudnn_version_refuses(rt_cudnn_version(), &s, why, sizeof why)) {
+      printf("SKIP  cudnn.%s: %s\n", c.name, why);
+      continue;
+    }
+    check_cudnn_case(a, &c);
+  }
+  rt_cudnn_attention_close(a);
+}
+#endif
 
 /* ---- block attention by positions (ring attention) ---------------------- */
 /* A sequence of BT tokens cut into uneven chunks dealt zig-zag to four
@@ -1931,6 +2065,9 @@ static const struct group groups[] = {
     {"attention_block", check_attention_block},
     {"head", check_head},             {"optim", run_optim},
     {"layer", check_layer},           {"nonfinite", check_nonfinite},
+#ifdef HEXIC_ATTENTION_CUDNN
+    {"cudnn", check_cudnn},
+#endif
 };
 
 /* A CUDA error leaves the device unusable for the rest of the process:

@@ -11,8 +11,9 @@
  *       element-wise ones (each byte counted once: the floor of the traffic)
  *   attention IMPL hd H T T nseq N heads Q fwd_ms X fwd_tflops Y bwd_ms X
  *       bwd_tflops Y      causal, bf16, 16384 tokens a call (IMPL tc: hexic's
- *       tensor-core kernel; cudnn: cuDNN's fused attention where the build
- *       has it, HEXIC_CUDNN_ATTENTION)
+ *       tensor-core kernel; cudnn: cuDNN's fused attention, in gpu_bench_cudnn:
+ *       this file built with -DHEXIC_ATTENTION_CUDNN and linked with libcudnn,
+ *       whose --cudnn-only prints those rows alone)
  * FLOPs of attention are the usual accounting: forward 4 T^2 hd a head and
  * sequence (Q K^T and P V), halved by the causal mask; backward 2.5x that
  * (five products). */
@@ -24,6 +25,9 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/llama_cuda.h"
+#ifdef HEXIC_ATTENTION_CUDNN
+#include "rtlib/cuda/cuda_backend.h"
+#endif
 
 static int iters = 10;
 
@@ -164,6 +168,48 @@ static void bench_attention(struct hxc_ctx *ctx, int hd, int seq_len) {
   drain(&p);
 }
 
+#ifdef HEXIC_ATTENTION_CUDNN
+static void *cudnn_alloc(size_t bytes, void *arg) {
+  (void)arg;
+  void *d = NULL;
+  HXC_CHECK(cudaMalloc(&d, bytes));
+  return d;
+}
+static void cudnn_release(void *p, void *arg) {
+  (void)arg;
+  HXC_CHECK(cudaFree(p));
+}
+
+/* The same shapes and accounting as bench_attention, on cuDNN (plans built
+ * before the timing: time_ms's two warm-up calls). */
+static void bench_attention_cudnn(struct rt_cudnn_attention *a, int hd,
+                                  int seq_len) {
+  int nseq = 16384 / seq_len, heads = 2048 / hd;
+  struct pool p = {{0}, 0};
+  long n = (long)nseq * seq_len;
+  size_t qb = (size_t)n * heads * hd * 2;
+  void *q = filled(&p, qb), *k = filled(&p, qb), *v = filled(&p, qb);
+  void *o = filled(&p, qb), *dout = filled(&p, qb), *dq = filled(&p, qb);
+  void *dk = filled(&p, qb), *dv = filled(&p, qb);
+  float *lse = (float *)filled(&p, (size_t)n * heads * 4);
+  struct rt_cudnn_attn_shape s = {nseq, seq_len, heads, heads, hd,
+                                  0,    1,       0,     true};
+  rt_cudnn_attention_prepare(a, &s);
+  float fwd = time_ms(
+      [&] { rt_cudnn_attention_forward(a, &s, o, lse, q, k, v); });
+  float bwd = time_ms([&] {
+    rt_cudnn_attention_backward(a, &s, dq, dk, dv, dout, q, k, v, o, lse);
+  });
+  double ff = 2.0 * nseq * heads * (double)seq_len * seq_len * hd;
+  printf("attention cudnn hd %d T %d nseq %d heads %d fwd_ms %.3f fwd_tflops "
+         "%.1f bwd_ms %.3f bwd_tflops %.1f\n",
+         hd, seq_len, nseq, heads, fwd, ff / (fwd * 1e-3) / 1e12, bwd,
+         2.5 * ff / (bwd * 1e-3) / 1e12);
+  fflush(stdout);
+  drain(&p);
+}
+#endif
+
 int main(int argc, char **argv) {
   int count = 0;
   cudaError_t st = cudaGetDeviceCount(&count);
@@ -172,7 +218,19 @@ int main(int argc, char **argv) {
            st != cudaSuccess ? cudaGetErrorString(st) : "none found");
     return 77;
   }
-  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  bool quick = false, cudnn_only = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0)
+      quick = true;
+#ifdef HEXIC_ATTENTION_CUDNN
+    else if (strcmp(argv[i], "--cudnn-only") == 0)
+      cudnn_only = true;
+#endif
+    else {
+      fprintf(stderr, "gpu_bench: unknown argument '%s'\n", argv[i]);
+      return 1;
+    }
+  }
   if (quick)
     iters = 3;
   struct cudaDeviceProp prop;
@@ -180,16 +238,28 @@ int main(int argc, char **argv) {
   printf("gpu_bench: %s (sm_%d%d), bf16 in, fp32 accumulation\n", prop.name,
          prop.major, prop.minor);
   struct hxc_ctx *ctx = hxc_ctx_create(0);
-  bench_linear(ctx, "qkv", D, 3 * D);
-  bench_linear(ctx, "wo", D, D);
-  bench_linear(ctx, "gate_up", D, 2 * F);
-  bench_linear(ctx, "down", F, D);
-  bench_elementwise(ctx);
   const int hds[] = {64, 128}, seqs[] = {2048, 8192};
+  if (!cudnn_only) {
+    bench_linear(ctx, "qkv", D, 3 * D);
+    bench_linear(ctx, "wo", D, D);
+    bench_linear(ctx, "gate_up", D, 2 * F);
+    bench_linear(ctx, "down", F, D);
+    bench_elementwise(ctx);
+    for (int hd : hds)
+      for (int t : seqs)
+        if (!quick || t == 2048)
+          bench_attention(ctx, hd, t);
+  }
+#ifdef HEXIC_ATTENTION_CUDNN
+  printf("gpu_bench: cuDNN %ld\n", rt_cudnn_version());
+  struct rt_cudnn_attention *a =
+      rt_cudnn_attention_open(NULL, cudnn_alloc, cudnn_release, NULL);
   for (int hd : hds)
     for (int t : seqs)
       if (!quick || t == 2048)
-        bench_attention(ctx, hd, t);
+        bench_attention_cudnn(a, hd, t);
+  rt_cudnn_attention_close(a);
+#endif
   hxc_ctx_destroy(ctx);
   return 0;
 }

@@ -6,7 +6,9 @@
 # KIT holds kit.tar.xz (the stage below, symlinks kept) and manifest.txt.
 # The stage ($build/kit-stage):
 #   bin/        check_kernels, gpu_bench (sm_80, sm_89, sm_90 + PTX),
-#               gpu_throughput.sh (bench/'s, for the throughput row)
+#               gpu_throughput.sh (bench/'s, for the throughput row), and
+#               where cuDNN was found check_kernels_cudnn, gpu_bench_cudnn
+#               (linked against libcudnn.so.9, which the kit does not carry)
 #   sets/NAME/  each generated program set's launch.sh, rank binaries, plan.json
 #   ref/        the CPU reference losses (NAME-STEPS.steps: "STEP LOSS MS")
 #   data/       text.bin (hexic-shard of the licence texts)
@@ -294,6 +296,16 @@ prepare_kit() {
   mkdir -p "$work" "$stage"/{bin,sets,ref,data}
   : >"$stage/nccl-sets"
   cp "$build/tests/check_kernels" "$build/tests/gpu_bench" "$root/bench/gpu_throughput.sh" "$stage/bin/"
+  # cuDNN's attention check and bench where CMake found cuDNN (they load it
+  # from the GPU machine at run time: run.sh finds one, or says SKIP)
+  if grep -q 'cudnn attention checks are built' "$log" &&
+    cmake --build "$build" -j"$jobs" --target check_kernels_cudnn gpu_bench_cudnn >>"$log" 2>&1; then
+    cp "$build/tests/check_kernels_cudnn" "$build/tests/gpu_bench_cudnn" "$stage/bin/"
+    echo "cudnn_build=$(sed -n 's/^#define CUDNN_\(MAJOR\|MINOR\|PATCHLEVEL\) \([0-9]*\)$/\2/p' \
+      "$(sed -n 's/^CUDNN_INCLUDE_DIR:PATH=//p' "$build/CMakeCache.txt")/cudnn_version.h" | paste -sd.)" >>"$stage/facts"
+  else
+    echo "cudnn_build=none" >>"$stage/facts"
+  fi
   tiny=$root/examples/models/tiny.hx
   seqtiny=$root/tests/exec/models/seqtiny.hx
   seqplan=$root/tests/exec/plans/seq_pp_tp_cp_hp.json

@@ -15,7 +15,7 @@
 # writes only under KIT/run/ and /tmp.
 #
 # run ends within HEXIC_GPU_BUDGET_S (540 s) on one H200. Each check has a
-# share of it (printed at the start, in this order): kit, kernels,
+# share of it (printed at the start, in this order): kit, kernels, cudnn,
 # sanitizer, fp32, bf16, multirank, hexiseq, nccl, multigpu,
 # throughput; a check's time limit is what is left less the later checks'
 # shares, so time saved passes on and no check eats a later one's share.
@@ -69,7 +69,8 @@ find_nccl() {
   [ -z "$d" ] || cands+=("$(dirname "$d")")
   cands+=("$CUDA_HOME/lib64" "$CUDA_HOME/lib")
   for py in ${HEXIC_PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
-    d=$("$py" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null) &&
+    # __path__: nvidia.* are namespace packages in newer wheels (__file__ None)
+    d=$("$py" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null) &&
       cands+=("$d/lib")
   done
   for d in "${cands[@]}"; do
@@ -205,6 +206,7 @@ run_kit() {
   echo "== kit $kitdir unpacked into $k in $(($(date +%s) - t_start)) s; log $log"
   grep -v '^#' "$kitdir/manifest.txt" | grep '=' | head -12
   find_nccl
+  cudnn_dir=$(bash "$k/bin/gpu_throughput.sh" --find-cudnn)
   kit_env "$k"
   local groups ngroups
   groups=$("$k/bin/check_kernels" --list)
@@ -212,12 +214,12 @@ run_kit() {
   machine
 
   # The shares (seconds) of HEXIC_GPU_BUDGET_S, in the order the checks run.
-  order=(kit kernels sanitizer fp32 bf16 multirank hexiseq nccl multigpu throughput)
-  share=([kit]=15 [kernels]=150 [sanitizer]=60 [fp32]=30 [bf16]=40 [multirank]=45
+  order=(kit kernels cudnn sanitizer fp32 bf16 multirank hexiseq nccl multigpu throughput)
+  share=([kit]=15 [kernels]=140 [cudnn]=20 [sanitizer]=60 [fp32]=30 [bf16]=40 [multirank]=45
     [hexiseq]=60 [nccl]=25 [multigpu]=0 [throughput]=90)
   if [ "${ngpus:-0}" -ge 2 ]; then share[multigpu]=120; share[sanitizer]=0; fi
   order+=(close)
-  share[close]=$((budget - 15 - 150 - 60 - 30 - 40 - 45 - 60 - 25 - 90))
+  share[close]=$((budget - 15 - 140 - 20 - 60 - 30 - 40 - 45 - 60 - 25 - 90))
   [ "${share[close]}" -ge 5 ] || share[close]=5
   echo "== budget ${budget} s: $(shares_line)"
 
@@ -265,6 +267,25 @@ run_kit() {
       kernel_row "$group" "$grc" "$gout" "$glimit"
       [ $grc != 0 ] || took+=("$(($(date +%s) - gt)) $group")
     done
+  fi
+
+  # [cudnn] cuDNN's fused attention (--cuda-attention=cudnn): the cudnn
+  # group of check_kernels_cudnn, against the CPU and hexic's tensor-core
+  # kernel, on a cuDNN 9 found here (gpu_throughput.sh --find-cudnn: the kit
+  # carries none). Without cuDNN or the program the row is a SKIP saying so.
+  row="kernels: cudnn"
+  if [ "$gpu_state" != ok ]; then
+    record "$row" SKIP "$gpu_skip"
+  elif [ ! -x "$k/bin/check_kernels_cudnn" ]; then
+    record "$row" SKIP "not built at prepare (cuDNN there: $(fact cudnn_build))"
+  elif [ -z "$cudnn_dir" ]; then
+    record "$row" SKIP "no libcudnn.so.9 found (\$CUDNN_HOME, python3's nvidia.cudnn or torch, ldconfig, $CUDA_HOME)"
+  else
+    lim=$(allot cudnn)
+    gout=$(LD_LIBRARY_PATH=$cudnn_dir:$LD_LIBRARY_PATH timeout -k 5 "$lim" "$k/bin/check_kernels_cudnn" cudnn 2>&1)
+    grc=$?
+    echo "$gout" >>"$log"
+    kernel_row cudnn "$grc" "$gout" "$lim"
   fi
 
   # [sanitizer] compute-sanitizer --tool memcheck over the two quickest
@@ -476,7 +497,7 @@ run_kit() {
       [ "$blimit" -ge 10 ] || blimit=10
       tout=$(bash "$k/bin/gpu_throughput.sh" --kit "$k" --plan "$k/sets/g13/plan.json" \
         --steps "$out/g13.steps" --peak "$peak" --cluster-peak "$(fact peak_tflops)" \
-        --quick --limit "$blimit" 2>&1)
+        --quick --limit "$blimit" ${cudnn_dir:+--cudnn-dir "$cudnn_dir"} 2>&1)
       trc=$?
       echo "$tout" >>"$log"
       fig=$(sed -n 's/^throughput: //p' <<<"$tout" | tail -1)

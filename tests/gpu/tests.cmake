@@ -19,6 +19,42 @@ if(HEXIC_CUDA)
     "$<$<COMPILE_LANGUAGE:CUDA>:${HX_CUDA_WARNINGS}>")
   target_link_libraries(gpu_bench PRIVATE hexic_kernels_cuda)
 
+  # cuDNN's fused attention (rtlib/cuda/attention_cudnn.c, --cuda-attention=
+  # cudnn), where cuDNN 9 is found ($CUDNN_HOME, the toolkit's, the system's):
+  # gpu.cudnn_host builds and finalizes every descriptor of its graphs here
+  # (no GPU needed) and checks its refusals; check_kernels_cudnn and
+  # gpu_bench_cudnn are check_kernels and gpu_bench with its "cudnn" group
+  # and rows (separate programs: without libcudnn on a GPU machine the plain
+  # ones still start; tests/gpu/run.sh runs them where it finds cuDNN).
+  find_path(CUDNN_INCLUDE_DIR cudnn.h
+    HINTS $ENV{CUDNN_HOME}/include ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(CUDNN_LIBRARY cudnn
+    HINTS $ENV{CUDNN_HOME}/lib $ENV{CUDNN_HOME}/lib64 ${CUDAToolkit_LIBRARY_DIR}
+          /usr/local/cuda/lib64)
+  if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+    message(STATUS "hexic: cuDNN at ${CUDNN_LIBRARY}: the cudnn attention checks are built")
+    add_library(hexic_attention_cudnn STATIC ${CMAKE_SOURCE_DIR}/rtlib/cuda/attention_cudnn.c)
+    target_compile_definitions(hexic_attention_cudnn PUBLIC HEXIC_ATTENTION_CUDNN)
+    target_include_directories(hexic_attention_cudnn PUBLIC ${CUDNN_INCLUDE_DIR})
+    target_link_libraries(hexic_attention_cudnn PUBLIC hexic_kernels_cuda ${CUDNN_LIBRARY})
+    add_executable(cudnn_host ${HX_TESTS_DIR}/gpu/cudnn_host.c)
+    target_link_libraries(cudnn_host PRIVATE hexic_attention_cudnn)
+    add_test(NAME gpu.cudnn_host COMMAND cudnn_host)
+    add_test(NAME gpu.cudnn_host_open COMMAND cudnn_host --open)
+    set_tests_properties(gpu.cudnn_host gpu.cudnn_host_open PROPERTIES LABELS "gpu;cudnn" TIMEOUT 120)
+    # no GPU: cudnnCreate's refusal, named with cuDNN's words; a GPU: it opens
+    set_tests_properties(gpu.cudnn_host_open PROPERTIES PASS_REGULAR_EXPRESSION
+      "cudnnCreate\\(&a->handle\\) failed at .*CUDNN_STATUS_[A-Z_]+|cudnn_host: opened on a GPU")
+    foreach(prog check_kernels gpu_bench)
+      add_executable(${prog}_cudnn ${HX_TESTS_DIR}/gpu/${prog}.cu)
+      target_compile_options(${prog}_cudnn PRIVATE
+        "$<$<COMPILE_LANGUAGE:CUDA>:${HX_CUDA_WARNINGS}>")
+      target_link_libraries(${prog}_cudnn PRIVATE hexic_attention_cudnn)
+    endforeach()
+  else()
+    message(STATUS "hexic: no cuDNN (cudnn.h, libcudnn): the cudnn attention checks are not built")
+  endif()
+
   # The same program and the kernels' own source on the host emulator of
   # tests/gpu/emulate/ (x86-64: its coroutine switch is assembly), so that
   # a machine without a GPU still runs every kernel against the CPU. The
