@@ -272,9 +272,11 @@ size_t hxc_layer_ctx_scratch_bytes(const struct hxc_layer_ctx *ctx,
   struct layer_shape sh;
   shape_of(&sh, ctx, nseq);
   size_t norm = hxc_rmsnorm_backward_scratch(sh.rows, sh.dim);
-  size_t attn = sh.hook ? 0
-                        : hxc_attention_backward_scratch(sh.nseq, sh.seq_len,
-                                                         sh.nq);
+  /* another attention (attention_ops) keeps its own workspace */
+  size_t attn = sh.hook || ctx->attention_ops
+                    ? 0
+                    : hxc_attention_backward_scratch(sh.nseq, sh.seq_len,
+                                                     sh.nq);
   return norm > attn ? norm : attn;
 }
 

@@ -136,6 +136,9 @@ struct mem_place {
   double tokens, attention, whole;
 };
 
+static void cuda_rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p,
+                            const struct rank_shape *s, double *bytes);
+
 static void rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p, double *bytes) {
   memset(bytes, 0, HX_MEM_NKINDS * sizeof *bytes);
   const struct hx_model *m = &ctx->model;
@@ -150,6 +153,12 @@ static void rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p, doub
   bytes[HX_MEM_WEIGHTS] = held * (4.0 + (e < 4.0 ? e : 0.0)); /* master, and a bf16 copy */
   bytes[HX_MEM_GRADIENTS] = held * 4.0;
   bytes[HX_MEM_OPTIMIZER] = stepped * 8.0; /* AdamW m and v: the runtime steps AdamW */
+  /* the gradient sync's pack and ZeRO-1's receive blocks (rt_exec_sync.c), fp32 on both */
+  bytes[HX_MEM_COMM] = (pack + recv) * 4.0;
+  if (ctx->opt.target == HX_TARGET_CUDA) {
+    cuda_rank_bytes(ctx, p, &s, bytes);
+    return;
+  }
 
   double tokens = p->seq ? p->tokens : (double)m->seq_len;
   double attention = p->seq ? p->attention : 2.0 * tokens * tokens, whole = p->seq ? p->whole : 0;
@@ -164,7 +173,7 @@ static void rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p, doub
   double sent = whole > 0 ? whole : n * D;
   double boundary = p->slots * (n * D + 2 * sent) * e;
   double receive = p->hops ? p->receive * n * D * e : 0.0;
-  bytes[HX_MEM_COMM] = (p->hops ? boundary + receive + 2 * whole * e : 0.0) + (pack + recv) * 4.0;
+  bytes[HX_MEM_COMM] += p->hops ? boundary + receive + 2 * whole * e : 0.0;
   double layer_scratch = recompute + layer_scratch_floats(&s, n, attention) * e;
   double scratch = fmax(layer_scratch, head_scratch_floats(m, n) * e);
   bytes[HX_MEM_WORKSPACE] = (p->hops ? 0.0 : boundary) + p->slots * 2 * n * 4.0 /* tokens */ +
@@ -182,6 +191,140 @@ static void rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p, doub
                           p->first || p->last};
     sp_adjust(m, &s, &sp, bytes);
   }
+}
+
+/* ---- the CUDA backend ----------------------------------------------------
+ * What rtlib/cuda/device_cuda.c and kernels/cuda allocate for a rank, in the
+ * plan's element size es (fp32 or bf16; rstd, lse, the logits and every
+ * hook buffer fp32): kernels/cuda/layer.cu and head.cu carve their buffers
+ * in slices rounded up to 256 bytes (their take()), and the layer's
+ * sequence-parallel rows, its fused qkv and gate/up products and its own
+ * backward scratch are not the CPU kernels' (no T^2 attention scratch: the
+ * tensor-core backward keeps per-row sums instead). */
+
+static double al256(double bytes) { return ceil(bytes / 256.0) * 256.0; }
+
+/* A layer call's shape (layer.cu's layer_shape): n tokens of nseq
+ * sequences, rows of them in the residual stream (sequence parallelism),
+ * and, on a HexiSeq stage, rtlib/seq's attention hook instead of the
+ * whole-head kernel. */
+struct cuda_layer {
+  double n, rows, nseq, es;
+  bool hook;
+  double saved, hook_scratch; /* the hook's floats (rt_seq_attn.c) */
+};
+
+/* carve_acts: x, rstd1, a, q, k, v, lse (the whole-head kernel's), o, x1,
+ * rstd2, m, gu [gate | up], h, and the hook's saved floats. */
+static double cuda_acts_bytes(const struct rank_shape *s, const struct cuda_layer *c) {
+  double n = c->n, rows = c->rows, D = s->dim, es = c->es;
+  return al256(rows * D * es) + al256(rows * 4) + al256(rows * D * es) + al256(n * s->qw * es) +
+         2 * al256(n * s->kvw * es) + (c->hook ? 0 : al256(n * s->nq * 4)) +
+         al256(n * s->qw * es) + al256(rows * D * es) + al256(rows * 4) + al256(rows * D * es) +
+         al256(n * 2 * s->nf * es) + al256(n * s->nf * es) + (c->hook ? al256(c->saved * 4) : 0);
+}
+
+/* carve_scratch after the recomputed layer's activations: partial [n, D]
+ * (which the gathered rows share under SP), the hook's scratch, its fp32
+ * views of bf16 buffers (carve_wide), qkv, dx1 by rows, dm, da, dh, dgu,
+ * dO, dq, dk, dv. */
+static double cuda_scratch_bytes(const struct rank_shape *s, const struct cuda_layer *c) {
+  double n = c->n, D = s->dim, es = c->es, qn = n * s->qw, kvn = n * s->kvw;
+  double wide = c->hook && es < 4 ? 4 * al256(qn * 4) + 4 * al256(kvn * 4) : 0;
+  return al256(n * D * es) + (c->hook ? al256(c->hook_scratch * 4) : 0) + wide +
+         al256((qn + 2 * kvn) * es) + al256(c->rows * D * es) + 2 * al256(n * D * es) +
+         al256(n * s->nf * es) + al256(n * 2 * s->nf * es) + 2 * al256(qn * es) +
+         2 * al256(kvn * es);
+}
+
+/* head.cu's carve_head over n tokens: xn and dxn [n, D], rstd and the
+ * losses [n] fp32, one chunk of HXC_HEAD_CHUNK = 1024 tokens' fp32 logits
+ * and, in bf16, their rounded gradient. */
+static double cuda_head_bytes(const struct hx_model *m, double n, double es) {
+  double chunk = n < 1024 ? n : 1024, cv = chunk * (double)m->vocab;
+  return 2 * al256(n * (double)m->hidden * es) + 2 * al256(n * 4) + al256(cv * 4) +
+         (es < 4 ? al256(cv * es) : 0);
+}
+
+/* The kernels' context scratch, reserved once (device_cuda.c's cu_setup:
+ * hxc_layer_ctx_scratch_bytes, hxc_head_ctx_scratch_bytes): RMSNorm's
+ * backward partials (norm.cu: up to RMS_MAX_BLOCKS = 512 rows of D fp32)
+ * and the whole-head attention's backward scratch (attention.cu: the
+ * larger of the tiled kernel's n x heads floats and the tensor-core one's,
+ * attention_tc.cu's tc_scratch_bytes at hd 128: the backward's row sums
+ * of dO o, dq's fp32 accumulator, a counter and flags per 32-query tile). */
+static double cuda_ctx_scratch_bytes(const struct hx_model *m, const struct rank_shape *s,
+                                     const struct cuda_layer *c) {
+  double D = s->dim, T = (double)m->seq_len;
+  double norm_layer = fmin(c->rows, 512) * D * 4, norm_head = fmin(c->n, 512) * D * 4;
+  double attn = 0;
+  if (!c->hook && s->nq > 0) {
+    double rows = c->nseq * T * s->nq, flags = c->nseq * s->nq * ceil(T / 32);
+    attn = fmax(rows * 4, al256(rows * 4) + al256(rows * 128 * 4) + al256(8 + flags * 4));
+  }
+  return fmax(fmax(norm_layer, attn), norm_head);
+}
+
+/* The layer calls of a placed rank: its tokens, its rows under sequence
+ * parallelism (hxk_sp_rows: the first n % tp TP ranks hold one row more)
+ * and a HexiSeq stage's hook. The hook saves one log-sum-exp per token and
+ * head, as the CPU's; its scratch (rtlib/seq/rt_seq_attn.c's carve_bufs)
+ * is the CPU's (hx_seq_hook_scratch_floats) less the CPU block kernel's
+ * tile scratch, 2 x 64^2 + 64 hd + 2 x 64 floats, which the CUDA kernel
+ * table has not (rtlib/cuda/seq_cuda.c's no_scratch); its slices' 64-float
+ * alignment is left out (at most 64 floats each). */
+static struct cuda_layer cuda_layer_of(const struct hx_ctx *ctx, const struct mem_place *p,
+                                       const struct rank_shape *s) {
+  const struct hx_stage *st = p->st;
+  double n = p->mbs * (p->seq ? p->tokens : (double)ctx->model.seq_len), rows = n;
+  if (hx_stage_sequence_parallel(ctx, st)) {
+    int64_t whole = (int64_t)n;
+    rows = (double)(whole / st->tp + (p->tp_rank < whole % st->tp ? 1 : 0));
+  }
+  double hook_scratch = p->seq ? p->attention - (2 * 64 * 64 + 64 * s->hd + 2 * 64) : 0;
+  double saved = p->seq ? n * s->nq : 0;
+  return (struct cuda_layer){n, rows, p->mbs, hx_elem_bytes(&ctx->train), p->seq, saved,
+                             hook_scratch};
+}
+
+/* The CUDA kinds besides the model state and the gradient sync (in bytes
+ * already): the executor's buffers (rtlib/rt_exec_ops.c's rt_slots_init,
+ * hops_init and rt_hexiseq_init, as on the CPU but of es-byte elements),
+ * the device's (device_cuda.c) and the NCCL transport's widening buffer. */
+static void cuda_rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p,
+                            const struct rank_shape *s, double *bytes) {
+  const struct hx_model *m = &ctx->model;
+  const struct hx_stage *st = p->st;
+  struct cuda_layer c = cuda_layer_of(ctx, p, s);
+  double es = c.es, D = (double)m->hidden, n = c.n, rows = c.rows, tokens = n / p->mbs;
+  double nlayers = st->layer_end - st->layer_begin;
+  bool sp = hx_stage_sequence_parallel(ctx, st);
+  double full = cuda_acts_bytes(s, &c);
+  /* hxc_layer_acts_bytes: recompute keeps only the input, by rows */
+  double layer_acts = st->recompute ? al256(rows * D * es) : full;
+  bytes[HX_MEM_ACTIVATIONS] = p->slots * (nlayers > 0 ? nlayers : 1) * layer_acts;
+  /* the executor's scratch: the larger of the layer's (whose front holds a
+   * recomputed layer's full activations, tagged recompute) and the head's */
+  double recompute = st->recompute ? full : 0;
+  double scratch = fmax(recompute + cuda_scratch_bytes(s, &c), cuda_head_bytes(m, n, es));
+  bytes[HX_MEM_RECOMPUTE] = fmin(recompute, scratch);
+
+  double act = n * D * es, whole = p->seq ? p->whole : 0;
+  double sent = whole > 0 ? whole * es : act; /* out_act and din of a HexiSeq leader: whole */
+  double boundary = p->slots * (act + 2 * sent);
+  double receive = p->hops ? p->receive * act : 0;
+  /* transport_nccl.c's wide_of: a bf16 TP sum widened to fp32 on the
+   * device, [n, D] (all-reduce) or [n, D] and the own rows (SP's
+   * reduce-scatter) */
+  double widen = es < 4 && st->tp > 1 ? (n * D + (sp ? rows * D : 0)) * 4 : 0;
+  bytes[HX_MEM_COMM] += (p->hops ? boundary + receive + 2 * whole * 4 : 0) + widen;
+  bytes[HX_MEM_WORKSPACE] =
+      (p->hops ? 0 : boundary) + p->slots * 2 * n * 4 /* tokens */ +
+      2 * rows * D * es /* x0, x1 */ + (sp && (p->first || p->last) ? act : 0) /* sp_full */ +
+      scratch - bytes[HX_MEM_RECOMPUTE] + (double)m->seq_len * s->hd * 4 /* RoPE */ +
+      (p->seq ? (tokens + (double)m->seq_len) * 4 : 0) /* HexiSeq: positions, rt_seq's */ +
+      4 * 8 /* device scalars */ + cuda_ctx_scratch_bytes(m, s, &c) +
+      32.0 * 1024 * 1024 /* cuBLASLt's workspace: context.cu's hxc_ctx_create(0) */;
 }
 
 static double total_of(const double *bytes) {

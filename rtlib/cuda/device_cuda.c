@@ -377,8 +377,10 @@ static void cu_setup(const struct rt_model *m, struct rt_weights *out) {
   size_t layer = hxc_layer_ctx_scratch_bytes(&cu.ctx, m->nseq);
   size_t head = hxc_head_ctx_scratch_bytes(m->dims, cu.tokens);
   hxc_ctx_reserve(cu.gpu, layer > head ? layer : head);
-  /* counted under a key of ours: the kernels' context owns the pointer */
-  rt_mem_count(&cu.gpu, layer > head ? layer : head, RT_MEM_WORKSPACE);
+  /* counted under a key of ours: the kernels' context owns the pointers
+   * (the reduction scratch, and cuBLASLt's matmul workspace, which was not
+   * counted before) */
+  rt_mem_count(&cu.gpu, hxc_ctx_device_bytes(cu.gpu), RT_MEM_WORKSPACE);
   bind_params(m);
   make_groups(m->layout);
   cu.scalars = alloc_as(NSCALARS * sizeof(double), RT_MEM_WORKSPACE);

@@ -57,17 +57,22 @@ static void zero(float *p, long n) {
     HXC_CHECK(cudaMemsetAsync(p, 0, sizeof(float) * (size_t)n, stream()));
 }
 
-/* The positions on the device, once per rt_seq (at the device's setup). */
+/* The positions on the device, once per rt_seq (at the device's setup),
+ * counted as workspace (rt_backend.h's kinds; the plan prices them). */
 static int *ints(const int *host, long n) {
   void *p = NULL;
   size_t bytes = sizeof(int) * (size_t)(n > 0 ? n : 1);
   HXC_CHECK(cudaMalloc(&p, bytes));
+  rt_mem_count(p, bytes, RT_MEM_WORKSPACE);
   if (n > 0)
     HXC_CHECK(cudaMemcpy(p, host, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice));
   return p;
 }
 
-static void free_ints(int *p) { HXC_CHECK(cudaFree(p)); }
+static void free_ints(int *p) {
+  rt_mem_uncount(p);
+  HXC_CHECK(cudaFree(p));
+}
 
 const struct rt_seq_kernels *rt_cuda_seq_kernels(struct CUstream_st *stream_of_rank) {
   seq_stream = stream_of_rank;

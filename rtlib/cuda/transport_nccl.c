@@ -294,12 +294,17 @@ static void nccl_tp_broadcast(void *buf, long n, enum rt_dtype dt, int micro_bat
                           compute()));
 }
 
+/* Device memory, counted as communication buffers (rt_backend.h's kinds;
+ * the plan prices it: passes/cost/cost_memory.c). */
 static float *wide_of(long n) {
   size_t bytes = (size_t)n * sizeof(float);
   if (bytes > nc.wide_cap) {
-    if (nc.wide)
+    if (nc.wide) {
+      rt_mem_uncount(nc.wide);
       HXC_CHECK(cudaFreeAsync(nc.wide, compute()));
+    }
     HXC_CHECK(cudaMallocAsync((void **)&nc.wide, bytes, compute()));
+    rt_mem_count(nc.wide, bytes, RT_MEM_COMM);
     nc.wide_cap = bytes;
   }
   return nc.wide;

@@ -17,11 +17,13 @@
 #   5. a run gone non-finite (tiny at lr 1e3, global batch 4): one rank
 #      and PP 2 stop at the CPU programs' step with the CPU's error line,
 #      every rank exiting 1, without that step's checkpoint.
+#   6. memory: each rank's measured peak of each kind within 0.1% of the
+#      plan's memory_by_kind (--target=cuda plans, over the NCCL shim).
 # What it checks: the executor's calls through the device and transport
 # interfaces, the bindings, packing, staging and bf16 plumbing. What it
 # cannot: speed, streams running concurrently, a real GPU's errors.
 #
-#   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1|nonfinite|build]   (all by default;
+#   bash tests/rtlib/emulate_backend.sh [one|multi|seq|zero1|nonfinite|memory|build]   (all by default;
 #   builds into build-emu-backend/; HEXIC_CPU_BUILD=DIR takes the CPU side
 #   from an existing build, sanitized or not)
 set -euo pipefail
@@ -246,6 +248,76 @@ for p in one pp2; do
 done
 fi
 [ "$part" = nonfinite ] && exit 0
+
+# 6. Memory by kind (issue 25, item 1): plans compiled with --target=cuda
+#    (one rank in fp32 and bf16; TP 2 + PP 2 beside a one-rank pipeline,
+#    sequence parallel, in bf16; ZeRO-1 over TP 2 beside PP 2 in fp32; TP 2
+#    beside PP 2 with full recompute, without sequence parallelism, in bf16;
+#    HexiSeq's PP x TP x CP x HP)
+#    train one step over the NCCL transport a GPU runs (tests/nccl's shim:
+#    its bf16 TP sums widen on the device, which the staged transport does
+#    on the host) with --memory-report; every rank's peak of every kind must
+#    be within 0.1% of plan.json's memory_by_kind (tests/exec/memory_cmp.py,
+#    as exec.memory holds the CPU backend to the issue's 5%): the emulated
+#    runs are byte-exact, and 5% of a workspace that holds cuBLASLt's 32 MiB
+#    would hide the whole layer scratch of these small models. One step: the
+#    buffers are all allocated at start, the NCCL widening at the first TP sum.
+if [ "$part" = all ] || [ "$part" = memory ]; then
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+t0=$SECONDS
+HEXIC_NCCL_EMU_BUILD=$out bash tests/nccl/emulate_nccl.sh build >/dev/null
+echo "  the NCCL variant of the library: $((SECONDS - t0)) s"
+mm=$out/memory
+rm -rf "$mm" && mkdir -p "$mm"
+# the clusters with a CUDA architecture (--target=cuda needs one); the
+# models in bf16, without sequence parallelism, with full recompute
+sed 's/efficiency = 1;/efficiency = 1; cuda_arch = 80;/' examples/clusters/cpu1.hx >"$mm/cpu1.hx"
+sed 's/efficiency = 1 }/efficiency = 1; cuda_arch = 80 }/' tests/exec/clusters/four.hx >"$mm/four.hx"
+sed 's/efficiency = \([0-9.]*\);/efficiency = \1; cuda_arch = 80;/' examples/clusters/cpu8.hx >"$mm/cpu8.hx"
+sed 's/precision = fp32/precision = bf16/' examples/models/tiny.hx >"$mm/tiny-bf16.hx"
+# one rank at a global batch of 8, not 32: a quarter of the emulated work
+sed 's/global_batch = 32/global_batch = 8/' examples/models/tiny.hx >"$mm/tiny-8.hx"
+sed 's/precision = fp32/precision = bf16/' "$mm/tiny-8.hx" >"$mm/tiny-8-bf16.hx"
+sed -e 's/precision = fp32/precision = bf16/' \
+  -e 's/seed = 1/seed = 1; recompute = full; sequence_parallel = false/' tests/exec/models/tiny8.hx \
+  >"$mm/tiny8-rc.hx"
+sed 's/"recompute": false/"recompute": true/' tests/exec/plans/tp2_dp_pp_groups.json >"$mm/rc.json"
+[ "$(grep -c "cuda_arch = 80" "$mm/cpu1.hx" "$mm/four.hx" | grep -c ':1$')" = 2 ] &&
+  [ "$(grep -c "cuda_arch = 80" "$mm/cpu8.hx")" = "$(grep -c '^gpu ' examples/clusters/cpu8.hx)" ] &&
+  grep -q "precision = bf16" "$mm/tiny-bf16.hx" && grep -q "precision = bf16" "$mm/tiny-8-bf16.hx" &&
+  grep -q "global_batch = 8" "$mm/tiny-8.hx" && grep -q "recompute = full" "$mm/tiny8-rc.hx" &&
+  grep -q '"recompute": true' "$mm/rc.json" || { echo "FAIL: memory: cannot derive the inputs"; exit 1; }
+nccl_libs=("$out/nccl/libhexic_emu_nccl.a" "$out/libhexic_kernels_cpu.a" -lopenblas -lstdc++ -lm -lpthread)
+# mem NAME MODEL CLUSTER [hexic flags]: compile for cuda, train, compare.
+mem() {
+  local name=$1 model=$2 cluster=$3 d=$mm/$1 app=() src r t0=$SECONDS
+  shift 3
+  "$cpu/hexic" "$model" "$cluster" --target=cuda "$@" -o "$d" >"$d.hexic.txt" 2>&1 ||
+    { cat "$d.hexic.txt"; echo "FAIL: memory: $name: hexic"; exit 1; }
+  for src in "$d"/rank_*.c; do
+    r=$(basename "$src" .c)
+    mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${nccl_libs[@]}" -o "$d/$r"
+    app+=(${app[@]:+:} -np 1 "$d/$r" --steps 1 --memory-report "$d.mem.json")
+  done
+  HEXIC_TIMEOUT_S=120 timeout 300 mpirun --oversubscribe "${app[@]}" >"$d.log" 2>&1 ||
+    { cat "$d.log"; echo "FAIL: memory: $name did not train"; exit 1; }
+  grep -q "transport: nccl" "$d.log" || { cat "$d.log"; echo "FAIL: memory: $name: not NCCL"; exit 1; }
+  python3 tests/exec/memory_cmp.py "$name" "$d/plan.json" "$d.mem.json" 0.001 ||
+    { echo "FAIL: memory: $name: measured memory differs from the plan's"; exit 1; }
+  echo "  $name: $((SECONDS - t0)) s"
+}
+mem one "$mm/tiny-8.hx" "$mm/cpu1.hx"
+mem one_bf16 "$mm/tiny-8-bf16.hx" "$mm/cpu1.hx"
+mem tp2pp2_bf16 "$mm/tiny-bf16.hx" "$mm/four.hx" --plan=tests/codegen/plans/tp2_pp2_uneven.json
+mem zero1 tests/exec/models/tiny8.hx "$mm/four.hx" --plan=tests/exec/plans/zero1_tp2_dp_pp.json
+mem recompute_bf16 "$mm/tiny8-rc.hx" "$mm/four.hx" --plan="$mm/rc.json"
+# HexiSeq (fp32 only): PP x TP x CP x HP on eight ranks (the hook's buffers,
+# the leaders' whole activations across the hop)
+mem seq8 tests/exec/models/seqtiny.hx "$mm/cpu8.hx" --plan=tests/exec/plans/seq_pp_tp_cp_hp.json
+echo "emulate_backend: memory by kind of the CUDA backend within 0.1% of plan.json on every rank and kind"
+fi
+[ "$part" = memory ] && exit 0
 
 
 # 2. TP 2 + PP 2 and an uneven second pipeline, five ranks, staged transport

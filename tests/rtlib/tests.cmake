@@ -164,4 +164,18 @@ if(HEXIC_CUDA AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   set_tests_properties(gpu.emulated.backend_frozen gpu.emulated.nonfinite PROPERTIES
     FIXTURES_REQUIRED ${emu_backend_fixture} RESOURCE_LOCK ${emu_backend_fixture}
     LABELS "gpu-emulated;mpi" TIMEOUT 300 PROCESSORS 2)
+  # gpu.emulated.memory  the CUDA backend's memory by kind (issue 25, item
+  #   1): emulate_backend.sh memory trains --target=cuda plans (one rank,
+  #   TP 2 + PP 2, ZeRO-1, full recompute, HexiSeq; fp32 and bf16) one step
+  #   over tests/nccl's shim with --memory-report and holds every rank's
+  #   peak of every kind to plan.json's memory_by_kind within 0.1%. It needs
+  #   the NCCL variant of the emulator's library, so only where tests/nccl
+  #   registers it.
+  if(TEST nccl.emu.build)
+    add_test(NAME gpu.emulated.memory
+      COMMAND env ${emu_backend_env} bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh memory)
+    set_tests_properties(gpu.emulated.memory PROPERTIES
+      FIXTURES_REQUIRED ${emu_backend_fixture} RESOURCE_LOCK ${emu_backend_fixture}
+      LABELS "gpu-emulated;mpi" TIMEOUT 300 PROCESSORS 2)
+  endif()
 endif()
