@@ -595,15 +595,12 @@ static void price(struct ex *e, const struct structure *st) {
     struct hx_plan *p = hx_sched_complete_setting(ctx, &tmp, sk, e->mbs[k], e->recompute[k]);
     if (!p)
       continue;
-    /* the groups first: ZeRO-1's shards (shard_ppm) shorten the optimizer
-     * step the bound prices */
-    if (ctx->train.optimizer_sharding == HX_SHARD_ZERO1)
-      hx_sched_build_groups(ctx, &tmp, p);
+    /* the groups first: the bound prices their gradient sync and ZeRO-1's
+     * shards (shard_ppm), which shorten the optimizer step */
+    hx_sched_build_groups(ctx, &tmp, p);
     double bound = hx_sim_lower_bound(ctx, p);
     if (bound * (1 - BOUND_SLACK) >= e->best_s)
       continue;
-    if (ctx->train.optimizer_sharding != HX_SHARD_ZERO1)
-      hx_sched_build_groups(ctx, &tmp, p);
     /* long pipelines' steady states extrapolated, as the search prices its
      * candidates (the winner is simulated step by step below) */
     struct hx_sim_options o = {.steady_all = true};

@@ -215,8 +215,12 @@ static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena 
   hx_sched_complete_each(s->ctx, a, sk, s->nsettings, s->mbs, s->recompute, s->pieces, beat, each);
   for (int k = 0; k < s->nsettings; k++) {
     struct hx_plan *p = each[k];
-    if (p)
-      done[ndone++] = (struct bounded){p, hx_sim_lower_bound(s->ctx, p), k};
+    if (!p)
+      continue;
+    /* the groups first: the bound prices their sync and ZeRO-1's shards
+     * (without them it prices the symmetric sync, which can be slower) */
+    hx_sched_build_groups(s->ctx, a, p);
+    done[ndone++] = (struct bounded){p, hx_sim_lower_bound(s->ctx, p), k};
   }
   qsort(done, (size_t)ndone, sizeof done[0], by_bound);
   struct hx_plan *best = NULL;
@@ -227,7 +231,6 @@ static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena 
     if (done[i].bound == best_s && !may_tie)
       continue;
     struct hx_plan *p = done[i].plan;
-    hx_sched_build_groups(s->ctx, a, p);
     simulate_candidate(s->ctx, p);
     double t = p->sim.iteration_s;
     if (p->sim.valid && (t < best_s || (t == best_s && may_tie))) {
