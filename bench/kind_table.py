@@ -3,7 +3,11 @@
 trace.json) against measured (a program's HEXIC_TRACE file), for
 bench/measured.sh (measure_lib.sh's kind_table says what each row holds).
   kind_table.py SIMULATED MEASURED SKIP
-The measured figures are the mean over the steps after the first SKIP."""
+The measured figures are the mean over the steps after the first SKIP.
+Under --emulate a compute op's trace event also carries its compute at the
+device's speed from CPU seconds ("emulated": what it takes on an idle
+machine); the last two columns compare the simulator with that, which a
+loaded machine does not move."""
 import bisect
 import json
 import sys
@@ -132,6 +136,15 @@ def compute_of(events):
     return busy
 
 
+def emulated_of(events):
+    """Per compute kind, the ops' compute at the device's speed (--emulate)."""
+    totals = defaultdict(float)
+    for e in events:
+        if "emulated" in e["args"]:
+            totals[e["cat"]] += e["args"]["emulated"]
+    return totals
+
+
 def totals_of(events):
     """Seconds per kind; what an optimizer op waited for (the loss and norm
     all-reduce over every rank, --emulate's "waited") is a row of its own."""
@@ -163,13 +176,20 @@ def main():
     if sim_hops[2] or meas_hops[2]:
         sim[hop], sim[exposed] = sim_hops[0], sim_hops[1]
         meas[hop], meas[exposed] = meas_hops[0], meas_hops[1]
-    print("          per kind, one step over every rank:  simulated s   measured s   error")
+    emulated = emulated_of(meas_events)
+    head = "          per kind, one step over every rank:  simulated s   measured s   error"
+    print(head + ("   emulated s   error" if emulated else ""))
     for kind in sorted(set(sim) | set(meas)):
         s = sim[kind] * 1e-6 if kind in sim else None
         m = meas.get(kind, 0.0) * 1e-6 / steps
         err = "%+6.1f%%" % (100 * (s - m) / m) if s is not None and m > 0 else "     -"
         shown = "%11.4f" % s if s is not None else "%11s" % "-"
-        print("          %-36s %s  %11.4f  %s" % (kind, shown, m, err))
+        row = "          %-36s %s  %11.4f  %s" % (kind, shown, m, err)
+        if kind in emulated:
+            u = emulated[kind] * 1e-6 / steps
+            row += "  %11.4f  %s" % (u, "%+6.1f%%" % (100 * (s - u) / u) if s is not None and u > 0
+                                     else "     -")
+        print(row)
     if sim_hops[2] or meas_hops[2]:
         print("          pipeline hops hidden under the receiver's compute: simulated %d of %d, "
               "measured %.1f of %.1f per step" % (sim_hops[3], sim_hops[2], meas_hops[3] / steps,

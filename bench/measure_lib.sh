@@ -69,7 +69,11 @@ profile_value() { sed -n "$1" "$2" | head -n 1; }
 # arrival, against the simulator's transfer; and the part of it not under
 # the receiver's compute (forward, backward), with how many hops were
 # wholly hidden. An optimizer op's wait for the loss and norm all-reduce
-# over every rank (--emulate records it) is a row of its own.
+# over every rank (--emulate records it) is a row of its own. Under
+# --emulate the compute kinds get two more columns: the ops' compute at the
+# devices' speed from CPU seconds (the trace's "emulated"), and the
+# simulator's error against it, which another load on the machine does
+# not move.
 kind_table() {
   python3 "$(dirname "${BASH_SOURCE[0]}")/kind_table.py" "$1" "$2" "${3:-3}"
 }

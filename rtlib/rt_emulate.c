@@ -250,7 +250,7 @@ static void wait_leave(void *arg) {
 
 /* ---- the runtime trace ---- */
 
-/* The most events a rank keeps (32 bytes each, some 250 written): past it
+/* The most events a rank keeps (56 bytes each, some 260 written): past it
  * the rest of the run is left out, and the trace ends with a note saying
  * so, as trace.json does past its own limit. */
 enum { RT_TRACE_MAX_EVENTS = 200000 };
@@ -263,6 +263,9 @@ struct trace_event {
   double done_s;   /* all-reduce, all-gather, recv under --emulate: at link speed (0: unknown) */
   double began_s;  /* all-reduce under --emulate: its last member's start on the link */
   double waited_s; /* a compute op under --emulate: its waits (collectives inside it) */
+  /* a compute op under --emulate: its compute at the device's speed, from
+   * CPU seconds (what it would take on an idle machine, whatever the load) */
+  double emulated_s;
   int32_t kind, micro_batch, layer, peer;
 };
 
@@ -315,7 +318,7 @@ void rt_trace_event(const struct rt_exec *e, enum rt_trace_kind kind, int micro_
     link_done_s = link_began_s = 0;
   }
   tr.ev[tr.n++] =
-      (struct trace_event){start_s, end_s, done, began, 0, kind, micro_batch, layer, peer};
+      (struct trace_event){start_s, end_s, done, began, 0, 0, kind, micro_batch, layer, peer};
 }
 
 /* Collective: whether any rank traces; rank 0 refuses a FILE that exists
@@ -380,6 +383,8 @@ static void write_trace_event(FILE *f, int rank, const struct trace_head *h,
     fprintf(f, ", \"began\": %.3f", (v->began_s - tr.zero_s) * 1e6);
   if (v->waited_s > 0)
     fprintf(f, ", \"waited\": %.3f", v->waited_s * 1e6);
+  if (v->emulated_s > 0)
+    fprintf(f, ", \"emulated\": %.3f", v->emulated_s * 1e6);
   fputs("}}", f);
 }
 
@@ -478,8 +483,10 @@ static void trace_op_end(struct rt_exec *e) {
                                                          : RT_TRACE_OPTIMIZER;
   int mb = kind == RT_TRACE_OPTIMIZER ? -1 : op->micro_batch;
   rt_trace_event(e, kind, mb, -2, -1, tr.op_start_s, hx_rt_now_s());
-  if (e->emu.on && tr.n > 0 && tr.ev[tr.n - 1].kind == (int32_t)kind)
+  if (e->emu.on && tr.n > 0 && tr.ev[tr.n - 1].kind == (int32_t)kind) {
     tr.ev[tr.n - 1].waited_s = e->emu.waited.wall_s;
+    tr.ev[tr.n - 1].emulated_s = e->emu.op_emulated_s;
+  }
 }
 
 /* ---- the hooks ---- */
@@ -601,6 +608,7 @@ void rt_emu_op_begin(struct rt_exec *e, int op_index) {
   u->in_op = true;
   u->op_index = op_index;
   u->waited = (struct rt_emu_mark){0, 0};
+  u->op_emulated_s = 0;
   u->wait_depth = 0;
   u->op_start = mark_now();
 }
@@ -624,6 +632,7 @@ static void emu_op_end(struct rt_exec *e) {
   /* every run may lower the reference: a calibration step disturbed by
    * something else on the machine is not kept for the rest of the run */
   double cpu_ref = rt_emu_reference_cpu_s(reference, cpu_s);
+  u->op_emulated_s = (u->fig->slowdown > 1 ? u->fig->slowdown : 1) * cpu_ref;
   if (u->calibrating) /* the lock stays taken up to the next wait */
     return;
   double end = rt_emu_op_end_s(u->op_start.wall_s, u->waited.wall_s, u->fig->slowdown, cpu_ref);

@@ -122,6 +122,9 @@ struct rt_emu {
   /* compute ops run at the devices' speeds, and those whose own run
    * overshot their emulated end (the machine could not keep up) */
   long long emulated_ops, late_ops;
+  /* the compute op that just ended: its compute at the device's speed
+   * (slowdown x its reference CPU seconds), which its trace event carries */
+  double op_emulated_s;
 };
 
 /* A HexiSeq stage as this rank runs it (cfg->seq; rt_exec_ops.c): its

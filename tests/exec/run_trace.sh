@@ -8,7 +8,8 @@
 # trace.json's format with every receive but a step's first posted before
 # the compute op before it ended. A hexic-compiled PP plan's trace holds only
 # kinds of events its simulated trace.json holds, and under --emulate its
-# all-reduces and receives record their completions at link speed; a FILE
+# all-reduces and receives record their completions at link speed and its
+# compute ops their compute at the device's speed; a FILE
 # that exists is refused before step 1 and left as it was.
 #   run_trace.sh WORKDIR SRCDIR HEXIC FIXTURE WEIGHTS_CMP
 set -uo pipefail
@@ -77,7 +78,8 @@ python3 "$here/trace_check.py" hx.trace.json 4 $steps hx/trace.json || fail "hx'
 rm -f hx-emu.trace.json
 HEXIC_TRACE=$PWD/hx-emu.trace.json hx/launch.sh --steps $steps --emulate >hx-emu.out 2>&1 ||
   { cat hx-emu.out; fail "hx did not train under --emulate"; }
-python3 "$here/trace_check.py" hx-emu.trace.json 4 $steps --emulated || fail "hx's emulated trace"
+python3 "$here/trace_check.py" hx-emu.trace.json 4 $steps --emulated --compute-line=hx-emu.out ||
+  fail "hx's emulated trace"
 
 # a FILE that exists is the user's: refused before step 1, left as it was
 echo "mine" >taken.json

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a runtime trace (HEXIC_TRACE=FILE, rtlib/rt_emulate.c) of a
 pipeline plan:
-  trace_check.py TRACE RANKS STEPS [SIMULATED_TRACE_JSON]
+  trace_check.py TRACE RANKS STEPS [SIMULATED_TRACE_JSON] [--emulated [--compute-line=OUT]]
 - it is trace.json's format (codegen/trace.c): Chrome trace events, one
   track (tid) per rank named by a thread_name event, complete events with
   the simulator's fields;
@@ -16,7 +16,12 @@ pipeline plan:
   its group, and its members, matched by step, group and order, record one
   completion ("done", the emulated link's) no earlier than the last
   member's arrival; every receive records its data's arrival no earlier
-  than its send's start."""
+  than its send's start; every compute op (forward, backward, optimizer)
+  records its compute at the device's speed ("emulated"), and with
+  --compute-line=OUT (the run's output) each rank's last step sums to the
+  "compute of one step at each device's speed" the run printed for it
+  (bench/measured.sh's kind table compares the simulator with these)."""
+import re
 from collections import defaultdict
 import json
 import sys
@@ -109,15 +114,50 @@ def check_emulated(spans):
           "arrival; every receive's arrival after its send" % len(instances))
 
 
+COMPUTE = ("forward", "backward", "optimizer")
+
+
+def check_emulated_compute(spans, out_path):
+    """Every compute op carries "emulated" > 0; with out_path, each rank's
+    last step's ops sum to the run's closing figure for that rank."""
+    compute = [e for e in spans if e["cat"] in COMPUTE]
+    missing = [e for e in compute if not e["args"].get("emulated", 0) > 0]
+    if missing or not compute:
+        fail("%d of %d compute ops carry no \"emulated\" seconds (%s)"
+             % (len(missing), len(compute), missing[0]["name"] if missing else "none"))
+    if out_path is None:
+        return
+    line = [l for l in open(out_path) if "compute of one step at each device's speed" in l]
+    if not line:
+        fail("%s has no --emulate compute line" % out_path)
+    printed = {int(r): float(s) for r, s in re.findall(r"rank (\d+) ([0-9.]+) s", line[-1])}
+    step = step_of(spans)
+    last = {}
+    for e in compute:
+        last[e["tid"]] = max(last.get(e["tid"], 0), step(e))
+    sums = defaultdict(float)
+    for e in compute:
+        if step(e) == last[e["tid"]]:
+            sums[e["tid"]] += e["args"]["emulated"] * 1e-6
+    for r, s in sorted(printed.items()):
+        if abs(sums[r] - s) > 1e-4 + 1e-3 * s:
+            fail("rank %d: its last step's ops are %.6f s at the device's speed, the run printed "
+                 "%.4f s" % (r, sums[r], s))
+    print("  emulated: %d compute ops at their devices' speeds; each rank's last step sums to "
+          "the run's figure (%s)" % (len(compute), ", ".join("%.4f" % sums[r] for r in sorted(printed))))
+
+
 def main():
     emulated = "--emulated" in sys.argv
-    argv = [a for a in sys.argv if a != "--emulated"]
+    outs = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--compute-line=")]
+    argv = [a for a in sys.argv if a != "--emulated" and not a.startswith("--compute-line=")]
     if len(argv) not in (4, 5):
         fail("usage: trace_check.py TRACE RANKS STEPS [SIMULATED_TRACE_JSON] [--emulated]")
     ranks, steps = int(argv[2]), int(argv[3])
     spans = check_format(load(argv[1]), ranks)
     if emulated:
         check_emulated(spans)
+        check_emulated_compute(spans, outs[0] if outs else None)
     if len(argv) == 5:
         simulated = {e["cat"] for e in load(argv[4]) if e.get("ph") == "X"}
         extra = {e["cat"] for e in spans} - simulated
