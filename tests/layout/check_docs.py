@@ -54,10 +54,27 @@ def docs_text(root):
     return {os.path.relpath(f, root): open(f, encoding="utf-8").read() for f in files}
 
 
+def fence_problems(name, text):
+    """A code fence is ``` alone or with one language word, and they pair
+    up: text after a closing fence (or an odd count) swallows the rest of
+    the page into a code block."""
+    problems, fences = [], 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.lstrip().startswith("```"):
+            fences += 1
+            if not re.fullmatch(r"\s*```[\w+-]*\s*", line):
+                problems.append(f"{name}:{number}: a code fence with text after it: {line[:60]!r}")
+    if fences % 2:
+        problems.append(f"{name}: {fences} code fences, an odd number")
+    return problems
+
+
 def main():
     root, bindir, scratch = sys.argv[1:4]
     errors = []
     docs = docs_text(root)
+    for name, text in docs.items():
+        errors += fence_problems(name, text)
     all_docs = "\n".join(docs.values())
     documented = set(OPT.findall(all_docs))
     known = set()
