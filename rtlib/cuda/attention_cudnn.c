@@ -41,9 +41,13 @@ bool rt_cudnn_attention_refuses(const struct rt_cudnn_attn_shape *s, char *why, 
     snprintf(why, why_size, "cuDNN's fused attention takes bf16 only (this run is fp32)");
     return true;
   }
-  if (s->nseq <= 0 || s->seq_len <= 0 || s->nq <= 0 || s->nkv <= 0) {
-    snprintf(why, why_size, "an empty shape (%ld sequences of %d tokens, %d/%d heads)", s->nseq,
-             s->seq_len, s->nq, s->nkv);
+  /* hd and group too: a head dim of 0 or -8 passes the multiple-of-8 test
+   * below, and the head map divides by group */
+  if (s->nseq <= 0 || s->seq_len <= 0 || s->nq <= 0 || s->nkv <= 0 || s->hd <= 0 ||
+      s->group <= 0) {
+    snprintf(why, why_size,
+             "an empty shape (%ld sequences of %d tokens, %d/%d heads of %d, groups of %d)",
+             s->nseq, s->seq_len, s->nq, s->nkv, s->hd, s->group);
     return true;
   }
   if (s->hd % 8 != 0 || s->hd > 128) {

@@ -66,6 +66,13 @@ static void check_rules(void) {
   refusal("6 heads over 4 refused", s, true, "a whole group each");
   s = base(), s.nseq = 0;
   refusal("empty refused", s, true, "empty shape");
+  /* 0 and -8 are multiples of 8; group 0 would divide by zero */
+  s = base(), s.hd = 0;
+  refusal("hd 0 refused", s, true, "empty shape");
+  s = base(), s.hd = -8;
+  refusal("hd -8 refused", s, true, "empty shape");
+  s = base(), s.group = 0;
+  refusal("group 0 refused", s, true, "empty shape");
 }
 
 static void version_rule(const char *what, long version, int seq_len, const char *needle) {
