@@ -116,6 +116,12 @@ void rt_cudnn_stats_view(long nseq, int seq_len, int nq, int64_t dims[4], int64_
   strides[0] = (int64_t)nq * seq_len, strides[1] = seq_len, strides[2] = 1, strides[3] = 1;
 }
 
+bool rt_cudnn_same_plan(const struct rt_cudnn_attn_shape *a, const struct rt_cudnn_attn_shape *b) {
+  return a->nseq == b->nseq && a->seq_len == b->seq_len && a->nq == b->nq && a->nkv == b->nkv &&
+         a->hd == b->hd && a->q_begin == b->q_begin && a->group == b->group &&
+         a->kv_begin == b->kv_begin && a->bf16 == b->bf16;
+}
+
 static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 
 size_t rt_cudnn_backward_extra_bytes(const struct rt_cudnn_attn_shape *s) {
@@ -563,13 +569,6 @@ struct rt_cudnn_attention {
 
 long rt_cudnn_version(void) { return (long)cudnnGetVersion(); }
 
-/* Plans of one shape share a key: the shape itself (the kv map is checked
- * to be cuDNN's, so it adds nothing). */
-static bool same_shape(const struct rt_cudnn_attn_shape *a, const struct rt_cudnn_attn_shape *b) {
-  return a->nseq == b->nseq && a->seq_len == b->seq_len && a->nq == b->nq && a->nkv == b->nkv &&
-         a->hd == b->hd;
-}
-
 /* The operation graph on the handle, engine configurations by heuristics
  * (mode A), and the first configuration whose plan finalizes. Fatal when
  * none does: cuDNN has no engine for the graph on this GPU. */
@@ -686,9 +685,12 @@ static void refuse_if_needed(const struct rt_cudnn_attention *a,
     hxc_fail("cuDNN attention (--cuda-attention=cudnn)", why, __FILE__, __LINE__);
 }
 
+/* The entry of s's plans; a shape not seen yet is checked (refused with the
+ * reason) before its plans are built. The key is the whole shape: a cache
+ * hit skips the check, so an fp32 call or another head map must miss. */
 static struct entry *entry_of(struct rt_cudnn_attention *a, const struct rt_cudnn_attn_shape *s) {
   for (int i = 0; i < a->nentries; i++)
-    if (same_shape(&a->entries[i].shape, s))
+    if (rt_cudnn_same_plan(&a->entries[i].shape, s))
       return &a->entries[i];
   refuse_if_needed(a, s);
   if (a->nentries == MAX_SHAPES)

@@ -114,6 +114,11 @@ struct rt_cudnn_attn_shape {
  * (one sentence) in why. */
 bool rt_cudnn_attention_refuses(const struct rt_cudnn_attn_shape *s, char *why, size_t why_size);
 
+/* Whether two calls share cuDNN plans (the plan cache's key): every field
+ * of the shape, dtype and head map included, since only a shape the cache
+ * has not seen is checked by rt_cudnn_attention_refuses. */
+bool rt_cudnn_same_plan(const struct rt_cudnn_attn_shape *a, const struct rt_cudnn_attn_shape *b);
+
 /* Whether the cuDNN found at run time (cudnnGetVersion's number: 91900 for
  * 9.19.0) cannot take the shape, as cudnn-frontend knows its versions: 9.0
  * or later, not 9.10.0/9.10.1 (a backward with known bugs), no one-token

@@ -75,6 +75,33 @@ static void check_rules(void) {
   refusal("group 0 refused", s, true, "empty shape");
 }
 
+/* The plan cache's key: a call that differs in anything but reuses a
+ * cached plan would skip rt_cudnn_attention_refuses (an fp32 call after a
+ * bf16 one of the same dims would run bf16 plans on fp32 buffers). */
+static void plan_key(const char *what, struct rt_cudnn_attn_shape b, bool same) {
+  struct rt_cudnn_attn_shape a = base();
+  expect(rt_cudnn_same_plan(&a, &b) == same && rt_cudnn_same_plan(&b, &a) == same, what,
+         same ? NULL : "a cache hit would skip the refusal");
+}
+
+static void check_plan_key(void) {
+  struct rt_cudnn_attn_shape s = base();
+  plan_key("plan key: the same shape shares plans", s, true);
+  s.bf16 = false;
+  plan_key("plan key: fp32 misses the bf16 plans of its dims", s, false);
+  /* the dims of "shard of two half groups", cutting groups otherwise */
+  s = base(), s.nq = 4, s.q_begin = 1;
+  struct rt_cudnn_attn_shape t = base();
+  t.nq = 4, t.q_begin = 2;
+  expect(!rt_cudnn_same_plan(&s, &t), "plan key: another head map misses", NULL);
+  s = base(), s.group = 2;
+  plan_key("plan key: another group misses", s, false);
+  s = base(), s.kv_begin = 1;
+  plan_key("plan key: another kv_begin misses", s, false);
+  s = base(), s.nseq = 3;
+  plan_key("plan key: another nseq misses", s, false);
+}
+
 static void version_rule(const char *what, long version, int seq_len, const char *needle) {
   struct rt_cudnn_attn_shape s = base();
   s.seq_len = seq_len;
@@ -163,6 +190,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   check_rules();
+  check_plan_key();
   check_versions();
   check_views();
   check_graphs();
