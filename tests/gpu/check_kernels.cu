@@ -1058,6 +1058,8 @@ static void check_cudnn_case(struct rt_cudnn_attention *a,
   attn_release(&g);
 }
 
+static void check_cudnn_layer(struct rt_cudnn_attention *a);
+
 static void check_cudnn(enum hxc_dtype dt) {
   if (dt != HXC_BF16) {
     /* fp32: refused with a reason, never run */
@@ -1085,6 +1087,7 @@ static void check_cudnn(enum hxc_dtype dt) {
     }
     check_cudnn_case(a, &c);
   }
+  check_cudnn_layer(a);
   rt_cudnn_attention_close(a);
 }
 #endif
@@ -1526,7 +1529,8 @@ static void gpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
                       enum hxc_dtype dt, bool recompute,
                       const std::vector<int> &pos, const vec &wflat,
                       const vec &x, const vec &dout, const vec &g0, vec *out,
-                      vec *dx, vec *gflat, sp_member *sp = NULL) {
+                      vec *dx, vec *gflat, sp_member *sp = NULL,
+                      const struct hxc_attention_ops *ops = NULL) {
   long local = pos.empty() ? d->seq_len : (long)pos.size();
   long nd = (long)x.size(); /* the layer's rows of the residual stream */
   long np = hxk_layer_floats(d, s);
@@ -1540,6 +1544,7 @@ static void gpu_layer(const struct hxk_dims *d, const struct hxk_shard *s,
   lc.dt = dt;
   lc.gpu = ctx;
   lc.stream = stream;
+  lc.attention_ops = ops; /* NULL: hexic's kernels */
   int *dpos = pos.empty() ? NULL : upload_ints(pos);
   lc.positions = dpos;
   lc.local_len = pos.empty() ? 0 : local;
@@ -1836,6 +1841,84 @@ static void check_layer(enum hxc_dtype dt) {
     if (case_selected(c.name))
       check_layer_sp_case(&c, dt);
 }
+
+#ifdef HEXIC_ATTENTION_CUDNN
+/* cuDNN through the layer as the runtime installs it (device_cuda.c's
+ * hxc_attention_ops): the layer's own q, k, v, o and lse buffers, its
+ * zeroed dq, dk, dv (cuDNN writes them where hexic's kernels add), the
+ * recomputed forward's lse, and the head map from the layer's shard. */
+static struct rt_cudnn_attn_shape cudnn_layer_shape(struct hxc_kv_map map, long nseq,
+                                                    int seq_len, int nq, int nkv,
+                                                    int hd, enum hxc_dtype dt) {
+  struct rt_cudnn_attn_shape s = {nseq,        seq_len,   nq,           nkv, hd,
+                                  map.q_begin, map.group, map.kv_begin, dt == HXC_BF16};
+  return s;
+}
+static void cudnn_layer_forward(void *arg, void *o, float *lse, const void *q,
+                                const void *k, const void *v,
+                                struct hxc_kv_map map, long nseq, int seq_len,
+                                int nq, int nkv, int hd, enum hxc_dtype dt,
+                                cudaStream_t st) {
+  (void)st; /* the handle's: the layer's stream, as in the runtime */
+  struct rt_cudnn_attn_shape s =
+      cudnn_layer_shape(map, nseq, seq_len, nq, nkv, hd, dt);
+  rt_cudnn_attention_forward((struct rt_cudnn_attention *)arg, &s, o, lse, q,
+                             k, v);
+}
+static void cudnn_layer_backward(void *arg, void *dq, void *dk, void *dv,
+                                 const void *dout, const void *q,
+                                 const void *k, const void *v, const void *o,
+                                 const float *lse, struct hxc_kv_map map,
+                                 long nseq, int seq_len, int nq, int nkv,
+                                 int hd, enum hxc_dtype dt, cudaStream_t st) {
+  (void)st;
+  struct rt_cudnn_attn_shape s =
+      cudnn_layer_shape(map, nseq, seq_len, nq, nkv, hd, dt);
+  rt_cudnn_attention_backward((struct rt_cudnn_attention *)arg, &s, dq, dk, dv,
+                              dout, q, k, v, o, lse);
+}
+
+/* check_layer's "wide" layer (hd 64, GQA 2, T 128: every cuDNN 9 but
+ * 9.10.0/9.10.1 takes it) with cuDNN's attention, stored and recomputed,
+ * against the CPU layer with the bf16 layer tolerance. Not bitwise against
+ * itself: cuDNN sums dQ with atomics. */
+static void check_cudnn_layer(struct rt_cudnn_attention *a) {
+  const enum hxc_dtype dt = HXC_BF16;
+  const struct layer_case c = {"cudnn.wide", layer_dims(256, 512, 4, 2, 128), 0};
+  if (!case_selected(c.name))
+    return;
+  struct rt_cudnn_attn_shape probe = {NSEQ, c.d.seq_len, 4, 2, 64, 0, 2, 0, true};
+  char why[256];
+  if (rt_cudnn_version_refuses(rt_cudnn_version(), &probe, why, sizeof why)) {
+    printf("SKIP  layer.%s: %s\n", c.name, why);
+    return;
+  }
+  reseed(9);
+  struct hxk_dims d = c.d;
+  struct hxk_shard s;
+  if (!hxk_dims_check(&d) || !hxk_shard_make(&d, 0, d.heads, 0, d.ffn, &s)) {
+    report(false, c.name, dt_name(dt), INFINITY, 0, "bad test shape");
+    return;
+  }
+  const struct hxc_attention_ops ops = {cudnn_layer_forward,
+                                        cudnn_layer_backward, a};
+  const std::vector<int> whole;
+  long nd = (long)NSEQ * d.seq_len * d.dim;
+  vec wflat = layer_weights(&d, &s, dt);
+  vec x = representable(random_vec(nd, 1.0f), dt);
+  vec dout = representable(random_vec(nd, 1.0f), dt);
+  vec g0 = random_vec((long)wflat.size(), 0.01f);
+  vec cpu[3], gpu[3], rc[3]; /* out, dx, gradients */
+  cpu[2] = g0;
+  cpu_layer(&d, &s, whole, wflat, x, dout, &cpu[0], &cpu[1], &cpu[2]);
+  gpu_layer(&d, &s, dt, false, whole, wflat, x, dout, g0, &gpu[0], &gpu[1],
+            &gpu[2], NULL, &ops);
+  gpu_layer(&d, &s, dt, true, whole, wflat, x, dout, g0, &rc[0], &rc[1],
+            &rc[2], NULL, &ops);
+  compare_layer(c.name, &d, &s, dt, gpu, cpu);
+  compare_layer("cudnn.wide.recompute", &d, &s, dt, rc, cpu);
+}
+#endif
 
 /* hxc_copy_rows (the attention hooks' strided copies and sums) against the
  * same loops on the host: exact, fp32 whatever the plan's precision. */
