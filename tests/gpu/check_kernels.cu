@@ -1023,6 +1023,14 @@ static void check_cudnn_case(struct rt_cudnn_attention *a,
   attn_reference(&p);
   struct rt_cudnn_attn_shape s = cudnn_shape_of(&p);
   struct attn_device g = attn_upload(&p, dt);
+  /* what the first GPU run should show: a fused engine's workspace is far
+   * below one fp32 score matrix [b, h, T, T] per plan (a generic engine
+   * that materialises the scores would not be) */
+  size_t ws = rt_cudnn_attention_prepare(a, &s);
+  printf("INFO  cudnn.%s: workspace %zu bytes so far (this shape's fp32 buffers %zu, "
+         "its scores %.0f)\n",
+         c->name, ws, rt_cudnn_backward_extra_bytes(&s),
+         4.0 * NSEQ * p.nq * (double)p.T * p.T);
   rt_cudnn_attention_forward(a, &s, g.o, g.lse, g.q, g.k, g.v);
   rt_cudnn_attention_backward(a, &s, g.dq, g.dk, g.dv, g.dout, g.q, g.k, g.v,
                               g.o, g.lse);
