@@ -254,15 +254,27 @@ static double cuda_head_bytes(const struct hx_model *m, double n, double es) {
  * attention_tc.cu's tc_scratch_bytes at hd 128: the backward's row sums
  * of dO o, dq's fp32 accumulator, a counter and flags per 32-query tile). */
 static double cuda_ctx_scratch_bytes(const struct hx_model *m, const struct rank_shape *s,
-                                     const struct cuda_layer *c) {
+                                     const struct cuda_layer *c, bool cudnn) {
   double D = s->dim, T = (double)m->seq_len;
   double norm_layer = fmin(c->rows, 512) * D * 4, norm_head = fmin(c->n, 512) * D * 4;
   double attn = 0;
-  if (!c->hook && s->nq > 0) {
+  if (!c->hook && !cudnn && s->nq > 0) {
     double rows = c->nseq * T * s->nq, flags = c->nseq * s->nq * ceil(T / 32);
     attn = fmax(rows * 4, al256(rows * 4) + al256(rows * 128 * 4) + al256(8 + flags * 4));
   }
   return fmax(fmax(norm_layer, attn), norm_head);
+}
+
+/* --cuda-attention=cudnn (rtlib/cuda/attention_cudnn.c), on ranks without
+ * a HexiSeq hook: the layer reserves no attention scratch of its own
+ * (cuda_ctx_scratch_bytes without it), and cuDNN's backward keeps an fp32
+ * dQ accumulator [rows, hd] and its D = rowsum(dO o) [rows], rows = nseq x
+ * heads x T (rt_cudnn_backward_extra_bytes). The workspace cuDNN's plans ask
+ * for and its handle are not priced: only a GPU's cuDNN can say them. */
+static double cudnn_attention_bytes(const struct hx_model *m, const struct rank_shape *s,
+                                    const struct cuda_layer *c) {
+  double rows = c->nseq * s->nq * (double)m->seq_len;
+  return al256(rows * s->hd * 4) + al256(rows * 4);
 }
 
 /* The layer calls of a placed rank: its tokens, its rows under sequence
@@ -299,6 +311,8 @@ static void cuda_rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p,
   double es = c.es, D = (double)m->hidden, n = c.n, rows = c.rows, tokens = n / p->mbs;
   double nlayers = st->layer_end - st->layer_begin;
   bool sp = hx_stage_sequence_parallel(ctx, st);
+  /* cuDNN takes a rank's attention where no HexiSeq hook does (device_cuda.c) */
+  bool cudnn = ctx->opt.cuda_attention == HX_CUDA_ATTN_CUDNN && !c.hook;
   double full = cuda_acts_bytes(s, &c);
   /* hxc_layer_acts_bytes: recompute keeps only the input, by rows */
   double layer_acts = st->recompute ? al256(rows * D * es) : full;
@@ -323,7 +337,8 @@ static void cuda_rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p,
       2 * rows * D * es /* x0, x1 */ + (sp && (p->first || p->last) ? act : 0) /* sp_full */ +
       scratch - bytes[HX_MEM_RECOMPUTE] + (double)m->seq_len * s->hd * 4 /* RoPE */ +
       (p->seq ? (tokens + (double)m->seq_len) * 4 : 0) /* HexiSeq: positions, rt_seq's */ +
-      4 * 8 /* device scalars */ + cuda_ctx_scratch_bytes(m, s, &c) +
+      4 * 8 /* device scalars */ + cuda_ctx_scratch_bytes(m, s, &c, cudnn) +
+      (cudnn ? cudnn_attention_bytes(m, s, &c) : 0) +
       32.0 * 1024 * 1024 /* cuBLASLt's workspace: context.cu's hxc_ctx_create(0) */;
 }
 

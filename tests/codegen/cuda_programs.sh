@@ -161,6 +161,24 @@ grep -qx "ATTENTION ?= cudnn" dnn/Makefile || fail "the cudnn Makefile does not 
 grep -qx "ATTENTION ?= hexic" out/Makefile || fail "the default Makefile does not say ATTENTION ?= hexic"
 grep -q '"cuda_attention": "cudnn"' dnn/plan.json || fail "plan.json does not say cudnn"
 grep -q cuda_attention out/plan.json && fail "the default plan.json names an attention"
+# The plan prices cuDNN's attention (passes/cost/cost_memory.c): tiny in
+# bf16 on one H200 runs 2 micro-batches of 16 sequences of 64 tokens, 4
+# heads of 16; rows = 16 x 4 x 64 = 4096. hexic's attention scratch, the
+# kernels' context's largest part (4096 fp32 row sums, dq's fp32
+# accumulator at hd 128, flags: 16384 + 2097152 + 768 bytes) gives way to
+# RMSNorm's (512 rows of 64 fp32: 131072), and cuDNN's dQ accumulator
+# (4096 x 16 fp32) and D (4096 fp32) come on top: 278528 - 1983232.
+"$hexic" tiny-bf16.hx "$src/examples/clusters/one-h200.hx" --target=cuda -o dnn_default \
+  >dnn_default.txt 2>&1 || { cat dnn_default.txt; fail "hexic tiny-bf16 (default attention)"; }
+python3 - dnn/plan.json dnn_default/plan.json <<'PY' || fail "cuDNN's attention is not priced as it allocates"
+import json, sys
+cudnn, hexic = (json.load(open(f)) for f in sys.argv[1:3])
+p = cudnn["pipelines"][0]
+assert (p["micro_batches"], p["micro_batch_size"]) == (2, 16), p
+got = cudnn["memory_by_kind"][0]["workspace"] - hexic["memory_by_kind"][0]["workspace"]
+if got != 278528 - 1983232:
+    sys.exit(f"workspace cudnn - hexic: {got} bytes, want {278528 - 1983232}")
+PY
 grep -q "attention: cuDNN's fused attention" dnn/rank_0000.c || fail "rank_0000.c does not say cuDNN"
 grep -q -- "^CPPFLAGS += -DHEXIC_ATTENTION_CUDNN" dnn/Makefile && grep -q -- "^LDLIBS.*-lcudnn$" dnn/Makefile ||
   fail "the Makefile's ATTENTION=cudnn does not define HEXIC_ATTENTION_CUDNN and link -lcudnn"
