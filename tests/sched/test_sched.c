@@ -1012,6 +1012,60 @@ static void test_pieces_same(void) {
   CHECK(completed >= 100 && completed < compared);
 }
 
+/* ---- figures reused, not simulated again ------------------------------------ */
+
+/* Whether p's figures are those a fresh simulation of it gives, bit for bit
+ * (iteration, throughput, breakdown, per-rank busy time and peak memory). */
+static bool figures_fresh(const struct hx_ctx *ctx, const struct hx_plan *p) {
+  struct hx_plan *q = hx_plan_copy(&((struct hx_ctx *)ctx)->arena, p);
+  q->sim.valid = false;
+  hx_simulate(ctx, q, NULL);
+  const struct hx_sim_result *a = &p->sim, *b = &q->sim;
+  bool same = a->valid && b->valid && a->iteration_s == b->iteration_s &&
+              a->tokens_per_s == b->tokens_per_s && a->mfu == b->mfu && a->bubble == b->bubble &&
+              a->compute_s == b->compute_s && a->pipeline_s == b->pipeline_s &&
+              a->grad_sync_s == b->grad_sync_s && a->optimizer_s == b->optimizer_s;
+  for (int r = 0; r < p->ndevices && same; r++)
+    same = a->busy_s[r] == b->busy_s[r] && a->peak_memory[r] == b->peak_memory[r];
+  return same;
+}
+
+/* The simulate pass does not simulate a baseline again, and the subset
+ * baseline that is the every-device baseline takes its figures (each a
+ * simulation that grows with the batch): on seeded clusters, uniform ones
+ * (the subset baseline is the baseline) among them, the figures of both
+ * baselines and of the plan after the passes are a fresh simulation's. */
+static void test_figures_reused(void) {
+  uint64_t rng = 0xf16e5;
+  int twins = 0;
+  for (int trial = 0; trial < 6; trial++) {
+    struct hx_ctx ctx;
+    fx_init(&ctx);
+    fx_model(&ctx, "t", 8, 1024, 2816, 8, 8, 32000, 1024);
+    fx_train(&ctx, HX_RECOMPUTE_AUTO, 16 << fx_below(&rng, 3));
+    bool uniform = trial < 3; /* four alike devices: every one in the subset baseline */
+    int nodes = uniform ? 2 : 2 + fx_below(&rng, 2), per = uniform ? 2 : 1 + fx_below(&rng, 2);
+    int types[3];
+    for (int k = 0; k < nodes; k++)
+      types[k] = uniform ? 0 : fx_below(&rng, 3);
+    double tflops[] = {312, 165, 40}, mem[] = {80, 24, 24}, net[] = {1.25e8, 1.25e9, 2.5e10};
+    double link = uniform ? 2.5e10 : net[fx_below(&rng, 3)];
+    fx_cluster(&ctx, nodes, per, types, tflops, mem, 3, 2.5e10, link, 1e-5);
+    CHECK(hx_pass_baseline(&ctx) && hx_pass_schedule(&ctx) && hx_pass_simulate(&ctx));
+    const struct hx_plan *plans[] = {ctx.baseline, ctx.baseline_subset, ctx.plan};
+    for (int k = 0; k < 3; k++)
+      if (plans[k] && !figures_fresh(&ctx, plans[k])) {
+        fprintf(stderr, "trial %d: plan %d's figures are not a fresh simulation's\n", trial, k);
+        CHECK(false);
+      }
+    twins += ctx.baseline && ctx.baseline_subset &&
+             !strcmp(ctx.baseline->description, ctx.baseline_subset->description);
+    hx_arena_free(&ctx.arena);
+  }
+  CHECK(twins >= 2); /* the reuse was exercised */
+  printf("figures reused: fresh on 6 clusters (%d subset baselines the baseline)\n", twins);
+}
+
 int main(void) {
   test_graph_check();
   test_metis_totals();
@@ -1029,6 +1083,7 @@ int main(void) {
   test_split_brute_force();
   test_subset_baseline();
   test_pieces_same();
+  test_figures_reused();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
