@@ -366,11 +366,18 @@ static struct tp_comm tp_comm(const struct hx_ctx *ctx, const struct hx_stage *s
 void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                     int64_t mbs, bool with_comm, struct hx_stage_times *out) {
   int nl = nlayers(st);
+  /* The last stage's forward op runs the final norm, LM head and loss
+   * forward and backward in one call (rtlib/rt_exec_ops.c forward(): the
+   * head's kernels, CPU and CUDA, compute both in one pass), so the head's
+   * backward is the forward's time, not the backward's: priced there, the
+   * forward came out 4% short at one sequence a micro-batch and the
+   * backward as much long (bench/measured.sh's per-kind rows). */
   if (st->seq_layout) {
     struct hx_seq_stage_cost c = seq_cost(ctx, st, mbs, with_comm);
-    out->fwd = nl * c.layer_fwd + (last ? c.head_fwd : 0) + (first ? c.embed_fwd : 0);
+    out->fwd = nl * c.layer_fwd + (last ? c.head_fwd + c.head_bwd : 0) +
+               (first ? c.embed_fwd : 0);
     out->layer_bwd = c.layer_bwd;
-    out->head_bwd = last ? c.head_bwd : 0;
+    out->head_bwd = 0;
   } else {
     double lf, lb; /* one decoder layer's compute */
     layer_compute(ctx, st, mbs, &lf, &lb);
@@ -378,12 +385,13 @@ void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool fi
     struct tp_comm comm = tp_comm(ctx, st, mbs, with_comm);
     /* the embedding and the head run whole on every TP rank (no vocab
      * parallelism in hexic's runtime) */
-    out->fwd = nl * (lf + comm.layer_fwd) + unsplit_compute_s(ctx, st, ends) + comm.stage_fwd;
+    out->fwd = nl * (lf + comm.layer_fwd) + unsplit_compute_s(ctx, st, ends) + comm.stage_fwd +
+               (last ? hx_head_bwd_s(ctx, st, mbs) : 0);
     /* The embedding's backward is a scatter-add: no FLOPs counted, like its
      * forward. The stage's own backward gather is spread over its layers. */
     out->layer_bwd = lb + comm.layer_bwd + (st->recompute ? lf + comm.layer_fwd : 0) +
                      (nl > 0 ? comm.stage_bwd / nl : 0);
-    out->head_bwd = (last ? hx_head_bwd_s(ctx, st, mbs) : 0) + (nl > 0 ? 0 : comm.stage_bwd);
+    out->head_bwd = nl > 0 ? 0 : comm.stage_bwd; /* the backward's own gather, no layer */
   }
   out->bwd = nl * out->layer_bwd + out->head_bwd;
 }

@@ -147,16 +147,18 @@ double hx_stage_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, bool 
 /* hx_stage_fwd_s, hx_stage_bwd_s and the per-layer split of the backward,
  * priced in one call: the simulator and the closed-form estimate read them
  * all. with_comm false prices every transfer inside the stage at 0 (the
- * simulator's zero_comm). bwd = layers x layer_bwd + head_bwd; head_bwd is 0
- * unless `last`. */
+ * simulator's zero_comm). bwd = layers x layer_bwd + head_bwd. The last
+ * stage's fwd holds the head's backward (hx_head_bwd_s) too, as the
+ * runtime's forward op computes it; head_bwd is the backward's first piece,
+ * 0 unless a stage of no layers has its input gradient to gather. */
 struct hx_stage_times {
   double fwd, layer_bwd, head_bwd, bwd;
 };
 void hx_stage_times(const struct hx_ctx *ctx, const struct hx_stage *st, bool first, bool last,
                     int64_t mbs, bool with_comm, struct hx_stage_times *out);
-/* The backward split per piece (hx_stage_times gives both at once):
- * backward time of the head part (last stage: final norm + LM head + loss)
- * and of one decoder layer; the embedding's is 0 (a scatter-add). */
+/* The head's backward (final norm + LM head + loss; the last stage's
+ * forward op runs it, and hx_stage_times charges it there) and one decoder
+ * layer's backward; the embedding's is 0 (a scatter-add). */
 double hx_head_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 double hx_layer_bwd_s(const struct hx_ctx *ctx, const struct hx_stage *st, int64_t mbs);
 
