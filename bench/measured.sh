@@ -9,14 +9,16 @@
 # baseline and over the stronger one. Run it on an otherwise idle machine:
 # the profile and the emulated ranks both take what else runs as their own
 # speed. Figures are printed, nothing is asserted.
-#   1. calibration: hexic-profile under mpirun -np 2 (three runs, the one of
+#   1. calibration: hexic-profile, compiled as a generated Makefile compiles
+#      the kernels it times, under mpirun -np 2 (three runs, the one of
 #      the median layer rate kept) measures sgemm at the
 #      model's shapes (one thread), the forward and the backward of a stack of the
 #      model's decoder layers through the CPU kernels (efficiency,
-#      backward_efficiency), the LM head's (head_efficiency), the optimizer
+#      backward_efficiency), the LM head's between them, as the last stage's
+#      forward op runs it (head_efficiency), the optimizer
 #      step on the stack's parameters
-#      (mem_bandwidth) and a copy of them (copy_bandwidth: ZeRO-1's weight
-#      pack), each in CPU seconds as --emulate's reference is, and
+#      (mem_bandwidth) and a copy of them from memory (copy_bandwidth: ZeRO-1's
+#      weight pack), each in CPU seconds as --emulate's reference is, and
 #      MPI ping-pong: the gpu type "cpu-host", this
 #      machine, which the cluster names as its emulation host;
 #   2. the cluster: FAST_DEVICES (1) "cpu-fast" devices FAST (2) times slower
