@@ -13,11 +13,14 @@
 bool hx_emit_plan_json(const struct hx_ctx *ctx, FILE *f);
 /* report.md: the human-readable table. */
 bool hx_emit_report(const struct hx_ctx *ctx, FILE *f);
-/* trace.json: the simulated iteration as Chrome Trace Event JSON. */
-bool hx_emit_trace(const struct hx_ctx *ctx, FILE *f);
+/* trace.json: the simulated iteration as Chrome Trace Event JSON. sim holds
+ * the plan's simulation with its events recorded (hx_simulate with
+ * record_events); the emit pass runs it once for both writers below. */
+struct hx_sim_options;
+bool hx_emit_trace(const struct hx_ctx *ctx, const struct hx_sim_options *sim, FILE *f);
 /* plan.svg: the cluster, the pipelines' stages and the simulated iteration's
- * timeline, one lane per device. */
-bool hx_emit_svg(const struct hx_ctx *ctx, FILE *f);
+ * timeline, one lane per device, from sim as for hx_emit_trace. */
+bool hx_emit_svg(const struct hx_ctx *ctx, const struct hx_sim_options *sim, FILE *f);
 /* rank_NNNN.c for every rank, Makefile, launch.sh, slurm.sbatch into dir.
  * Returns HX_EXIT_OK, HX_EXIT_USAGE for a target or plan shape code
  * generation does not support (with an error printed), or HX_EXIT_INPUT when

@@ -427,24 +427,74 @@ static void emit_tp_tables(const struct program_set *set, FILE *f, int w) {
   fputs("};\n\n", f);
 }
 
+/* The decimal digits of v into buf (no NUL); their count. */
+static int put_int(char *buf, int v) {
+  char tmp[16];
+  unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+  int n = 0, len = 0;
+  do
+    tmp[n++] = (char)('0' + u % 10);
+  while ((u /= 10) != 0);
+  if (v < 0)
+    buf[len++] = '-';
+  while (n > 0)
+    buf[len++] = tmp[--n];
+  return len;
+}
+
+/* "{OP, MB}," into buf (no NUL); its length. */
+static int step_code(char *buf, const char *op, int micro_batch) {
+  size_t op_len = strlen(op);
+  int len = 0;
+  buf[len++] = '{';
+  memcpy(buf + len, op, op_len);
+  len += (int)op_len;
+  buf[len++] = ',';
+  buf[len++] = ' ';
+  len += put_int(buf + len, micro_batch);
+  buf[len++] = '}';
+  buf[len++] = ',';
+  return len;
+}
+
+/* One schedule row as put_aligned writes it: "    CODE // COMMENT" with the
+ * comment at column width. Built by hand: a rank lists one row per step,
+ * millions over a large plan's ranks, where a formatted print and an arena
+ * string a row cost more than the planning. */
+static void put_step_row(FILE *f, const char *op, int micro_batch, const char *comment,
+                         int width) {
+  char row[128];
+  memcpy(row, "    ", 4);
+  int len = 4 + step_code(row + 4, op, micro_batch);
+  while (len < 4 + width)
+    row[len++] = ' ';
+  size_t comment_len = strlen(comment);
+  memcpy(row + len, " // ", 4);
+  memcpy(row + len + 4, comment, comment_len);
+  len += 4 + (int)comment_len;
+  row[len++] = '\n';
+  fwrite(row, 1, (size_t)len, f);
+}
+
 static void emit_schedule(const struct program_set *set, FILE *f, int w) {
   static const char *const ops[] = {"HX_RT_RECV_ACT",  "HX_RT_FORWARD",  "HX_RT_SEND_ACT",
                                     "HX_RT_RECV_GRAD", "HX_RT_BACKWARD", "HX_RT_SEND_GRAD"};
   static const char *const phases[] = {"warm-up", "steady 1F1B", "cool-down"};
-  struct hx_arena *arena = hx_prog_arena(set);
   const struct hx_prog_rank *r = &set->ranks[w];
-  struct aligned table = new_aligned(set, r->nsteps + 2);
+  char code[64];
+  int width = step_code(code, "HX_RT_GRAD_SYNC", -1); /* the two rows after the steps */
+  int optimizer = step_code(code, "HX_RT_OPTIMIZER", -1);
+  width = optimizer > width ? optimizer : width;
   for (int i = 0; i < r->nsteps; i++) {
-    const struct hx_prog_step *s = &r->steps[i];
-    table.code[table.n] = hx_sprintf(arena, "{%s, %d},", ops[s->op], s->micro_batch);
-    table.comment[table.n++] = phases[s->phase];
+    int len = step_code(code, ops[r->steps[i].op], r->steps[i].micro_batch);
+    width = len > width ? len : width;
   }
-  table.code[table.n] = "{HX_RT_GRAD_SYNC, -1},";
-  table.comment[table.n++] = "after the last backward";
-  table.code[table.n] = "{HX_RT_OPTIMIZER, -1},";
-  table.comment[table.n++] = "clip by the global norm, AdamW";
   fputs("static const struct hx_rt_op schedule[] = {\n", f);
-  put_aligned(f, &table);
+  for (int i = 0; i < r->nsteps; i++)
+    put_step_row(f, ops[r->steps[i].op], r->steps[i].micro_batch, phases[r->steps[i].phase],
+                 width);
+  put_step_row(f, "HX_RT_GRAD_SYNC", -1, "after the last backward", width);
+  put_step_row(f, "HX_RT_OPTIMIZER", -1, "clip by the global norm, AdamW", width);
   fputs("};\n\n", f);
 }
 

@@ -144,6 +144,9 @@ static bool write_file(const struct program_set *set, const char *dir, const cha
     hx_error_plain("cannot write '%s': %s", path, strerror(errno));
     return false;
   }
+  /* a large plan's rank sources are megabytes each: a 4 KiB block (stdio's
+   * default) writes them in thousands of system calls */
+  setvbuf(f, NULL, _IOFBF, 1 << 20);
   emit(set, f, arg);
   bool ok = !ferror(f);
   ok = fclose(f) == 0 && ok;

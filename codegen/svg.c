@@ -305,17 +305,14 @@ static void write_body(struct svg *s, const struct hx_sim_options *o) {
   timeline_section(s, o);
 }
 
-bool hx_emit_svg(const struct hx_ctx *ctx, FILE *f) {
-  /* Events as trace.json records them (the pass itself keeps none). */
-  struct hx_sim_options o = {.record_events = true, .arena = (struct hx_arena *)&ctx->arena};
-  hx_simulate(ctx, ctx->plan, &o);
+bool hx_emit_svg(const struct hx_ctx *ctx, const struct hx_sim_options *sim, FILE *f) {
   char *body = NULL;
   size_t size = 0;
   FILE *mem = open_memstream(&body, &size); /* the height is known after the body */
   if (!mem)
     hx_internal_error("out of memory writing plan.svg");
   struct svg s = {.ctx = ctx, .f = mem};
-  write_body(&s, &o);
+  write_body(&s, sim);
   bool ok = fclose(mem) == 0;
   fprintf(f,
           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
