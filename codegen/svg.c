@@ -219,7 +219,8 @@ struct lane {
 };
 
 /* Draws events [b, e) of one rank, merging neighbours of one activity that
- * are less than a pixel apart. Returns the blocks drawn. */
+ * are less than a pixel apart; s NULL counts the blocks without drawing.
+ * Returns the blocks. */
 static int lane_events(const struct svg *s, const struct lane *l, const struct hx_sim_event *ev,
                        int b, int e) {
   int blocks = 0;
@@ -229,10 +230,85 @@ static int lane_events(const struct svg *s, const struct lane *l, const struct h
     int j = i + 1;
     for (; j < e && activity_of(ev[j].kind) == a && l->x0 + ev[j].start_s * l->scale < end + 1; j++)
       end = fmax(end, l->x0 + ev[j].end_s * l->scale);
-    rect(s, x, l->y, fmax(end - x, 0.5), LANE_H - 3, activity_colour[a]);
+    if (s)
+      rect(s, x, l->y, fmax(end - x, 0.5), LANE_H - 3, activity_colour[a]);
     blocks++;
     i = j;
   }
+  return blocks;
+}
+
+/* Adds events [b, e)'s time to cover[px * ACT_N + activity]: how much of
+ * each pixel of the lane every activity fills (0 to 1). */
+static void lane_cover(const struct lane *l, const struct hx_sim_event *ev, int b, int e,
+                       double *cover, int npx) {
+  for (int i = b; i < e; i++) {
+    enum activity a = activity_of(ev[i].kind);
+    double x0 = ev[i].start_s * l->scale, x1 = ev[i].end_s * l->scale;
+    int first = (int)fmax(floor(x0), 0), last = (int)fmin(floor(x1), npx - 1);
+    for (int px = first; px <= last; px++) {
+      double part = fmin(x1, px + 1.0) - fmax(x0, (double)px);
+      if (part > 0)
+        cover[(size_t)px * ACT_N + a] += part;
+    }
+  }
+}
+
+/* A pixel of a dense lane: each busy activity's height in the lane, in
+ * activity order from the top, in proportion to the share of the pixel it
+ * fills (scaled down where overlapping events fill more than all of it),
+ * rounded on the running sum so that the heights add up exactly. */
+struct column {
+  int h[ACT_IDLE];
+};
+
+static struct column pixel_column(const double *cover) {
+  double total = 0, sum = 0;
+  for (int a = 0; a < ACT_IDLE; a++)
+    total += cover[a];
+  double scale = total > 1 ? (LANE_H - 3) / total : LANE_H - 3;
+  struct column c;
+  int top = 0;
+  for (int a = 0; a < ACT_IDLE; a++) {
+    sum += cover[a];
+    int bottom = (int)lround(sum * scale);
+    c.h[a] = bottom - top;
+    top = bottom;
+  }
+  return c;
+}
+
+static bool same_column(const struct column *a, const struct column *b) {
+  for (int k = 0; k < ACT_IDLE; k++)
+    if (a->h[k] != b->h[k])
+      return false;
+  return true;
+}
+
+/* A lane with more merged blocks than pixels (a large batch's thousands of
+ * micro-batches: 17 MB of blocks no one could tell apart) drawn a pixel at
+ * a time, each pixel a stack of the activities in proportion to the time
+ * they fill it, runs of equal stacks as one. Returns the blocks drawn. */
+static int lane_pixels(const struct svg *s, const struct lane *l, const struct hx_sim_event *ev,
+                       int b, int e) {
+  int npx = (int)ceil(l->w), blocks = 0;
+  double *cover = calloc((size_t)npx * ACT_N, sizeof *cover);
+  if (!cover)
+    hx_internal_error("out of memory writing plan.svg");
+  lane_cover(l, ev, b, e, cover, npx);
+  for (int px = 0; px < npx;) {
+    struct column c = pixel_column(&cover[(size_t)px * ACT_N]), next;
+    int end = px + 1;
+    while (end < npx && (next = pixel_column(&cover[(size_t)end * ACT_N]), same_column(&c, &next)))
+      end++;
+    for (int a = 0, y = 0; a < ACT_IDLE; y += c.h[a], a++)
+      if (c.h[a] > 0) {
+        rect(s, l->x0 + px, l->y + y, end - px, c.h[a], activity_colour[a]);
+        blocks++;
+      }
+    px = end;
+  }
+  free(cover);
   return blocks;
 }
 
@@ -266,7 +342,7 @@ static void timeline_section(struct svg *s, const struct hx_sim_options *o) {
   struct lane l = {.x0 = SVG_MARGIN + LANE_LABEL_W,
                    .w = SVG_WIDTH - 2.0 * SVG_MARGIN - LANE_LABEL_W};
   l.scale = iteration_s > 0 ? l.w / iteration_s : 0;
-  int lanes = c->ndevices < MAX_LANES ? c->ndevices : MAX_LANES, e = 0, blocks = 0;
+  int lanes = c->ndevices < MAX_LANES ? c->ndevices : MAX_LANES, e = 0, blocks = 0, dense = 0;
   for (int r = 0; r < lanes; r++) {
     l.y = s->y + 2;
     text(s, SVG_MARGIN, s->y + LANE_H - 3, " class=\"s\"",
@@ -278,7 +354,12 @@ static void timeline_section(struct svg *s, const struct hx_sim_options *o) {
     int b = e;
     while (e < o->nevents && o->events[e].rank == r)
       e++;
-    blocks += lane_events(s, &l, o->events, b, e);
+    if (lane_events(NULL, &l, o->events, b, e) > l.w) {
+      blocks += lane_pixels(s, &l, o->events, b, e);
+      dense++;
+    } else {
+      blocks += lane_events(s, &l, o->events, b, e);
+    }
     s->y += LANE_H;
   }
   fprintf(s->f, "<!-- %d blocks for %d events -->\n", blocks, o->nevents);
@@ -291,6 +372,13 @@ static void timeline_section(struct svg *s, const struct hx_sim_options *o) {
     text(s, SVG_MARGIN, s->y, "",
          fmt(s, "%lld events of the extrapolated steady state were not recorded (not drawn)",
              (long long)o->events_left_out));
+  if (dense > 0) {
+    s->y += 14;
+    text(s, SVG_MARGIN, s->y, "",
+         fmt(s, "%d lane%s with more blocks than pixels drawn a pixel at a time: each pixel a stack "
+                "of the activities in proportion to the time they fill it",
+             dense, dense == 1 ? "" : "s"));
+  }
   s->y += 10;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # plan.svg (codegen/svg.c): hexic -o writes it for the tiny model on a
 # two-node cluster whose node name holds <&"> (the test writes it), for the
-# case study and for hetero-64. Each must render with rsvg-convert (librsvg,
+# case study, for hetero-64 and for the case study at a batch of 2M sequences
+# (its lanes drawn a pixel at a time). Each must render with rsvg-convert (librsvg,
 # scripts/setup.sh) to a PNG, parse with xml.etree, name every device in its
 # lane, hold the hostile name escaped, and two runs must write the same bytes.
 # Skipped (77) only where rsvg-convert is absent.
@@ -34,12 +35,24 @@ compile "$src/examples/models/llama2-13b.hx" "$src/examples/clusters/case-study.
 compile "$src/examples/models/llama2-13b.hx" "$src/examples/clusters/case-study.hx" case2 &
 wait
 compile "$src/examples/models/llama2-13b.hx" "$src/examples/clusters/hetero-64.hx" h64
+# A batch of 2M sequences on the case study: some 270,000 recorded events,
+# every lane denser than a block a pixel (13 MB of blocks before they were
+# drawn a pixel at a time). The rank programs are refused (exit 2, too many
+# schedule rows); plan.svg and trace.json are written before them.
+sed 's/global_batch = [0-9]*/global_batch = 2097152/' "$src/examples/models/llama2-13b.hx" >big.hx
+for d in big big2; do
+  "$hexic" big.hx "$src/examples/clusters/case-study.hx" -o "$d" >"$d.out" 2>&1
+  [ -f "$d/plan.svg" ] || { cat "$d.out"; fail "hexic big.hx -o $d wrote no plan.svg"; }
+done
+cmp big/plan.svg big2/plan.svg || fail "two runs of the 2M-sequence batch wrote different plan.svg"
+grep -q '8 lanes with more blocks than pixels drawn a pixel at a time' big/plan.svg ||
+  fail "big/plan.svg does not say its dense lanes are drawn a pixel at a time"
 
 cmp tiny/plan.svg tiny2/plan.svg || fail "two runs of the tiny plan wrote different plan.svg"
 cmp case/plan.svg case2/plan.svg || fail "two runs of the case study wrote different plan.svg"
 grep -qF '![plan](plan.svg)' case/report.md || fail "report.md does not show plan.svg"
 
-for d in tiny case h64; do
+for d in tiny case h64 big; do
   rsvg-convert "$d/plan.svg" -o "$d.png" || fail "rsvg-convert $d/plan.svg"
   [ "$(head -c 4 "$d.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "$d.png is not a PNG"
   [ "$(stat -c %s "$d/plan.svg")" -lt 2000000 ] || fail "$d/plan.svg is over 2 MB"
