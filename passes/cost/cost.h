@@ -677,6 +677,14 @@ int64_t hx_sim_task_bound(const struct hx_ctx *ctx, const struct hx_plan *plan);
  * cannot be simulated. */
 double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan);
 
+/* A cheaper bound, never above hx_sim_lower_bound's (its pipelines' terms
+ * only: no gradient sync), so a search can rule out a plan without paying
+ * for the full bound, which it computes only for plans this one leaves a
+ * chance. hx_sim_set_quick_bounds(false) makes it 0 (tests: the choices
+ * with and without it must be the same). */
+double hx_sim_quick_bound(const struct hx_ctx *ctx, const struct hx_plan *plan);
+void hx_sim_set_quick_bounds(bool on);
+
 /* The index of the fastest of plans[0..n) under the simulator (ties to the
  * lower index; -1 when none simulates). Plans are simulated in the order of
  * their lower bounds, and not at all once a bound is above the best time:

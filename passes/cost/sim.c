@@ -1342,6 +1342,10 @@ bool hx_simulate(const struct hx_ctx *ctx, struct hx_plan *plan, struct hx_sim_o
 
 /* ---- lower bound ------------------------------------------------------- */
 
+/* hx_sim_set_quick_bounds: off, hx_sim_quick_bound is 0 (no pruning by it;
+ * tests compare the searches' choices with and without it) */
+static bool quick_bounds = true;
+
 /* 1F1B: a lower bound on the end of stage si's last backward from the
  * pipeline's round trips, the steady state that a compute-only bound
  * misses where hops are slow. In the simulator's task graph (build_pipeline)
@@ -1533,7 +1537,11 @@ static double sync_tail_bound(struct sim *s) {
   return bound;
 }
 
-double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+/* hx_sim_lower_bound, or with `quick` its pipelines' part alone: no
+ * gradient sync built (the tasks and the sync tail are most of its cost),
+ * so none of the channel terms either. Both take the same fmax of the same
+ * terms, the quick one over fewer of them: never above the full bound. */
+static double lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan, bool quick) {
   if (!plan_is_priceable(plan))
     return 0;
   struct sim s;
@@ -1553,17 +1561,31 @@ double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) 
   s.layer_piece = HX_NEW_ARRAY(&s.scratch, double, s.nstages);
   map_ranks(&s);
   set_opt_params(&s);
-  build_grad_sync(&s);
+  if (quick)
+    s.channel_load = NULL; /* pipeline_lower_bound leaves the sync out */
+  else
+    build_grad_sync(&s);
   double bound = 0;
   for (int i = 0; i < plan->npipelines; i++)
     bound = fmax(bound, pipeline_lower_bound(&s, i));
   /* shaved: its sums run in another order than the simulator's */
-  bound = fmax(bound, sync_tail_bound(&s) * (1 - 1e-12));
+  if (!quick)
+    bound = fmax(bound, sync_tail_bound(&s) * (1 - 1e-12));
   pairs_free(&s.members);
   free(s.tasks);
   hx_arena_free(&s.scratch);
   return bound;
 }
+
+double hx_sim_lower_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  return lower_bound(ctx, plan, false);
+}
+
+double hx_sim_quick_bound(const struct hx_ctx *ctx, const struct hx_plan *plan) {
+  return quick_bounds ? lower_bound(ctx, plan, true) : 0;
+}
+
+void hx_sim_set_quick_bounds(bool on) { quick_bounds = on; }
 
 int hx_simulate_fastest(const struct hx_ctx *ctx, struct hx_plan *const *plans, int n) {
   double *bound = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));

@@ -598,6 +598,10 @@ static void price(struct ex *e, const struct structure *st) {
     /* the groups first: the bound prices their gradient sync and ZeRO-1's
      * shards (shard_ppm), which shorten the optimizer step */
     hx_sched_build_groups(ctx, &tmp, p);
+    /* the quick bound first: never above the full one, so what it rules
+     * out the full one would too, at a fraction of the cost */
+    if (hx_sim_quick_bound(ctx, p) * (1 - BOUND_SLACK) >= e->best_s)
+      continue;
     double bound = hx_sim_lower_bound(ctx, p);
     if (bound * (1 - BOUND_SLACK) >= e->best_s)
       continue;

@@ -68,6 +68,20 @@ struct ls {
 
 static int node_of(const struct ls *l, int rank) { return l->ctx->cluster.devices[rank].node; }
 
+/* Copies of the used part only: a whole ls_plan is some 17 KB, nearly all
+ * of it past np, nst and n, which nothing reads, and the climbs copy one
+ * for every candidate they try. */
+static void copy_pipe(struct ls_pipe *to, const struct ls_pipe *from) {
+  to->nst = from->nst;
+  memcpy(to->st, from->st, sizeof(struct ls_stage) * (size_t)from->nst);
+}
+
+static void copy_plan(struct ls_plan *to, const struct ls_plan *from) {
+  to->np = from->np;
+  for (int i = 0; i < from->np; i++)
+    copy_pipe(&to->p[i], &from->p[i]);
+}
+
 /* ---- conversions ------------------------------------------------------------ */
 
 static void from_plan(const struct hx_plan *p, struct ls_plan *out) {
@@ -133,8 +147,8 @@ static void normalize(struct ls_plan *lp) {
         p->st[nst++] = st;
     }
     p->nst = nst;
-    if (nst > 0)
-      lp->p[np++] = *p;
+    if (nst > 0 && np++ < i)
+      copy_pipe(&lp->p[np - 1], p);
   }
   lp->np = np;
 }
@@ -219,7 +233,7 @@ static bool try_plan(struct ls *l, struct ls_plan *nb) {
     return false;
   if (l->sampling) {
     if (hx_rng_below(&l->rng, (int)++l->nsampled) == 0)
-      l->sample = *nb;
+      copy_plan(&l->sample, nb);
     return false;
   }
   canonicalize(l, nb);
@@ -227,7 +241,7 @@ static bool try_plan(struct ls *l, struct ls_plan *nb) {
   double t = price(l, nb, beat);
   if (!(t < beat))
     return false;
-  l->cur = *nb;
+  copy_plan(&l->cur, nb);
   l->cur_s = t;
   return true;
 }
@@ -286,7 +300,8 @@ static bool place_device(struct ls *l, const struct ls_plan *base, int d) {
     for (int s = 0; s < base->p[i].nst; s++) {
       if (base->p[i].st[s].n >= MAXD)
         continue;
-      struct ls_plan nb = *base;
+      struct ls_plan nb;
+      copy_plan(&nb, base);
       struct ls_stage *st = &nb.p[i].st[s];
       st->dev[st->n++] = d;
       if (try_plan(l, &nb))
@@ -295,13 +310,15 @@ static bool place_device(struct ls *l, const struct ls_plan *base, int d) {
   struct ls_stage one = {1, {d}};
   for (int i = 0; i < base->np; i++)
     for (int at = 0; at <= base->p[i].nst && base->p[i].nst < MAXD; at++) {
-      struct ls_plan nb = *base;
+      struct ls_plan nb;
+      copy_plan(&nb, base);
       insert_stage(&nb, i, at, &one);
       if (try_plan(l, &nb))
         return true;
     }
   if (base->np < MAXD) {
-    struct ls_plan nb = *base;
+    struct ls_plan nb;
+    copy_plan(&nb, base);
     add_pipeline(&nb, &one);
     if (try_plan(l, &nb))
       return true;
@@ -316,7 +333,8 @@ static bool move_devices(struct ls *l) {
       for (int k = 0; k < cur.p[i].st[s].n; k++) {
         if (!machine_first(l, &cur.p[i].st[s], k))
           continue;
-        struct ls_plan base = cur;
+        struct ls_plan base;
+        copy_plan(&base, &cur);
         int d = base.p[i].st[s].dev[k];
         base.p[i].st[s].dev[k] = -1; /* removed by normalize, positions kept */
         if (place_device(l, &base, d))
@@ -368,7 +386,8 @@ static bool add_unused_everywhere(struct ls *l) {
     if (n < cur.np)
       continue;
     for (int at = 0; at <= shortest; at++) {
-      struct ls_plan nb = cur;
+      struct ls_plan nb;
+      copy_plan(&nb, &cur);
       bool fits = true;
       for (int i = 0; i < cur.np; i++) {
         struct ls_stage one = {1, {unused[i]}};
@@ -381,7 +400,7 @@ static bool add_unused_everywhere(struct ls *l) {
         return true;
       if (at == shortest)
         break;
-      nb = cur;
+      copy_plan(&nb, &cur);
       for (int i = 0; i < cur.np; i++) {
         struct ls_stage *st = &nb.p[i].st[at];
         fits = fits && st->n < MAXD;
@@ -407,7 +426,8 @@ static bool swap_devices(struct ls *l) {
               if (node_of(l, a->dev[k]) == node_of(l, b->dev[m]) || !machine_first(l, a, k) ||
                   !machine_first(l, b, m))
                 continue;
-              struct ls_plan nb = cur;
+              struct ls_plan nb;
+              copy_plan(&nb, &cur);
               nb.p[i].st[s].dev[k] = b->dev[m];
               nb.p[j].st[t].dev[m] = a->dev[k];
               if (try_plan(l, &nb))
@@ -445,7 +465,8 @@ static bool merge_stages(struct ls *l) {
           const struct ls_stage *a = &cur.p[i].st[s], *b = &cur.p[j].st[t];
           if ((i == j && s == t) || a->n + b->n > MAXD)
             continue;
-          struct ls_plan nb = cur; /* stage (i, s) joins stage (j, t) in its place */
+          struct ls_plan nb; /* stage (i, s) joins stage (j, t) in its place */
+          copy_plan(&nb, &cur);
           struct ls_stage *into = &nb.p[j].st[t];
           memcpy(into->dev + into->n, a->dev, sizeof(int) * (size_t)a->n);
           into->n += a->n;
@@ -464,7 +485,8 @@ static bool relocate_stages(struct ls *l) {
         for (int at = 0; at <= cur.p[j].nst && cur.p[j].nst < MAXD; at++) {
           if (j == i && (at == s || at == s + 1))
             continue; /* where it is */
-          struct ls_plan nb = cur;
+          struct ls_plan nb;
+          copy_plan(&nb, &cur);
           struct ls_stage st = nb.p[i].st[s];
           remove_stage(&nb, i, s);
           insert_stage(&nb, j, at, &st);
@@ -480,7 +502,8 @@ static bool split_or_drop_stages(struct ls *l) {
     for (int s = 0; s < cur.p[i].nst; s++) {
       const struct ls_stage *st = &cur.p[i].st[s];
       for (int how = 0; how < NHALVINGS && st->n > 1 && cur.p[i].nst < MAXD; how++) {
-        struct ls_plan nb = cur;
+        struct ls_plan nb;
+        copy_plan(&nb, &cur);
         struct ls_stage x, y;
         halves(l, st, (enum halving)how, &x, &y);
         nb.p[i].st[s] = x;
@@ -488,7 +511,8 @@ static bool split_or_drop_stages(struct ls *l) {
         if (try_plan(l, &nb))
           return true;
       }
-      struct ls_plan nb = cur;
+      struct ls_plan nb;
+      copy_plan(&nb, &cur);
       remove_stage(&nb, i, s);
       normalize(&nb);
       if (nb.np > 0 && try_plan(l, &nb))
@@ -509,7 +533,8 @@ enum { MAX_SUBSET_STAGES = 8 };
 static bool split_by_stages(struct ls *l, const struct ls_plan *cur, int i) {
   const struct ls_pipe *p = &cur->p[i];
   for (unsigned mask = 1; mask < (1u << (p->nst - 1)); mask++) {
-    struct ls_plan nb = *cur;
+    struct ls_plan nb;
+    copy_plan(&nb, cur);
     struct ls_pipe *x = &nb.p[i], *y = &nb.p[nb.np++];
     x->nst = y->nst = 0;
     for (int s = 0; s < p->nst; s++) {
@@ -532,7 +557,8 @@ static bool split_pipelines(struct ls *l) {
     for (int s = 0; s < p->nst; s++)
       all_split = all_split && p->st[s].n > 1;
     for (int how = 0; how < NHALVINGS && all_split; how++) {
-      struct ls_plan nb = cur;
+      struct ls_plan nb;
+      copy_plan(&nb, &cur);
       struct ls_pipe *x = &nb.p[i], *y = &nb.p[nb.np++];
       y->nst = p->nst;
       for (int s = 0; s < p->nst; s++)
@@ -546,7 +572,8 @@ static bool split_pipelines(struct ls *l) {
       continue;
     }
     for (int cut = 1; cut < p->nst; cut++) { /* long pipelines: a prefix and a suffix */
-      struct ls_plan nb = cur;
+      struct ls_plan nb;
+      copy_plan(&nb, &cur);
       struct ls_pipe *x = &nb.p[i], *y = &nb.p[nb.np++];
       x->nst = cut;
       y->nst = p->nst - cut;
@@ -568,7 +595,8 @@ static bool merge_pipelines(struct ls *l) {
         continue;
       const struct ls_pipe *x = &cur.p[i], *y = &cur.p[j];
       if (i < j && x->nst == y->nst) {
-        struct ls_plan nb = cur;
+        struct ls_plan nb;
+        copy_plan(&nb, &cur);
         bool fits = true;
         for (int s = 0; s < x->nst && fits; s++) {
           struct ls_stage *into = &nb.p[i].st[s];
@@ -583,7 +611,8 @@ static bool merge_pipelines(struct ls *l) {
           return true;
       }
       if (x->nst + y->nst <= MAXD) {
-        struct ls_plan nb = cur;
+        struct ls_plan nb;
+        copy_plan(&nb, &cur);
         memcpy(nb.p[i].st + x->nst, y->st, sizeof(struct ls_stage) * (size_t)y->nst);
         nb.p[i].nst += y->nst;
         nb.p[j].nst = 0;
@@ -597,7 +626,8 @@ static bool merge_pipelines(struct ls *l) {
 static bool drop_pipelines(struct ls *l) {
   const struct ls_plan cur = l->cur;
   for (int i = 0; i < cur.np && cur.np > 1; i++) {
-    struct ls_plan nb = cur;
+    struct ls_plan nb;
+    copy_plan(&nb, &cur);
     nb.p[i].nst = 0;
     if (try_plan(l, &nb))
       return true;
@@ -751,7 +781,9 @@ struct hx_plan *hx_sched_relabel(struct hx_ctx *ctx, struct hx_arena *a, struct 
           continue;
         struct hx_plan *p = with_swapped(ctx, a, plan, d, e);
         budget--;
-        if (!p || hx_sim_lower_bound(ctx, p) >= plan->sim.iteration_s)
+        /* the quick bound never exceeds the full one: it rules out first */
+        if (!p || hx_sim_quick_bound(ctx, p) >= plan->sim.iteration_s ||
+            hx_sim_lower_bound(ctx, p) >= plan->sim.iteration_s)
           continue;
         hx_simulate(ctx, p, NULL);
         if (p->sim.valid && p->sim.iteration_s < plan->sim.iteration_s * (1 - 1e-9)) {

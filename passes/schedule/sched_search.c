@@ -183,18 +183,50 @@ static void progress(struct search *s) {
           s->evaluated, s->ntop ? s->top[0]->sim.iteration_s : NAN, t - s->progress_start);
 }
 
-/* A completed setting and the simulator's lower bound on it. */
+/* A completed setting and a lower bound on it: hx_sim_quick_bound's until
+ * `exact`, then hx_sim_lower_bound's. */
 struct bounded {
   struct hx_plan *plan;
   double bound;
+  bool exact;
   int index; /* in hx_sched_settings' order: ties go to the earlier */
 };
 
-static int by_bound(const void *x, const void *y) {
-  const struct bounded *a = x, *b = y;
-  if (a->bound != b->bound)
-    return a->bound < b->bound ? -1 : 1;
-  return (a->index > b->index) - (a->index < b->index);
+/* Whether x comes before y: the lesser bound, at equal bounds a quick one
+ * (its exact bound may tie y's and have the earlier index), then the
+ * earlier setting. */
+static bool bounded_before(const struct bounded *x, const struct bounded *y) {
+  if (x->bound != y->bound)
+    return x->bound < y->bound;
+  if (x->exact != y->exact)
+    return !x->exact;
+  return x->index < y->index;
+}
+
+/* The next setting in the order of exact bounds (ties: the earlier) with
+ * its exact bound, computing exact bounds only for settings that reach the
+ * front: when a setting with an exact bound comes first, every quick one
+ * left is above it (a tie would come first), and so is its exact bound.
+ * Removed from done[]; false when none is left or the next cannot beat or
+ * tie `best_s` (then no later one can either). */
+static bool next_by_bound(const struct hx_ctx *ctx, struct bounded *done, int *ndone, double best_s,
+                          struct bounded *next) {
+  for (;;) {
+    int at = -1;
+    for (int i = 0; i < *ndone; i++)
+      if (at < 0 || bounded_before(&done[i], &done[at]))
+        at = i;
+    if (at < 0 || done[at].bound > best_s)
+      return false;
+    if (!done[at].exact) {
+      done[at].bound = hx_sim_lower_bound(ctx, done[at].plan);
+      done[at].exact = true;
+      continue;
+    }
+    *next = done[at];
+    done[at] = done[--*ndone];
+    return true;
+  }
 }
 
 /* Small clusters: every (micro-batch size, recompute) setting completed and
@@ -205,11 +237,13 @@ static int by_bound(const void *x, const void *y) {
  * is what the plan is judged by. Settings are simulated in the order of
  * their bounds, so the best is found early and the rest are cut by it (a
  * large batch has a dozen micro-batch sizes); the choice is the one of
- * simulating them all. Settings that cannot beat `beat` are not
- * simulated: NULL when none does. */
+ * simulating them all. The exact bound is computed lazily (next_by_bound):
+ * a setting whose quick bound is already above the best never pays for
+ * it. Settings that cannot beat `beat` are not simulated: NULL when none
+ * does. */
 static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena *a,
                                               const struct hx_plan *sk, double beat) {
-  struct bounded done[HX_SCHED_MAX_SETTINGS];
+  struct bounded done[HX_SCHED_MAX_SETTINGS], next;
   int ndone = 0;
   struct hx_plan *each[HX_SCHED_MAX_SETTINGS];
   hx_sched_complete_each(s->ctx, a, sk, s->nsettings, s->mbs, s->recompute, s->pieces, beat, each);
@@ -220,23 +254,22 @@ static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena 
     /* the groups first: the bound prices their sync and ZeRO-1's shards
      * (without them it prices the symmetric sync, which can be slower) */
     hx_sched_build_groups(s->ctx, a, p);
-    done[ndone++] = (struct bounded){p, hx_sim_lower_bound(s->ctx, p), k};
+    done[ndone++] = (struct bounded){p, hx_sim_quick_bound(s->ctx, p), false, k};
   }
-  qsort(done, (size_t)ndone, sizeof done[0], by_bound);
   struct hx_plan *best = NULL;
   double best_s = beat;
   int best_index = -1;
-  for (int i = 0; i < ndone && !(done[i].bound > best_s); i++) {
-    bool may_tie = best && done[i].index < best_index;
-    if (done[i].bound == best_s && !may_tie)
+  while (next_by_bound(s->ctx, done, &ndone, best_s, &next)) {
+    bool may_tie = best && next.index < best_index;
+    if (next.bound == best_s && !may_tie)
       continue;
-    struct hx_plan *p = done[i].plan;
+    struct hx_plan *p = next.plan;
     simulate_candidate(s->ctx, p);
     double t = p->sim.iteration_s;
     if (p->sim.valid && (t < best_s || (t == best_s && may_tie))) {
       best = p;
       best_s = t;
-      best_index = done[i].index;
+      best_index = next.index;
     }
   }
   return best;

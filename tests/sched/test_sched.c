@@ -1066,6 +1066,85 @@ static void test_figures_reused(void) {
   printf("figures reused: fresh on 6 clusters (%d subset baselines the baseline)\n", twins);
 }
 
+/* ---- the quick bound: the same winners ------------------------------------- */
+
+/* Whether two searches chose the same plan: structure, devices, settings
+ * and simulated time, bit for bit. */
+static bool same_plan(const struct hx_plan *a, const struct hx_plan *b) {
+  if (!a || !b)
+    return a == b;
+  if (!same_completion(a, b) || a->sim.iteration_s != b->sim.iteration_s)
+    return false;
+  for (int i = 0; i < a->npipelines; i++)
+    for (int s = 0; s < a->pipelines[i].nstages; s++) {
+      const struct hx_stage *x = &a->pipelines[i].stages[s], *y = &b->pipelines[i].stages[s];
+      if (x->ndevices != y->ndevices ||
+          memcmp(x->devices, y->devices, sizeof(int) * (size_t)x->ndevices))
+        return false;
+    }
+  return true;
+}
+
+/* One seeded cluster of 2-8 devices (mixed GPUs and networks, batches of
+ * 16-512: up to 20 settings, ZeRO-1 on odd trials). */
+static void quick_cluster(struct hx_ctx *ctx, uint64_t seed, int trial) {
+  uint64_t rng = seed;
+  fx_init(ctx);
+  ctx->opt.search_budget_s = 1000;
+  fx_model(ctx, "t", 8, 1024, 2816, 8, 8, 32000, 1024);
+  fx_train(ctx, HX_RECOMPUTE_AUTO, 16 << fx_below(&rng, 6));
+  ctx->train.optimizer_sharding = trial % 2 ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
+  int nodes = 2 + fx_below(&rng, 3), per = 1 + fx_below(&rng, 2);
+  int types[4];
+  for (int k = 0; k < nodes; k++)
+    types[k] = fx_below(&rng, 3);
+  double tflops[] = {312, 165, 40}, mem[] = {80, 24, 16}, net[] = {1.25e8, 1.25e9, 2.5e10};
+  fx_cluster(ctx, nodes, per, types, tflops, mem, 3, 2.5e10, net[fx_below(&rng, 3)], 1e-5);
+}
+
+/* The searches rule settings out by hx_sim_quick_bound before they compute
+ * hx_sim_lower_bound: on seeded clusters the plan search (its local search
+ * and relabelling included) and, on the smallest, the exhaustive planner
+ * must choose the same plan with the quick bound as without it, and the
+ * quick bound must never exceed the full one on the plans they chose. */
+static void test_quick_bound_same(void) {
+  int same = 0, exhaustive = 0;
+  for (int trial = 0; trial < 6; trial++) {
+    uint64_t seed = 0x7e57ab1e0000ull + (uint64_t)trial * 0x9e3779b97f4a7c15ull;
+    struct hx_plan *got[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    struct hx_ctx ctx[2];
+    for (int quick = 0; quick < 2; quick++) {
+      hx_sim_set_quick_bounds(quick == 1);
+      struct hx_plan *all, *subset;
+      quick_cluster(&ctx[quick], seed, trial);
+      got[quick][0] = search_without_baselines(&ctx[quick], &all, &subset);
+      if (ctx[quick].cluster.ndevices <= 4) {
+        got[quick][1] = hx_sched_exhaustive(&ctx[quick]);
+        exhaustive += quick;
+      }
+    }
+    hx_sim_set_quick_bounds(true);
+    for (int k = 0; k < 2; k++) {
+      if (!same_plan(got[0][k], got[1][k])) {
+        fprintf(stderr, "trial %d: the %s chose %.9g s with the quick bound, %.9g s without\n",
+                trial, k ? "exhaustive planner" : "search",
+                got[1][k] ? got[1][k]->sim.iteration_s : NAN,
+                got[0][k] ? got[0][k]->sim.iteration_s : NAN);
+        CHECK(false);
+      } else if (k == 0 && got[0][k]) {
+        same++;
+      }
+      if (got[1][k])
+        CHECK(hx_sim_quick_bound(&ctx[1], got[1][k]) <= hx_sim_lower_bound(&ctx[1], got[1][k]));
+    }
+    hx_arena_free(&ctx[0].arena);
+    hx_arena_free(&ctx[1].arena);
+  }
+  CHECK(same >= 4 && exhaustive >= 2);
+  printf("quick bound: the same plan on %d clusters (%d by the exhaustive planner too)\n", same,
+         exhaustive);
+}
+
 int main(void) {
   test_graph_check();
   test_metis_totals();
@@ -1084,6 +1163,7 @@ int main(void) {
   test_subset_baseline();
   test_pieces_same();
   test_figures_reused();
+  test_quick_bound_same();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -5,7 +5,7 @@
 add_executable(test_sched ${HX_TESTS_DIR}/sched/test_sched.c)
 target_link_libraries(test_sched PRIVATE hexic_core)
 add_test(NAME sched_unit COMMAND test_sched)
-set_tests_properties(sched_unit PROPERTIES TIMEOUT 60 LABELS sched)
+set_tests_properties(sched_unit PROPERTIES TIMEOUT 120 LABELS sched)
 
 # ZeRO-1 (issue 16): shards that follow free memory, each rank's memory
 # against a closed form, the simulator's all-gathers and shard-only
