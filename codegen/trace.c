@@ -2,14 +2,44 @@
  * Perfetto and chrome://tracing): one process, one track (tid) per device,
  * named by metadata events; complete events ("ph": "X") in microseconds. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ir/text/json.h"
 #include "passes/cost/cost.h"
 #include "codegen.h"
 
-static void write_event(const struct hx_sim_event *e, FILE *f) {
+/* Durations as hx_json_number writes them, remembered by their bits: an op
+ * of one stage lasts the same in every micro-batch, so a trace of 200,000
+ * events holds a few hundred durations, where each shortest round-trip
+ * decimal costs up to three formatted prints and a strtod. */
+enum { DUR_CACHE = 1024 };
+
+struct dur_cache {
+  uint64_t bits[DUR_CACHE];
+  bool used[DUR_CACHE];
+  char text[DUR_CACHE][32];
+};
+
+static void write_duration(struct dur_cache *c, FILE *f, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  size_t slot = (size_t)((bits * 0x9e3779b97f4a7c15u) >> 54); /* 10 bits: DUR_CACHE */
+  if (!c->used[slot] || c->bits[slot] != bits) {
+    FILE *mem = fmemopen(c->text[slot], sizeof c->text[slot], "w");
+    if (!mem)
+      hx_internal_error("out of memory writing trace.json");
+    hx_json_number(mem, v);
+    fclose(mem);
+    c->bits[slot] = bits;
+    c->used[slot] = true;
+  }
+  fputs(c->text[slot], f);
+}
+
+static void write_event(const struct hx_sim_event *e, struct dur_cache *durations, FILE *f) {
   fputs("  {\"name\": ", f);
   if (e->kind == HX_EV_ALLREDUCE && e->layer < 0)
     fputs("\"all-reduce emb/head\"", f);
@@ -23,7 +53,7 @@ static void write_event(const struct hx_sim_event *e, FILE *f) {
           hx_sim_event_name(e->kind), e->rank);
   hx_json_number(f, e->start_s * 1e6);
   fputs(", \"dur\": ", f);
-  hx_json_number(f, (e->end_s - e->start_s) * 1e6);
+  write_duration(durations, f, (e->end_s - e->start_s) * 1e6);
   fprintf(f, ", \"args\": {\"pipeline\": %d, \"stage\": %d, \"micro_batch\": %d, \"layer\": %d, "
              "\"peer\": %d}}",
           e->pipeline, e->stage, e->micro_batch, e->layer, e->peer);
@@ -128,13 +158,17 @@ bool hx_emit_trace(const struct hx_ctx *ctx, const struct hx_sim_options *sim, F
   }
   double cut = trace_cut_s(o.events, o.nevents);
   int written = 0;
+  struct dur_cache *durations = calloc(1, sizeof *durations);
+  if (!durations)
+    hx_internal_error("out of memory writing trace.json");
   for (int e = 0; e < o.nevents; e++) {
     if (!(o.events[e].start_s < cut))
       continue;
     fputs(",\n", f);
-    write_event(&o.events[e], f);
+    write_event(&o.events[e], durations, f);
     written++;
   }
+  free(durations);
   if (written < o.nevents)
     write_cut_note(ctx, f, cut, written, o.nevents);
   fputs("\n]}\n", f);
