@@ -259,11 +259,9 @@ void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
 double hx_sched_split_layers(const struct hx_stage_cost *cost, int n, int layers, int *counts);
 
 /* Lays the layers of p over its stages by hx_sched_split_layers. False when
- * no split fits memory. memo (or NULL): stage costs already computed in this
- * search, new ones kept in it, in a. */
+ * no split fits memory. */
 bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                            struct hx_pipeline *p, struct hx_sched_memo *memo,
-                            struct hx_arena *a);
+                            struct hx_pipeline *p);
 
 /* Splits `total` micro-batches over n pipelines, minimising the slowest
  * finish time (m_i - 1) * slowest_i + chain_i; m_i >= 1. Exact min-max

@@ -195,7 +195,6 @@ struct piece {
 struct hx_sched_pieces {
   struct hx_arena *a;
   struct hx_sched_memo memo;
-  struct hx_sched_memo stage_costs; /* hx_sched_assign_layers' */
 };
 
 struct hx_sched_pieces *hx_sched_pieces_new(struct hx_arena *a) {
@@ -249,11 +248,11 @@ static int piece_key(const struct hx_plan *plan, const struct hx_pipeline *pl, d
 }
 
 /* Computes pipeline pl's piece in place (leaders and layers set on pl);
- * its arrays in a. costs: a memo of stage costs, or NULL. */
+ * its arrays in a. */
 static void compute_piece(const struct hx_ctx *ctx, struct hx_arena *a, const struct hx_plan *plan,
-                          struct hx_pipeline *pl, struct hx_sched_memo *costs, struct piece *out) {
+                          struct hx_pipeline *pl, struct piece *out) {
   hx_sched_set_leaders(ctx, pl);
-  out->fits = hx_sched_assign_layers(ctx, plan, pl, costs, a);
+  out->fits = hx_sched_assign_layers(ctx, plan, pl);
   out->slowest = out->chain = 0;
   out->leader = HX_NEW_ARRAY(a, int, pl->nstages);
   out->layers = HX_NEW_ARRAY(a, int, pl->nstages);
@@ -301,7 +300,7 @@ static const struct piece *complete_pipeline(const struct hx_ctx *ctx, struct hx
     memo = pl->stages[s].seq_layout == NULL; /* HexiSeq layouts are not keyed */
   if (!memo) {
     struct piece *pc = HX_NEW(a, struct piece);
-    compute_piece(ctx, a, plan, pl, NULL, pc);
+    compute_piece(ctx, a, plan, pl, pc);
     return pc->fits ? pc : NULL;
   }
   enum { STACK = 512 };
@@ -312,7 +311,7 @@ static const struct piece *complete_pipeline(const struct hx_ctx *ctx, struct hx
   struct hx_sched_memo_entry *e = hx_sched_memo_get(pieces->a, &pieces->memo, key, n);
   if (!e->set) {
     struct piece *pc = HX_NEW(pieces->a, struct piece);
-    compute_piece(ctx, pieces->a, plan, pl, &pieces->stage_costs, pc);
+    compute_piece(ctx, pieces->a, plan, pl, pc);
     e->value = pc;
     e->set = true;
     return pc->fits ? pc : NULL;

@@ -11,7 +11,6 @@
  * smallest: after every step the largest time is the least possible for
  * that many layers (an exchange argument), so it is also at the end. */
 #include <math.h>
-#include <string.h>
 
 #include "passes/cost/cost.h"
 #include "sched.h"
@@ -81,76 +80,21 @@ double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
   return share_of(ctx, hx_sched_opt_total(ctx, plan), st);
 }
 
-/* Stage s of p's cost with its optimizer share given. */
-static void stage_cost(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                       const struct hx_pipeline *p, int s, double share, struct hx_stage_cost *cost) {
-  int L = (int)ctx->model.layers;
-  struct hx_stage st = p->stages[s]; /* a copy: its layer range is scratch */
-  st.opt_share = share;
-  bool first = s == 0, last = s == p->nstages - 1;
-  int64_t mbs = p->micro_batch_size;
-  double t0 = stage_time(ctx, &st, first, last, mbs, 0);
-  cost->extra = t0;
-  cost->per_layer = stage_time(ctx, &st, first, last, mbs, 1) - t0;
-  int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
-  cost->max_layers = max_layers(ctx, &st, first, last, mbs, keep, L);
-}
-
-static int key_bits(int *key, uint64_t v) {
-  key[0] = (int)(uint32_t)v;
-  key[1] = (int)(uint32_t)(v >> 32);
-  return 2;
-}
-
-/* Everything stage_cost reads of stage s (the context aside: one memo per
- * search), as ints. */
-static int stage_cost_key(const struct hx_plan *plan, const struct hx_pipeline *p, int s,
-                          double share, int *key) {
-  const struct hx_stage *st = &p->stages[s];
-  uint64_t bits;
-  memcpy(&bits, &share, sizeof bits);
-  int n = 0;
-  key[n++] = st->ndevices;
-  key[n++] = st->tp;
-  key[n++] = st->cp;
-  key[n++] = st->hp;
-  key[n++] = st->leader;
-  key[n++] = st->recompute;
-  key[n++] = (s == 0) | (s == p->nstages - 1) << 1;
-  n += key_bits(key + n, (uint64_t)p->micro_batch_size);
-  n += key_bits(key + n, (uint64_t)hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches));
-  n += key_bits(key + n, bits);
-  memcpy(key + n, st->devices, sizeof(int) * (size_t)st->ndevices);
-  return n + st->ndevices;
-}
-
-/* stage_cost, from memo when it holds the stage's (the searches complete
- * pipelines that share most stages with pipelines completed before). */
-static struct hx_stage_cost stage_cost_memo(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                                            const struct hx_pipeline *p, int s, double share,
-                                            struct hx_sched_memo *memo, struct hx_arena *a) {
-  enum { STACK = 64 };
-  struct hx_stage_cost cost;
-  if (!memo || p->stages[s].seq_layout || p->stages[s].ndevices > STACK - 16) {
-    stage_cost(ctx, plan, p, s, share, &cost);
-    return cost;
-  }
-  int key[STACK];
-  int n = stage_cost_key(plan, p, s, share, key);
-  struct hx_sched_memo_entry *e = hx_sched_memo_get(a, memo, key, n);
-  if (!e->set) {
-    e->value = HX_NEW(a, struct hx_stage_cost);
-    stage_cost(ctx, plan, p, s, share, e->value);
-    e->set = true;
-  }
-  return *(const struct hx_stage_cost *)e->value;
-}
-
 void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
                           const struct hx_pipeline *p, struct hx_stage_cost *cost) {
+  int L = (int)ctx->model.layers;
   double total = hx_sched_opt_total(ctx, plan); /* once: it sums every device */
-  for (int s = 0; s < p->nstages; s++)
-    stage_cost(ctx, plan, p, s, share_of(ctx, total, &p->stages[s]), &cost[s]);
+  for (int s = 0; s < p->nstages; s++) {
+    struct hx_stage st = p->stages[s]; /* a copy: its layer range is scratch */
+    st.opt_share = share_of(ctx, total, &st);
+    bool first = s == 0, last = s == p->nstages - 1;
+    int64_t mbs = p->micro_batch_size;
+    double t0 = stage_time(ctx, &st, first, last, mbs, 0);
+    cost[s].extra = t0;
+    cost[s].per_layer = stage_time(ctx, &st, first, last, mbs, 1) - t0;
+    int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
+    cost[s].max_layers = max_layers(ctx, &st, first, last, mbs, keep, L);
+  }
 }
 
 static double time_at(const struct hx_stage_cost *c, int n) { return c->per_layer * n + c->extra; }
@@ -187,17 +131,14 @@ double hx_sched_split_layers(const struct hx_stage_cost *cost, int n, int layers
 }
 
 bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                            struct hx_pipeline *p, struct hx_sched_memo *memo,
-                            struct hx_arena *a) {
+                            struct hx_pipeline *p) {
   enum { STACK = 256 };
   struct hx_stage_cost cost[STACK];
-  int counts[STACK], n = p->nstages;
-  if (n > STACK || n > ctx->model.layers)
+  int counts[STACK];
+  if (p->nstages > STACK || p->nstages > ctx->model.layers)
     return false;
-  double total = hx_sched_opt_total(ctx, plan); /* once: it sums every device */
-  for (int s = 0; s < n; s++)
-    cost[s] = stage_cost_memo(ctx, plan, p, s, share_of(ctx, total, &p->stages[s]), memo, a);
-  if (hx_sched_split_layers(cost, n, (int)ctx->model.layers, counts) < 0)
+  hx_sched_stage_costs(ctx, plan, p, cost);
+  if (hx_sched_split_layers(cost, p->nstages, (int)ctx->model.layers, counts) < 0)
     return false;
   int at = 0;
   for (int s = 0; s < p->nstages; s++) {
