@@ -24,7 +24,7 @@ if(HX_PYTHON3)
     add_test(NAME sched_${check}
       COMMAND ${HX_PYTHON3} ${HX_TESTS_DIR}/sched/check_plans.py ${check} ${HX_BIN}
               ${HX_TESTS_DIR}/..)
-    set_tests_properties(sched_${check} PROPERTIES TIMEOUT 120 LABELS sched)
+    set_tests_properties(sched_${check} PROPERTIES TIMEOUT 300 LABELS sched)
   endforeach()
 endif()
 
