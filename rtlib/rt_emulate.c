@@ -9,8 +9,9 @@
  *     slowdown times slower than this machine ends slowdown x its reference
  *     CPU time after it began, plus the time it spent waiting (TP
  *     all-reduces, HexiSeq exchanges, the loss all-reduce): the rank sleeps
- *     until then. The reference is the fewest CPU seconds the op took in the
- *     first RT_EMU_CALIBRATION_STEPS steps, which run one rank's compute at
+ *     until then. The reference is the fewest CPU seconds an op of its kind
+ *     (forward, backward, optimizer: reference_of) took in the
+ *     first RT_EMU_CALIBRATION_STEPS steps and since; those steps run one rank's compute at
  *     a time (a machine-wide lock, let go only in a wait), so each op is
  *     timed on an otherwise idle machine, run back to back with the ops
  *     before it as it would be alone. Why not each
@@ -515,7 +516,7 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
   u->reqs = hx_rt_calloc((size_t)(2 * slots), sizeof *u->reqs);
   for (int i = 0; i < 2 * slots; i++)
     u->reqs[i] = MPI_REQUEST_NULL;
-  u->reference_cpu_s = hx_rt_calloc((size_t)e->cfg->nops, sizeof *u->reference_cpu_s);
+  u->reference_cpu_s = hx_rt_calloc(RT_EMU_OP_KINDS, sizeof *u->reference_cpu_s);
   lock_open(e);
   groups_open(e->cfg);
   hx_rt_set_wait_hooks(wait_enter, wait_leave, e);
@@ -523,6 +524,18 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
     hx_rt_log_banner("emulating the cluster file's device and link speeds (--emulate); "
                      "the first %d steps time each rank's compute alone",
                      RT_EMU_CALIBRATION_STEPS);
+}
+
+/* The reference of op's kind: every forward op of a rank does the same
+ * work (its stage's layers on one micro-batch of its pipeline's size), and
+ * so does every backward, so they share one, the fewest CPU seconds of any
+ * of them. Why not one per op: a minimum over an op's own few calibration
+ * runs (three) was as noisy as the machine, and the references of one
+ * rank's forward ops differed by 5% and two runs of a plan by 8%; over
+ * every micro-batch of every step it settles on the machine's speed, as
+ * hexic-profile's fewest of many passes does. */
+static double *reference_of(const struct rt_emu *u, const struct hx_rt_op *op) {
+  return &u->reference_cpu_s[op->kind]; /* 0 for the kinds that are not compute */
 }
 
 /* One line on rank 0: each rank's compute of one step at its device's
@@ -533,7 +546,7 @@ static void report_compute(struct rt_exec *e) {
   const struct rt_emu *u = &e->emu;
   double mine[3] = {0, (double)u->emulated_ops, (double)u->late_ops};
   for (int i = 0; i < e->cfg->nops; i++)
-    mine[0] += u->fig->slowdown * u->reference_cpu_s[i];
+    mine[0] += u->fig->slowdown * *reference_of(u, &e->cfg->schedule[i]);
   int n = e->cfg->world_size;
   double *all = e->cfg->rank == 0 ? hx_rt_calloc((size_t)(3 * n), sizeof *all) : NULL;
   hx_rt_mpi_check(MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD),
@@ -627,7 +640,7 @@ static void emu_op_end(struct rt_exec *e) {
     return;
   struct rt_emu_mark now = mark_now();
   double cpu_s = now.cpu_s - u->op_start.cpu_s - u->waited.cpu_s;
-  double *reference = &u->reference_cpu_s[u->op_index];
+  double *reference = reference_of(u, &e->cfg->schedule[u->op_index]);
   u->in_op = false;
   /* every run may lower the reference: a calibration step disturbed by
    * something else on the machine is not kept for the rest of the run */
@@ -650,7 +663,7 @@ double rt_emu_clock(struct rt_exec *e) {
     return now;
   struct rt_emu_mark m = mark_now();
   double cpu_s = m.cpu_s - u->op_start.cpu_s - u->waited.cpu_s;
-  double reference = u->reference_cpu_s[u->op_index];
+  double reference = *reference_of(u, &e->cfg->schedule[u->op_index]);
   if (reference > 0 && cpu_s > reference)
     cpu_s = reference;
   double at = rt_emu_op_end_s(u->op_start.wall_s, u->waited.wall_s, u->fig->slowdown, cpu_s);

@@ -92,7 +92,7 @@ struct rt_sync_state {
 
 /* --emulate's first steps calibrate: their compute ops run one rank at a
  * time, each timed on an otherwise idle machine (rt_emulate.c). */
-enum { RT_EMU_CALIBRATION_STEPS = 3 };
+enum { RT_EMU_CALIBRATION_STEPS = 3, RT_EMU_OP_KINDS = HX_RT_OPTIMIZER + 1 };
 
 /* A moment as --emulate counts it: the wall clock and the main thread's
  * CPU clock, in seconds. */
@@ -113,8 +113,9 @@ struct rt_emu {
   int op_index; /* in cfg->schedule */
   struct rt_emu_mark op_start, waited, wait_start;
   int wait_depth;
-  /* per op of the schedule: the fewest CPU seconds its compute has taken,
-   * in the calibration steps and since (0: not measured) */
+  /* per kind of op (enum hx_rt_op_kind, RT_EMU_OP_KINDS of them): the
+   * fewest CPU seconds an op of the kind has taken, in the calibration
+   * steps and since (0: not measured) */
   double *reference_cpu_s;
   long long first_step; /* the first step this process ran; -1: none yet */
   int lock_fd;          /* the calibration's machine-wide lock (a file), -1: none */
