@@ -14,7 +14,9 @@
 #      the median layer rate kept) measures sgemm at the
 #      model's shapes (one thread), the forward and the backward of a stack of the
 #      model's decoder layers through the CPU kernels (efficiency,
-#      backward_efficiency), the LM head's between them, as the last stage's
+#      backward_efficiency; and a profile block: a layer's forward and
+#      backward at each micro-batch size a plan may take, which the emulated
+#      devices get scaled by their slowdowns), the LM head's between them, as the last stage's
 #      forward op runs it (head_efficiency), the optimizer
 #      step on the stack's parameters
 #      (mem_bandwidth) and a copy of them from memory (copy_bandwidth: ZeRO-1's
@@ -81,13 +83,22 @@ IFS='|' read -r cc cflags ldlibs < <(echo 'hexic_profile_flags: ; @echo "$(CC)|$
 # shellcheck disable=SC2086 # the Makefile's flags, word-split as make does
 "$cc" $cflags "$root/rtlib/tools/hexic-profile.c" "$root"/kernels/cpu/*.c $ldlibs \
   -o "$work/hexic-profile"
+# the micro-batch sizes a plan may take (powers of two dividing the global
+# batch, as hexic tries them): each gets a measured profile point, as a
+# GEMM of 4 sequences ran 10% faster a sequence than one of 1 (the
+# hand-written pipeline's mbs 4 was priced 7-10% long from one rate)
+batch=$(sed -n 's/.*global_batch = \([0-9]*\).*/\1/p' "$model")
+# (and the whole batch, the largest hexic may mix in; sizes in between are
+# interpolated), at every TP degree up to the heads (--gpus: hexic wants a
+# profile at each degree it may give a device)
+sizes=$(awk -v b="$batch" 'BEGIN { s = ""; for (m = 1; m < b && m <= 16; m *= 2) if (b % m == 0) s = s m ","; print s b }')
 # three profiles, the one of the median layer rate kept: one measurement
 # moves by a few percent with what else the machine does at that moment
 echo "== calibration (hexic-profile, mpirun -np 2, three times; the median layer rate is kept)"
 for k in 1 2 3; do
   mpirun -np 2 "$work/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" \
-    --tokens "$seq" --vocab "$vocab" \
-    --layers "$layers" --gpus 2 --name cpu-host -o "$work/profile.$k.hx" 2>"$work/profile.$k.log"
+    --tokens "$seq" --vocab "$vocab" --profile --micro-batches "$sizes" \
+    --layers "$layers" --gpus "$heads" --name cpu-host -o "$work/profile.$k.hx" 2>"$work/profile.$k.log"
   cat "$work/profile.$k.log"
   echo "$(sed -n 's/.*layer fwd \([0-9.]*\) GFLOP.*/\1/p' "$work/profile.$k.log") $k"
 done | tee "$work/profiles" | grep '^hexic-profile'
@@ -99,12 +110,32 @@ echo "kept profile $kept"
 . "$root/bench/measure_lib.sh"
 profile_figures "$work/profile.hx"
 over() { awk -v x="$1" -v d="$2" 'BEGIN { printf "%.6f", x / d }'; }
+# scaled_profiles FILE NAME SLOWER: FILE's profile blocks (the host's
+# measured layer times per TP degree and micro-batch size) as gpu type
+# NAME's, every time SLOWER times longer, as --emulate runs it
+scaled_profiles() {
+  awk -v name="$2" -v k="$3" '
+    /^profile "/ { inside = 1; sub(/"[^"]*"/, "\"" name "\"") }
+    inside && /^  (forward|backward) = / {
+      line = $0; out = ""
+      while (match(line, /[0-9.]+ ms/)) {
+        v = substr(line, RSTART, RLENGTH - 3)
+        out = out substr(line, 1, RSTART - 1) sprintf("%.6f ms", v * k)
+        line = substr(line, RSTART + RLENGTH)
+      }
+      $0 = out line
+    }
+    inside { print }
+    /^}/ { inside = 0 }' "$1"
+}
 slower=$(awk -v a="$fast" -v b="$slow" 'BEGIN { print a * b }')
 cat >"$work/mixed.hx" <<HX
 $(grep '^gpu ' "$work/profile.hx")
 emulation { host = "cpu-host" }
 gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; head_efficiency = $heff; mem_bandwidth = $(over "$membw" "$fast") MB/s; copy_bandwidth = $(over "$copybw" "$fast") MB/s }
 gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; head_efficiency = $heff; mem_bandwidth = $(over "$membw" "$slower") MB/s; copy_bandwidth = $(over "$copybw" "$slower") MB/s }
+$(scaled_profiles "$work/profile.hx" cpu-fast "$fast")
+$(scaled_profiles "$work/profile.hx" cpu-slow "$slower")
 node "fast" { gpu = "cpu-fast"; gpus = $nfast; bandwidth = $netbw MB/s; latency = $netlat us }
 node "slow" { gpu = "cpu-slow"; gpus = $nslow; bandwidth = $netbw MB/s; latency = $netlat us }
 network { bandwidth = $netbw MB/s; latency = $netlat us }

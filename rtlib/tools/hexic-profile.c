@@ -24,7 +24,8 @@
  *     and row-parallel shards), each degree's rate over degree 1's;
  *   - with --profile, a measured profile per TP degree: one rank's shard of
  *     the layer, forward and backward timed apart through kernels/cpu/ at
- *     each --micro-batches size, and the activations it keeps.
+ *     each --micro-batches size (a stack of --layers, as the efficiency),
+ *     and the activations it keeps.
  * The GPU block's tflops is the sgemm throughput and efficiency the layer's
  * fraction of it, so tflops x efficiency is what training reaches. Compute is
  * timed in the thread's CPU seconds, the fewest of repeated runs, as
@@ -333,18 +334,20 @@ static void layer_bench_shape(struct layer_bench *b, const struct options *o, lo
   b->ctx.shard = &b->s;
 }
 
-/* The bytes of the --layers stack measure_layer_tflops allocates (a layer's
- * weights, gradients, three activations of --tokens rows, its saved
- * activations and scratch; the rope table), before any is made: a stack
- * larger than the machine's memory is refused up front instead of being
- * killed part-way through the measurements. */
+/* The bytes of the --layers stack measure_layer_tflops (and, with
+ * --profile, measure_profile_point at the largest --micro-batches size)
+ * allocates (a layer's weights, gradients, three activations of its
+ * tokens, its saved activations and scratch; the rope table), before any is
+ * made: a stack larger than the machine's memory is refused up front
+ * instead of being killed part-way through the measurements. */
 static bool layer_stack_fits(const struct options *o) {
   struct layer_bench b;
   layer_bench_shape(&b, o, 1);
+  long nseq = o->profile ? o->micro_batches[o->nmicro_batches - 1] : 1;
   double floats = 2.0 * (double)hxk_layer_floats(&b.d, &b.s) +
-                  3.0 * (double)o->tokens * (double)o->hidden +
-                  (double)hxk_layer_acts_floats(&b.ctx, 1) +
-                  (double)hxk_layer_scratch_floats(&b.ctx, 1) +
+                  3.0 * (double)nseq * (double)o->tokens * (double)o->hidden +
+                  (double)hxk_layer_acts_floats(&b.ctx, nseq) +
+                  (double)hxk_layer_scratch_floats(&b.ctx, nseq) +
                   (double)hxk_rope_table_floats(&b.d);
   double need = (double)o->layers * floats * sizeof(float);
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -498,32 +501,47 @@ static struct layer_rates measure_layer_tflops(const struct options *o) {
                               head_flops / head / 1e12};
 }
 
-/* One profile point: seconds of one forward and one backward of a TP
- * rank's shard on nseq sequences (means over repetitions that fill the
- * time), and the bytes its activations keep. */
 struct profile_point {
   double fwd_s, bwd_s, act_bytes;
 };
 
+/* One profile point: seconds of one forward and one backward of one
+ * decoder layer (a TP rank's shard) on nseq sequences, and the bytes its
+ * activations keep. Timed as measure_layer_tflops times the layers: a stack
+ * of --layers of them, forward through all then backward through all, as a
+ * stage runs them, the fewest CPU seconds of the passes after the first,
+ * over the layers. One layer run back to back over itself kept its weights
+ * and activations in the caches and read 10-20% faster than the programs;
+ * a mean of wall-clock repetitions took what else ran on the machine as
+ * its own, where --emulate's reference leaves that out. */
 static struct profile_point measure_profile_point(const struct options *o, long tp, long nseq,
                                                   double seconds) {
-  struct layer_bench b;
-  layer_bench_init(&b, o, tp, nseq);
-  layer_bench_forward(&b); /* warm up: first touch of every buffer */
-  layer_bench_backward(&b);
-  double fwd = 0, bwd = 0;
-  int reps = 0;
-  do {
-    double t0 = now_s();
-    layer_bench_forward(&b);
-    double t1 = now_s();
-    layer_bench_backward(&b);
-    fwd += t1 - t0;
-    bwd += now_s() - t1;
-    reps++;
-  } while (fwd + bwd < seconds || reps < 2);
-  struct profile_point p = {fwd / reps, bwd / reps, 4.0 * (double)b.acts_floats};
-  layer_bench_free(&b);
+  struct layer_bench *b = calloc((size_t)o->layers, sizeof *b);
+  if (!b) {
+    fprintf(stderr, "hexic-profile: out of memory for %ld layers\n", o->layers);
+    exit(1);
+  }
+  for (long l = 0; l < o->layers; l++)
+    layer_bench_init(&b[l], o, tp, nseq);
+  double fwd = INFINITY, bwd = INFINITY, start = cpu_s();
+  for (int pass = 0; pass < 3 || cpu_s() - start < seconds; pass++) {
+    double t0 = cpu_s();
+    for (long l = 0; l < o->layers; l++)
+      layer_bench_forward(&b[l]);
+    double t1 = cpu_s();
+    for (long l = o->layers - 1; l >= 0; l--)
+      layer_bench_backward(&b[l]);
+    double t2 = cpu_s();
+    if (pass > 0) { /* the first touches the buffers */
+      fwd = fmin(fwd, t1 - t0);
+      bwd = fmin(bwd, t2 - t1);
+    }
+  }
+  double layers = (double)o->layers;
+  struct profile_point p = {fwd / layers, bwd / layers, 4.0 * (double)b[0].acts_floats};
+  for (long l = 0; l < o->layers; l++)
+    layer_bench_free(&b[l]);
+  free(b);
   return p;
 }
 
