@@ -78,7 +78,13 @@ sizes=$(echo "$list" | awk '{ print $1 }' | sort -nu)
 while read -r size m seq; do
   model "$work/m.hx" $m $seq
   settings=$((settings + 1))
-  "$bench" "$work/m.hx" "$work/c$size.hx" < /dev/null | tee -a "$runs" || echo "($m $seq on $size: no plan)"
+  # its status, not tee's: a setting without a plan says so
+  if out=$("$bench" "$work/m.hx" "$work/c$size.hx" < /dev/null); then
+    printf '%s\n' "$out" | tee -a "$runs"
+  else
+    printf '%s\n' "$out"
+    echo "($m $seq on $size: no plan)"
+  fi
 done <<EOL
 $list
 EOL
