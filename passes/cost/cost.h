@@ -371,6 +371,25 @@ enum hx_mem_kind {
   HX_MEM_NKINDS
 };
 extern const char *const hx_mem_kind_names[HX_MEM_NKINDS];
+
+/* hx_stage_memory_bytes in two steps, for a planner that prices one stage
+ * shape at many optimizer shares: the parts depend on the stage's TP
+ * degree, layer count and recompute, first, last, mbs and in_flight (and
+ * the context), not on st->opt_share nor its devices; the total from them
+ * at the stage's opt_share is hx_stage_memory_bytes' bit for bit. False
+ * (no parts) for HexiSeq stages and TP degrees above
+ * HX_MEMORY_PARTS_RANKS. */
+enum { HX_MEMORY_PARTS_RANKS = 8 };
+struct hx_stage_memory_parts {
+  int nranks;
+  double bytes[HX_MEMORY_PARTS_RANKS][HX_MEM_NKINDS];
+};
+bool hx_stage_memory_parts(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                           bool last, int64_t mbs, int64_t in_flight,
+                           struct hx_stage_memory_parts *parts);
+double hx_stage_memory_from_parts(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                                  bool last, int64_t mbs, int64_t in_flight,
+                                  const struct hx_stage_memory_parts *parts);
 /* bytes[HX_MEM_NKINDS]; all 0 for an unused rank. */
 void hx_rank_memory_by_kind(const struct hx_ctx *ctx, const struct hx_plan *plan, int r,
                             double *bytes);

@@ -643,6 +643,52 @@ double hx_stage_memory_bytes(const struct hx_ctx *ctx, const struct hx_stage *st
   return most + HX_MEMORY_RESERVE_BYTES;
 }
 
+/* hx_stage_memory_bytes split at the optimizer share. A searching planner
+ * prices one stage shape (TP degree, layers, recompute, ends, micro-batch
+ * size, micro-batches in flight) at many shares (st->opt_share follows each
+ * plan's devices), and the share reaches rank_bytes only through the
+ * optimizer state and the gradient sync's pack and receive blocks: the
+ * parts are rank_bytes of a place with no sync (the optimizer kind holds
+ * held x 8, the comm kind the rest of comm), and the share's terms are put
+ * back with rank_bytes' own arithmetic, so the total is its to the bit
+ * (tests/cost/test_cost.c compares them). */
+bool hx_stage_memory_parts(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                           bool last, int64_t mbs, int64_t in_flight,
+                           struct hx_stage_memory_parts *parts) {
+  if (st->seq_layout || st->tp < 1 || st->tp > HX_MEMORY_PARTS_RANKS)
+    return false;
+  parts->nranks = st->tp;
+  for (int k = 0; k < st->tp; k++) {
+    struct mem_place p;
+    stage_place(ctx, st, first, last, mbs, in_flight, k, &p);
+    p.pack_held = p.recv_stepped = false;
+    p.pack = p.recv = p.stepped_div = p.unstepped = 0;
+    rank_bytes(ctx, &p, parts->bytes[k]);
+  }
+  return true;
+}
+
+double hx_stage_memory_from_parts(const struct hx_ctx *ctx, const struct hx_stage *st, bool first,
+                                  bool last, int64_t mbs, int64_t in_flight,
+                                  const struct hx_stage_memory_parts *parts) {
+  /* the sync's terms are the same on every TP rank */
+  struct mem_place p;
+  stage_place(ctx, st, first, last, mbs, in_flight, 0, &p);
+  double most = 0;
+  for (int k = 0; k < parts->nranks; k++) {
+    double bytes[HX_MEM_NKINDS];
+    memcpy(bytes, parts->bytes[k], sizeof bytes);
+    /* rank_bytes' held, stepped, pack and recv: held x 8 / 8 is exact */
+    double held = bytes[HX_MEM_OPTIMIZER] / 8.0;
+    double stepped = p.stepped_div > 0 ? held / p.stepped_div : held - p.unstepped;
+    double pack = p.pack_held ? held : p.pack, recv = p.recv_stepped ? stepped : p.recv;
+    bytes[HX_MEM_OPTIMIZER] = stepped * 8.0;
+    bytes[HX_MEM_COMM] = (pack + recv) * 4.0 + bytes[HX_MEM_COMM];
+    most = fmax(most, total_of(bytes));
+  }
+  return most + HX_MEMORY_RESERVE_BYTES;
+}
+
 /* A unit's memory is the per-kind model's (passes/cost/cost_memory.c,
  * plan.json's memory_by_kind) plus the reserve: the figure the plan's own
  * fit check gives its ranks. */

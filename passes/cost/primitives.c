@@ -42,6 +42,41 @@ static int cmp_int64(const void *x, const void *y) {
  * give every pair, in O(n log n + classes^2) instead of O(n^2) reads of
  * tables that do not stay in cache (a gradient group of 4096 one-GPU
  * pipelines: 16 million). */
+/* A small group's figures pair by pair: for two distinct members, their
+ * node's own when they share one, else both orders of their classes'
+ * figures. Those are the values the sort below takes its extremes of (each
+ * node holding two distinct members, each class holding two distinct nodes,
+ * every ordered pair of classes present), and a minimum or maximum does not
+ * depend on the order it is taken in, so the figures are the same to the
+ * bit; the sort cost more than the pairs below PAIRWISE_MAX members (a
+ * gradient group spans one member per pipeline). */
+enum { PAIRWISE_MAX = 8 };
+
+static void pairs_by_class(const struct hx_cluster *c, const int *ranks, int n, double *min_bw,
+                           double *max_lat) {
+  double bw = INFINITY, lat = 0;
+  int nc = c->nclasses;
+  for (int i = 0; i < n; i++) {
+    int ni = c->devices[ranks[i]].node, ci = c->node_class[ni];
+    for (int j = i + 1; j < n; j++) {
+      if (ranks[j] == ranks[i])
+        continue;
+      int nj = c->devices[ranks[j]].node, cj = c->node_class[nj];
+      if (nj == ni) {
+        bw = fmin(bw, c->nodes[ni].bandwidth);
+        lat = fmax(lat, c->nodes[ni].latency);
+        continue;
+      }
+      bw = fmin(
+          bw, fmin(c->class_bandwidth[(long)ci * nc + cj], c->class_bandwidth[(long)cj * nc + ci]));
+      lat = fmax(lat,
+                 fmax(c->class_latency[(long)ci * nc + cj], c->class_latency[(long)cj * nc + ci]));
+    }
+  }
+  *min_bw = bw;
+  *max_lat = lat;
+}
+
 static void group_links_by_class(const struct hx_cluster *c, const int *ranks, int n,
                                  double *min_bw, double *max_lat) {
   double bw = INFINITY, lat = 0;
@@ -54,6 +89,10 @@ static void group_links_by_class(const struct hx_cluster *c, const int *ranks, i
   if (one_node) { /* a TP group: the common case, no sort */
     *min_bw = distinct ? c->nodes[first].bandwidth : bw;
     *max_lat = distinct ? c->nodes[first].latency : lat;
+    return;
+  }
+  if (n <= PAIRWISE_MAX) {
+    pairs_by_class(c, ranks, n, min_bw, max_lat);
     return;
   }
   enum { STACK = 512 };

@@ -110,14 +110,22 @@ struct sim {
 
 /* ---- building ---------------------------------------------------------- */
 
+/* Room for cap pairs (at least doubling). */
+static void pairs_reserve(struct pairs *p, int64_t cap) {
+  if (cap <= p->cap || cap > INT_MAX)
+    return;
+  p->cap = (int)cap;
+  p->a = realloc(p->a, sizeof(int) * (size_t)p->cap);
+  p->b = realloc(p->b, sizeof(int) * (size_t)p->cap);
+  if (!p->a || !p->b)
+    hx_internal_error("out of memory in the simulator");
+}
+
+/* The growth apart, so that the adding itself is inlined where it is
+ * called (millions of times per search). */
 static void pairs_add(struct pairs *p, int a, int b) {
-  if (p->n == p->cap) {
-    p->cap = p->cap ? 2 * p->cap : 256;
-    p->a = realloc(p->a, sizeof(int) * (size_t)p->cap);
-    p->b = realloc(p->b, sizeof(int) * (size_t)p->cap);
-    if (!p->a || !p->b)
-      hx_internal_error("out of memory in the simulator");
-  }
+  if (p->n == p->cap)
+    pairs_reserve(p, p->cap ? 2 * (int64_t)p->cap : 256);
   p->a[p->n] = a;
   p->b[p->n] = b;
   p->n++;
@@ -411,14 +419,23 @@ static int piece_of(const struct sim *s, int rank, int layer) {
  * (or, for whole-stage groups, after the member's last backward piece); a
  * ZeRO-1 group (shard_ppm) reduce-scatters instead, started where the
  * all-reduce would start (the runtime's bucket scheme, rt_exec_sync.c). */
-static void grad_task(struct sim *s, const int *ranks, int n, int layer, double bytes,
-                      bool after_whole_backward, const int32_t *shard_ppm) {
+/* How long a gradient group's all-reduce (or ZeRO-1 reduce-scatter) of
+ * `bytes` takes. */
+static double grad_dur(const struct sim *s, const int *ranks, int n, double bytes,
+                       const int32_t *shard_ppm) {
+  if (n <= 1)
+    return 0;
+  const struct hx_cluster *c = &s->ctx->cluster;
+  return s->zero_comm ? 0
+         : shard_ppm  ? hx_reduce_scatter_s(c, ranks, n, bytes, shard_ppm)
+                      : hx_allreduce_s(c, ranks, n, bytes);
+}
+
+/* A gradient group's task, `dur` long (grad_dur). */
+static void grad_task(struct sim *s, const int *ranks, int n, int layer, double dur,
+                      bool after_whole_backward) {
   if (n <= 1)
     return;
-  const struct hx_cluster *c = &s->ctx->cluster;
-  double dur = s->zero_comm ? 0
-               : shard_ppm  ? hx_reduce_scatter_s(c, ranks, n, bytes, shard_ppm)
-                            : hx_allreduce_s(c, ranks, n, bytes);
   if (s->channel_load) {
     int id = new_task(s, HX_EV_ALLREDUCE, dur, -1, -1);
     s->tasks[id].layer = layer;
@@ -452,7 +469,8 @@ static void derived_grad_tasks(struct sim *s, int layer, double bytes) {
   int *ranks = HX_NEW_ARRAY(&s->scratch, int, width + 1);
   for (int64_t k = 0; k < nslices; k++) {
     hx_grad_slice_ranks(s->plan, layer, nslices, k, ranks);
-    grad_task(s, ranks, width, layer, bytes / (double)nslices, false, NULL);
+    grad_task(s, ranks, width, layer, grad_dur(s, ranks, width, bytes / (double)nslices, NULL),
+              false);
   }
 }
 
@@ -472,6 +490,16 @@ static void build_grad_sync(struct sim *s) {
   if (!hx_plan_replicates_weights(plan))
     return;
   bool own = plan_has_grad_groups(plan);
+  /* each group's duration at the bytes it last reduced: every decoder
+   * layer's are the same, and pricing them (the group's links) per layer
+   * was a twentieth of a search */
+  double *last_bytes = NULL, *last_dur = NULL;
+  if (own) {
+    last_bytes = HX_NEW_ARRAY(&s->scratch, double, plan->ngroups);
+    last_dur = HX_NEW_ARRAY(&s->scratch, double, plan->ngroups);
+    for (int g = 0; g < plan->ngroups; g++)
+      last_bytes[g] = NAN;
+  }
   for (int64_t k = -1; k <= m->layers; k++) {
     int layer = k < 0 ? HEAD_LAYER : k < m->layers ? (int)(m->layers - 1 - k) : -1;
     double full = layer == HEAD_LAYER ? 4.0 * (double)(m->params_head + m->params_final_norm)
@@ -498,7 +526,11 @@ static void build_grad_sync(struct sim *s) {
                                                         : full;
       if (gr->kind == HX_GROUP_GRAD && gr->nslices > 0)
         bytes /= gr->nslices;
-      grad_task(s, gr->ranks, gr->nranks, layer, bytes, layer < 0, gr->shard_ppm);
+      if (!(bytes == last_bytes[g])) {
+        last_bytes[g] = bytes;
+        last_dur[g] = grad_dur(s, gr->ranks, gr->nranks, bytes, gr->shard_ppm);
+      }
+      grad_task(s, gr->ranks, gr->nranks, layer, last_dur[g], layer < 0);
     }
   }
 }
@@ -970,8 +1002,31 @@ static void set_opt_params(struct sim *s) {
   }
 }
 
+static int64_t task_bound(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          const struct extrapolation *built);
+
+/* Room for `tasks` tasks, and as many dependencies and resource uses, at
+ * once: growing the arrays by doubling from 256 copied them several times
+ * per build (a fifth of building a search's candidate). A build of
+ * GPT-Neo-2.7B's candidates on gh200-a100-v100 holds some 2,300 tasks
+ * (task_bound 4,300), 1.2 dependencies and 1.1 uses per task; more grow
+ * as before. */
+static void reserve_tasks(struct sim *s, int64_t tasks) {
+  if (tasks > HX_SIM_MAX_TASKS)
+    return;
+  if (tasks > s->cap_tasks) {
+    s->cap_tasks = (int)tasks;
+    s->tasks = realloc(s->tasks, sizeof *s->tasks * (size_t)s->cap_tasks);
+    if (!s->tasks)
+      hx_internal_error("out of memory in the simulator");
+  }
+  pairs_reserve(&s->deps, tasks);
+  pairs_reserve(&s->uses, tasks);
+}
+
 static void build(struct sim *s) {
   const struct hx_plan *plan = s->plan;
+  reserve_tasks(s, task_bound(s->ctx, plan, s->ex));
   s->stage_base = HX_NEW_ARRAY(&s->scratch, int, plan->npipelines + 1);
   for (int i = 0; i < plan->npipelines; i++)
     s->stage_base[i + 1] = s->stage_base[i] + plan->pipelines[i].nstages;

@@ -263,6 +263,21 @@ double hx_sched_split_layers(const struct hx_stage_cost *cost, int n, int layers
 bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan,
                             struct hx_pipeline *p);
 
+/* The stage costs and the layer split above given the plan's
+ * hx_sched_opt_total (opt_total) and with a cache of stage times and memory
+ * parts (sched_layers.c) that lives in, and grows, the arena it was made
+ * in: a search's stages repeat across its pipelines and settings. The same
+ * figures to the bit; a NULL cache is the plain functions. The cache holds
+ * figures of one context: one per search. */
+struct hx_sched_cost_cache;
+struct hx_sched_cost_cache *hx_sched_cost_cache_new(struct hx_arena *a);
+void hx_sched_stage_costs_cached(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                                 const struct hx_pipeline *p, double opt_total,
+                                 struct hx_sched_cost_cache *cache, struct hx_stage_cost *cost);
+bool hx_sched_assign_layers_cached(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                                   struct hx_pipeline *p, double opt_total,
+                                   struct hx_sched_cost_cache *cache);
+
 /* Splits `total` micro-batches over n pipelines, minimising the slowest
  * finish time (m_i - 1) * slowest_i + chain_i; m_i >= 1. Exact min-max
  * (greedy on monotone costs). False when total < n. */

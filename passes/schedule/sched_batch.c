@@ -24,12 +24,14 @@ static double stage_busy_s(const struct hx_ctx *ctx, const struct hx_pipeline *p
   return t.fwd + t.bwd;
 }
 
-void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline *p,
-                             double *slowest, double *chain) {
+/* hx_sched_pipeline_times from each stage's stage_busy_s: busy[s] when
+ * busy is given (a piece has them already), else priced here. */
+static void pipeline_times_of(const struct hx_ctx *ctx, const struct hx_pipeline *p,
+                              const double *busy, double *slowest, double *chain) {
   double worst = 0, sum = 0;
   int64_t mbs = p->micro_batch_size;
   for (int s = 0; s < p->nstages; s++) {
-    double t = stage_busy_s(ctx, p, s);
+    double t = busy ? busy[s] : stage_busy_s(ctx, p, s);
     worst = fmax(worst, t);
     sum += t;
     if (s < p->nstages - 1)
@@ -37,6 +39,11 @@ void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline 
   }
   *slowest = worst;
   *chain = sum;
+}
+
+void hx_sched_pipeline_times(const struct hx_ctx *ctx, const struct hx_pipeline *p,
+                             double *slowest, double *chain) {
+  pipeline_times_of(ctx, p, NULL, slowest, chain);
 }
 
 /* How many k in [1, cap] give k * slowest + chain <= t, computed as the
@@ -195,11 +202,15 @@ struct piece {
 struct hx_sched_pieces {
   struct hx_arena *a;
   struct hx_sched_memo memo;
+  /* the stage costs a new piece's layer split takes (pieces that differ
+   * share most stages) */
+  struct hx_sched_cost_cache *costs;
 };
 
 struct hx_sched_pieces *hx_sched_pieces_new(struct hx_arena *a) {
   struct hx_sched_pieces *pc = HX_NEW(a, struct hx_sched_pieces);
   pc->a = a;
+  pc->costs = hx_sched_cost_cache_new(a);
   return pc;
 }
 
@@ -248,11 +259,13 @@ static int piece_key(const struct hx_plan *plan, const struct hx_pipeline *pl, d
 }
 
 /* Computes pipeline pl's piece in place (leaders and layers set on pl);
- * its arrays in a. */
+ * its arrays in a; the stage costs through `costs` (or NULL) with the
+ * plan's hx_sched_opt_total, opt_total. */
 static void compute_piece(const struct hx_ctx *ctx, struct hx_arena *a, const struct hx_plan *plan,
-                          struct hx_pipeline *pl, struct piece *out) {
+                          struct hx_pipeline *pl, double opt_total,
+                          struct hx_sched_cost_cache *costs, struct piece *out) {
   hx_sched_set_leaders(ctx, pl);
-  out->fits = hx_sched_assign_layers(ctx, plan, pl);
+  out->fits = hx_sched_assign_layers_cached(ctx, plan, pl, opt_total, costs);
   out->slowest = out->chain = 0;
   out->leader = HX_NEW_ARRAY(a, int, pl->nstages);
   out->layers = HX_NEW_ARRAY(a, int, pl->nstages);
@@ -264,13 +277,14 @@ static void compute_piece(const struct hx_ctx *ctx, struct hx_arena *a, const st
   }
   if (!out->fits)
     return;
-  hx_sched_pipeline_times(ctx, pl, &out->slowest, &out->chain);
   double sum = 0;
   for (int s = 0; s < pl->nstages; s++) {
     out->busy[s] = stage_busy_s(ctx, pl, s);
     out->before[s] = sum;
     sum += out->busy[s];
   }
+  /* the times from the same busy figures: each stage priced once */
+  pipeline_times_of(ctx, pl, out->busy, &out->slowest, &out->chain);
 }
 
 /* A bound below the simulator's lower bound (hx_sim_lower_bound) on a
@@ -300,7 +314,7 @@ static const struct piece *complete_pipeline(const struct hx_ctx *ctx, struct hx
     memo = pl->stages[s].seq_layout == NULL; /* HexiSeq layouts are not keyed */
   if (!memo) {
     struct piece *pc = HX_NEW(a, struct piece);
-    compute_piece(ctx, a, plan, pl, pc);
+    compute_piece(ctx, a, plan, pl, opt_total, NULL, pc);
     return pc->fits ? pc : NULL;
   }
   enum { STACK = 512 };
@@ -311,7 +325,7 @@ static const struct piece *complete_pipeline(const struct hx_ctx *ctx, struct hx
   struct hx_sched_memo_entry *e = hx_sched_memo_get(pieces->a, &pieces->memo, key, n);
   if (!e->set) {
     struct piece *pc = HX_NEW(pieces->a, struct piece);
-    compute_piece(ctx, pieces->a, plan, pl, pc);
+    compute_piece(ctx, pieces->a, plan, pl, opt_total, pieces->costs, pc);
     e->value = pc;
     e->set = true;
     return pc->fits ? pc : NULL;
@@ -343,13 +357,20 @@ static bool same_in_flight(enum hx_pp_schedule schedule, const struct hx_pipelin
  * false when some pipeline's layers or the batch do not fit. Sets *bound to
  * the largest compute_bound of the split, *pipes to the closed-form
  * estimate's slowest pipeline. */
+struct split_work {
+  const struct piece **pc;
+  double *slowest, *chain;
+  int64_t *m;
+};
+
 static bool split_layers_and_batch(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
                                    const int64_t *mbs, bool uniform, double opt_total,
-                                   struct hx_sched_pieces *pieces, const struct piece **pc,
-                                   double *bound, double *pipes) {
+                                   struct hx_sched_pieces *pieces, const struct split_work *w,
+                                   double *bound, double *pipes, bool *changed) {
   int n = p->npipelines;
-  double *slowest = HX_NEW_ARRAY(a, double, n), *chain = HX_NEW_ARRAY(a, double, n);
-  int64_t *m = HX_NEW_ARRAY(a, int64_t, n);
+  const struct piece **pc = w->pc;
+  double *slowest = w->slowest, *chain = w->chain;
+  int64_t *m = w->m;
   for (int i = 0; i < n; i++) {
     if (!pc[i])
       pc[i] = complete_pipeline(ctx, a, p, &p->pipelines[i], opt_total, pieces);
@@ -363,12 +384,15 @@ static bool split_layers_and_batch(const struct hx_ctx *ctx, struct hx_arena *a,
               : !split_mixed(slowest, chain, mbs, n, B, m))
     return false;
   *bound = *pipes = 0;
+  *changed = false;
   for (int i = 0; i < n; i++) {
     *bound = fmax(*bound, compute_bound(pc[i], p->pipelines[i].nstages, m[i]));
     /* the estimate's pipeline term (pipeline_estimate_s), bit for bit */
     *pipes = fmax(*pipes, (double)(m[i] - 1) * pc[i]->slowest + pc[i]->chain);
-    if (!same_in_flight(p->schedule, &p->pipelines[i], m[i]))
+    if (!same_in_flight(p->schedule, &p->pipelines[i], m[i])) {
       pc[i] = NULL; /* a next round computes it again */
+      *changed = true;
+    }
     p->pipelines[i].micro_batches = m[i];
   }
   return true;
@@ -413,9 +437,26 @@ static bool split_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct h
    * second uses the split's own counts (GPipe keeps them all in memory) */
   set_settings(p, mbs, recompute, B);
   double opt_total = hx_sched_opt_total(ctx, p), bound = 0;
-  const struct piece **pc = HX_NEW_ARRAY(a, const struct piece *, n);
-  for (int round = 0; round < 2; round++)
-    if (!split_layers_and_batch(ctx, a, p, mbs, uniform, opt_total, pieces, pc, &bound, pipes))
+  /* the rounds' per-pipeline arrays: on the stack unless there are many
+   * pipelines (an arena allocation each, zeroed, was a tenth of a
+   * completion) */
+  enum { STACK = 64 };
+  const struct piece *pc_stack[STACK] = {NULL};
+  double slowest_stack[STACK], chain_stack[STACK];
+  int64_t m_stack[STACK];
+  bool small = n <= STACK;
+  struct split_work w = {
+      small ? pc_stack : HX_NEW_ARRAY(a, const struct piece *, n),
+      small ? slowest_stack : HX_NEW_ARRAY(a, double, n),
+      small ? chain_stack : HX_NEW_ARRAY(a, double, n),
+      small ? m_stack : HX_NEW_ARRAY(a, int64_t, n),
+  };
+  /* a second round whose pieces are all the first's would split the batch
+   * from the same times to the same counts: it is skipped */
+  bool changed = true;
+  for (int round = 0; round < 2 && changed; round++)
+    if (!split_layers_and_batch(ctx, a, p, mbs, uniform, opt_total, pieces, &w, &bound, pipes,
+                                &changed))
       return false;
   if (bound > beat)
     return false;

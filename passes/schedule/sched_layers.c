@@ -11,6 +11,7 @@
  * smallest: after every step the largest time is the least possible for
  * that many layers (an exchange argument), so it is also at the end. */
 #include <math.h>
+#include <string.h>
 
 #include "passes/cost/cost.h"
 #include "sched.h"
@@ -25,29 +26,144 @@ static double stage_time(const struct hx_ctx *ctx, struct hx_stage *st, bool fir
   return t.fwd + t.bwd;
 }
 
-static double stage_memory(const struct hx_ctx *ctx, struct hx_stage *st, bool first, bool last,
+/* ---- the stage-cost cache -------------------------------------------------
+ * A search completes thousands of pipelines, each at every setting, whose
+ * stages repeat: gpt-neo-2.7b on gh200-a100-v100 at batch 2048 priced
+ * 771,624 stages of which 6,954 distinct by devices, TP degree, recompute,
+ * ends and micro-batch size, and of 1,418 distinct memory shapes (degree,
+ * recompute, ends, size, in flight); only the optimizer share (which
+ * follows each plan's devices) made them 152,149. So the times are kept
+ * per stage by everything hx_stage_times reads of it, and the memory parts
+ * (hx_stage_memory_parts: all but the share) per shape and layer count;
+ * each figure is the uncached one to the bit. HexiSeq stages are not
+ * cached (their layouts are not keyed). */
+struct hx_sched_cost_cache {
+  struct hx_arena *a;
+  struct hx_sched_memo times, memory;
+};
+
+struct hx_sched_cost_cache *hx_sched_cost_cache_new(struct hx_arena *a) {
+  struct hx_sched_cost_cache *c = HX_NEW(a, struct hx_sched_cost_cache);
+  c->a = a;
+  return c;
+}
+
+static int key_int64(int *key, int64_t v) {
+  key[0] = (int)(uint32_t)(uint64_t)v;
+  key[1] = (int)(uint32_t)((uint64_t)v >> 32);
+  return 2;
+}
+
+/* extra and per_layer of a stage at mbs. */
+struct stage_times_value {
+  double extra, per_layer;
+};
+
+static void stage_times_of(const struct hx_ctx *ctx, struct hx_stage *st, bool first, bool last,
+                           int64_t mbs, struct stage_times_value *v) {
+  double t0 = stage_time(ctx, st, first, last, mbs, 0);
+  v->extra = t0;
+  v->per_layer = stage_time(ctx, st, first, last, mbs, 1) - t0;
+}
+
+/* stage_times_of through the cache: keyed on the stage's devices in their
+ * order, TP degree, recompute, ends and mbs (hx_stage_times reads no more
+ * of a stage without a HexiSeq layout once its layers are set). */
+static struct stage_times_value cached_stage_times(const struct hx_ctx *ctx,
+                                                   struct hx_sched_cost_cache *cache,
+                                                   struct hx_stage *st, bool first, bool last,
+                                                   int64_t mbs) {
+  enum { STACK = 64, FIXED = 6 };
+  struct stage_times_value v;
+  if (!cache || st->seq_layout || st->ndevices > STACK - FIXED) {
+    stage_times_of(ctx, st, first, last, mbs, &v);
+    return v;
+  }
+  int key[STACK], n = 0;
+  key[n++] = st->ndevices;
+  key[n++] = st->tp;
+  key[n++] = st->recompute;
+  key[n++] = first | last << 1;
+  n += key_int64(key + n, mbs);
+  memcpy(key + n, st->devices, sizeof(int) * (size_t)st->ndevices);
+  n += st->ndevices;
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(cache->a, &cache->times, key, n);
+  if (!e->set) {
+    e->value = HX_NEW(cache->a, struct stage_times_value);
+    stage_times_of(ctx, st, first, last, mbs, e->value);
+    e->set = true;
+  }
+  return *(const struct stage_times_value *)e->value;
+}
+
+/* A stage's memory parts at every layer count (filled as asked) for one
+ * shape: what hx_stage_memory_parts reads of a stage besides its layers. */
+struct memory_shape {
+  int L;
+  struct hx_stage_memory_parts **at; /* [0, L] */
+};
+
+/* The shape of st in the cache; NULL when it has none (no cache, a HexiSeq
+ * stage, a TP degree above HX_MEMORY_PARTS_RANKS). */
+static struct memory_shape *memory_shape_of(struct hx_sched_cost_cache *cache,
+                                            const struct hx_stage *st, bool first, bool last,
+                                            int64_t mbs, int64_t in_flight, int L) {
+  if (!cache || st->seq_layout || st->tp > HX_MEMORY_PARTS_RANKS)
+    return NULL;
+  int key[8], k = 0;
+  key[k++] = st->tp;
+  key[k++] = st->recompute;
+  key[k++] = first | last << 1;
+  key[k++] = L;
+  k += key_int64(key + k, mbs);
+  k += key_int64(key + k, in_flight);
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(cache->a, &cache->memory, key, k);
+  if (!e->set) {
+    struct memory_shape *shape = HX_NEW(cache->a, struct memory_shape);
+    shape->L = L;
+    shape->at = HX_NEW_ARRAY(cache->a, struct hx_stage_memory_parts *, L + 1);
+    e->value = shape;
+    e->set = true;
+  }
+  return e->value;
+}
+
+/* hx_stage_memory_bytes of st holding n layers, from the shape's parts
+ * when it has one. */
+static double stage_memory(const struct hx_ctx *ctx, struct hx_sched_cost_cache *cache,
+                           struct memory_shape *shape, struct hx_stage *st, bool first, bool last,
                            int64_t mbs, int64_t in_flight, int n) {
   st->layer_begin = 0;
   st->layer_end = n;
-  return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight);
+  if (!shape || n < 0 || n > shape->L)
+    return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight);
+  if (!shape->at[n]) {
+    struct hx_stage_memory_parts *parts = HX_NEW(cache->a, struct hx_stage_memory_parts);
+    if (!hx_stage_memory_parts(ctx, st, first, last, mbs, in_flight, parts))
+      return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight); /* not reached */
+    shape->at[n] = parts;
+  }
+  return hx_stage_memory_from_parts(ctx, st, first, last, mbs, in_flight, shape->at[n]);
 }
 
 /* The largest n <= L whose memory fits; 0 when even one layer does not.
  * Memory is affine in n for n >= 1, so the bound is solved for, then
  * corrected by stepping (rounding). */
-static int max_layers(const struct hx_ctx *ctx, struct hx_stage *st, bool first, bool last,
-                      int64_t mbs, int64_t in_flight, int L) {
+static int max_layers(const struct hx_ctx *ctx, struct hx_sched_cost_cache *cache,
+                      struct hx_stage *st, bool first, bool last, int64_t mbs, int64_t in_flight,
+                      int L) {
+  struct memory_shape *sh = memory_shape_of(cache, st, first, last, mbs, in_flight, L);
   double cap = hx_stage_memory_capacity(&ctx->cluster, st);
-  double m1 = stage_memory(ctx, st, first, last, mbs, in_flight, 1);
+  double m1 = stage_memory(ctx, cache, sh, st, first, last, mbs, in_flight, 1);
   if (m1 > cap)
     return 0;
-  double slope = stage_memory(ctx, st, first, last, mbs, in_flight, 2) - m1;
+  double slope = stage_memory(ctx, cache, sh, st, first, last, mbs, in_flight, 2) - m1;
   int n = slope > 0 ? (int)fmin((double)L, 1.0 + floor((cap - m1) / slope)) : L;
   if (n < 1)
     n = 1;
-  while (n > 1 && stage_memory(ctx, st, first, last, mbs, in_flight, n) > cap)
+  while (n > 1 && stage_memory(ctx, cache, sh, st, first, last, mbs, in_flight, n) > cap)
     n--;
-  while (n < L && stage_memory(ctx, st, first, last, mbs, in_flight, n + 1) <= cap)
+  while (n < L && stage_memory(ctx, cache, sh, st, first, last, mbs, in_flight, n + 1) <= cap)
     n++;
   return n;
 }
@@ -80,21 +196,27 @@ double hx_sched_opt_share(const struct hx_ctx *ctx, const struct hx_plan *plan,
   return share_of(ctx, hx_sched_opt_total(ctx, plan), st);
 }
 
-void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                          const struct hx_pipeline *p, struct hx_stage_cost *cost) {
+void hx_sched_stage_costs_cached(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                                 const struct hx_pipeline *p, double total,
+                                 struct hx_sched_cost_cache *cache, struct hx_stage_cost *cost) {
   int L = (int)ctx->model.layers;
-  double total = hx_sched_opt_total(ctx, plan); /* once: it sums every device */
   for (int s = 0; s < p->nstages; s++) {
     struct hx_stage st = p->stages[s]; /* a copy: its layer range is scratch */
     st.opt_share = share_of(ctx, total, &st);
     bool first = s == 0, last = s == p->nstages - 1;
     int64_t mbs = p->micro_batch_size;
-    double t0 = stage_time(ctx, &st, first, last, mbs, 0);
-    cost[s].extra = t0;
-    cost[s].per_layer = stage_time(ctx, &st, first, last, mbs, 1) - t0;
+    struct stage_times_value t = cached_stage_times(ctx, cache, &st, first, last, mbs);
+    cost[s].extra = t.extra;
+    cost[s].per_layer = t.per_layer;
     int64_t keep = hx_in_flight(plan->schedule, s, p->nstages, p->micro_batches);
-    cost[s].max_layers = max_layers(ctx, &st, first, last, mbs, keep, L);
+    cost[s].max_layers = max_layers(ctx, cache, &st, first, last, mbs, keep, L);
   }
+}
+
+void hx_sched_stage_costs(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                          const struct hx_pipeline *p, struct hx_stage_cost *cost) {
+  /* once: it sums every device */
+  hx_sched_stage_costs_cached(ctx, plan, p, hx_sched_opt_total(ctx, plan), NULL, cost);
 }
 
 static double time_at(const struct hx_stage_cost *c, int n) { return c->per_layer * n + c->extra; }
@@ -130,14 +252,15 @@ double hx_sched_split_layers(const struct hx_stage_cost *cost, int n, int layers
   return worst;
 }
 
-bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan,
-                            struct hx_pipeline *p) {
+bool hx_sched_assign_layers_cached(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                                   struct hx_pipeline *p, double opt_total,
+                                   struct hx_sched_cost_cache *cache) {
   enum { STACK = 256 };
   struct hx_stage_cost cost[STACK];
   int counts[STACK];
   if (p->nstages > STACK || p->nstages > ctx->model.layers)
     return false;
-  hx_sched_stage_costs(ctx, plan, p, cost);
+  hx_sched_stage_costs_cached(ctx, plan, p, opt_total, cache, cost);
   if (hx_sched_split_layers(cost, p->nstages, (int)ctx->model.layers, counts) < 0)
     return false;
   int at = 0;
@@ -147,4 +270,9 @@ bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan
     p->stages[s].layer_end = at;
   }
   return true;
+}
+
+bool hx_sched_assign_layers(const struct hx_ctx *ctx, const struct hx_plan *plan,
+                            struct hx_pipeline *p) {
+  return hx_sched_assign_layers_cached(ctx, plan, p, hx_sched_opt_total(ctx, plan), NULL);
 }

@@ -728,10 +728,48 @@ static void test_sim_extrapolation(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* hx_stage_memory_parts and hx_stage_memory_from_parts (the searches' cache
+ * of a stage shape's memory, sched_layers.c) give hx_stage_memory_bytes to
+ * the bit: seeded shapes (TP 1-8 with uneven shards, 0-4 layers, ends,
+ * recompute, micro-batches in flight), optimizer shares (whole, ZeRO-1
+ * shares, 1), both targets, with and without sequence parallelism. */
+static void test_memory_parts(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  set_model(&ctx, 4, 96, 176, 24, 6, 100, 32);
+  set_cluster(&ctx, 8, 100, 24, 1e9, 0);
+  int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  uint64_t rng = 7;
+  int compared = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    struct hx_stage st;
+    int tp = 1 + fx_below(&rng, 8);
+    hx_stage_init(&ctx.arena, &st, ranks, tp, 0, fx_below(&rng, 5), fx_below(&rng, 2));
+    double shares[] = {0, 1, 0.25, 1.0 / 3, 0.8};
+    st.opt_share = shares[fx_below(&rng, 5)];
+    ctx.opt.target = fx_below(&rng, 2) ? HX_TARGET_CUDA : HX_TARGET_CPU;
+    ctx.train.optimizer_sharding = fx_below(&rng, 2) ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
+    ctx.train.sequence_parallel = fx_below(&rng, 2);
+    bool first = fx_below(&rng, 2), last = fx_below(&rng, 2);
+    int64_t mbs = 1 + fx_below(&rng, 4), in_flight = 1 + fx_below(&rng, 4);
+    struct hx_stage_memory_parts parts;
+    CHECK(hx_stage_memory_parts(&ctx, &st, first, last, mbs, in_flight, &parts));
+    double want = hx_stage_memory_bytes(&ctx, &st, first, last, mbs, in_flight);
+    double got = hx_stage_memory_from_parts(&ctx, &st, first, last, mbs, in_flight, &parts);
+    if (got != want)
+      fprintf(stderr, "trial %d: parts %.17g, hx_stage_memory_bytes %.17g\n", trial, got, want);
+    CHECK(got == want);
+    compared++;
+  }
+  CHECK(compared == 2000);
+  hx_arena_free(&ctx.arena);
+}
+
 int main(void) {
   test_llama_params();
   test_flops_and_activations();
   test_memory();
+  test_memory_parts();
   test_comm();
   test_stage_times();
   test_plan_memory();
