@@ -34,19 +34,10 @@ static const char *target_name(const struct hx_ctx *ctx) {
 /* The runtime executes data, pipeline and tensor parallelism (each stage its
  * own TP degree, uneven splits allowed) and HexiSeq's context/head parallel
  * stages (units of tp devices, uneven tokens and heads: rtlib/seq/, whose
- * hook runs on the CUDA device's kernels too). The executor splits
- * sequences in fp32 only (the CPU computes in fp32 whatever the plan says;
- * a CUDA rank in the plan's precision), so --target=cuda refuses a bf16
- * plan with such stages rather than stop at start-up. */
+ * hook runs on the CUDA device's kernels too, in fp32 buffers that a bf16
+ * layer fills from its own and rounds back). */
 static bool stage_supported(const struct hx_ctx *ctx, const struct hx_stage *st, int p, int s) {
   bool seq = st->cp != 1 || st->hp != 1 || st->seq_layout;
-  if (seq && ctx->opt.target == HX_TARGET_CUDA && ctx->train.precision != HX_PREC_FP32) {
-    hx_error_plain("pipeline %d stage %d uses context/head parallelism (cp=%d hp=%d%s), which "
-                   "the generated CUDA programs run in fp32 only: set precision = fp32 in the "
-                   "train block",
-                   p, s, st->cp, st->hp, st->seq_layout ? ", a HexiSeq layout" : "");
-    return false;
-  }
   if (seq && !st->seq_layout) {
     hx_error_plain("pipeline %d stage %d has cp=%d hp=%d but no HexiSeq layout (token ranges "
                    "and heads per device): nothing says which tokens each rank holds",

@@ -139,8 +139,8 @@ struct rt_hexiseq {
   int *positions;            /* their global positions, [local_len] */
   long hop_tokens;           /* per micro-batch across a hop: mbs * seq_len */
   struct rt_runs *unit_rows; /* leader: per unit (ring order), its rows of a whole activation */
-  void *whole;               /* leader: a whole activation or gradient received */
-  float *pack;               /* leader: one unit's rows */
+  void *whole;               /* leader: a whole activation or gradient received (device dtype) */
+  void *pack;                /* leader: one unit's rows, sized for the largest unit's */
 };
 
 struct rt_exec {

@@ -283,15 +283,17 @@ void rt_slots_init(struct rt_exec *e) {
  * not split them alike: the stage leader gathers the units' rows (from each
  * unit's contact, the rank of the leader's TP rank) into a whole activation
  * before it sends, and scatters a whole activation it received to them
- * (which then broadcast it in their unit's TP group). That costs the leader
- * one whole activation of memory and the hop's bytes twice; a direct
+ * (which then broadcast it in their unit's TP group), one unit's rows at a
+ * time through a pack of the largest unit's rows; all in the device's dtype
+ * (bf16 on a bf16 GPU plan, as every hop). That costs the leader one whole
+ * activation and one unit's rows of memory and the hop's bytes twice; a direct
  * unit-to-unit exchange would not, and is left for later. Every rank of a
  * stage runs the same ops in the same order, so the leader's blocking
  * sends to one contact after the other cannot deadlock.
  * ------------------------------------------------------------------------- */
 
 /* The rows of a whole [mbs * seq_len, D] activation a unit holds, as runs
- * of floats, in the unit's local order (sequence, then its ranges). */
+ * of elements, in the unit's local order (sequence, then its ranges). */
 static void unit_rows(const struct rt_exec *e, const struct hx_rt_seq_unit *u, struct rt_runs *r) {
   long T = e->dims.seq_len, D = e->dims.dim;
   for (long s = 0; s < e->cfg->micro_batch_size; s++)
@@ -305,24 +307,27 @@ void rt_hexiseq_init(struct rt_exec *e) {
   memset(h, 0, sizeof *h);
   if (!seq)
     return;
-  if (e->dev->dtype != RT_FP32)
-    hx_rt_fatal(HX_RT_EXIT_ERROR, "context/head parallelism runs in fp32 only (the %s backend)",
-                e->dev->backend);
   h->on = true;
   h->hook = rt_seq_open(seq, &e->dims, e->tr);
   h->local_len = rt_seq_local_tokens(seq);
   h->positions = hx_rt_calloc((size_t)h->local_len, sizeof *h->positions);
   rt_seq_positions(seq, h->positions);
   h->hop_tokens = (long)e->cfg->micro_batch_size * e->dims.seq_len;
-  long whole = h->hop_tokens * e->dims.dim;
   if (!is_leader(e) || !has_hops(e)) /* memory linear in the rank's tokens */
     return;
   /* the leader's TP rank is its ring's: seq->units are the contacts */
   h->unit_rows = hx_rt_calloc((size_t)seq->nunits, sizeof *h->unit_rows);
-  for (int u = 0; u < seq->nunits; u++)
+  long most = 0;
+  for (int u = 0; u < seq->nunits; u++) {
     unit_rows(e, &seq->units[u], &h->unit_rows[u]);
-  h->whole = e->dev->alloc((size_t)whole * sizeof(float));
-  h->pack = e->dev->alloc((size_t)whole * sizeof(float));
+    most = h->unit_rows[u].floats > most ? h->unit_rows[u].floats : most;
+  }
+  /* The hop's whole activation and one unit's rows at a time, in the
+   * device's dtype: a bf16 plan gathers, sends and scatters bf16, as its
+   * other stages' hops do (the hook widens inside the layer). */
+  size_t es = rt_dtype_bytes(e->dev->dtype);
+  h->whole = e->dev->alloc((size_t)(h->hop_tokens * e->dims.dim) * es);
+  h->pack = e->dev->alloc((size_t)most * es);
 }
 
 /* A message between the leader and a contact: the transport's exchange for
@@ -335,6 +340,22 @@ static void unit_send(struct rt_exec *e, const void *buf, long n, int peer, cons
 
 static void unit_recv(struct rt_exec *e, void *buf, long n, int peer, const char *what) {
   e->tr->sendrecv(NULL, 0, peer, buf, n, peer, e->dev->dtype, what);
+}
+
+/* A unit's rows from src to dst, one of them a whole activation (into_whole:
+ * dst) and the other the rows back to back, one device copy per run (a
+ * sequence's token range): the device's pack and unpack move fp32 only,
+ * and these are in its dtype. */
+static void move_rows(struct rt_exec *e, void *dst, const void *src, const struct rt_runs *r,
+                      bool into_whole) {
+  size_t es = rt_dtype_bytes(e->dev->dtype);
+  long at = 0;
+  for (int k = 0; k < r->n; at += r->items[k].n, k++) {
+    size_t whole_at = (size_t)r->items[k].off * es, packed_at = (size_t)at * es;
+    e->dev->copy((char *)dst + (into_whole ? whole_at : packed_at),
+                 (const char *)src + (into_whole ? packed_at : whole_at),
+                 (size_t)r->items[k].n * es);
+  }
 }
 
 /* The stage's contacts' local rows (local) into the leader's whole. */
@@ -353,7 +374,7 @@ static void gather_units(struct rt_exec *e, const void *local, void *whole, cons
       unit_recv(e, e->hs.pack, r->floats, seq->units[u].rank, what);
       rows = e->hs.pack;
     }
-    e->dev->unpack(whole, rows, r->items, r->n);
+    move_rows(e, whole, rows, r, true);
   }
 }
 
@@ -369,10 +390,10 @@ static void scatter_units(struct rt_exec *e, const void *whole, void *local, con
   for (int u = 0; u < seq->nunits; u++) {
     const struct rt_runs *r = &e->hs.unit_rows[u];
     if (seq->units[u].rank == e->cfg->rank) {
-      e->dev->pack(local, whole, r->items, r->n);
+      move_rows(e, local, whole, r, false);
       continue;
     }
-    e->dev->pack(e->hs.pack, whole, r->items, r->n);
+    move_rows(e, e->hs.pack, whole, r, false);
     unit_send(e, e->hs.pack, r->floats, seq->units[u].rank, what);
   }
 }

@@ -11,7 +11,8 @@
 #      and weights as the same plan's CPU programs; in bf16 (activations,
 #      their sends and TP sums in bf16) losses within 2%;
 #   3. HexiSeq: a PP x TP x CP x HP plan on eight ranks (the CUDA layer with
-#      positions and rtlib/seq's hook on the device), fp32 as the CPU's;
+#      positions and rtlib/seq's hook on the device), fp32 as the CPU's, and
+#      bf16 (--target=cuda) losses within 2%;
 #   4. ZeRO-1: uneven optimizer shards over TP 2 beside TP 1 + TP 1, four
 #      ranks through the staged transport, with a checkpoint, as the CPU's.
 #   5. a run gone non-finite (tiny at lr 1e3, global batch 4): one rank
@@ -105,7 +106,8 @@ fi
 #    on eight ranks through the staged transport: the CUDA layer with its
 #    tokens' positions and rtlib/seq's hook on the device's kernel table
 #    (rtlib/cuda/seq_cuda.c), against the same plan's CPU programs (fp32
-#    losses and weights within 1e-4).
+#    losses and weights within 1e-4); then the plan in bf16 compiled with
+#    --target=cuda, losses within 2%.
 if [ "$part" = all ] || [ "$part" = seq ]; then
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
@@ -133,6 +135,31 @@ paste <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$sq/cpu.log"
   END { exit !(n == 3 && bad == 0) }' || { echo "FAIL: HexiSeq losses differ"; exit 1; }
 "$cpu/tests/weights_cmp" "$sq/cpu.w" "$sq/emu.w" 1e-4
 echo "emulate_backend: HexiSeq PP x TP x CP x HP (eight ranks, staged) agrees with the CPU backend"
+# The same plan in bf16 compiled with --target=cuda (hexic refused it once:
+# the hook ran fp32 only): bf16 activations, hops and unit gathers, the hook
+# on the layer's fp32 copies of q, k, v and dO; losses within 2% of the CPU's.
+sed 's/efficiency = \([0-9.]*\);/efficiency = \1; cuda_arch = 80;/' examples/clusters/cpu8.hx >"$sq/cpu8.hx"
+sed 's/precision = fp32/precision = bf16/' tests/exec/models/seqtiny.hx >"$sq/seqtiny-bf16.hx"
+grep -q "precision = bf16" "$sq/seqtiny-bf16.hx" && grep -q "cuda_arch = 80" "$sq/cpu8.hx" ||
+  { echo "FAIL: HexiSeq bf16: cannot derive the inputs"; exit 1; }
+"$cpu/hexic" "$sq/seqtiny-bf16.hx" "$sq/cpu8.hx" --target=cuda \
+  --plan=tests/exec/plans/seq_pp_tp_cp_hp.json -o "$sq/bf16" >"$sq/bf16.hexic.txt" 2>&1 ||
+  { cat "$sq/bf16.hexic.txt"; echo "FAIL: HexiSeq bf16: hexic refused the plan"; exit 1; }
+seq_bf16=()
+for src in "$sq"/bf16/rank_*.c; do
+  r=$(basename "$src" .c)
+  grep -q "\.precision = HX_RT_BF16," "$src" || { echo "FAIL: HexiSeq bf16: $r is not bf16"; exit 1; }
+  mpicc -std=gnu11 -I"$root" -I"$root/rtlib" "$src" "${libs[@]}" -o "$sq/bf16/$r"
+  seq_bf16+=(${seq_bf16[@]:+:} -np 1 "$sq/bf16/$r" --steps 3)
+done
+HEXIC_STAGE_BYTES=4096 mpirun --oversubscribe "${seq_bf16[@]}" >"$sq/bf16.log" 2>&1 ||
+  { cat "$sq/bf16.log"; exit 1; }
+grep -q "transport: mpi-staged" "$sq/bf16.log" || { echo "FAIL: HexiSeq bf16: not the staged transport"; exit 1; }
+paste <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$sq/cpu.log") \
+  <(sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$sq/bf16.log") | awk '
+  { n++; d = $1 - $2; if (d < 0) d = -d; if (d > 0.02 * $1) bad++; print "HexiSeq bf16 step " n ": cpu " $1 ", emulated cuda " $2 }
+  END { exit !(n == 3 && bad == 0) }' || { echo "FAIL: HexiSeq bf16 losses differ by over 2%"; exit 1; }
+echo "emulate_backend: HexiSeq PP x TP x CP x HP in bf16 (--target=cuda) within 2% of the CPU backend"
 fi
 [ "$part" = seq ] && exit 0
 
@@ -253,7 +280,7 @@ fi
 #    (one rank in fp32 and bf16; TP 2 + PP 2 beside a one-rank pipeline,
 #    sequence parallel, in bf16; ZeRO-1 over TP 2 beside PP 2 in fp32; TP 2
 #    beside PP 2 with full recompute, without sequence parallelism, in bf16;
-#    HexiSeq's PP x TP x CP x HP)
+#    HexiSeq's PP x TP x CP x HP in fp32 and bf16)
 #    train one step over the NCCL transport a GPU runs (tests/nccl's shim:
 #    its bf16 TP sums widen on the device, which the staged transport does
 #    on the host) with --memory-report; every rank's peak of every kind must
@@ -312,9 +339,13 @@ mem one_bf16 "$mm/tiny-8-bf16.hx" "$mm/cpu1.hx"
 mem tp2pp2_bf16 "$mm/tiny-bf16.hx" "$mm/four.hx" --plan=tests/codegen/plans/tp2_pp2_uneven.json
 mem zero1 tests/exec/models/tiny8.hx "$mm/four.hx" --plan=tests/exec/plans/zero1_tp2_dp_pp.json
 mem recompute_bf16 "$mm/tiny8-rc.hx" "$mm/four.hx" --plan="$mm/rc.json"
-# HexiSeq (fp32 only): PP x TP x CP x HP on eight ranks (the hook's buffers,
-# the leaders' whole activations across the hop)
+# HexiSeq: PP x TP x CP x HP on eight ranks (the hook's buffers, the
+# leaders' whole activations across the hop and one unit's rows), in fp32
+# and in bf16 (the layer's fp32 views for the hook, bf16 hops and gathers)
+sed 's/precision = fp32/precision = bf16/' tests/exec/models/seqtiny.hx >"$mm/seqtiny-bf16.hx"
+grep -q "precision = bf16" "$mm/seqtiny-bf16.hx" || { echo "FAIL: memory: no bf16 seqtiny"; exit 1; }
 mem seq8 tests/exec/models/seqtiny.hx "$mm/cpu8.hx" --plan=tests/exec/plans/seq_pp_tp_cp_hp.json
+mem seq8_bf16 "$mm/seqtiny-bf16.hx" "$mm/cpu8.hx" --plan=tests/exec/plans/seq_pp_tp_cp_hp.json
 echo "emulate_backend: memory by kind of the CUDA backend within 0.1% of plan.json on every rank and kind"
 fi
 [ "$part" = memory ] && exit 0
