@@ -33,6 +33,16 @@ static double hop_receive_buffers(const struct hx_plan *plan, const struct hx_pi
   return first || plan->schedule == HX_PP_GPIPE ? 2 : 1;
 }
 
+/* A HexiSeq leader's pack (rtlib/rt_exec_ops.c's rt_hexiseq_init): the
+ * rows of its stage's largest unit, elements; 0 off the leader (whole 0). */
+static double seq_pack_elements(const struct hx_ctx *ctx, const struct hx_stage *st, double mbs,
+                                double whole) {
+  int64_t most = 0;
+  for (int u = 0; whole > 0 && u < st->seq_layout->nunits; u++)
+    most = st->seq_layout->tokens[u] > most ? st->seq_layout->tokens[u] : most;
+  return mbs * (double)most * (double)ctx->model.hidden;
+}
+
 /* One TP rank's share of a decoder layer (kernels/cpu/params.c's shard:
  * query heads [k H / t, (k+1) H / t), the kv heads they read, ffn columns
  * [k F / t, (k+1) F / t), as codegen/emit_program_set.c's split_bounds). */
@@ -131,9 +141,10 @@ struct mem_place {
   double unstepped, stepped_div, pack, recv;
   bool pack_held, recv_stepped; /* recv_stepped: it receives what it steps */
   /* a HexiSeq rank: its unit's tokens, its hook's attention scratch and, on
-   * a leader, the whole activation it gathers (hx_seq_rank_buffers) */
+   * a leader, the whole activation it gathers (hx_seq_rank_buffers) and
+   * its pack of one unit's rows at a time (seq_pack_elements), elements */
   bool seq;
-  double tokens, attention, whole;
+  double tokens, attention, whole, unit;
 };
 
 static void cuda_rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p,
@@ -173,7 +184,8 @@ static void rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p, doub
   double sent = whole > 0 ? whole : n * D;
   double boundary = p->slots * (n * D + 2 * sent) * e;
   double receive = p->hops ? p->receive * n * D * e : 0.0;
-  bytes[HX_MEM_COMM] += p->hops ? boundary + receive + 2 * whole * e : 0.0;
+  double unit = p->seq ? p->unit : 0;
+  bytes[HX_MEM_COMM] += p->hops ? boundary + receive + (whole + unit) * e : 0.0;
   double layer_scratch = recompute + layer_scratch_floats(&s, n, attention) * e;
   double scratch = fmax(layer_scratch, head_scratch_floats(m, n) * e);
   bytes[HX_MEM_WORKSPACE] = (p->hops ? 0.0 : boundary) + p->slots * 2 * n * 4.0 /* tokens */ +
@@ -331,7 +343,9 @@ static void cuda_rank_bytes(const struct hx_ctx *ctx, const struct mem_place *p,
    * device, [n, D] (all-reduce) or [n, D] and the own rows (SP's
    * reduce-scatter) */
   double widen = es < 4 && st->tp > 1 ? (n * D + (sp ? rows * D : 0)) * 4 : 0;
-  bytes[HX_MEM_COMM] += (p->hops ? boundary + receive + 2 * whole * 4 : 0) + widen;
+  double unit = p->seq ? p->unit : 0;
+  /* a HexiSeq leader's whole and pack hold activations, in the plan's dtype */
+  bytes[HX_MEM_COMM] += (p->hops ? boundary + receive + (whole + unit) * es : 0) + widen;
   bytes[HX_MEM_WORKSPACE] =
       (p->hops ? 0 : boundary) + p->slots * 2 * n * 4 /* tokens */ +
       2 * rows * D * es /* x0, x1 */ + (sp && (p->first || p->last) ? act : 0) /* sp_full */ +
@@ -463,6 +477,7 @@ static void plan_places(const struct hx_ctx *ctx, const struct hx_plan *plan,
         if (st->seq_layout) {
           p->seq = true;
           hx_seq_rank_buffers(ctx, plan, st, r, &p->tokens, &p->attention, &p->whole);
+          p->unit = seq_pack_elements(ctx, st, p->mbs, p->whole);
         }
       }
     }
@@ -616,6 +631,7 @@ double hx_seq_unit_bytes_by_kind(const struct hx_ctx *ctx, const struct hx_stage
     p.tokens = (double)l->tokens[u];
     p.attention = attention;
     p.whole = p.hops && u == leader_unit ? (double)mbs * (double)m->seq_len * (double)m->hidden : 0;
+    p.unit = seq_pack_elements(ctx, st, (double)mbs, p.whole);
     p.receive = 1; /* a leader's receive lands in its whole buffer */
     double bytes[HX_MEM_NKINDS];
     rank_bytes(ctx, &p, bytes);

@@ -161,7 +161,13 @@ if(HEXIC_CUDA AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
             bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh one)
   add_test(NAME gpu.emulated.nonfinite
     COMMAND env ${emu_backend_env} bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh nonfinite)
-  set_tests_properties(gpu.emulated.backend_frozen gpu.emulated.nonfinite PROPERTIES
+  # gpu.emulated.seq  HexiSeq on the CUDA backend: emulate_backend.sh seq
+  #   trains an 8-rank PP x TP x CP x HP plan's --target=cuda programs in
+  #   fp32 (losses equal, weights within 1e-4 of the CPU programs') and in
+  #   bf16 (losses within 2%).
+  add_test(NAME gpu.emulated.seq
+    COMMAND env ${emu_backend_env} bash ${HX_TESTS_DIR}/rtlib/emulate_backend.sh seq)
+  set_tests_properties(gpu.emulated.backend_frozen gpu.emulated.nonfinite gpu.emulated.seq PROPERTIES
     FIXTURES_REQUIRED ${emu_backend_fixture} RESOURCE_LOCK ${emu_backend_fixture}
     LABELS "gpu-emulated;mpi" TIMEOUT 300 PROCESSORS 2)
   # gpu.emulated.memory  the CUDA backend's memory by kind (issue 25, item
