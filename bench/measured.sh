@@ -89,10 +89,10 @@ IFS='|' read -r cc cflags ldlibs < <(echo 'hexic_profile_flags: ; @echo "$(CC)|$
 # GEMM of 4 sequences ran 10% faster a sequence than one of 1 (the
 # hand-written pipeline's mbs 4 was priced 7-10% long from one rate)
 batch=$(sed -n 's/.*global_batch = \([0-9]*\).*/\1/p' "$model")
-# (and the whole batch, the largest hexic may mix in; sizes in between are
-# interpolated), at every TP degree up to the heads (--gpus: hexic wants a
-# profile at each degree it may give a device)
-sizes=$(awk -v b="$batch" 'BEGIN { s = ""; for (m = 1; m < b && m <= 16; m *= 2) if (b % m == 0) s = s m ","; print s b }')
+# (up to 16; above, hexic extrapolates on the last two points' line), at
+# every TP degree up to the heads (--gpus: hexic wants a profile at each
+# degree it may give a device)
+sizes=$(awk -v b="$batch" 'BEGIN { s = ""; for (m = 1; m <= b && m <= 16; m *= 2) if (b % m == 0) s = s (s ? "," : "") m; print s }')
 # three profiles, the one of the median layer rate kept: one measurement
 # moves by a few percent with what else the machine does at that moment
 echo "== calibration (hexic-profile, mpirun -np 2, three times; the median layer rate is kept)"
@@ -210,7 +210,7 @@ JSON
 # one plan: its line and its ranks, or why it has none
 plan() {
   if [ -n "$2" ]; then
-    report "$1" "$2" "$(head -n 1 "$work/$1.plan.txt")"
+    report "$1" "$2" "$(grep -m 1 "^plan:" "$work/$1.plan.txt")"
     ranks "$1"
     kind_table "$work/$1/trace.json" "$work/$1.measured.json" 3
   else
