@@ -452,6 +452,56 @@ static void head_bench_free(struct head_bench *h) {
   free(h->targets);
 }
 
+/* The fewest CPU seconds of a stack's forward (through all its layers),
+ * its head's run after it (h: NULL for none) and its backward (through all
+ * from the top), each over the passes after the first (which touches the
+ * buffers): at least min_passes of them, and for at least `seconds`. */
+struct stack_times {
+  double fwd, head, bwd;
+};
+
+static struct stack_times time_stack(struct layer_bench *b, long layers, struct head_bench *h,
+                                     int min_passes, double seconds) {
+  struct stack_times t = {INFINITY, INFINITY, INFINITY};
+  double start = cpu_s();
+  for (int pass = 0; pass < min_passes || cpu_s() - start < seconds; pass++) {
+    double t0 = cpu_s();
+    for (long l = 0; l < layers; l++)
+      layer_bench_forward(&b[l]);
+    double t1 = cpu_s();
+    if (h)
+      head_bench_run(h, b[layers - 1].y);
+    double t2 = cpu_s();
+    for (long l = layers - 1; l >= 0; l--)
+      layer_bench_backward(&b[l]);
+    double t3 = cpu_s();
+    if (pass > 0) {
+      t.fwd = fmin(t.fwd, t1 - t0);
+      t.head = fmin(t.head, t2 - t1);
+      t.bwd = fmin(t.bwd, t3 - t2);
+    }
+  }
+  return t;
+}
+
+/* --layers layers of a TP rank's shard at nseq sequences, made. */
+static struct layer_bench *stack_init(const struct options *o, long tp, long nseq) {
+  struct layer_bench *b = calloc((size_t)o->layers, sizeof *b);
+  if (!b) {
+    fprintf(stderr, "hexic-profile: out of memory for %ld layers\n", o->layers);
+    exit(1);
+  }
+  for (long l = 0; l < o->layers; l++)
+    layer_bench_init(&b[l], o, tp, nseq);
+  return b;
+}
+
+static void stack_free(struct layer_bench *b, long layers) {
+  for (long l = 0; l < layers; l++)
+    layer_bench_free(&b[l]);
+  free(b);
+}
+
 /* The forward's and the backward's (2 x the forward's FLOPs) TFLOP/s on a
  * stack of --layers decoder layers, each with its own weights, gradients
  * and activations, on one sequence of --tokens tokens through kernels/cpu/,
@@ -465,40 +515,16 @@ static void head_bench_free(struct head_bench *h) {
  * the passes (after a first that touches every buffer), as --emulate takes
  * an op's reference. */
 static struct layer_rates measure_layer_tflops(const struct options *o) {
-  struct layer_bench *b = calloc((size_t)o->layers, sizeof *b);
-  if (!b) {
-    fprintf(stderr, "hexic-profile: out of memory for %ld layers\n", o->layers);
-    exit(1);
-  }
-  for (long l = 0; l < o->layers; l++)
-    layer_bench_init(&b[l], o, 1, 1);
+  struct layer_bench *b = stack_init(o, 1, 1);
   struct head_bench h;
   head_bench_init(&h, o);
-  double fwd = INFINITY, bwd = INFINITY, head = INFINITY, start = cpu_s();
-  for (int pass = 0; pass < 3 || cpu_s() - start < o->seconds; pass++) {
-    double t0 = cpu_s();
-    for (long l = 0; l < o->layers; l++)
-      layer_bench_forward(&b[l]);
-    double t1 = cpu_s();
-    head_bench_run(&h, b[o->layers - 1].y);
-    double t2 = cpu_s();
-    for (long l = o->layers - 1; l >= 0; l--)
-      layer_bench_backward(&b[l]);
-    double t3 = cpu_s();
-    if (pass > 0) { /* the first touches the buffers */
-      fwd = fmin(fwd, t1 - t0);
-      head = fmin(head, t2 - t1);
-      bwd = fmin(bwd, t3 - t2);
-    }
-  }
-  for (long l = 0; l < o->layers; l++)
-    layer_bench_free(&b[l]);
-  free(b);
+  struct stack_times t = time_stack(b, o->layers, &h, 3, o->seconds);
+  stack_free(b, o->layers);
   head_bench_free(&h);
   double flops = (double)o->layers * layer_fwd_flops_per_token(o) * (double)o->tokens;
   double head_flops = 3 * head_fwd_flops_per_token(o) * (double)o->tokens;
-  return (struct layer_rates){flops / fwd / 1e12, 2 * flops / bwd / 1e12,
-                              head_flops / head / 1e12};
+  return (struct layer_rates){flops / t.fwd / 1e12, 2 * flops / t.bwd / 1e12,
+                              head_flops / t.head / 1e12};
 }
 
 struct profile_point {
@@ -516,34 +542,13 @@ struct profile_point {
  * its own, where --emulate's reference leaves that out. */
 static struct profile_point measure_profile_point(const struct options *o, long tp, long nseq,
                                                   double seconds) {
-  struct layer_bench *b = calloc((size_t)o->layers, sizeof *b);
-  if (!b) {
-    fprintf(stderr, "hexic-profile: out of memory for %ld layers\n", o->layers);
-    exit(1);
-  }
-  for (long l = 0; l < o->layers; l++)
-    layer_bench_init(&b[l], o, tp, nseq);
-  double fwd = INFINITY, bwd = INFINITY, start = cpu_s();
+  struct layer_bench *b = stack_init(o, tp, nseq);
   /* at least 8 passes: the fewest of 2 (a point's share of --seconds
    * often allowed no more) read the backward 10% slow */
-  for (int pass = 0; pass < 8 || cpu_s() - start < seconds; pass++) {
-    double t0 = cpu_s();
-    for (long l = 0; l < o->layers; l++)
-      layer_bench_forward(&b[l]);
-    double t1 = cpu_s();
-    for (long l = o->layers - 1; l >= 0; l--)
-      layer_bench_backward(&b[l]);
-    double t2 = cpu_s();
-    if (pass > 0) { /* the first touches the buffers */
-      fwd = fmin(fwd, t1 - t0);
-      bwd = fmin(bwd, t2 - t1);
-    }
-  }
+  struct stack_times t = time_stack(b, o->layers, NULL, 8, seconds);
   double layers = (double)o->layers;
-  struct profile_point p = {fwd / layers, bwd / layers, 4.0 * (double)b[0].acts_floats};
-  for (long l = 0; l < o->layers; l++)
-    layer_bench_free(&b[l]);
-  free(b);
+  struct profile_point p = {t.fwd / layers, t.bwd / layers, 4.0 * (double)b[0].acts_floats};
+  stack_free(b, o->layers);
   return p;
 }
 
