@@ -1,8 +1,8 @@
 #!/bin/sh
 # Planning time against the global batch (issue 25 item 5): per row the
 # cluster, its devices, the model, the global batch, the planner's CPU time
-# on one core (taskset -c 0; user + system by /usr/bin/time) of `hexic MODEL
-# CLUSTER` without -o (every pass from parsing to the chosen plan's
+# on one core (taskset -c 0; user + system by /usr/bin/time; the least of
+# three runs) of `hexic MODEL CLUSTER` without -o (every pass from parsing to the chosen plan's
 # simulation: the planning, nothing written), the CPU time of the same run
 # with -o (plan.json, report.md, trace.json, plan.svg and the rank programs
 # written too: at the largest batches their tables, some 180 MB, take longer
@@ -10,7 +10,7 @@
 # a second run wrote a byte-identical plan.json. Then the targets, on the
 # planning time: <= 1 s on every cluster of up to 64 GPUs at any batch, and
 # at global batch 2048 <= 1.5 x at 64 on the same cluster, each printed as
-# met or not met. Figures are measured, nothing is asserted. About 12
+# met or not met. Figures are measured, nothing is asserted. About 15
 # minutes on one core.
 #   usage: bench/plan_time.sh [HEXIC]   (default: build-bench/hexic, built Release)
 set -eu
@@ -30,9 +30,15 @@ row() {
                  r = 1; if ($0 ~ /replicas *=/) { r = $0; sub(/.*replicas *= */, "", r); sub(/[^0-9].*/, "", r) }
                  s += n * r } END { print s }' "$ex/clusters/$cluster.hx")
   rm -rf "$tmp/a" "$tmp/b"
-  /usr/bin/time -f %U+%S -o "$tmp/cpu" $one_core "$hexic" "$tmp/m.hx" "$ex/clusters/$cluster.hx" \
-    >/dev/null 2>&1 || true
-  cpu=$(tail -1 "$tmp/cpu" | awk -F+ '{ printf "%.2f", $1 + $2 }')
+  # the least of three runs: on a shared virtual machine one run's CPU time
+  # moved by up to 20% from run to run (the work is the same: plans are
+  # deterministic), and the least is the one others disturbed least
+  for run in 1 2 3; do
+    /usr/bin/time -f %U+%S -o "$tmp/cpu" $one_core "$hexic" "$tmp/m.hx" "$ex/clusters/$cluster.hx" \
+      >/dev/null 2>&1 || true
+    tail -1 "$tmp/cpu" | awk -F+ '{ printf "%.2f\n", $1 + $2 }'
+  done > "$tmp/runs"
+  cpu=$(sort -g "$tmp/runs" | head -1)
   # plan.json is written even where the rank programs are refused (more
   # than 8M table rows at the largest batches)
   /usr/bin/time -f %U+%S -o "$tmp/cpu" $one_core "$hexic" "$tmp/m.hx" "$ex/clusters/$cluster.hx" \

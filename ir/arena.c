@@ -32,6 +32,32 @@ void hx_arena_free(struct hx_arena *a) {
   memset(a, 0, sizeof *a);
 }
 
+void hx_arena_reset(struct hx_arena *a) {
+  struct hx_arena_block *b = a->head;
+  if (b && !b->next) {
+    b->used = 0;
+    return;
+  }
+  size_t total = hx_arena_reserved(a);
+  hx_arena_free(a);
+  if (!total)
+    return;
+  b = malloc(sizeof *b + total);
+  if (!b)
+    out_of_memory(total);
+  b->next = NULL;
+  b->size = total;
+  b->used = 0;
+  a->head = b;
+}
+
+size_t hx_arena_reserved(const struct hx_arena *a) {
+  size_t total = 0;
+  for (const struct hx_arena_block *b = a->head; b; b = b->next)
+    total += b->size;
+  return total;
+}
+
 void *hx_alloc(struct hx_arena *a, size_t size) {
   size_t rounded = (size + 15u) & ~(size_t)15u;
   if (rounded < size || rounded > SIZE_MAX - sizeof(struct hx_arena_block))

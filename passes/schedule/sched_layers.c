@@ -108,8 +108,8 @@ struct memory_shape {
 static struct memory_shape *memory_shape_of(struct hx_sched_cost_cache *cache,
                                             const struct hx_stage *st, bool first, bool last,
                                             int64_t mbs, int64_t in_flight, int L) {
-  if (!cache || st->seq_layout || st->tp > HX_MEMORY_PARTS_RANKS)
-    return NULL;
+  if (!cache || st->seq_layout || st->tp < 1 || st->tp > HX_MEMORY_PARTS_RANKS)
+    return NULL; /* hx_stage_memory_parts' refusals: such a stage is priced whole */
   int key[8], k = 0;
   key[k++] = st->tp;
   key[k++] = st->recompute;
@@ -140,7 +140,7 @@ static double stage_memory(const struct hx_ctx *ctx, struct hx_sched_cost_cache 
   if (!shape->at[n]) {
     struct hx_stage_memory_parts *parts = HX_NEW(cache->a, struct hx_stage_memory_parts);
     if (!hx_stage_memory_parts(ctx, st, first, last, mbs, in_flight, parts))
-      return hx_stage_memory_bytes(ctx, st, first, last, mbs, in_flight); /* not reached */
+      hx_internal_error("a stage of TP %d has a memory shape but no memory parts", st->tp);
     shape->at[n] = parts;
   }
   return hx_stage_memory_from_parts(ctx, st, first, last, mbs, in_flight, shape->at[n]);

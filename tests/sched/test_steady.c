@@ -120,7 +120,44 @@ static void test_bound_below_and_near(void) {
   CHECK(gap_sum / TRIALS <= 0.02);
 }
 
+/* The simulator keeps its buffers from one simulation to the next
+ * (passes/cost/sim.c): a plan simulated again after larger and smaller
+ * ones, steady-state and step by step, gives its first figures to the bit. */
+static void test_buffers_kept(void) {
+  enum { PLANS = 6 };
+  uint64_t rng = 0xbeef;
+  struct hx_ctx ctx[PLANS];
+  struct hx_plan *p[PLANS];
+  double first[PLANS][2], *busy[PLANS][2];
+  for (int k = 0; k < PLANS; k++) {
+    fx_init(&ctx[k]);
+    p[k] = random_plan(&ctx[k], &rng);
+  }
+  for (int round = 0; round < 2; round++)
+    for (int k = 0; k < PLANS; k++)
+      for (int steady = 0; steady < 2; steady++) {
+        struct hx_sim_options o = {.steady_all = steady};
+        hx_simulate(&ctx[k], p[k], &o);
+        size_t bytes = sizeof(double) * (size_t)p[k]->ndevices;
+        if (round == 0) {
+          first[k][steady] = p[k]->sim.iteration_s;
+          busy[k][steady] = HX_NEW_ARRAY(&ctx[k].arena, double, p[k]->ndevices);
+          memcpy(busy[k][steady], p[k]->sim.busy_s, bytes);
+          continue;
+        }
+        bool same = p[k]->sim.iteration_s == first[k][steady] &&
+                    !memcmp(p[k]->sim.busy_s, busy[k][steady], bytes);
+        if (!same)
+          fprintf(stderr, "plan %d (%s): %.17g s again, %.17g s first\n", k,
+                  steady ? "steady" : "step by step", p[k]->sim.iteration_s, first[k][steady]);
+        CHECK(same);
+      }
+  for (int k = 0; k < PLANS; k++)
+    hx_arena_free(&ctx[k].arena);
+}
+
 int main(void) {
+  test_buffers_kept();
   test_steady_equals_step_by_step();
   test_bound_below_and_near();
   if (failures) {
