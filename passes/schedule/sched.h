@@ -145,6 +145,9 @@ int hx_sched_vertices(const struct hx_cluster *c, const int *devices, int n, int
  * may leave one empty, then the heaviest part's lightest vertex moves there. */
 void hx_sched_partition(struct hx_arena *a, const struct hx_sched_graph *g, int nparts,
                         const double *target, uint64_t seed, int *part);
+/* hx_sched_partition keeps METIS's answers for the run, keyed by all METIS
+ * reads; this forgets them (tests compare kept answers with fresh ones). */
+void hx_sched_partition_forget(void);
 
 /* ---- plan skeletons (sched_phase1.c, sched_phase2.c) -------------------- */
 

@@ -97,6 +97,68 @@ static struct hx_sched_graph *complete_graph(struct hx_arena *a, int n, int64_t 
   return g;
 }
 
+/* hx_sched_partition keeps METIS's answers for the run: on seeded complete
+ * graphs of 5-40 vertices, each question and its variants (one edge's
+ * weight, one vertex's weight, the seed, the part count, target shares)
+ * asked in turn, twice, with answers kept, get what each gets asked
+ * alone with nothing kept; and the variants' answers do differ, so a key
+ * that left one input out would be caught. */
+static void test_metis_kept(void) {
+  enum { TRIALS = 30, VARIANTS = 6 };
+  uint64_t rng = 0x3e715;
+  int changed[VARIANTS] = {0};
+  for (int trial = 0; trial < TRIALS; trial++) {
+    struct hx_arena a;
+    hx_arena_init(&a);
+    int n = 5 + fx_below(&rng, 36), nparts = 2 + fx_below(&rng, 3);
+    struct hx_sched_graph *g[VARIANTS];
+    uint64_t start = rng, r = rng;
+    for (int k = 0; k < VARIANTS; k++) {
+      g[k] = complete_graph(&a, n, 1);
+      r = start; /* every variant starts from the same weights */
+      for (int v = 0; v < n; v++) {
+        g[k]->vwgt[v] = 1 + fx_below(&r, 1000);
+        for (int64_t e = g[k]->xadj[v]; e < g[k]->xadj[v + 1]; e++)
+          if (g[k]->adjncy[e] > v) /* the edge's two directions weigh the same */
+            g[k]->adjwgt[e] = 1 + fx_below(&r, 1000);
+          else
+            for (int64_t f = g[k]->xadj[g[k]->adjncy[e]]; f < g[k]->xadj[g[k]->adjncy[e] + 1]; f++)
+              if (g[k]->adjncy[f] == v)
+                g[k]->adjwgt[e] = g[k]->adjwgt[f];
+      }
+    }
+    rng = r;
+    /* variant 1: edge 0 <-> 1 ten times heavier; 2: vertex 0 five times */
+    for (int64_t e = g[1]->xadj[0]; e < g[1]->xadj[2]; e++)
+      if (g[1]->adjncy[e] <= 1)
+        g[1]->adjwgt[e] *= 10;
+    g[2]->vwgt[0] *= 5;
+    double target[4] = {4, 1, 1, 1};
+    int parts[VARIANTS] = {nparts, nparts, nparts, nparts, nparts == 4 ? 2 : nparts + 1, nparts};
+    uint64_t seeds[VARIANTS] = {7, 7, 7, 0x2f1c3, 7, 7};
+    const double *targets[VARIANTS] = {NULL, NULL, NULL, NULL, NULL, target};
+    int fresh[VARIANTS][40], kept[40];
+    for (int k = 0; k < VARIANTS; k++) {
+      hx_sched_partition_forget();
+      hx_sched_partition(&a, g[k], parts[k], targets[k], seeds[k], fresh[k]);
+    }
+    hx_sched_partition_forget();
+    for (int round = 0; round < 2; round++)
+      for (int k = 0; k < VARIANTS; k++) {
+        hx_sched_partition(&a, g[k], parts[k], targets[k], seeds[k], kept);
+        CHECK(!memcmp(kept, fresh[k], sizeof(int) * (size_t)n));
+      }
+    for (int k = 1; k < VARIANTS; k++)
+      changed[k] += memcmp(fresh[k], fresh[0], sizeof(int) * (size_t)n) != 0;
+    hx_arena_free(&a);
+  }
+  printf("metis kept: answers moved by an edge %d, a vertex %d, the seed %d, the parts %d, the "
+         "targets %d times of %d\n", changed[1], changed[2], changed[3], changed[4], changed[5],
+         TRIALS);
+  for (int k = 1; k < VARIANTS; k++)
+    CHECK(changed[k] > 0);
+}
+
 /* Issue 10: a flat cluster of 500-640 one-GPU machines on one network made a
  * complete graph whose edge weights (5e5 each) summed past 2^31 inside METIS:
  * heap corruption. Narrowed weights keep every sum below the limit, stay >= 1,
@@ -1148,6 +1210,7 @@ static void test_quick_bound_same(void) {
 int main(void) {
   test_graph_check();
   test_metis_totals();
+  test_metis_kept();
   test_order_work();
   test_stages_by_class();
   test_complete_mixed();
