@@ -10,7 +10,7 @@
 # a second run wrote a byte-identical plan.json. Then the targets, on the
 # planning time: <= 1 s on every cluster of up to 64 GPUs at any batch, and
 # at global batch 2048 <= 1.5 x at 64 on the same cluster, each printed as
-# met or not met. Figures are measured, nothing is asserted. About 15
+# met or not met. Figures are measured, nothing is asserted. About 3
 # minutes on one core.
 #   usage: bench/plan_time.sh [HEXIC]   (default: build-bench/hexic, built Release)
 set -eu
