@@ -144,6 +144,7 @@ struct search {
   struct hx_plan *best_by_dp[HX_LOCAL_MAX_DEVICES + 1];
   struct hx_sched_split *best_by_dp_split[HX_LOCAL_MAX_DEVICES + 1];
   long evaluated;              /* candidates considered (progress lines) */
+  struct hx_arena candidates;  /* complete_by_simulation's scratch, reused */
   struct hx_search_limit limit;
   bool first_phase;             /* first_plan runs regardless of the limit */
   bool tp_any_link;             /* groupings let TP span any link (last resort) */
@@ -246,14 +247,19 @@ static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena 
   struct bounded done[HX_SCHED_MAX_SETTINGS], next;
   int ndone = 0;
   struct hx_plan *each[HX_SCHED_MAX_SETTINGS];
-  hx_sched_complete_each(s->ctx, a, sk, s->nsettings, s->mbs, s->recompute, s->pieces, beat, each);
+  /* the settings' plans and groups in the search's candidate arena, emptied
+   * for each skeleton: only the winner is copied into a (keeping every
+   * setting of every skeleton was most of a search's 175 MB) */
+  struct hx_arena *c = &s->candidates;
+  hx_arena_reset(c);
+  hx_sched_complete_each(s->ctx, c, sk, s->nsettings, s->mbs, s->recompute, s->pieces, beat, each);
   for (int k = 0; k < s->nsettings; k++) {
     struct hx_plan *p = each[k];
     if (!p)
       continue;
     /* the groups first: the bound prices their sync and ZeRO-1's shards
      * (without them it prices the symmetric sync, which can be slower) */
-    hx_sched_build_groups(s->ctx, a, p);
+    hx_sched_build_groups(s->ctx, c, p);
     done[ndone++] = (struct bounded){p, hx_sim_quick_bound(s->ctx, p), false, k};
   }
   struct hx_plan *best = NULL;
@@ -272,7 +278,7 @@ static struct hx_plan *complete_by_simulation(struct search *s, struct hx_arena 
       best_index = next.index;
     }
   }
-  return best;
+  return best ? hx_plan_copy(a, best) : NULL;
 }
 
 /* Keeps plan among the FINAL best by score; ties keep the earlier one. */
@@ -1379,6 +1385,7 @@ struct hx_plan *hx_sched_search(struct hx_ctx *ctx) {
   refine_k(&s, recipes, nrecipes);
   mix_micro_batches(&s);
   struct hx_plan *best = finish(&s);
+  hx_arena_free(&s.candidates);
   hx_arena_free(&scratch);
   hx_search_limit_report(&s.limit, "the plan search");
   return best;
