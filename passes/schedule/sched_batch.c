@@ -366,7 +366,7 @@ struct split_work {
 static bool split_layers_and_batch(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
                                    const int64_t *mbs, bool uniform, double opt_total,
                                    struct hx_sched_pieces *pieces, const struct split_work *w,
-                                   double *bound, double *pipes, bool *changed) {
+                                   double *bound, double *pipes, bool *changed, bool *unfit) {
   int n = p->npipelines;
   const struct piece **pc = w->pc;
   double *slowest = w->slowest, *chain = w->chain;
@@ -374,8 +374,10 @@ static bool split_layers_and_batch(const struct hx_ctx *ctx, struct hx_arena *a,
   for (int i = 0; i < n; i++) {
     if (!pc[i])
       pc[i] = complete_pipeline(ctx, a, p, &p->pipelines[i], opt_total, pieces);
-    if (!pc[i])
+    if (!pc[i]) {
+      *unfit = true;
       return false;
+    }
     slowest[i] = pc[i]->slowest;
     chain[i] = pc[i]->chain;
   }
@@ -417,11 +419,15 @@ static struct hx_plan *prepared_copy(struct hx_arena *a, const struct hx_plan *s
 /* p (a prepared copy) at one setting: sizes, recompute, leaders, layers and
  * micro-batches; false when the setting does not fit the batch or memory
  * of the layer split, cannot beat `beat`, or is too large to simulate.
- * *pipes: the estimate's pipeline term (a bound below its iteration).
- * Scratch in a. */
+ * *pipes: the estimate's pipeline term (a bound below its iteration);
+ * *unfit (when not NULL): set when some pipeline's layers fit no split in
+ * memory with the even share of micro-batches. Scratch in a. */
 static bool split_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
                           const int64_t *mbs, bool recompute, struct hx_sched_pieces *pieces,
-                          double beat, double *pipes) {
+                          double beat, double *pipes, bool *unfit) {
+  bool no_split = false;
+  if (!unfit)
+    unfit = &no_split;
   int n = p->npipelines;
   int64_t B = ctx->train.global_batch, least = 0;
   bool uniform = true;
@@ -453,10 +459,13 @@ static bool split_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct h
   };
   /* a second round whose pieces are all the first's would split the batch
    * from the same times to the same counts: it is skipped */
-  bool changed = true;
+  bool changed = true, later = false;
   for (int round = 0; round < 2 && changed; round++)
+    /* only the first round's verdict, at the even share, says the same of
+     * every larger size (complete_each's skip): the second's counts are
+     * the split's own */
     if (!split_layers_and_batch(ctx, a, p, mbs, uniform, opt_total, pieces, &w, &bound, pipes,
-                                &changed))
+                                &changed, round == 0 ? unfit : &later))
       return false;
   if (bound > beat)
     return false;
@@ -470,6 +479,48 @@ static struct hx_plan *fitting(const struct hx_ctx *ctx, struct hx_arena *a, str
   return hx_plan_memory_fits(ctx, p, NULL, NULL) ? p : NULL;
 }
 
+/* Settings come in increasing micro-batch sizes (hx_sched_settings). Where
+ * a pipeline's layers fit no split in memory at size m with the even share
+ * of the batch, they fit none at a larger size with the same recompute
+ * when every stage keeps as many micro-batches in flight at both sizes:
+ * with the slots the same, every term of a stage's memory is nondecreasing
+ * in the micro-batch size (activations, hop, recompute and workspace
+ * buffers grow with it, rounded up as the runtime allocates them; weights
+ * and optimizer state do not move), so no stage holds more layers. Where
+ * the slots drop the total can fall (GPipe at the even share: half the
+ * slots at twice the size, 0.01% less), so those sizes are split. Such
+ * settings are skipped, not split (GPT-Neo-2.7B at global batch 2048 on
+ * gh200-a100-v100: 6% of the planning's instructions); tests/cost's
+ * test_memory_grows_with_mbs checks the premise. */
+struct unfit_sizes {
+  int64_t from[2]; /* per recompute: the least size found not to fit; 0: none */
+};
+
+/* Whether every stage of w keeps as many micro-batches in flight at the
+ * even share of size `larger` as at that of `smaller`. */
+static bool same_slots(const struct hx_plan *w, int64_t batch, int64_t smaller, int64_t larger) {
+  int n = w->npipelines;
+  int64_t a = (batch / smaller + n - 1) / n, b = (batch / larger + n - 1) / n;
+  for (int i = 0; i < n; i++) {
+    int nst = w->pipelines[i].nstages;
+    for (int st = 0; st < nst; st++)
+      if (hx_in_flight(w->schedule, st, nst, a) != hx_in_flight(w->schedule, st, nst, b))
+        return false;
+  }
+  return true;
+}
+
+static bool known_unfit(const struct unfit_sizes *u, const struct hx_plan *w, int64_t batch,
+                        int64_t mbs, bool recompute) {
+  int64_t from = u->from[recompute];
+  return from > 0 && mbs >= from && same_slots(w, batch, from, mbs);
+}
+
+static void note_unfit(struct unfit_sizes *u, int64_t mbs, bool recompute, bool unfit) {
+  if (unfit && (u->from[recompute] == 0 || mbs < u->from[recompute]))
+    u->from[recompute] = mbs;
+}
+
 void hx_sched_complete_each(struct hx_ctx *ctx, struct hx_arena *a, const struct hx_plan *skeleton,
                             int nsettings, const int64_t *mbs, const bool *recompute,
                             struct hx_sched_pieces *pieces, double beat, struct hx_plan **out) {
@@ -480,15 +531,19 @@ void hx_sched_complete_each(struct hx_ctx *ctx, struct hx_arena *a, const struct
   struct hx_plan *w = prepared_copy(&scratch, skeleton);
   int n = skeleton->npipelines;
   int64_t *each = HX_NEW_ARRAY(&scratch, int64_t, n);
+  struct unfit_sizes unfit = {{0, 0}};
   for (int k = 0; k < nsettings; k++) {
     out[k] = NULL;
-    if (ctx->train.global_batch / mbs[k] < n)
+    if (ctx->train.global_batch / mbs[k] < n ||
+        known_unfit(&unfit, w, ctx->train.global_batch, mbs[k], recompute[k]))
       continue;
     for (int i = 0; i < n; i++)
       each[i] = mbs[k];
     double pipes;
-    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, beat, &pipes))
+    bool no_split = false;
+    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, beat, &pipes, &no_split))
       out[k] = fitting(ctx, a, hx_plan_copy(a, w));
+    note_unfit(&unfit, mbs[k], recompute[k], no_split);
   }
   hx_arena_free(&scratch);
 }
@@ -498,7 +553,7 @@ struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
                                         bool recompute) {
   struct hx_plan *p = prepared_copy(a, skeleton);
   double pipes;
-  return split_setting(ctx, a, p, mbs, recompute, NULL, INFINITY, &pipes) ? fitting(ctx, a, p)
+  return split_setting(ctx, a, p, mbs, recompute, NULL, INFINITY, &pipes, NULL) ? fitting(ctx, a, p)
                                                                           : NULL;
 }
 
@@ -558,7 +613,7 @@ static struct hx_plan *at_setting(const struct hx_ctx *ctx, struct hx_arena *a, 
   for (int i = 0; i < w->npipelines; i++)
     each[i] = mbs;
   double pipes;
-  if (!split_setting(ctx, a, w, each, recompute, pieces, INFINITY, &pipes))
+  if (!split_setting(ctx, a, w, each, recompute, pieces, INFINITY, &pipes, NULL))
     return NULL;
   return fitting(ctx, a, hx_plan_copy(a, w));
 }
@@ -585,14 +640,18 @@ struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
   int64_t *each = HX_NEW_ARRAY(&scratch, int64_t, np);
   struct bounded_setting order[HX_SCHED_MAX_SETTINGS];
   int norder = 0;
+  struct unfit_sizes unfit = {{0, 0}};
   for (int k = 0; k < n; k++) {
-    if (ctx->train.global_batch / mbs[k] < np)
+    if (ctx->train.global_batch / mbs[k] < np ||
+        known_unfit(&unfit, w, ctx->train.global_batch, mbs[k], recompute[k]))
       continue;
     for (int i = 0; i < np; i++)
       each[i] = mbs[k];
     double pipes;
-    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, INFINITY, &pipes))
+    bool no_split = false;
+    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, INFINITY, &pipes, &no_split))
       order[norder++] = (struct bounded_setting){pipes, k};
+    note_unfit(&unfit, mbs[k], recompute[k], no_split);
   }
   qsort(order, (size_t)norder, sizeof order[0], by_bound);
   struct hx_plan *best = NULL;

@@ -765,11 +765,54 @@ static void test_memory_parts(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* At a given number of micro-batches in flight, a stage's memory never
+ * falls as its micro-batch size grows (what the plan search's skip of
+ * larger sizes rests on, sched_batch.c: it skips only sizes that keep
+ * every stage's slots): seeded stages (TP 1-8, 0-4 layers, ends,
+ * recompute, ZeRO-1 shares, both targets, sequence parallelism, 1-32
+ * micro-batches in flight), sizes 1 to 64. Where the slots drop with the
+ * size (GPipe at the even share: half the slots, twice the size) the total
+ * can fall by a few hundred KB of 1.6 GB, so the skip must not cross that. */
+static void test_memory_grows_with_mbs(void) {
+  struct hx_ctx ctx;
+  fx_init(&ctx);
+  set_model(&ctx, 4, 96, 176, 24, 6, 100, 32);
+  set_cluster(&ctx, 8, 100, 24, 1e9, 0);
+  int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  uint64_t rng = 0x6e0;
+  int compared = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    struct hx_stage st;
+    int tp = 1 + fx_below(&rng, 8);
+    hx_stage_init(&ctx.arena, &st, ranks, tp, 0, fx_below(&rng, 5), fx_below(&rng, 2));
+    double shares[] = {0, 1, 0.25, 1.0 / 3, 0.8};
+    st.opt_share = shares[fx_below(&rng, 5)];
+    ctx.opt.target = fx_below(&rng, 2) ? HX_TARGET_CUDA : HX_TARGET_CPU;
+    ctx.train.optimizer_sharding = fx_below(&rng, 2) ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
+    ctx.train.sequence_parallel = fx_below(&rng, 2);
+    bool first = fx_below(&rng, 2), last = fx_below(&rng, 2);
+    int64_t in_flight = 1 + fx_below(&rng, 32);
+    double before = 0;
+    for (int64_t mbs = 1; mbs <= 64; mbs *= 2) {
+      double bytes = hx_stage_memory_bytes(&ctx, &st, first, last, mbs, in_flight);
+      if (bytes < before)
+        fprintf(stderr, "trial %d: mbs %lld: %.17g bytes, below %.17g at mbs %lld\n", trial,
+                (long long)mbs, bytes, before, (long long)(mbs / 2));
+      CHECK(bytes >= before);
+      before = bytes;
+      compared++;
+    }
+  }
+  CHECK(compared == 2000 * 7);
+  hx_arena_free(&ctx.arena);
+}
+
 int main(void) {
   test_llama_params();
   test_flops_and_activations();
   test_memory();
   test_memory_parts();
+  test_memory_grows_with_mbs();
   test_comm();
   test_stage_times();
   test_plan_memory();
