@@ -1189,10 +1189,16 @@ static const double PERIOD_TOLERANCE = 1e-9;
 /* The micro-batches a pipeline is first simulated with: enough for the
  * warm-up, a transient and PERIODIC_STEPS steady steps before the cool-down.
  * Searches (steady_all) start shorter, so that pricing a plan of a few
- * hundred micro-batches costs what pricing one of 64 does; a transient
- * that outlasts it doubles the run (find_periods). */
+ * hundred micro-batches costs what pricing one of 64 does: room for cycles
+ * of up to SEARCH_CYCLE steps after a transient of SEARCH_TRANSIENT (99% of
+ * the settled cycles are 1, 2 or 3 steps; room for MAX_CYCLE and a
+ * transient of 8 built 10 more micro-batches into every run, 3% of a
+ * search's instructions); a longer cycle or transient doubles the run
+ * (find_periods). */
+enum { SEARCH_CYCLE = 6, SEARCH_TRANSIENT = 4 };
 static int first_built_m(const struct sim *s, int nst) {
-  return s->steady_all ? 2 * nst + PERIODIC_FEW + MAX_CYCLE + 8 : 4 * nst + 256;
+  return s->steady_all ? 2 * nst + PERIODIC_FEW + SEARCH_CYCLE + SEARCH_TRANSIENT
+                       : 4 * nst + 256;
 }
 
 /* Searches: built micro-batches m raised until the steps left out, full - m,
