@@ -70,10 +70,13 @@ struct hx_sched_memo_entry {
   void *value;
   bool set;
 };
-/* Zero-initialised: empty. Entries and keys live in the arena passed in. */
+/* Zero-initialised: empty. Entries and keys live in the arena passed in.
+ * first_cap (a power of two; 0: 1024) is the table's first size, for the
+ * many small memos of a two-level one. */
 struct hx_sched_memo {
   struct hx_sched_memo_entry *e;
   int cap, n;
+  int first_cap;
 };
 /* The entry of key[0..n) (copied in when new, with value NULL, set false). */
 struct hx_sched_memo_entry *hx_sched_memo_get(struct hx_arena *a, struct hx_sched_memo *m,

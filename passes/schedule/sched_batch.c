@@ -228,32 +228,53 @@ static int key_int64(int *key, int64_t v) {
   return 2;
 }
 
-/* Ints a pipeline's piece key takes. */
-static int piece_key_length(const struct hx_pipeline *pl) {
-  int n = 6;
+/* The piece memo has two levels: a pipeline's shape (its stages' devices,
+ * TP, CP and HP degrees), then its setting (micro-batch size, recompute,
+ * micro-batches in flight, the optimizer-share denominator). A completion
+ * tries every setting of one skeleton: each pipeline's shape is looked up
+ * once for all of them (struct shape_slots), and a setting's lookup is in
+ * the shape's own small table. One memo keyed by both hashed and compared
+ * some 40 ints in a table of half a million entries for each setting of
+ * each pipeline (a cache miss or two each: 12% of a search). */
+struct shape {
+  struct hx_sched_memo settings; /* setting key -> struct piece */
+};
+
+/* Ints a pipeline's shape key and setting key take. */
+static int shape_key_length(const struct hx_pipeline *pl) {
+  int n = 1;
   for (int s = 0; s < pl->nstages; s++)
-    n += 7 + pl->stages[s].ndevices;
+    n += 4 + pl->stages[s].ndevices;
   return n;
 }
 
-/* Everything the piece depends on, as ints. */
-static int piece_key(const struct hx_plan *plan, const struct hx_pipeline *pl, double opt_total,
-                     int *key) {
+static int setting_key_length(const struct hx_pipeline *pl) { return 5 + 3 * pl->nstages; }
+
+/* What the piece depends on, as ints: the shape, then the setting. */
+static int shape_key(const struct hx_pipeline *pl, int *key) {
   int n = 0;
   key[n++] = pl->nstages;
-  key[n++] = pl->stages[0].recompute;
-  n += key_int64(key + n, pl->micro_batch_size);
-  n += key_double(key + n, opt_total);
   for (int s = 0; s < pl->nstages; s++) {
     const struct hx_stage *st = &pl->stages[s];
     key[n++] = st->ndevices;
     key[n++] = st->tp;
     key[n++] = st->cp;
     key[n++] = st->hp;
-    key[n++] = st->recompute;
-    n += key_int64(key + n, hx_in_flight(plan->schedule, s, pl->nstages, pl->micro_batches));
     memcpy(key + n, st->devices, sizeof(int) * (size_t)st->ndevices);
     n += st->ndevices;
+  }
+  return n;
+}
+
+static int setting_key(const struct hx_plan *plan, const struct hx_pipeline *pl, double opt_total,
+                       int *key) {
+  int n = 0;
+  key[n++] = pl->stages[0].recompute;
+  n += key_int64(key + n, pl->micro_batch_size);
+  n += key_double(key + n, opt_total);
+  for (int s = 0; s < pl->nstages; s++) {
+    key[n++] = pl->stages[s].recompute;
+    n += key_int64(key + n, hx_in_flight(plan->schedule, s, pl->nstages, pl->micro_batches));
   }
   return n;
 }
@@ -303,12 +324,37 @@ static double compute_bound(const struct piece *pc, int nstages, int64_t m) {
   return bound * (1 - 1e-12);
 }
 
+/* Pipeline pl's shape in the memo: *known when set, else looked up (and
+ * kept in *known when known is not NULL). */
+static struct shape *shape_of(struct hx_arena *a, const struct hx_pipeline *pl,
+                              struct hx_sched_pieces *pieces, struct shape **known) {
+  if (known && *known)
+    return *known;
+  enum { STACK = 512 };
+  int stack[STACK];
+  int len = shape_key_length(pl);
+  int *key = len <= STACK ? stack : HX_NEW_ARRAY(a, int, len);
+  int n = shape_key(pl, key);
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(pieces->a, &pieces->memo, key, n);
+  if (!e->set) {
+    struct shape *sh = HX_NEW(pieces->a, struct shape);
+    sh->settings.first_cap = 16; /* a skeleton's settings: 24 at most, times the shares */
+    e->value = sh;
+    e->set = true;
+  }
+  if (known)
+    *known = e->value;
+  return e->value;
+}
+
 /* Gives pipeline pl its leaders and layer split, from the memo when it
  * holds them; NULL when its layers do not fit memory. The piece lives in
- * pieces' arena, or in a (no memo). */
+ * pieces' arena, or in a (no memo). *known (or NULL): pl's shape in the
+ * memo, kept across the settings of one completion. */
 static const struct piece *complete_pipeline(const struct hx_ctx *ctx, struct hx_arena *a,
                                              const struct hx_plan *plan, struct hx_pipeline *pl,
-                                             double opt_total, struct hx_sched_pieces *pieces) {
+                                             double opt_total, struct hx_sched_pieces *pieces,
+                                             struct shape **known) {
   bool memo = pieces != NULL;
   for (int s = 0; s < pl->nstages && memo; s++)
     memo = pl->stages[s].seq_layout == NULL; /* HexiSeq layouts are not keyed */
@@ -317,12 +363,13 @@ static const struct piece *complete_pipeline(const struct hx_ctx *ctx, struct hx
     compute_piece(ctx, a, plan, pl, opt_total, NULL, pc);
     return pc->fits ? pc : NULL;
   }
-  enum { STACK = 512 };
+  struct shape *sh = shape_of(a, pl, pieces, known);
+  enum { STACK = 256 };
   int stack[STACK];
-  int len = piece_key_length(pl);
+  int len = setting_key_length(pl);
   int *key = len <= STACK ? stack : HX_NEW_ARRAY(a, int, len);
-  int n = piece_key(plan, pl, opt_total, key);
-  struct hx_sched_memo_entry *e = hx_sched_memo_get(pieces->a, &pieces->memo, key, n);
+  int n = setting_key(plan, pl, opt_total, key);
+  struct hx_sched_memo_entry *e = hx_sched_memo_get(pieces->a, &sh->settings, key, n);
   if (!e->set) {
     struct piece *pc = HX_NEW(pieces->a, struct piece);
     compute_piece(ctx, pieces->a, plan, pl, opt_total, pieces->costs, pc);
@@ -361,6 +408,7 @@ struct split_work {
   const struct piece **pc;
   double *slowest, *chain;
   int64_t *m;
+  struct shape **shapes; /* per pipeline, kept across settings; or NULL */
 };
 
 static bool split_layers_and_batch(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
@@ -373,7 +421,8 @@ static bool split_layers_and_batch(const struct hx_ctx *ctx, struct hx_arena *a,
   int64_t *m = w->m;
   for (int i = 0; i < n; i++) {
     if (!pc[i])
-      pc[i] = complete_pipeline(ctx, a, p, &p->pipelines[i], opt_total, pieces);
+      pc[i] = complete_pipeline(ctx, a, p, &p->pipelines[i], opt_total, pieces,
+                                w->shapes ? &w->shapes[i] : NULL);
     if (!pc[i]) {
       *unfit = true;
       return false;
@@ -424,7 +473,7 @@ static struct hx_plan *prepared_copy(struct hx_arena *a, const struct hx_plan *s
  * memory with the even share of micro-batches. Scratch in a. */
 static bool split_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *p,
                           const int64_t *mbs, bool recompute, struct hx_sched_pieces *pieces,
-                          double beat, double *pipes, bool *unfit) {
+                          struct shape **shapes, double beat, double *pipes, bool *unfit) {
   bool no_split = false;
   if (!unfit)
     unfit = &no_split;
@@ -456,6 +505,7 @@ static bool split_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct h
       small ? slowest_stack : HX_NEW_ARRAY(a, double, n),
       small ? chain_stack : HX_NEW_ARRAY(a, double, n),
       small ? m_stack : HX_NEW_ARRAY(a, int64_t, n),
+      shapes,
   };
   /* a second round whose pieces are all the first's would split the batch
    * from the same times to the same counts: it is skipped */
@@ -531,6 +581,7 @@ void hx_sched_complete_each(struct hx_ctx *ctx, struct hx_arena *a, const struct
   struct hx_plan *w = prepared_copy(&scratch, skeleton);
   int n = skeleton->npipelines;
   int64_t *each = HX_NEW_ARRAY(&scratch, int64_t, n);
+  struct shape **shapes = HX_NEW_ARRAY(&scratch, struct shape *, n);
   struct unfit_sizes unfit = {{0, 0}};
   for (int k = 0; k < nsettings; k++) {
     out[k] = NULL;
@@ -541,7 +592,8 @@ void hx_sched_complete_each(struct hx_ctx *ctx, struct hx_arena *a, const struct
       each[i] = mbs[k];
     double pipes;
     bool no_split = false;
-    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, beat, &pipes, &no_split))
+    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, shapes, beat, &pipes,
+                      &no_split))
       out[k] = fitting(ctx, a, hx_plan_copy(a, w));
     note_unfit(&unfit, mbs[k], recompute[k], no_split);
   }
@@ -553,7 +605,8 @@ struct hx_plan *hx_sched_complete_mixed(struct hx_ctx *ctx, struct hx_arena *a,
                                         bool recompute) {
   struct hx_plan *p = prepared_copy(a, skeleton);
   double pipes;
-  return split_setting(ctx, a, p, mbs, recompute, NULL, INFINITY, &pipes, NULL) ? fitting(ctx, a, p)
+  return split_setting(ctx, a, p, mbs, recompute, NULL, NULL, INFINITY, &pipes, NULL)
+             ? fitting(ctx, a, p)
                                                                           : NULL;
 }
 
@@ -609,11 +662,11 @@ static int by_bound(const void *x, const void *y) {
  * fit. */
 static struct hx_plan *at_setting(const struct hx_ctx *ctx, struct hx_arena *a, struct hx_plan *w,
                                   int64_t mbs, bool recompute, struct hx_sched_pieces *pieces,
-                                  int64_t *each) {
+                                  struct shape **shapes, int64_t *each) {
   for (int i = 0; i < w->npipelines; i++)
     each[i] = mbs;
   double pipes;
-  if (!split_setting(ctx, a, w, each, recompute, pieces, INFINITY, &pipes, NULL))
+  if (!split_setting(ctx, a, w, each, recompute, pieces, shapes, INFINITY, &pipes, NULL))
     return NULL;
   return fitting(ctx, a, hx_plan_copy(a, w));
 }
@@ -638,6 +691,7 @@ struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
   struct hx_plan *w = prepared_copy(&scratch, skeleton);
   int np = skeleton->npipelines;
   int64_t *each = HX_NEW_ARRAY(&scratch, int64_t, np);
+  struct shape **shapes = HX_NEW_ARRAY(&scratch, struct shape *, np);
   struct bounded_setting order[HX_SCHED_MAX_SETTINGS];
   int norder = 0;
   struct unfit_sizes unfit = {{0, 0}};
@@ -649,7 +703,8 @@ struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
       each[i] = mbs[k];
     double pipes;
     bool no_split = false;
-    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, INFINITY, &pipes, &no_split))
+    if (split_setting(ctx, &scratch, w, each, recompute[k], pieces, shapes, INFINITY, &pipes,
+                      &no_split))
       order[norder++] = (struct bounded_setting){pipes, k};
     note_unfit(&unfit, mbs[k], recompute[k], no_split);
   }
@@ -659,7 +714,7 @@ struct hx_plan *hx_sched_complete(struct hx_ctx *ctx, struct hx_arena *a,
   double best_s = INFINITY;
   for (int i = 0; i < norder && !(order[i].bound > best_s); i++) {
     int k = order[i].index;
-    struct hx_plan *p = at_setting(ctx, &scratch, w, mbs[k], recompute[k], pieces, each);
+    struct hx_plan *p = at_setting(ctx, &scratch, w, mbs[k], recompute[k], pieces, shapes, each);
     if (!p)
       continue;
     /* an earlier setting wins a tie: price it exactly up to best_s too */

@@ -15,7 +15,7 @@ static uint64_t hash_ints(const int *key, int n) {
 }
 
 static void memo_grow(struct hx_arena *a, struct hx_sched_memo *m) {
-  int cap = m->cap ? 2 * m->cap : 1024;
+  int cap = m->cap ? 2 * m->cap : m->first_cap > 0 ? m->first_cap : 1024;
   struct hx_sched_memo_entry *e = HX_NEW_ARRAY(a, struct hx_sched_memo_entry, cap);
   for (int i = 0; i < m->cap; i++) {
     if (!m->e[i].key)
