@@ -407,14 +407,20 @@ static const struct hx_sched_grouping *grouping(struct search *s, const int *dev
   return e->value;
 }
 
-/* A skeleton from a recipe: pipeline i grouped into KS[kmode[i]] groups. */
-static struct hx_plan *build_recipe(struct search *s, const struct recipe *r, bool *fresh) {
+/* Skeletons are built in an arena of their own, freed once completed: the
+ * memo keeps the completion (in s->a) under the skeleton's key, and a
+ * skeleton has per-device arrays (llama2-13b on hetero-64 at batch 65536:
+ * 10,700 skeletons and their copies were 60 of the search arena's 169 MB). */
+
+/* A skeleton from a recipe: pipeline i grouped into KS[kmode[i]] groups;
+ * NULL when the search stopped or a pipeline has no stages. In sa. */
+static struct hx_plan *recipe_skeleton(struct search *s, struct hx_arena *sa,
+                                       const struct recipe *r) {
   struct hx_ctx *ctx = s->ctx;
   const struct hx_sched_split *sp = r->split;
-  struct hx_plan *sk = hx_plan_new(s->a, ctx->cluster.ndevices, sp->npipelines);
+  struct hx_plan *sk = hx_plan_new(sa, ctx->cluster.ndevices, sp->npipelines);
   sk->strategy = "hexiscale";
   sk->schedule = ctx->train.schedule;
-  *fresh = false;
   for (int i = 0; i < sp->npipelines; i++) {
     if (stopped(s))
       return NULL;
@@ -422,12 +428,23 @@ static struct hx_plan *build_recipe(struct search *s, const struct recipe *r, bo
     /* a pipeline with fewer orders than `variant` keeps its last one */
     int v = r->variant < g->norders ? r->variant : g->norders - 1;
     if (v < 0 ||
-        !hx_sched_stages(ctx, s->a, sp->devices[i], sp->count[i], g, r->layout, v,
+        !hx_sched_stages(ctx, sa, sp->devices[i], sp->count[i], g, r->layout, v,
                          &sk->pipelines[i]) ||
         sk->pipelines[i].nstages > ctx->model.layers)
       return NULL;
   }
-  return complete(s, sk, fresh);
+  return sk;
+}
+
+/* The recipe's skeleton, completed (NULL when it has none or nothing fits). */
+static struct hx_plan *build_recipe(struct search *s, const struct recipe *r, bool *fresh) {
+  struct hx_arena sa;
+  hx_arena_init(&sa);
+  *fresh = false;
+  struct hx_plan *sk = recipe_skeleton(s, &sa, r);
+  struct hx_plan *p = sk ? complete(s, sk, fresh) : NULL;
+  hx_arena_free(&sa);
+  return p;
 }
 
 static struct recipe *uniform_recipe(struct search *s, struct hx_sched_split *sp, int kmode,
@@ -1025,29 +1042,23 @@ static bool op_applies(const struct search *s, const struct hx_plan *plan, int i
   return false;
 }
 
-/* A copy of plan with pipeline i's stage list changed by op: stage `from`
- * merged into stage `to` as one TP group, moved to position `to`, split into
- * two TP halves, or left out (its devices unused); or pipeline i left out.
- * Completed again; NULL when the move does not apply or nothing fits. */
-static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, int i, int from,
-                                  int to, enum stage_op op, bool *fresh, double beat) {
-  *fresh = false;
+/* stage_move's skeleton (the move applies), in sa. */
+static struct hx_plan *moved_skeleton(struct hx_arena *sa, const struct hx_plan *plan, int i,
+                                      int from, int to, enum stage_op op) {
   const struct hx_pipeline *p = &plan->pipelines[i];
-  if (p->nstages > MAX_STAGES || !op_applies(s, plan, i, from, to, op))
-    return NULL;
-  struct hx_plan *q = hx_plan_copy(s->a, plan);
+  struct hx_plan *q = hx_plan_copy(sa, plan);
   q->groups = NULL;
   q->ngroups = 0;
   if (op == OP_DROP_PIPELINE) {
     for (int k = i; k + 1 < q->npipelines; k++)
       q->pipelines[k] = q->pipelines[k + 1];
     q->npipelines--;
-    return complete_below(s, q, fresh, beat);
+    return q;
   }
   const struct hx_stage *a = &p->stages[from], *b = &p->stages[to];
   int sizes[2 * MAX_STAGES], m = 0;
   const int *runs[2 * MAX_STAGES];
-  int *merged = HX_NEW_ARRAY(s->a, int, a->ndevices + b->ndevices);
+  int *merged = HX_NEW_ARRAY(sa, int, a->ndevices + b->ndevices);
   for (int k = 0; k < p->nstages; k++) {
     if (k == from && op != OP_SPLIT)
       continue; /* merged, moved or dropped */
@@ -1070,12 +1081,30 @@ static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, 
       runs[m] = a->devices, sizes[m++] = a->ndevices;
   }
   struct hx_pipeline *qp = &q->pipelines[i];
-  hx_pipeline_init(s->a, qp, m);
+  hx_pipeline_init(sa, qp, m);
   qp->micro_batch_size = p->micro_batch_size;
   qp->micro_batches = p->micro_batches;
   for (int k = 0; k < m; k++)
-    hx_stage_init(s->a, &qp->stages[k], runs[k], sizes[k], 0, 0, false);
-  return complete_below(s, q, fresh, beat);
+    hx_stage_init(sa, &qp->stages[k], runs[k], sizes[k], 0, 0, false);
+  return q;
+}
+
+/* A copy of plan with pipeline i's stage list changed by op: stage `from`
+ * merged into stage `to` as one TP group, moved to position `to`, split into
+ * two TP halves, or left out (its devices unused); or pipeline i left out.
+ * Completed again; NULL when the move does not apply or nothing fits. */
+static struct hx_plan *stage_move(struct search *s, const struct hx_plan *plan, int i, int from,
+                                  int to, enum stage_op op, bool *fresh, double beat) {
+  *fresh = false;
+  const struct hx_pipeline *p = &plan->pipelines[i];
+  if (p->nstages > MAX_STAGES || !op_applies(s, plan, i, from, to, op))
+    return NULL;
+  struct hx_arena sa; /* the skeleton's: see recipe_skeleton */
+  hx_arena_init(&sa);
+  struct hx_plan *done = complete_below(s, moved_skeleton(&sa, plan, i, from, to, op), fresh,
+                                        beat);
+  hx_arena_free(&sa);
+  return done;
 }
 
 /* A copy of plan with the devices of machine `node` that it leaves unused
@@ -1096,22 +1125,26 @@ static struct hx_plan *add_machine(struct search *s, const struct hx_plan *plan,
     return NULL;
   bool one = hx_sched_tp_legal(&s->ctx->model, n);
   int added = one ? 1 : n;
-  struct hx_plan *q = hx_plan_copy(s->a, plan);
+  struct hx_arena sa; /* the skeleton's: see recipe_skeleton */
+  hx_arena_init(&sa);
+  struct hx_plan *q = hx_plan_copy(&sa, plan);
   q->groups = NULL;
   q->ngroups = 0;
   struct hx_pipeline *qp = &q->pipelines[i];
-  hx_pipeline_init(s->a, qp, p->nstages + added);
+  hx_pipeline_init(&sa, qp, p->nstages + added);
   qp->micro_batch_size = p->micro_batch_size;
   qp->micro_batches = p->micro_batches;
   for (int k = 0, out = 0; k <= p->nstages; k++) {
     if (k == at)
       for (int d = 0; d < added; d++, out++)
-        hx_stage_init(s->a, &qp->stages[out], one ? idle : idle + d, one ? n : 1, 0, 0, false);
+        hx_stage_init(&sa, &qp->stages[out], one ? idle : idle + d, one ? n : 1, 0, 0, false);
     if (k < p->nstages)
-      hx_stage_init(s->a, &qp->stages[out++], p->stages[k].devices, p->stages[k].ndevices, 0, 0,
+      hx_stage_init(&sa, &qp->stages[out++], p->stages[k].devices, p->stages[k].ndevices, 0, 0,
                     false);
   }
-  return complete_below(s, q, fresh, beat);
+  struct hx_plan *done = complete_below(s, q, fresh, beat);
+  hx_arena_free(&sa);
+  return done;
 }
 
 /* What a polish move must beat to be taken: plan's time, less 1e-9 of it. */
