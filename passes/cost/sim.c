@@ -1102,8 +1102,8 @@ void hx_sim_set_extrapolation(int64_t above) {
 }
 
 /* One simulation's growable buffers, kept from one simulation to the next:
- * a search simulates thousands of plans, and allocating, faulting in and
- * freeing the same megabytes for each was a sixth of planning. Only one
+ * a search simulates thousands of plans, and each allocated, zeroed and
+ * freed the same megabytes of tasks, pairs and scratch again. Only one
  * simulation holds them at a time (`lent`); another at once (none does so
  * today) gets buffers of its own. Buffers above KEPT_MAX_BYTES are freed,
  * not kept: the largest plans' final simulation should not pin its

@@ -232,7 +232,7 @@ static int key_int64(int *key, int64_t v) {
  * TP, CP and HP degrees), then its setting (micro-batch size, recompute,
  * micro-batches in flight, the optimizer-share denominator). A completion
  * tries every setting of one skeleton: each pipeline's shape is looked up
- * once for all of them (struct shape_slots), and a setting's lookup is in
+ * once for all of them (split_work's shapes), and a setting's lookup is in
  * the shape's own small table. One memo keyed by both hashed and compared
  * some 40 ints in a table of half a million entries for each setting of
  * each pipeline (a cache miss or two each: 12% of a search). */
@@ -540,7 +540,7 @@ static struct hx_plan *fitting(const struct hx_ctx *ctx, struct hx_arena *a, str
  * the slots drop the total can fall (GPipe at the even share: half the
  * slots at twice the size, 0.01% less), so those sizes are split. Such
  * settings are skipped, not split (GPT-Neo-2.7B at global batch 2048 on
- * gh200-a100-v100: 6% of the planning's instructions); tests/cost's
+ * gh200-a100-v100: 2.5% of the planning's instructions); tests/cost's
  * test_memory_grows_with_mbs checks the premise. */
 struct unfit_sizes {
   int64_t from[2]; /* per recompute: the least size found not to fit; 0: none */

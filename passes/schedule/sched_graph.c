@@ -281,13 +281,16 @@ static bool metis_arena_ready;
 static struct hx_sched_memo metis_answers;
 enum { METIS_KEPT_MAX = 1 << 16 };
 
-/* Everything METIS_PartGraphKway reads as ints, in a. */
-static int *metis_key(struct hx_arena *a, idx_t n, const idx_t *xadj, const idx_t *adjncy,
-                      const idx_t *vwgt, const idx_t *adjwgt, const real_t *tpwgts, int nparts,
-                      uint64_t seed, int *nkey) {
+/* Everything METIS_PartGraphKway reads as ints, malloc'ed (the memo keeps
+ * its own copy). */
+static int *metis_key(idx_t n, const idx_t *xadj, const idx_t *adjncy, const idx_t *vwgt,
+                      const idx_t *adjwgt, const real_t *tpwgts, int nparts, uint64_t seed,
+                      int *nkey) {
   idx_t m = xadj[n];
   int reals = nparts * (int)(sizeof(real_t) / sizeof(int)); /* float or double */
-  int *key = HX_NEW_ARRAY(a, int, 4 + (n + 1) + 2 * (int64_t)m + n + reals);
+  int *key = malloc(sizeof(int) * (size_t)(4 + (n + 1) + 2 * (int64_t)m + n + reals));
+  if (!key)
+    hx_internal_error("out of memory keying a METIS partition");
   int k = 0;
   key[k++] = (int)n;
   key[k++] = nparts;
@@ -334,15 +337,16 @@ static void run_metis(struct hx_arena *a, const struct hx_sched_graph *g, int np
    * question again and again (pipelines on machines alike build the same
    * graph; llama2-13b on hetero-64: 331 of 779 calls), so its answers are
    * kept for the run, keyed by every input it reads */
-  int nkey = 0;
-  int *key = metis_key(a, n, xadj, adjncy, vwgt, adjwgt, tpwgts, nparts, seed, &nkey);
   struct hx_sched_memo_entry *kept = NULL;
   if (metis_answers.n < METIS_KEPT_MAX) {
     if (!metis_arena_ready) {
       hx_arena_init(&metis_arena);
       metis_arena_ready = true;
     }
+    int nkey = 0;
+    int *key = metis_key(n, xadj, adjncy, vwgt, adjwgt, tpwgts, nparts, seed, &nkey);
     kept = hx_sched_memo_get(&metis_arena, &metis_answers, key, nkey);
+    free(key);
     if (kept->set) {
       memcpy(part, kept->value, sizeof(int) * (size_t)n);
       return;
