@@ -728,6 +728,24 @@ static void test_sim_extrapolation(void) {
   hx_arena_free(&ctx.arena);
 }
 
+/* A seeded stage over devices 0-7 of ctx's cluster (TP 1-8 with uneven
+ * shards, 0-4 layers, recompute or not, an optimizer share: whole, ZeRO-1
+ * shares or 1), ctx's target, sharding and sequence parallelism drawn with
+ * it, and whether it is a first and a last stage. */
+static void random_stage(struct hx_ctx *ctx, uint64_t *rng, struct hx_stage *st, bool *first,
+                         bool *last) {
+  static const int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  int tp = 1 + fx_below(rng, 8);
+  hx_stage_init(&ctx->arena, st, ranks, tp, 0, fx_below(rng, 5), fx_below(rng, 2));
+  static const double shares[] = {0, 1, 0.25, 1.0 / 3, 0.8};
+  st->opt_share = shares[fx_below(rng, 5)];
+  ctx->opt.target = fx_below(rng, 2) ? HX_TARGET_CUDA : HX_TARGET_CPU;
+  ctx->train.optimizer_sharding = fx_below(rng, 2) ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
+  ctx->train.sequence_parallel = fx_below(rng, 2);
+  *first = fx_below(rng, 2);
+  *last = fx_below(rng, 2);
+}
+
 /* hx_stage_memory_parts and hx_stage_memory_from_parts (the searches' cache
  * of a stage shape's memory, sched_layers.c) give hx_stage_memory_bytes to
  * the bit: seeded shapes (TP 1-8 with uneven shards, 0-4 layers, ends,
@@ -738,19 +756,12 @@ static void test_memory_parts(void) {
   fx_init(&ctx);
   set_model(&ctx, 4, 96, 176, 24, 6, 100, 32);
   set_cluster(&ctx, 8, 100, 24, 1e9, 0);
-  int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   uint64_t rng = 7;
   int compared = 0;
   for (int trial = 0; trial < 2000; trial++) {
     struct hx_stage st;
-    int tp = 1 + fx_below(&rng, 8);
-    hx_stage_init(&ctx.arena, &st, ranks, tp, 0, fx_below(&rng, 5), fx_below(&rng, 2));
-    double shares[] = {0, 1, 0.25, 1.0 / 3, 0.8};
-    st.opt_share = shares[fx_below(&rng, 5)];
-    ctx.opt.target = fx_below(&rng, 2) ? HX_TARGET_CUDA : HX_TARGET_CPU;
-    ctx.train.optimizer_sharding = fx_below(&rng, 2) ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
-    ctx.train.sequence_parallel = fx_below(&rng, 2);
-    bool first = fx_below(&rng, 2), last = fx_below(&rng, 2);
+    bool first, last;
+    random_stage(&ctx, &rng, &st, &first, &last);
     int64_t mbs = 1 + fx_below(&rng, 4), in_flight = 1 + fx_below(&rng, 4);
     struct hx_stage_memory_parts parts;
     CHECK(hx_stage_memory_parts(&ctx, &st, first, last, mbs, in_flight, &parts));
@@ -778,19 +789,12 @@ static void test_memory_grows_with_mbs(void) {
   fx_init(&ctx);
   set_model(&ctx, 4, 96, 176, 24, 6, 100, 32);
   set_cluster(&ctx, 8, 100, 24, 1e9, 0);
-  int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   uint64_t rng = 0x6e0;
   int compared = 0;
   for (int trial = 0; trial < 2000; trial++) {
     struct hx_stage st;
-    int tp = 1 + fx_below(&rng, 8);
-    hx_stage_init(&ctx.arena, &st, ranks, tp, 0, fx_below(&rng, 5), fx_below(&rng, 2));
-    double shares[] = {0, 1, 0.25, 1.0 / 3, 0.8};
-    st.opt_share = shares[fx_below(&rng, 5)];
-    ctx.opt.target = fx_below(&rng, 2) ? HX_TARGET_CUDA : HX_TARGET_CPU;
-    ctx.train.optimizer_sharding = fx_below(&rng, 2) ? HX_SHARD_ZERO1 : HX_SHARD_NONE;
-    ctx.train.sequence_parallel = fx_below(&rng, 2);
-    bool first = fx_below(&rng, 2), last = fx_below(&rng, 2);
+    bool first, last;
+    random_stage(&ctx, &rng, &st, &first, &last);
     int64_t in_flight = 1 + fx_below(&rng, 32);
     double before = 0;
     for (int64_t mbs = 1; mbs <= 64; mbs *= 2) {
