@@ -727,7 +727,12 @@ void rt_sync_gather_weights(struct rt_exec *e) {
     struct rt_bucket *b = &s->buckets[i];
     if (!b->counts)
       continue;
-    e->dev->pack(e->pack + b->pack_off, e->p.dev.w, b->runs.items, b->runs.n);
+    /* only this rank's block: every transport's all-gather sends a member's
+     * own block from its place in the buffer and overwrites the rest (MPI
+     * in place, NCCL broadcasts from each root, the staged copy); packing
+     * the whole bucket copied every member's weights for nothing (on the
+     * CPU, 4 members: 0.6-1.1 ms of the optimizer op's 3-4 ms, measured) */
+    e->dev->pack(e->pack + b->pack_off + b->own_at, e->p.dev.w, b->own.items, b->own.n);
     b->req = e->tr->group_allgather_start(b->handle, e->pack + b->pack_off, b->counts,
                                           "weight all-gather");
   }
