@@ -3,16 +3,17 @@
 # cluster of CPU ranks on this machine, hexic's plan and the two symmetric
 # baselines' plans (every device; the best subset of the devices) are
 # compiled, built and trained as real programs (launch.sh --emulate), and for
-# each this prints the simulated step, the measured step (median of the steps
-# after the 3 that calibrate) and the error, (simulated - measured) /
+# each this prints the simulated step, the measured step (the median over
+# REPEAT runs of each run's median of the steps after the 6 that calibrate)
+# and the error, (simulated - measured) /
 # measured, then the measured against the simulated speed-ups over each
 # baseline and over the stronger one. Run it on an otherwise idle machine:
 # the profile and the emulated ranks both take what else runs as their own
 # speed. Figures are printed, nothing is asserted; the last lines say whether
 # every plan's step is simulated within 5% of its measured step (the target).
 #   1. calibration: hexic-profile, compiled as a generated Makefile compiles
-#      the kernels it times, under mpirun -np 2 (three runs, the one of
-#      the median layer rate kept) measures sgemm at the
+#      the kernels it times, under mpirun -np 2 (ROUNDS rounds, each
+#      figure the median of them) measures sgemm at the
 #      model's shapes (one thread), the forward and the backward of a stack of the
 #      model's decoder layers through the CPU kernels (efficiency,
 #      backward_efficiency; and a profile block: a layer's forward and
@@ -24,24 +25,35 @@
 #      weight pack), each in CPU seconds as --emulate's reference is, and
 #      MPI ping-pong: the gpu type "cpu-host", this
 #      machine, which the cluster names as its emulation host;
-#   2. the cluster: FAST_DEVICES (1) "cpu-fast" devices FAST (2) times slower
+#   2. the cluster: FAST_DEVICES (1) "cpu-fast" devices FAST (3) times slower
 #      than this machine and SLOW_DEVICES (3) "cpu-slow" SLOW (3) times slower
 #      than those, in FLOP/s, in what the optimizer streams and copies alike; every
 #      link at the measured MPI figures. Every device slower than the machine
 #      leaves each rank room for what sharing the machine costs it (cores,
 #      caches: --emulate stretches each op by a reference time taken alone)
 #      and keeps the ranks' compute, FAST_DEVICES / FAST + SLOW_DEVICES /
-#      (FAST SLOW) = 1 core by default, inside the 2 cores here;
-#   3. each plan trained STEPS steps with --emulate (its first 3 steps
-#      calibrate, the median is over the steps after them), traced
+#      (FAST SLOW) = 2/3 of a core by default, inside the 2 cores here (at
+#      FAST 2, 1 core, 12-18 of a run's 144-252 compute ops ran past their
+#      emulated end in 3 of 12 runs, two of which read 7% and 20% slow);
+#   3. each plan trained STEPS steps with --emulate, its first 6 steps
+#      calibrating (HEXIC_EMULATE_CALIBRATION; 3 by default, with which
+#      every plan ran 9-14% slower than priced: a slow rank's references,
+#      the fewest CPU seconds of its ops, saw fewer of the machine's
+#      moments), the median over the steps after them, traced
 #      (HEXIC_TRACE): per kind of event, one step's seconds over every rank,
 #      simulated (trace.json) against measured (kind_table in measure_lib.sh:
 #      a collective from its last member's arrival, the waiting before it
 #      apart; a pipeline hop from its send's start to its arrival, and how
 #      much of it the receiver's compute hid). Beside hexic's plan and the
 #      two baselines, a hand-written 4-stage pipeline, whose hops those rows
-#      measure.
-#   usage: bench/measured.sh    env: STEPS (default 12), FAST (2), SLOW (3),
+#      measure. The plans train in REPEAT rounds, one run of each a round,
+#      with a one-round profile before each round and after the last; the
+#      plans (made for the profile of step 1) are simulated again (hexic
+#      --plan) on the cluster of those rounds' medians, and held to that:
+#      this machine's speed moves over minutes as well as seconds, and a
+#      profile taken before every run priced all the plans of one run 7-28%
+#      long.
+#   usage: bench/measured.sh    env: STEPS (default 12), REPEAT (3), FAST (3), SLOW (3), ROUNDS (3),
 #          FAST_DEVICES (1), SLOW_DEVICES (3), PLANS (default "hexic symmetric
 #          subset pipeline": the plans to train; the speed-ups need the first three),
 #          BUILD (default build-bench: a Release build of hexic; hexic-profile is
@@ -52,7 +64,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build-bench}
 plans=" ${PLANS:-hexic symmetric subset pipeline} "
-steps=${STEPS:-12} fast=${FAST:-2} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
+calib=6 repeat=${REPEAT:-3} steps=${STEPS:-12} fast=${FAST:-3} slow=${SLOW:-3} nfast=${FAST_DEVICES:-1} nslow=${SLOW_DEVICES:-3}
 model=${MODEL:-$root/bench/measured-model.hx}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # one BLAS thread a rank, as hexic-profile measures: launch.sh sets it only
@@ -93,23 +105,26 @@ batch=$(sed -n 's/.*global_batch = \([0-9]*\).*/\1/p' "$model")
 # every TP degree up to the heads (--gpus: hexic wants a profile at each
 # degree it may give a device)
 sizes=$(awk -v b="$batch" 'BEGIN { s = ""; for (m = 1; m <= b && m <= 16; m *= 2) if (b % m == 0) s = s (s ? "," : "") m; print s }')
-# three profiles, the one of the median layer rate kept: one measurement
-# moves by a few percent with what else the machine does at that moment
-echo "== calibration (hexic-profile, mpirun -np 2, three times; the median layer rate is kept)"
-for k in 1 2 3; do
+# one profile of ROUNDS (3) rounds, each figure the median of them, which
+# the plans are made for: this machine's speed moves from second to second
+# (a layer's forward, the fewest of one second at a time, between 2.54 and
+# 3.25 ms), and a point measured in one stretch read up to 30% slow; the
+# best of the rounds undercut the runs' references by 5-12%. The runs are
+# held to another profile, of rounds taken between them (below).
+rounds=${ROUNDS:-3}
+# profile OUT ROUNDS: hexic-profile at the model's shapes, OUT.log its line
+profile() {
   mpirun -np 2 "$work/hexic-profile" --hidden "$hidden" --ffn "$ffn" --heads "$heads" \
-    --tokens "$seq" --vocab "$vocab" --profile --micro-batches "$sizes" \
-    --layers "$layers" --gpus "$heads" --name cpu-host -o "$work/profile.$k.hx" 2>"$work/profile.$k.log"
-  cat "$work/profile.$k.log"
-  echo "$(sed -n 's/.*layer fwd \([0-9.]*\) GFLOP.*/\1/p' "$work/profile.$k.log") $k"
-done | tee "$work/profiles" | grep '^hexic-profile'
-kept=$(grep -v '^hexic-profile' "$work/profiles" | sort -g | sed -n 2p | cut -d' ' -f2)
-cp "$work/profile.$kept.hx" "$work/profile.hx"
-echo "kept profile $kept"
+    --tokens "$seq" --vocab "$vocab" --profile --micro-batches "$sizes" --rounds "$2" \
+    --seconds 0.5 --layers "$layers" --gpus "$heads" --name cpu-host -o "$1" \
+    2>"$1.log" || { cat "$1.log" >&2; exit 1; }
+}
+echo "== calibration (hexic-profile, mpirun -np 2, $rounds rounds, each figure the median of them)"
+profile "$work/profile.hx" "$rounds"
+cat "$work/profile.hx.log"
 
 # profile.hx's figures: the host itself, and the two kinds of emulated device
 . "$root/bench/measure_lib.sh"
-profile_figures "$work/profile.hx"
 over() { awk -v x="$1" -v d="$2" 'BEGIN { printf "%.6f", x / d }'; }
 # scaled_profiles FILE NAME SLOWER: FILE's profile blocks (the host's
 # measured layer times per TP degree and micro-batch size) as gpu type
@@ -130,41 +145,75 @@ scaled_profiles() {
     /^}/ { inside = 0 }' "$1"
 }
 slower=$(awk -v a="$fast" -v b="$slow" 'BEGIN { print a * b }')
-cat >"$work/mixed.hx" <<HX
-$(grep '^gpu ' "$work/profile.hx")
+# mixed_cluster PROFILE OUT: the emulated cluster of PROFILE's host figures
+mixed_cluster() {
+  profile_figures "$1"
+  cat >"$2" <<HX
+$(grep '^gpu ' "$1")
 emulation { host = "cpu-host" }
 gpu "cpu-fast" { tflops = $(over "$tflops" "$fast"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; head_efficiency = $heff; mem_bandwidth = $(over "$membw" "$fast") MB/s; copy_bandwidth = $(over "$copybw" "$fast") MB/s }
 gpu "cpu-slow" { tflops = $(over "$tflops" "$slower"); memory = 2 GiB; efficiency = $eff; backward_efficiency = $beff; head_efficiency = $heff; mem_bandwidth = $(over "$membw" "$slower") MB/s; copy_bandwidth = $(over "$copybw" "$slower") MB/s }
-$(scaled_profiles "$work/profile.hx" cpu-fast "$fast")
-$(scaled_profiles "$work/profile.hx" cpu-slow "$slower")
+$(scaled_profiles "$1" cpu-fast "$fast")
+$(scaled_profiles "$1" cpu-slow "$slower")
 node "fast" { gpu = "cpu-fast"; gpus = $nfast; bandwidth = $netbw MB/s; latency = $netlat us }
 node "slow" { gpu = "cpu-slow"; gpus = $nslow; bandwidth = $netbw MB/s; latency = $netlat us }
 network { bandwidth = $netbw MB/s; latency = $netlat us }
 HX
+}
+mixed_cluster "$work/profile.hx" "$work/mixed.hx"
 echo "== emulated cluster: host cpu-host ($tflops TFLOP/s x $eff, backward x $beff, optimizer $membw MB/s);" \
   "$nfast x cpu-fast (${fast}x slower) + $nslow x cpu-slow (${slower}x slower);" \
   "the ranks' compute needs $(awk -v a="$nfast" -v b="$fast" -v c="$nslow" -v d="$slower" \
     'BEGIN { printf "%.2f", a / b + c / d }') of $(nproc) cores"
 
-# run NAME HEXIC-FLAG: compile (--strategy=S or --plan=FILE), build, train;
-# prints "simulated measured" seconds, nothing when hexic finds no plan (exit
-# 3: a symmetric shape on every device of an odd cluster, say; the reason is
-# in NAME.plan.txt)
-run() {
+# prepare NAME HEXIC-FLAG: compile (--strategy=S or --plan=FILE) and build;
+# nothing is built when hexic finds no plan (exit 3: a symmetric shape on
+# every device of an odd cluster, say; the reason is in NAME.plan.txt)
+prepare() {
   local dir=$work/$1 rc=0
   "$build/hexic" "$model" "$work/mixed.hx" "$2" -o "$dir" >"$dir.plan.txt" 2>&1 || rc=$?
   [ "$rc" = 3 ] && return 0
   [ "$rc" = 0 ] || { cat "$dir.plan.txt" >&2; exit 1; }
   build_plan "$dir"
-  HEXIC_TRACE=$dir.measured.json "$dir/launch.sh" --steps "$steps" --emulate >"$dir.out" 2>&1 ||
-    { cat "$dir.out"; exit 1; }
-  sim_and_median "$dir" "$dir.out" 3 # the first 3 steps calibrate (rtlib/rt_emulate.c)
+}
+
+# train NAME K: the K-th training of NAME's plan (if it has one), traced;
+# appends "K simulated measured" seconds to NAME.runs
+train() {
+  local dir=$work/$1
+  [ -x "$dir/launch.sh" ] || return 0
+  HEXIC_EMULATE_CALIBRATION=$calib HEXIC_TRACE=$dir.measured.$2.json "$dir/launch.sh" \
+    --steps "$steps" --emulate >"$dir.out.$2" 2>&1 || { cat "$dir.out.$2"; exit 1; }
+  echo "$2 $(sim_and_median "$dir" "$dir.out.$2" "$calib")" >>"$dir.runs" # $calib steps calibrate
+}
+
+# resimulate NAME: NAME's plan simulated again (hexic --plan) on the
+# cluster of the profile rounds taken between the runs, into NAME.sim/:
+# its simulated step, trace and busy times are what the runs are held to
+resimulate() {
+  local dir=$work/$1
+  [ -x "$dir/launch.sh" ] || return 0
+  "$build/hexic" "$model" "$work/mixed-runs.hx" --plan="$dir/plan.json" -o "$dir.sim" \
+    >"$dir.sim.txt" 2>&1 || { cat "$dir.sim.txt" >&2; exit 1; }
+}
+
+# result NAME: "simulated measured" seconds, the median of NAME's runs (the
+# lower middle one of an even count), whose log and trace become NAME.out
+# and NAME.measured.json for the rows below; nothing without a plan
+result() {
+  local dir=$work/$1 k
+  [ -s "$dir.runs" ] || return 0
+  k=$(sort -g -k3 "$dir.runs" | sed -n "$(( ($(wc -l <"$dir.runs") + 1) / 2 ))p" | cut -d' ' -f1)
+  cp "$dir.out.$k" "$dir.out"
+  cp "$dir.measured.$k.json" "$dir.measured.json"
+  echo "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["simulated"]["iteration_s"])' \
+    "$dir.sim/plan.json") $(grep "^$k " "$dir.runs" | cut -d' ' -f3)"
 }
 
 # ranks NAME: per rank, the simulator's busy time of a step (plan.json) against
 # the rank's compute of a step at its device's speed (--emulate's closing line)
 ranks() {
-  python3 - "$work/$1/plan.json" "$work/$1.out" <<'PY'
+  python3 - "$work/$1.sim/plan.json" "$work/$1.out" <<'PY'
 import json, re, sys
 busy = json.load(open(sys.argv[1]))["simulated"]["busy_s"]
 line = [l for l in open(sys.argv[2]) if "compute of one step at each device's speed" in l]
@@ -207,39 +256,54 @@ pipeline_plan() {
 JSON
 }
 
-# one plan: its line and its ranks, or why it has none
+# one plan: its line, its runs and its ranks, or why it has none
 plan() {
   if [ -n "$2" ]; then
     report "$1" "$2" "$(grep -m 1 "^plan:" "$work/$1.plan.txt")"
+    [ "$repeat" -gt 1 ] && echo "          measured steps of its $repeat runs (s): $(cut -d' ' -f3 "$work/$1.runs" | tr '\n' ' ')"
     ranks "$1"
-    kind_table "$work/$1/trace.json" "$work/$1.measured.json" 3
+    kind_table "$work/$1.sim/trace.json" "$work/$1.measured.json" "$calib"
   else
     printf '%-9s no plan: %s\n' "$1" "$(grep -m 1 'error:' "$work/$1.plan.txt")"
   fi
 }
 # wanted NAME: whether PLANS names it
 wanted() { [[ $plans == *" $1 "* ]]; }
-if wanted hexic; then
-  h=$(run hexic --strategy=auto)
-  plan hexic "$h"
-fi
-if wanted symmetric; then
-  b=$(run symmetric --strategy=symmetric)
-  plan symmetric "$b"
-fi
+wanted hexic && prepare hexic --strategy=auto
+wanted symmetric && prepare symmetric --strategy=symmetric
 # the stronger baseline where slow devices are better left out (issue 15)
-if wanted subset; then
-  u=$(run subset --strategy=symmetric-subset)
-  plan subset "$u"
-fi
+wanted subset && prepare subset --strategy=symmetric-subset
 # pipeline hops, which no plan above has (hexic plans DP here): the fast
 # device's 5 layers and the embedding, then one layer on each slow device
 # (the head on the last), 12 micro-batches of 4 sequences in 1F1B
 if wanted pipeline; then
   pipeline_plan >"$work/pipeline.json"
-  p=$(run pipeline --plan="$work/pipeline.json")
-  plan pipeline "$p"
+  prepare pipeline --plan="$work/pipeline.json"
 fi
+# REPEAT rounds, each training every plan once: a plan's runs spread over
+# the rounds, not back to back, so that no plan meets only one stretch of
+# this machine's speed (two runs of one plan in a row read 3-9% apart)
+# and a profile round before each round of runs and after the last, so that
+# the profile the runs are held to was taken over the same stretch of time
+# as the runs (a profile taken before them all priced every plan of one
+# run 7-28% long: the machine ran faster minutes later)
+for k in $(seq "$repeat"); do
+  profile "$work/profile.r$k.hx" 1
+  for name in $plans; do train "$name" "$k"; done
+done
+profile "$work/profile.r$((repeat + 1)).hx" 1
+python3 "$root/bench/merge_profiles.py" "$work"/profile.r*.hx >"$work/profile-runs.hx"
+mixed_cluster "$work/profile-runs.hx" "$work/mixed-runs.hx"
+echo "== the runs' profile: $((repeat + 1)) rounds between the runs, each figure their median:" \
+  "host $tflops TFLOP/s x $eff, backward x $beff, optimizer $membw MB/s;" \
+  "each plan simulated again on it (hexic --plan)"
+for name in $plans; do resimulate "$name"; done
+h=$(result hexic) b=$(result symmetric) u=$(result subset) p=$(result pipeline)
+for name in hexic symmetric subset pipeline; do
+  wanted "$name" || continue
+  case $name in hexic) r=$h ;; symmetric) r=$b ;; subset) r=$u ;; pipeline) r=$p ;; esac
+  plan "$name" "$r"
+done
 # the target: every plan's step simulated within 5% of its measured step
 for pair in "hexic ${h:-}" "symmetric ${b:-}" "subset ${u:-}" "pipeline ${p:-}"; do
   echo "$pair"

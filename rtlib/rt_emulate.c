@@ -11,7 +11,8 @@
  *     all-reduces, HexiSeq exchanges, the loss all-reduce): the rank sleeps
  *     until then. The reference is the fewest CPU seconds an op of its kind
  *     (forward, backward, optimizer: reference_of) took in the
- *     first RT_EMU_CALIBRATION_STEPS steps and since; those steps run one rank's compute at
+ *     first RT_EMU_CALIBRATION_STEPS steps ($HEXIC_EMULATE_CALIBRATION
+ *     if set) and since; those steps run one rank's compute at
  *     a time (a machine-wide lock, let go only in a wait), so each op is
  *     timed on an otherwise idle machine, run back to back with the ops
  *     before it as it would be alone. Why not each
@@ -490,6 +491,26 @@ static void trace_op_end(struct rt_exec *e) {
   }
 }
 
+/* The calibration steps: RT_EMU_CALIBRATION_STEPS, or
+ * $HEXIC_EMULATE_CALIBRATION (1 to 1000). More give each rank's references
+ * more of the machine's moments to be taken in: a rank of a slow device
+ * that runs two forward ops a step had six, over a few seconds, in which
+ * this machine's speed moves by 10-30% (bench/measured.sh sets 6). Every
+ * rank reads the same environment (mpirun passes it on), so every rank
+ * agrees, or every rank stops alike. */
+static int calibration_steps(void) {
+  const char *text = getenv("HEXIC_EMULATE_CALIBRATION");
+  if (!text)
+    return RT_EMU_CALIBRATION_STEPS;
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (!*text || *end || errno || v < 1 || v > 1000)
+    hx_rt_fatal(HX_RT_EXIT_ERROR,
+                "HEXIC_EMULATE_CALIBRATION wants the calibration steps, 1 to 1000, not '%s'", text);
+  return (int)v;
+}
+
 /* ---- the hooks ---- */
 
 void rt_emu_init(struct rt_exec *e, bool requested) {
@@ -510,6 +531,7 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
   u->on = true;
   u->fig = e->cfg->emulation;
   u->first_step = -1;
+  u->calibration_steps = calibration_steps();
   hx_rt_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &u->comm), "emulation communicator");
   int slots = e->cfg->activation_slots;
   u->stamps = hx_rt_calloc((size_t)(2 * slots), sizeof *u->stamps);
@@ -523,7 +545,7 @@ void rt_emu_init(struct rt_exec *e, bool requested) {
   if (e->cfg->rank == 0)
     hx_rt_log_banner("emulating the cluster file's device and link speeds (--emulate); "
                      "the first %d steps time each rank's compute alone",
-                     RT_EMU_CALIBRATION_STEPS);
+                     u->calibration_steps);
 }
 
 /* The reference of op's kind: every forward op of a rank does the same
@@ -567,7 +589,7 @@ static void report_compute(struct rt_exec *e) {
   if (ops == 0)
     hx_rt_log_banner("--emulate: every step of this run calibrated (the first %d do): none ran "
                      "at the devices' speeds; run more steps",
-                     RT_EMU_CALIBRATION_STEPS);
+                     u->calibration_steps);
   else if (late > 0.05 * ops)
     hx_rt_log_banner("--emulate: warning: %.0f of %.0f compute ops ran past their emulated end: "
                      "this machine could not keep up, and the steps are slower than the "
@@ -613,7 +635,7 @@ void rt_emu_op_begin(struct rt_exec *e, int op_index) {
     return;
   if (u->first_step < 0)
     u->first_step = (long long)e->step;
-  u->calibrating = (long long)e->step < u->first_step + RT_EMU_CALIBRATION_STEPS;
+  u->calibrating = (long long)e->step < u->first_step + u->calibration_steps;
   if (u->calibrating)
     lock_take(u);
   else

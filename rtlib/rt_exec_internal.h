@@ -118,6 +118,7 @@ struct rt_emu {
    * steps and since (0: not measured) */
   double *reference_cpu_s;
   long long first_step; /* the first step this process ran; -1: none yet */
+  int calibration_steps; /* RT_EMU_CALIBRATION_STEPS or $HEXIC_EMULATE_CALIBRATION */
   int lock_fd;          /* the calibration's machine-wide lock (a file), -1: none */
   bool lock_held;
   /* compute ops run at the devices' speeds, and those whose own run

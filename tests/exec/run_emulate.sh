@@ -78,5 +78,19 @@ grep -q "compute of one step at each device's speed:" short.out ||
 grep -q "every step of this run calibrated" short.out ||
   { cat short.out; fail "--steps 1 --emulate: does not say no step was emulated"; }
 grep -q "every step of this run calibrated" emu.out && fail "the 5-step run says no step was emulated"
+# HEXIC_EMULATE_CALIBRATION: 1 calibration step, so a 2-step run has one
+# at the devices' speeds (3 by default: none); a bad value stops every rank
+HEXIC_EMULATE_CALIBRATION=1 timeout 60 m/launch.sh --steps 2 --emulate >calib1.out 2>&1 ||
+  { cat calib1.out; fail "HEXIC_EMULATE_CALIBRATION=1 --steps 2 --emulate"; }
+grep -q "the first 1 steps time each rank's compute alone" calib1.out ||
+  { cat calib1.out; fail "HEXIC_EMULATE_CALIBRATION=1: the banner does not say 1 step"; }
+grep -q "every step of this run calibrated" calib1.out &&
+  { cat calib1.out; fail "HEXIC_EMULATE_CALIBRATION=1 --steps 2: says no step was emulated"; }
+[ "$(losses calib1.out)" = "$(losses plain.out | head -n 2)" ] ||
+  fail "HEXIC_EMULATE_CALIBRATION=1 changed the losses"
+HEXIC_EMULATE_CALIBRATION=0x3 timeout 60 m/launch.sh --steps 2 --emulate >calib-bad.out 2>&1 &&
+  { cat calib-bad.out; fail "HEXIC_EMULATE_CALIBRATION=0x3 accepted"; }
+grep -q "HEXIC_EMULATE_CALIBRATION wants the calibration steps, 1 to 1000, not '0x3'" calib-bad.out ||
+  { cat calib-bad.out; fail "HEXIC_EMULATE_CALIBRATION=0x3: no clear error"; }
 ms() { sed -n 's/^step [0-9]*\/[0-9]* | .* | \([0-9.]*\) ms | .*/\1/p' "$1" | tr '\n' ' '; }
 echo "ok: same losses; step ms plain: $(ms plain.out); --emulate: $(ms emu.out)"

@@ -98,6 +98,19 @@ grep -q "^hexic-profile: --layers 1024 of this shape needs [0-9.]* GiB, more tha
 [ "$(grep -c '^  micro_batch = \[1, 2\]$' "$work/prof.hx")" = 3 ] || fail "--profile: $(cat "$work/prof.hx")"
 "$hexic" --check "$model" "$work/prof.hx" 2>"$work/err" || fail "--profile: hexic refused $(cat "$work/prof.hx")"
 "$profile" --micro-batches 2,1 >/dev/null 2>&1; [ $? = 2 ] || fail "--micro-batches 2,1 accepted"
+# --rounds: every figure the best of N rounds; the same blocks, which hexic reads
+"$profile" "${small[@]}" --heads 4 --gpus 2 --profile --micro-batches 1,2 --rounds 2 --verbose \
+  -o "$work/rounds.hx" 2>"$work/err" || fail "--rounds 2: $(cat "$work/err")"
+# --verbose: a line per round, as the rounds go
+for k in 1 2; do
+  grep -q "^hexic-profile: round $k: sgemm [0-9.]* GFLOP/s, .*; tp 1 forward/backward: mbs 1 [0-9.]*/[0-9.]* ms, mbs 2 " \
+    "$work/err" || fail "--rounds 2 --verbose: no line for round $k: $(cat "$work/err")"
+done
+[ "$(grep -c '^  micro_batch = \[1, 2\]$' "$work/rounds.hx")" = 2 ] || fail "--rounds 2: $(cat "$work/rounds.hx")"
+grep -q '^  forward = \[[0-9.]* ms, [0-9.]* ms\]$' "$work/rounds.hx" || fail "--rounds 2: $(cat "$work/rounds.hx")"
+grep -q 'inf\|nan' "$work/rounds.hx" && fail "--rounds 2: a figure never measured: $(cat "$work/rounds.hx")"
+"$hexic" --check "$model" "$work/rounds.hx" 2>"$work/err" || fail "--rounds 2: hexic refused $(cat "$work/rounds.hx")"
+"$profile" --rounds 0 >/dev/null 2>&1; [ $? = 2 ] || fail "--rounds 0 accepted"
 
 # Two ranks: the ping-pong fills the node's link and the network.
 "$mpiexec" --oversubscribe -np 2 "$profile" "${small[@]}" -o "$work/two.hx" >"$work/out" 2>&1 \
