@@ -164,7 +164,17 @@ static bool parse_sizes(const char *s, struct options *o) {
 
 /* Returns 0, or 2 after a usage message. */
 static int parse_options(int argc, char **argv, struct options *o) {
-  *o = (struct options){768, 2048, 0, 1024, 32000, 1, 1.0, 3, false, 64, 0, "cpu", NULL, false, {1, 2, 4}, 3};
+  *o = (struct options){.hidden = 768,
+                        .ffn = 2048,
+                        .tokens = 1024,
+                        .vocab = 32000,
+                        .layers = 1,
+                        .seconds = 1.0,
+                        .rounds = 3,
+                        .stream_mib = 64,
+                        .name = "cpu",
+                        .micro_batches = {1, 2, 4},
+                        .nmicro_batches = 3};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long n;
@@ -368,8 +378,8 @@ static bool layer_stack_fits(const struct options *o) {
   struct layer_bench b;
   layer_bench_shape(&b, o, 1);
   long nseq = o->profile ? o->micro_batches[o->nmicro_batches - 1] : 1;
-  double own = 2.0 * (double)hxk_layer_floats(&b.d, &b.s) +
-                (double)hxk_layer_acts_floats(&b.ctx, nseq);
+  double own =
+      2.0 * (double)hxk_layer_floats(&b.d, &b.s) + (double)hxk_layer_acts_floats(&b.ctx, nseq);
   double shared = 4.0 * (double)nseq * (double)o->tokens * (double)o->hidden +
                   (double)hxk_layer_scratch_floats(&b.ctx, nseq) +
                   (double)hxk_rope_table_floats(&b.d);
@@ -611,9 +621,8 @@ static void measure_profiles(const struct options *o, int gpus,
   double each = o->seconds / (nt * o->nmicro_batches) > 0.02 ? o->seconds / (nt * o->nmicro_batches)
                                                             : 0.02;
   for (int k = 0; k < nt; k++)
-    for (int i = 0; i < o->nmicro_batches; i++) {
+    for (int i = 0; i < o->nmicro_batches; i++)
       p[k][i] = measure_profile_point(o, tp[k], o->micro_batches[i], each);
-    }
 }
 
 /* profile blocks: one per TP degree up to the node's GPUs, each over the
@@ -950,8 +959,9 @@ static void print_round(const struct options *o, int k, const struct round_figur
           k + 1, r->tflops * 1e3, r->layer.fwd * 1e3, r->layer.bwd * 1e3, r->layer.head * 1e3,
           r->opt_bw / 1e9, r->copy_bw / 1e9);
   for (int i = 0; o->profile && i < o->nmicro_batches; i++)
-    fprintf(stderr, "%s mbs %ld %.3f/%.3f ms", i ? "," : "; tp 1 forward/backward:",
-            o->micro_batches[i], r->points[0][i].fwd_s * 1e3, r->points[0][i].bwd_s * 1e3);
+    fprintf(stderr, "%s mbs %ld %.3f/%.3f ms",
+            i ? "," : "; tp 1 forward/backward:", o->micro_batches[i], r->points[0][i].fwd_s * 1e3,
+            r->points[0][i].bwd_s * 1e3);
   fputc('\n', stderr);
 }
 
@@ -975,28 +985,26 @@ static double median(double *v, int n) {
     (dst) = median(v_, o->rounds);                                                                 \
   } while (0)
 
-/* m's curve and profile points, and the rest, from the rounds' medians. */
-static void medians(const struct options *o, const struct round_figures *r, struct measured *m,
-                    double *tflops, struct layer_rates *layer, double *mem_bw, double *opt_bw,
-                    double *copy_bw) {
-  MEDIAN_INTO(*tflops, tflops);
-  MEDIAN_INTO(layer->fwd, layer.fwd);
-  MEDIAN_INTO(layer->bwd, layer.bwd);
-  MEDIAN_INTO(layer->head, layer.head);
-  MEDIAN_INTO(*mem_bw, mem_bw);
-  MEDIAN_INTO(*opt_bw, opt_bw);
-  MEDIAN_INTO(*copy_bw, copy_bw);
-  double rate[4] = {*tflops, 0, 0, 0};
-  m->ntp = r[0].ntp;
-  for (int t = 1; t < m->ntp; t++)
-    MEDIAN_INTO(rate[t], tp_rate[t]);
-  tp_curve(rate, m->ntp, m->tp_eff);
+/* Every figure the median of the rounds' (the TP degrees and the
+ * activation bytes, the same in every round, the first's). */
+static struct round_figures median_round(const struct options *o, const struct round_figures *r) {
+  struct round_figures m = {.ntp = r[0].ntp};
+  MEDIAN_INTO(m.tflops, tflops);
+  MEDIAN_INTO(m.layer.fwd, layer.fwd);
+  MEDIAN_INTO(m.layer.bwd, layer.bwd);
+  MEDIAN_INTO(m.layer.head, layer.head);
+  MEDIAN_INTO(m.mem_bw, mem_bw);
+  MEDIAN_INTO(m.opt_bw, opt_bw);
+  MEDIAN_INTO(m.copy_bw, copy_bw);
+  for (int t = 1; t < m.ntp; t++)
+    MEDIAN_INTO(m.tp_rate[t], tp_rate[t]);
   for (int t = 0; t < 4; t++)
     for (int i = 0; i < MAX_MICRO_BATCHES; i++) {
-      MEDIAN_INTO(m->points[t][i].fwd_s, points[t][i].fwd_s);
-      MEDIAN_INTO(m->points[t][i].bwd_s, points[t][i].bwd_s);
-      m->points[t][i].act_bytes = r[0].points[t][i].act_bytes;
+      MEDIAN_INTO(m.points[t][i].fwd_s, points[t][i].fwd_s);
+      MEDIAN_INTO(m.points[t][i].bwd_s, points[t][i].bwd_s);
+      m.points[t][i].act_bytes = r[0].points[t][i].act_bytes;
     }
+  return m;
 }
 
 int main(int argc, char **argv) {
@@ -1023,8 +1031,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  double tflops = 0, mem_bw = 0, opt_bw = 0, copy_bw = 0;
-  struct layer_rates layer = {0, 0, 0};
+  struct round_figures med = {0}; /* rank 0: the rounds' medians */
   struct measured m = {0};
   if (rank != 0) /* idle while rank 0 measures: asleep, not polling a core away from it */
     sleep_through_barrier();
@@ -1044,7 +1051,7 @@ int main(int argc, char **argv) {
       if (o.verbose)
         print_round(&o, k, &r[k]);
     }
-    medians(&o, r, &m, &tflops, &layer, &mem_bw, &opt_bw, &copy_bw);
+    med = median_round(&o, r);
     free(r);
     MPI_Request req; /* matches the others' MPI_Ibarrier (a blocking one would not) */
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
@@ -1054,11 +1061,17 @@ int main(int argc, char **argv) {
   if (size >= 2)
     link = measure_link(rank, &o);
   if (rank == 0) {
+    double tflops = med.tflops;
+    struct layer_rates layer = med.layer;
     double efficiency = share_of(layer.fwd, tflops);
-    m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = mem_bw, m.opt_bw = opt_bw;
+    m.tflops = tflops, m.efficiency = efficiency, m.mem_bw = med.mem_bw, m.opt_bw = med.opt_bw;
     m.backward_efficiency = share_of(layer.bwd, tflops);
-    m.copy_bw = copy_bw;
+    m.copy_bw = med.copy_bw;
     m.head_efficiency = share_of(layer.head, tflops);
+    m.ntp = med.ntp;
+    med.tp_rate[0] = tflops;
+    tp_curve(med.tp_rate, m.ntp, m.tp_eff);
+    memcpy(m.points, med.points, sizeof m.points);
     write_cluster(f, &o, o.gpus > 0 ? o.gpus : size, &m, size >= 2 ? &link : NULL);
     if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
       fprintf(stderr, "hexic-profile: cannot write the output\n");
@@ -1069,9 +1082,8 @@ int main(int argc, char **argv) {
             "%.2f GFLOP/s (%.3f), head %.2f GFLOP/s (%.3f), memory %.2f GB/s (triad), optimizer "
             "%.2f GB/s, copy %.2f GB/s%s",
             tflops * 1e3, layer.fwd * 1e3, efficiency, layer.bwd * 1e3, m.backward_efficiency,
-            layer.head * 1e3, m.head_efficiency,
-            mem_bw / 1e9, opt_bw / 1e9, copy_bw / 1e9,
-            size >= 2 ? "" : "\n");
+            layer.head * 1e3, m.head_efficiency, med.mem_bw / 1e9, med.opt_bw / 1e9,
+            med.copy_bw / 1e9, size >= 2 ? "" : "\n");
     if (size >= 2)
       fprintf(stderr, ", MPI %.1f MB/s, %.2f us\n", link.bandwidth / 1e6, link.latency_s * 1e6);
   }
